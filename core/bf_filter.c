@@ -1,0 +1,262 @@
+#include "bf_filter.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Keys hashed and prefetched together by the batch forms. */
+#define BATCH 32
+
+int bf_budget_reserve(struct bf_budget *b, uint64_t bytes)
+{
+	if (!b)
+		return 0;
+	if (b->limit && (bytes > b->limit || b->used > b->limit - bytes))
+		return -ENOMEM;
+	b->used += bytes;
+	return 0;
+}
+
+void bf_budget_release(struct bf_budget *b, uint64_t bytes)
+{
+	if (b)
+		b->used -= bytes;
+}
+
+int bf_params_validate(const struct bf_params *p)
+{
+	if (p->capacity < 1 || !(p->error_rate > 0 && p->error_rate < 1))
+		return -EINVAL;
+	if (p->type != BF_TYPE_BLOOM && p->type != BF_TYPE_COUNTING)
+		return -EINVAL;
+	if (p->expansion > BF_MAX_EXPANSION)
+		return -EINVAL;
+	return 0;
+}
+
+/* Capacity and target of layer i of a filter. */
+static void layer_target(const struct bf_params *p, unsigned i, uint64_t *cap, double *err)
+{
+	if (p->expansion == 0) {
+		*cap = p->capacity;
+		*err = p->error_rate;
+		return;
+	}
+	/* Layer i: capacity * expansion^i, error * 0.5^(i+1); the chain stays under error. */
+	uint64_t c = p->capacity;
+	for (unsigned k = 0; k < i; k++)
+		c = c > UINT64_MAX / p->expansion ? UINT64_MAX : c * p->expansion;
+	*cap = c;
+	*err = ldexp(p->error_rate, -(int)(i + 1));
+}
+
+/* Append layer number f->nlayers, charging the budget. Returns 0 or a negative errno. */
+static int grow(struct bf_filter *f)
+{
+	uint64_t cap, bytes;
+	double err;
+
+	if (f->nlayers == BF_MAX_LAYERS)
+		return -ENOSPC;
+	layer_target(&f->params, f->nlayers, &cap, &err);
+	bool counting = f->params.type == BF_TYPE_COUNTING;
+	int rc = bf_layer_plan(counting, cap, err, &bytes);
+	if (rc)
+		return rc == -E2BIG ? -ENOMEM : rc;
+	rc = bf_budget_reserve(f->budget, bytes);
+	if (rc)
+		return rc;
+	rc = bf_layer_init(&f->layers[f->nlayers], counting, cap, err);
+	if (rc) {
+		bf_budget_release(f->budget, bytes);
+		return rc == -E2BIG ? -ENOMEM : rc;
+	}
+	f->nlayers++;
+	f->bytes += bytes;
+	return 0;
+}
+
+int bf_filter_new(const struct bf_params *p, uint64_t seed, struct bf_budget *budget,
+		  struct bf_filter **out)
+{
+	int rc = bf_params_validate(p);
+	if (rc)
+		return rc;
+
+	struct bf_filter *f = calloc(1, sizeof(*f));
+	if (!f)
+		return -ENOMEM;
+	f->params = *p;
+	f->seed = seed;
+	f->budget = budget;
+	rc = grow(f);
+	if (rc) {
+		free(f);
+		return rc;
+	}
+	*out = f;
+	return 0;
+}
+
+void bf_filter_free(struct bf_filter *f)
+{
+	if (!f)
+		return;
+	for (unsigned i = 0; i < f->nlayers; i++)
+		bf_layer_free(&f->layers[i]);
+	bf_budget_release(f->budget, f->bytes);
+	free(f);
+}
+
+/* Newest layer first: recent keys are the likeliest to be asked about. */
+static bool chain_check(const struct bf_filter *f, struct bf_hash h)
+{
+	for (unsigned i = f->nlayers; i-- > 0;)
+		if (bf_layer_check(&f->layers[i], h))
+			return true;
+	return false;
+}
+
+static void count_check(struct bf_filter *f, bool hit)
+{
+	f->stats.checks++;
+	if (hit)
+		f->stats.check_hits++;
+	else
+		f->stats.check_misses++;
+}
+
+int bf_filter_check(struct bf_filter *f, const void *key, size_t len)
+{
+	bool hit = chain_check(f, bf_hash_key(key, len, f->seed));
+	count_check(f, hit);
+	return hit;
+}
+
+static int add_hashed(struct bf_filter *f, struct bf_hash h)
+{
+	bool counting = f->params.type == BF_TYPE_COUNTING;
+	struct bf_layer *top = &f->layers[f->nlayers - 1];
+	bool present = false;
+
+	f->stats.sets++;
+	/* Older layers first; for a plain filter the top layer's add itself tells. */
+	for (unsigned i = 0; i + 1 < f->nlayers && !present; i++)
+		present = bf_layer_check(&f->layers[i], h);
+	if (!present && (counting || top->items >= top->capacity))
+		present = bf_layer_check(top, h);
+	if (present && !counting)
+		goto duplicate;
+
+	if (top->items >= top->capacity) {
+		if (f->params.expansion == 0)
+			return -ENOSPC;
+		int rc = grow(f);
+		if (rc)
+			return rc;
+		top = &f->layers[f->nlayers - 1];
+	}
+	/* Counting filters count every add, so each add needs its own delete. */
+	if (!bf_layer_add(top, h) && !counting)
+		goto duplicate;
+	top->items++;
+	f->items++;
+	f->changes++;
+	if (present)
+		goto duplicate;
+	f->stats.set_hits++;
+	return 1;
+duplicate:
+	f->stats.set_misses++;
+	return 0;
+}
+
+int bf_filter_add(struct bf_filter *f, const void *key, size_t len)
+{
+	return add_hashed(f, bf_hash_key(key, len, f->seed));
+}
+
+int bf_filter_delete(struct bf_filter *f, const void *key, size_t len)
+{
+	if (f->params.type != BF_TYPE_COUNTING)
+		return -ENOTSUP;
+
+	struct bf_hash h = bf_hash_key(key, len, f->seed);
+	f->stats.deletes++;
+	for (unsigned i = f->nlayers; i-- > 0;) {
+		struct bf_layer *l = &f->layers[i];
+		if (bf_layer_delete(l, h)) {
+			if (l->items)
+				l->items--;
+			if (f->items)
+				f->items--;
+			f->changes++;
+			f->stats.delete_hits++;
+			return 1;
+		}
+	}
+	f->stats.delete_misses++;
+	return 0;
+}
+
+static void hash_and_prefetch(const struct bf_filter *f, size_t n, const void *const *keys,
+			      const size_t *lens, struct bf_hash *h)
+{
+	for (size_t i = 0; i < n; i++) {
+		h[i] = bf_hash_key(keys[i], lens[i], f->seed);
+		for (unsigned l = 0; l < f->nlayers; l++)
+			bf_layer_prefetch(&f->layers[l], h[i]);
+	}
+}
+
+void bf_filter_check_batch(struct bf_filter *f, size_t n, const void *const *keys,
+			   const size_t *lens, int *out)
+{
+	struct bf_hash h[BATCH];
+
+	for (size_t base = 0; base < n; base += BATCH) {
+		size_t m = n - base < BATCH ? n - base : BATCH;
+		hash_and_prefetch(f, m, keys + base, lens + base, h);
+		for (size_t i = 0; i < m; i++) {
+			bool hit = chain_check(f, h[i]);
+			count_check(f, hit);
+			out[base + i] = hit;
+		}
+	}
+}
+
+size_t bf_filter_add_batch(struct bf_filter *f, size_t n, const void *const *keys,
+			   const size_t *lens, int *out)
+{
+	struct bf_hash h[BATCH];
+
+	for (size_t base = 0; base < n; base += BATCH) {
+		size_t m = n - base < BATCH ? n - base : BATCH;
+		hash_and_prefetch(f, m, keys + base, lens + base, h);
+		for (size_t i = 0; i < m; i++) {
+			out[base + i] = add_hashed(f, h[i]);
+			if (out[base + i] < 0)
+				return base + i + 1;
+		}
+	}
+	return n;
+}
+
+uint64_t bf_filter_capacity(const struct bf_filter *f)
+{
+	uint64_t c = 0;
+
+	for (unsigned i = 0; i < f->nlayers; i++)
+		c += f->layers[i].capacity;
+	return c;
+}
+
+double bf_filter_fpr(const struct bf_filter *f)
+{
+	double pass = 1;
+
+	for (unsigned i = 0; i < f->nlayers; i++)
+		pass *= 1 - bf_layer_fpr(&f->layers[i]);
+	return 1 - pass;
+}

@@ -1,0 +1,113 @@
+/*
+ * A filter: a chain of layers that grows when full (scalable), or a single layer that refuses
+ * new keys when full (non-scaling). Plain or counting. Not thread-safe: one owner at a time.
+ */
+#ifndef BF_FILTER_H
+#define BF_FILTER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "bf_layer.h"
+
+#define BF_MAX_LAYERS    32
+#define BF_NAME_MAX      200
+#define BF_MAX_EXPANSION 1024
+
+enum bf_type {
+	BF_TYPE_BLOOM = 0,
+	BF_TYPE_COUNTING = 1,
+};
+
+struct bf_params {
+	uint64_t capacity; /* keys the first layer holds, >= 1 */
+	double error_rate; /* promised rate of the whole chain at capacity, 0 < p < 1 */
+	enum bf_type type;
+	uint32_t expansion; /* growth factor of each new layer; 0 = non-scaling (fixed size) */
+	bool persist;       /* false: memory only, never snapshotted */
+};
+
+/* Shared accounting of the bytes all filters hold against a limit (0 = no limit). */
+struct bf_budget {
+	uint64_t limit;
+	uint64_t used;
+};
+
+/* Reserve bytes: 0, or -ENOMEM if that would pass the limit (nothing changes). */
+int bf_budget_reserve(struct bf_budget *b, uint64_t bytes);
+void bf_budget_release(struct bf_budget *b, uint64_t bytes);
+
+struct bf_stats {
+	uint64_t checks, check_hits, check_misses;
+	uint64_t sets, set_hits, set_misses; /* set_hits: the key was new */
+	uint64_t deletes, delete_hits, delete_misses;
+};
+
+struct bf_filter {
+	char name[BF_NAME_MAX + 1]; /* NUL-terminated for logs; name_len is authoritative */
+	size_t name_len;
+	struct bf_params params;
+	uint64_t seed;
+	uint64_t items; /* adds that changed the filter (every add, if counting), minus deletes */
+	uint64_t bytes; /* sum of layer sizes */
+	uint64_t changes; /* bumped by every mutation, for snapshot scheduling */
+	struct bf_stats stats;
+	struct bf_budget *budget; /* may be NULL: no accounting */
+	unsigned nlayers;
+	struct bf_layer layers[BF_MAX_LAYERS];
+};
+
+/*
+ * Check params: capacity >= 1, 0 < error_rate < 1, type known, expansion <= BF_MAX_EXPANSION
+ * (expansion 1 is allowed, as in RedisBloom: equal-size layers with halving error).
+ * Returns 0 or -EINVAL.
+ */
+int bf_params_validate(const struct bf_params *p);
+
+/*
+ * Create a filter with its first layer, charging its bytes to budget (may be NULL).
+ * Returns 0 with *out set; -EINVAL (bad params), -ENOMEM (budget or allocation), -E2BIG
+ * (layer too large to size). Nothing is charged on failure.
+ */
+int bf_filter_new(const struct bf_params *p, uint64_t seed, struct bf_budget *budget,
+		  struct bf_filter **out);
+
+/* Free the filter and release its bytes from its budget. NULL is ignored. */
+void bf_filter_free(struct bf_filter *f);
+
+/* 1 if the key may be present, 0 if certainly absent. Counts a check. */
+int bf_filter_check(struct bf_filter *f, const void *key, size_t len);
+
+/*
+ * Add a key. Returns 1 if it was new, 0 if it was already present (a plain filter does not
+ * change; a counting filter counts the add again, so it takes one delete per add),
+ * -ENOSPC if the filter is full and cannot grow (non-scaling, or 32 layers), -ENOMEM if
+ * growing would pass the budget or allocation failed. On error nothing changes.
+ */
+int bf_filter_add(struct bf_filter *f, const void *key, size_t len);
+
+/*
+ * Counting filters: remove a key. Returns 1 if removed, 0 if it was not present (nothing
+ * changes), -ENOTSUP for a plain filter.
+ */
+int bf_filter_delete(struct bf_filter *f, const void *key, size_t len);
+
+/*
+ * Batch forms: hash every key first and prefetch its blocks, then probe.
+ * check: out[i] = 0/1 for each of n keys.
+ * add: out[i] as bf_filter_add; stops at the first error and returns the number of keys
+ * processed (including the failed one), so out[0..ret) is meaningful; returns n on success.
+ */
+void bf_filter_check_batch(struct bf_filter *f, size_t n, const void *const *keys,
+			   const size_t *lens, int *out);
+size_t bf_filter_add_batch(struct bf_filter *f, size_t n, const void *const *keys,
+			   const size_t *lens, int *out);
+
+/* Capacity of the whole chain as built so far (sum of layer capacities). */
+uint64_t bf_filter_capacity(const struct bf_filter *f);
+
+/* Model estimate of the chain's current false-positive rate: 1 - prod(1 - fpr_i). */
+double bf_filter_fpr(const struct bf_filter *f);
+
+#endif

@@ -1,0 +1,243 @@
+#include "bf_registry.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Open hashing with chains; the table doubles when it holds more filters than buckets. */
+struct entry {
+	struct entry *next;
+	uint64_t hash;
+	struct bf_filter *filter;
+};
+
+struct bf_registry {
+	struct bf_budget budget;
+	struct entry **buckets;
+	size_t nbuckets; /* power of two */
+	size_t count;
+};
+
+bool bf_name_valid(const char *name, size_t len)
+{
+	if (len < 1 || len > BF_NAME_MAX)
+		return false;
+	for (size_t i = 0; i < len; i++) {
+		unsigned char c = (unsigned char)name[i];
+		if (c <= 0x20 || c == 0x7f)
+			return false;
+	}
+	return true;
+}
+
+static uint64_t name_hash(const char *name, size_t len)
+{
+	return XXH3_64bits(name, len);
+}
+
+int bf_registry_new(uint64_t max_memory, struct bf_registry **out)
+{
+	struct bf_registry *r = calloc(1, sizeof(*r));
+	if (!r)
+		return -ENOMEM;
+	r->nbuckets = 64;
+	r->buckets = calloc(r->nbuckets, sizeof(*r->buckets));
+	if (!r->buckets) {
+		free(r);
+		return -ENOMEM;
+	}
+	r->budget.limit = max_memory;
+	*out = r;
+	return 0;
+}
+
+void bf_registry_free(struct bf_registry *r)
+{
+	if (!r)
+		return;
+	for (size_t i = 0; i < r->nbuckets; i++) {
+		for (struct entry *e = r->buckets[i], *next; e; e = next) {
+			next = e->next;
+			bf_filter_free(e->filter);
+			free(e);
+		}
+	}
+	free(r->buckets);
+	free(r);
+}
+
+static struct entry **find(const struct bf_registry *r, const char *name, size_t len,
+			   uint64_t hash)
+{
+	struct entry **pp = &r->buckets[hash & (r->nbuckets - 1)];
+
+	for (; *pp; pp = &(*pp)->next) {
+		const struct bf_filter *f = (*pp)->filter;
+		if ((*pp)->hash == hash && f->name_len == len && memcmp(f->name, name, len) == 0)
+			break;
+	}
+	return pp;
+}
+
+static void rehash(struct bf_registry *r)
+{
+	size_t n = r->nbuckets * 2;
+	struct entry **b = calloc(n, sizeof(*b));
+	if (!b)
+		return; /* chains just get longer */
+	for (size_t i = 0; i < r->nbuckets; i++) {
+		for (struct entry *e = r->buckets[i], *next; e; e = next) {
+			next = e->next;
+			e->next = b[e->hash & (n - 1)];
+			b[e->hash & (n - 1)] = e;
+		}
+	}
+	free(r->buckets);
+	r->buckets = b;
+	r->nbuckets = n;
+}
+
+struct bf_filter *bf_registry_get(const struct bf_registry *r, const char *name, size_t len)
+{
+	struct entry *e = *find(r, name, len, name_hash(name, len));
+	return e ? e->filter : NULL;
+}
+
+/* Link f under name; the name was validated and is absent. */
+static int insert(struct bf_registry *r, const char *name, size_t len, uint64_t hash,
+		  struct bf_filter *f)
+{
+	struct entry *e = malloc(sizeof(*e));
+	if (!e)
+		return -ENOMEM;
+	memcpy(f->name, name, len);
+	f->name[len] = '\0';
+	f->name_len = len;
+	e->hash = hash;
+	e->filter = f;
+	struct entry **head = &r->buckets[hash & (r->nbuckets - 1)];
+	e->next = *head;
+	*head = e;
+	if (++r->count > r->nbuckets)
+		rehash(r);
+	return 0;
+}
+
+int bf_registry_create(struct bf_registry *r, const char *name, size_t len,
+		       const struct bf_params *p, uint64_t seed, struct bf_filter **out)
+{
+	if (!bf_name_valid(name, len))
+		return -EINVAL;
+	uint64_t hash = name_hash(name, len);
+	struct entry *e = *find(r, name, len, hash);
+	if (e) {
+		if (out)
+			*out = e->filter;
+		return -EEXIST;
+	}
+
+	struct bf_filter *f;
+	int rc = bf_filter_new(p, seed, &r->budget, &f);
+	if (rc)
+		return rc;
+	rc = insert(r, name, len, hash, f);
+	if (rc) {
+		bf_filter_free(f);
+		return rc;
+	}
+	if (out)
+		*out = f;
+	return 0;
+}
+
+int bf_registry_adopt(struct bf_registry *r, const char *name, size_t len, struct bf_filter *f)
+{
+	if (!bf_name_valid(name, len) || f->budget)
+		return -EINVAL;
+	uint64_t hash = name_hash(name, len);
+	if (*find(r, name, len, hash))
+		return -EEXIST;
+	int rc = bf_budget_reserve(&r->budget, f->bytes);
+	if (rc)
+		return rc;
+	rc = insert(r, name, len, hash, f);
+	if (rc) {
+		bf_budget_release(&r->budget, f->bytes);
+		return rc;
+	}
+	f->budget = &r->budget;
+	return 0;
+}
+
+int bf_registry_drop(struct bf_registry *r, const char *name, size_t len)
+{
+	struct entry **pp = find(r, name, len, name_hash(name, len));
+	struct entry *e = *pp;
+	if (!e)
+		return -ENOENT;
+	*pp = e->next;
+	bf_filter_free(e->filter);
+	free(e);
+	r->count--;
+	return 0;
+}
+
+static int by_name(const void *a, const void *b)
+{
+	const struct bf_filter *x = *(struct bf_filter *const *)a;
+	const struct bf_filter *y = *(struct bf_filter *const *)b;
+	size_t n = x->name_len < y->name_len ? x->name_len : y->name_len;
+	int c = memcmp(x->name, y->name, n);
+	if (c)
+		return c;
+	return (x->name_len > y->name_len) - (x->name_len < y->name_len);
+}
+
+int bf_registry_list(const struct bf_registry *r, const char *prefix, size_t plen,
+		     struct bf_filter ***out, size_t *n)
+{
+	struct bf_filter **list = NULL;
+	size_t k = 0;
+
+	if (r->count) {
+		list = malloc(r->count * sizeof(*list));
+		if (!list)
+			return -ENOMEM;
+	}
+	for (size_t i = 0; i < r->nbuckets; i++) {
+		for (struct entry *e = r->buckets[i]; e; e = e->next) {
+			const struct bf_filter *f = e->filter;
+			if (f->name_len >= plen && memcmp(f->name, prefix, plen) == 0)
+				list[k++] = e->filter;
+		}
+	}
+	if (k == 0) {
+		free(list);
+		list = NULL;
+	} else {
+		qsort(list, k, sizeof(*list), by_name);
+	}
+	*out = list;
+	*n = k;
+	return 0;
+}
+
+size_t bf_registry_count(const struct bf_registry *r)
+{
+	return r->count;
+}
+
+uint64_t bf_registry_memory(const struct bf_registry *r)
+{
+	return r->budget.used;
+}
+
+uint64_t bf_registry_max_memory(const struct bf_registry *r)
+{
+	return r->budget.limit;
+}
+
+void bf_registry_set_max_memory(struct bf_registry *r, uint64_t max_memory)
+{
+	r->budget.limit = max_memory;
+}

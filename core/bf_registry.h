@@ -1,0 +1,63 @@
+/*
+ * The registry of named filters, with the memory budget they share. Names are 1..200 bytes of
+ * printable non-space characters (bytes 0x21-0x7e and >= 0x80 for UTF-8).
+ */
+#ifndef BF_REGISTRY_H
+#define BF_REGISTRY_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "bf_filter.h"
+
+struct bf_registry;
+
+/* True if name[0..len) is a valid filter name. */
+bool bf_name_valid(const char *name, size_t len);
+
+/* New empty registry with a memory limit in bytes (0 = none). Returns 0 or -ENOMEM. */
+int bf_registry_new(uint64_t max_memory, struct bf_registry **out);
+
+/* Free every filter and the registry. NULL is ignored. */
+void bf_registry_free(struct bf_registry *r);
+
+/*
+ * Create a filter. Returns 0 with *out (may be NULL) set to it; -EINVAL for a bad name or
+ * bad params; -EEXIST if the name is taken (*out, if given, is set to the existing filter);
+ * -ENOMEM if it would pass max_memory or allocation failed. On error nothing changes.
+ */
+int bf_registry_create(struct bf_registry *r, const char *name, size_t len,
+		       const struct bf_params *p, uint64_t seed, struct bf_filter **out);
+
+/*
+ * Insert a filter built elsewhere without a budget (e.g. loaded from a snapshot); its bytes
+ * are then charged to the registry's budget. Returns 0, -EINVAL (bad name, or f already has a
+ * budget), -EEXIST, -ENOMEM. On success the registry owns f; on error the caller still does.
+ */
+int bf_registry_adopt(struct bf_registry *r, const char *name, size_t len, struct bf_filter *f);
+
+/* The filter with this name, or NULL. */
+struct bf_filter *bf_registry_get(const struct bf_registry *r, const char *name, size_t len);
+
+/* Remove and free a filter. Returns 0 or -ENOENT. */
+int bf_registry_drop(struct bf_registry *r, const char *name, size_t len);
+
+/*
+ * The filters whose name starts with prefix (plen 0: all), sorted by name, as a malloc'd
+ * array the caller frees (the filters stay owned by the registry). Returns 0 with *out and *n
+ * set (*out is NULL when *n is 0), or -ENOMEM.
+ */
+int bf_registry_list(const struct bf_registry *r, const char *prefix, size_t plen,
+		     struct bf_filter ***out, size_t *n);
+
+size_t bf_registry_count(const struct bf_registry *r);
+
+/* Bytes held by all filters, and the limit (0 = none). */
+uint64_t bf_registry_memory(const struct bf_registry *r);
+uint64_t bf_registry_max_memory(const struct bf_registry *r);
+
+/* Change the limit (e.g. on config reload); existing filters stay even if above it. */
+void bf_registry_set_max_memory(struct bf_registry *r, uint64_t max_memory);
+
+#endif

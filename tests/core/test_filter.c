@@ -1,0 +1,387 @@
+/*
+ * The chain: no false negatives, the promised false-positive rate at capacity, scalable growth,
+ * non-scaling refusal, the 32-layer cap, counting delete, the memory budget.
+ *
+ * Statistical bound for a measured rate: with N never-added keys and a true rate p, the count
+ * of false positives is Binomial(N, p). A filter keeps its promise if the count is at most
+ * N p + 3 sqrt(N p (1 - p)) (three standard deviations: a correct filter exceeds it with
+ * probability about 0.13 %, and the keys and seeds are fixed, so the test is deterministic).
+ */
+#include <check.h>
+#include <errno.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "bf_filter.h"
+#include "check_main.h"
+
+#define PROBES 1000000
+
+/* Added keys are "k<i>", never-added keys "x<i>": disjoint by their first byte. */
+static size_t key(char *buf, char tag, uint64_t i)
+{
+	return (size_t)snprintf(buf, 32, "%c%llu", tag, (unsigned long long)i);
+}
+
+static int add(struct bf_filter *f, uint64_t i)
+{
+	char k[32];
+	return bf_filter_add(f, k, key(k, 'k', i));
+}
+
+static int has(struct bf_filter *f, char tag, uint64_t i)
+{
+	char k[32];
+	return bf_filter_check(f, k, key(k, tag, i));
+}
+
+static double bound(double p)
+{
+	return PROBES * p + 3 * sqrt(PROBES * p * (1 - p));
+}
+
+/* Check records every assertion it evaluates, so hot loops test first and assert once. */
+static void assert_all_present(struct bf_filter *f, uint64_t n)
+{
+	for (uint64_t i = 0; i < n; i++)
+		if (has(f, 'k', i) != 1)
+			ck_abort_msg("false negative for key %llu", (unsigned long long)i);
+}
+
+static void add_range(struct bf_filter *f, uint64_t from, uint64_t to)
+{
+	for (uint64_t i = from; i < to; i++) {
+		int rc = add(f, i);
+		if (rc < 0)
+			ck_abort_msg("add of key %llu failed: %d", (unsigned long long)i, rc);
+	}
+}
+
+static uint64_t false_positives(struct bf_filter *f)
+{
+	uint64_t fp = 0;
+	for (uint64_t i = 0; i < PROBES; i++)
+		fp += (uint64_t)has(f, 'x', i);
+	return fp;
+}
+
+static const double rates[] = { 0.1, 0.01, 0.001, 0.0001 };
+
+START_TEST(fpr_at_capacity_nonscaling)
+{
+	double p = rates[_i];
+	struct bf_params params = { .capacity = 1000000, .error_rate = p, .expansion = 0 };
+	struct bf_filter *f;
+	ck_assert_int_eq(bf_filter_new(&params, 12345, NULL, &f), 0);
+	add_range(f, 0, params.capacity);
+	assert_all_present(f, params.capacity);
+	uint64_t fp = false_positives(f);
+	fprintf(stderr, "# nonscaling p=%g: %llu false positives in %d (bound %.0f), %.2f bits/key\n",
+		p, (unsigned long long)fp, PROBES, bound(p), f->bytes * 8.0 / params.capacity);
+	ck_assert_double_le((double)fp, bound(p));
+	bf_filter_free(f);
+}
+END_TEST
+
+START_TEST(fpr_at_capacity_scalable)
+{
+	double p = rates[_i];
+	struct bf_params params = { .capacity = 1000000, .error_rate = p, .expansion = 2 };
+	struct bf_filter *f;
+	ck_assert_int_eq(bf_filter_new(&params, 777, NULL, &f), 0);
+	add_range(f, 0, params.capacity);
+	ck_assert_uint_eq(f->nlayers, 1);
+	assert_all_present(f, params.capacity);
+	uint64_t fp = false_positives(f);
+	ck_assert_double_le((double)fp, bound(p / 2)); /* first layer is built for p/2 */
+	bf_filter_free(f);
+}
+END_TEST
+
+START_TEST(scalable_filled_to_20x_stays_under_rate)
+{
+	const double p = 0.01;
+	struct bf_params params = { .capacity = 50000, .error_rate = p, .expansion = 2 };
+	struct bf_filter *f;
+	ck_assert_int_eq(bf_filter_new(&params, 99, NULL, &f), 0);
+	uint64_t n = 20 * params.capacity;
+	add_range(f, 0, n);
+	/* 50k + 100k + 200k + 400k = 750k < 1M <= 1.55M with the fifth layer. */
+	ck_assert_uint_eq(f->nlayers, 5);
+	assert_all_present(f, n);
+	uint64_t fp = false_positives(f);
+	fprintf(stderr, "# scalable 20x p=%g: %llu false positives in %d (bound %.0f), model %.5f\n",
+		p, (unsigned long long)fp, PROBES, bound(p), bf_filter_fpr(f));
+	ck_assert_double_le((double)fp, bound(p));
+	ck_assert_double_lt(bf_filter_fpr(f), p);
+	bf_filter_free(f);
+}
+END_TEST
+
+START_TEST(nonscaling_full_refuses_new_keys)
+{
+	struct bf_params params = { .capacity = 1000, .error_rate = 0.01, .expansion = 0 };
+	struct bf_filter *f;
+	ck_assert_int_eq(bf_filter_new(&params, 1, NULL, &f), 0);
+	uint64_t i = 0;
+	while (f->items < params.capacity)
+		ck_assert_int_ge(add(f, i++), 0);
+	uint64_t items = f->items, bytes = f->bytes, changes = f->changes;
+	/* A present key still answers 0; a new one is refused and nothing changes. */
+	ck_assert_int_eq(add(f, 0), 0);
+	int rc = add(f, 1000000);
+	ck_assert_int_eq(rc, -ENOSPC);
+	ck_assert_uint_eq(f->items, items);
+	ck_assert_uint_eq(f->bytes, bytes);
+	ck_assert_uint_eq(f->changes, changes);
+	ck_assert_uint_eq(f->nlayers, 1);
+	ck_assert_int_eq(has(f, 'k', 1000000), 0);
+	bf_filter_free(f);
+}
+END_TEST
+
+START_TEST(chain_stops_at_32_layers)
+{
+	struct bf_params params = { .capacity = 1, .error_rate = 0.5, .expansion = 1 };
+	struct bf_filter *f;
+	ck_assert_int_eq(bf_filter_new(&params, 3, NULL, &f), 0);
+	int rc = 0;
+	uint64_t i;
+	for (i = 0; i < 10000 && rc >= 0; i++)
+		rc = add(f, i);
+	ck_assert_int_eq(rc, -ENOSPC);
+	ck_assert_uint_eq(f->nlayers, BF_MAX_LAYERS);
+	ck_assert_uint_eq(f->items, BF_MAX_LAYERS); /* each layer holds its one key */
+	/* Layer i is sized for 0.5 * 2^-(i+1): the chain's model rate stays under 0.5. */
+	ck_assert_double_eq(f->layers[31].error_rate, ldexp(0.5, -32));
+	ck_assert_double_lt(bf_filter_fpr(f), 0.5);
+	bf_filter_free(f);
+}
+END_TEST
+
+START_TEST(budget_refuses_growth_and_changes_nothing)
+{
+	struct bf_params params = { .capacity = 1000, .error_rate = 0.01, .expansion = 2 };
+	struct bf_budget budget = { .limit = 0 };
+	struct bf_filter *f;
+	ck_assert_int_eq(bf_filter_new(&params, 5, &budget, &f), 0);
+	ck_assert_uint_eq(budget.used, f->bytes);
+	budget.limit = f->bytes + 64; /* no room for a second layer */
+	uint64_t i = 0;
+	while (f->items < params.capacity)
+		ck_assert_int_ge(add(f, i++), 0);
+	uint64_t items = f->items, bytes = f->bytes;
+	ck_assert_int_eq(add(f, 5000000), -ENOMEM);
+	ck_assert_uint_eq(f->nlayers, 1);
+	ck_assert_uint_eq(f->items, items);
+	ck_assert_uint_eq(budget.used, bytes);
+	budget.limit = 0;
+	ck_assert_int_eq(add(f, 5000000), 1);
+	ck_assert_uint_eq(f->nlayers, 2);
+	ck_assert_uint_eq(budget.used, f->bytes);
+	bf_filter_free(f);
+	ck_assert_uint_eq(budget.used, 0);
+}
+END_TEST
+
+START_TEST(counting_delete_makes_keys_absent)
+{
+	const double p = 0.01;
+	struct bf_params params = { .capacity = 200000, .error_rate = p, .type = BF_TYPE_COUNTING,
+				    .expansion = 2 };
+	struct bf_filter *f;
+	ck_assert_int_eq(bf_filter_new(&params, 8, NULL, &f), 0);
+	add_range(f, 0, 200000);
+	assert_all_present(f, 200000);
+	/* Delete the even keys: the odd ones must all stay (no false negatives), the even ones
+	 * are absent but for false positives, bounded like any never-added key. */
+	uint64_t refused = 0, lost = 0, still = 0;
+	for (uint64_t i = 0; i < 200000; i += 2) {
+		char k[32];
+		refused += bf_filter_delete(f, k, key(k, 'k', i)) != 1;
+	}
+	ck_assert_uint_eq(refused, 0);
+	ck_assert_uint_eq(f->items, 100000);
+	for (uint64_t i = 0; i < 200000; i++) {
+		if (i & 1)
+			lost += has(f, 'k', i) != 1;
+		else
+			still += (uint64_t)has(f, 'k', i);
+	}
+	ck_assert_uint_eq(lost, 0);
+	ck_assert_double_le((double)still, 100000 * p + 3 * sqrt(100000 * p));
+	bf_filter_free(f);
+}
+END_TEST
+
+START_TEST(counting_delete_absent_changes_nothing)
+{
+	struct bf_params params = { .capacity = 1000, .error_rate = 0.01, .type = BF_TYPE_COUNTING,
+				    .expansion = 2 };
+	struct bf_filter *f;
+	ck_assert_int_eq(bf_filter_new(&params, 8, NULL, &f), 0);
+	ck_assert_int_eq(add(f, 1), 1);
+	char before[16384];
+	size_t bytes = bf_layer_bytes(&f->layers[0]);
+	ck_assert_uint_le(bytes, sizeof(before));
+	memcpy(before, f->layers[0].blocks, bytes);
+	uint64_t items = f->items, changes = f->changes;
+	ck_assert_int_eq(bf_filter_delete(f, "absent", 6), 0);
+	ck_assert_mem_eq(before, f->layers[0].blocks, bytes);
+	ck_assert_uint_eq(f->items, items);
+	ck_assert_uint_eq(f->changes, changes);
+	ck_assert_uint_eq(f->stats.delete_misses, 1);
+	/* A key added twice needs two deletes. */
+	ck_assert_int_eq(add(f, 1), 0);
+	char k[32];
+	size_t n = key(k, 'k', 1);
+	ck_assert_int_eq(bf_filter_delete(f, k, n), 1);
+	ck_assert_int_eq(bf_filter_check(f, k, n), 1);
+	ck_assert_int_eq(bf_filter_delete(f, k, n), 1);
+	ck_assert_int_eq(bf_filter_check(f, k, n), 0);
+	ck_assert_int_eq(bf_filter_delete(f, k, n), 0);
+	bf_filter_free(f);
+}
+END_TEST
+
+START_TEST(plain_delete_not_supported)
+{
+	struct bf_params params = { .capacity = 10, .error_rate = 0.01 };
+	struct bf_filter *f;
+	ck_assert_int_eq(bf_filter_new(&params, 8, NULL, &f), 0);
+	ck_assert_int_eq(add(f, 1), 1);
+	char k[32];
+	ck_assert_int_eq(bf_filter_delete(f, k, key(k, 'k', 1)), -ENOTSUP);
+	ck_assert_int_eq(has(f, 'k', 1), 1);
+	bf_filter_free(f);
+}
+END_TEST
+
+START_TEST(stats_and_duplicates)
+{
+	struct bf_params params = { .capacity = 100, .error_rate = 0.01, .expansion = 2 };
+	struct bf_filter *f;
+	ck_assert_int_eq(bf_filter_new(&params, 8, NULL, &f), 0);
+	ck_assert_int_eq(add(f, 1), 1);
+	ck_assert_int_eq(add(f, 1), 0);
+	ck_assert_int_eq(add(f, 2), 1);
+	ck_assert_int_eq(has(f, 'k', 1), 1);
+	ck_assert_int_eq(has(f, 'x', 1), 0);
+	ck_assert_uint_eq(f->items, 2);
+	ck_assert_uint_eq(f->stats.sets, 3);
+	ck_assert_uint_eq(f->stats.set_hits, 2);
+	ck_assert_uint_eq(f->stats.set_misses, 1);
+	ck_assert_uint_eq(f->stats.checks, 2);
+	ck_assert_uint_eq(f->stats.check_hits, 1);
+	ck_assert_uint_eq(f->stats.check_misses, 1);
+	ck_assert_uint_eq(bf_filter_capacity(f), 100);
+	ck_assert_double_gt(bf_filter_fpr(f), 0);
+	ck_assert_double_lt(bf_filter_fpr(f), 1e-6);
+	/* Empty key is a key like any other. */
+	ck_assert_int_eq(bf_filter_check(f, NULL, 0), 0);
+	ck_assert_int_eq(bf_filter_add(f, NULL, 0), 1);
+	ck_assert_int_eq(bf_filter_check(f, "", 0), 1);
+	bf_filter_free(f);
+}
+END_TEST
+
+START_TEST(batch_matches_single)
+{
+	struct bf_params params = { .capacity = 5000, .error_rate = 0.001, .expansion = 2 };
+	struct bf_filter *a, *b;
+	ck_assert_int_eq(bf_filter_new(&params, 4, NULL, &a), 0);
+	ck_assert_int_eq(bf_filter_new(&params, 4, NULL, &b), 0);
+	enum { N = 20000 };
+	static char store[N][32];
+	static const void *keys[N];
+	static size_t lens[N];
+	static int out[N];
+	for (uint64_t i = 0; i < N; i++) {
+		lens[i] = key(store[i], (i % 3) ? 'k' : 'x', i / 2); /* some repeats */
+		keys[i] = store[i];
+	}
+	ck_assert_uint_eq(bf_filter_add_batch(a, N, keys, lens, out), N);
+	size_t differ = 0;
+	for (size_t i = 0; i < N; i++)
+		differ += out[i] != bf_filter_add(b, keys[i], lens[i]);
+	ck_assert_uint_eq(differ, 0);
+	ck_assert_uint_eq(a->nlayers, b->nlayers);
+	ck_assert_uint_gt(a->nlayers, 1);
+	for (unsigned l = 0; l < a->nlayers; l++)
+		ck_assert_mem_eq(a->layers[l].blocks, b->layers[l].blocks,
+				 bf_layer_bytes(&a->layers[l]));
+	bf_filter_check_batch(a, N, keys, lens, out);
+	size_t missing = 0;
+	for (size_t i = 0; i < N; i++)
+		missing += out[i] != 1;
+	ck_assert_uint_eq(missing, 0);
+	bf_filter_free(a);
+	bf_filter_free(b);
+}
+END_TEST
+
+START_TEST(batch_add_stops_at_first_error)
+{
+	struct bf_params params = { .capacity = 3, .error_rate = 0.01, .expansion = 0 };
+	struct bf_filter *f;
+	ck_assert_int_eq(bf_filter_new(&params, 4, NULL, &f), 0);
+	const void *keys[] = { "a", "b", "c", "d", "e" };
+	size_t lens[] = { 1, 1, 1, 1, 1 };
+	int out[5] = { 9, 9, 9, 9, 9 };
+	ck_assert_uint_eq(bf_filter_add_batch(f, 5, keys, lens, out), 4);
+	ck_assert_int_eq(out[0], 1);
+	ck_assert_int_eq(out[1], 1);
+	ck_assert_int_eq(out[2], 1);
+	ck_assert_int_eq(out[3], -ENOSPC);
+	ck_assert_int_eq(out[4], 9);
+	bf_filter_free(f);
+}
+END_TEST
+
+START_TEST(params_validation)
+{
+	struct bf_filter *f = NULL;
+	struct bf_params bad[] = {
+		{ .capacity = 0, .error_rate = 0.01 },
+		{ .capacity = 10, .error_rate = 0 },
+		{ .capacity = 10, .error_rate = 1 },
+		{ .capacity = 10, .error_rate = -0.5 },
+		{ .capacity = 10, .error_rate = NAN },
+		{ .capacity = 10, .error_rate = 0.01, .type = 7 },
+		{ .capacity = 10, .error_rate = 0.01, .expansion = BF_MAX_EXPANSION + 1 },
+	};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		ck_assert_int_eq(bf_params_validate(&bad[i]), -EINVAL);
+		ck_assert_int_eq(bf_filter_new(&bad[i], 0, NULL, &f), -EINVAL);
+	}
+	ck_assert_ptr_null(f);
+	struct bf_params huge = { .capacity = UINT64_MAX / 2, .error_rate = 0.01 };
+	ck_assert_int_eq(bf_filter_new(&huge, 0, NULL, &f), -ENOMEM);
+}
+END_TEST
+
+static Suite *filter_suite(void)
+{
+	Suite *s = suite_create("filter");
+	TCase *tc = tcase_create("filter");
+	tcase_set_timeout(tc, 600);
+	tcase_add_loop_test(tc, fpr_at_capacity_nonscaling, 0, 4);
+	tcase_add_loop_test(tc, fpr_at_capacity_scalable, 0, 4);
+	tcase_add_test(tc, scalable_filled_to_20x_stays_under_rate);
+	tcase_add_test(tc, nonscaling_full_refuses_new_keys);
+	tcase_add_test(tc, chain_stops_at_32_layers);
+	tcase_add_test(tc, budget_refuses_growth_and_changes_nothing);
+	tcase_add_test(tc, counting_delete_makes_keys_absent);
+	tcase_add_test(tc, counting_delete_absent_changes_nothing);
+	tcase_add_test(tc, plain_delete_not_supported);
+	tcase_add_test(tc, stats_and_duplicates);
+	tcase_add_test(tc, batch_matches_single);
+	tcase_add_test(tc, batch_add_stops_at_first_error);
+	tcase_add_test(tc, params_validation);
+	suite_add_tcase(s, tc);
+	return s;
+}
+
+CHECK_MAIN(filter_suite)

@@ -1,0 +1,185 @@
+/* The layer kernels: scalar and AVX2 set identical bits; counting semantics. */
+#include <check.h>
+#include <errno.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "bf_layer_impl.h"
+#include "check_main.h"
+
+static struct bf_hash hash_u64(uint64_t i)
+{
+	return bf_hash_key(&i, sizeof(i), 42);
+}
+
+START_TEST(scalar_and_avx2_set_identical_bits)
+{
+	if (!bf_layer_have_avx2())
+		return; /* nothing to compare on this CPU */
+#if defined(__x86_64__)
+	/* b = 1 at 1e-2, b = 2 at 1e-6: cover both kernels' round loops. */
+	static const double rates[] = { 1e-2, 1e-6 };
+	for (unsigned t = 0; t < 2; t++) {
+		struct bf_layer a, v;
+		ck_assert_int_eq(bf_layer_init(&a, false, 20000, rates[t]), 0);
+		ck_assert_int_eq(bf_layer_init(&v, false, 20000, rates[t]), 0);
+		unsigned differ = 0;
+		for (uint64_t i = 0; i < 20000; i++) {
+			struct bf_hash h = hash_u64(i);
+			differ += bf_layer_add_scalar(&a, h) != bf_layer_add_avx2(&v, h);
+		}
+		ck_assert_uint_eq(differ, 0);
+		ck_assert_mem_eq(a.blocks, v.blocks, bf_layer_bytes(&a));
+		for (uint64_t i = 0; i < 100000; i++) {
+			struct bf_hash h = hash_u64(i);
+			differ += bf_layer_check_scalar(&a, h) != bf_layer_check_avx2(&v, h);
+		}
+		ck_assert_uint_eq(differ, 0);
+		bf_layer_free(&a);
+		bf_layer_free(&v);
+	}
+#endif
+}
+END_TEST
+
+START_TEST(add_reports_change_and_sets_k_bits)
+{
+	struct bf_layer l;
+	ck_assert_int_eq(bf_layer_init(&l, false, 1000, 0.01), 0);
+	ck_assert_uint_eq(l.b, 1);
+	struct bf_hash h = hash_u64(1);
+	ck_assert(!bf_layer_check(&l, h));
+	ck_assert(bf_layer_add(&l, h));
+	ck_assert(bf_layer_check(&l, h));
+	ck_assert(!bf_layer_add(&l, h));
+	ck_assert_uint_eq(bf_layer_popcount(&l), 8); /* one bit in each of the 8 words */
+	bf_layer_free(&l);
+	bf_layer_free(&l); /* idempotent */
+}
+END_TEST
+
+START_TEST(large_layer_is_mapped_and_zero)
+{
+	struct bf_layer l;
+	ck_assert_int_eq(bf_layer_init(&l, false, 10000000, 0.01), 0);
+	ck_assert(l.mapped);
+	ck_assert_uint_eq((uintptr_t)l.blocks % 64, 0);
+	ck_assert(!bf_layer_check(&l, hash_u64(5)));
+	ck_assert(bf_layer_add(&l, hash_u64(5)));
+	ck_assert(bf_layer_check(&l, hash_u64(5)));
+	bf_layer_free(&l);
+}
+END_TEST
+
+START_TEST(init_errors_leave_layer_untouched)
+{
+	struct bf_layer l;
+	memset(&l, 0xab, sizeof(l));
+	ck_assert_int_eq(bf_layer_init(&l, false, 0, 0.01), -EINVAL);
+	ck_assert_int_eq(bf_layer_init(&l, false, 10, 1.5), -EINVAL);
+	ck_assert_int_eq(bf_layer_init(&l, false, UINT64_MAX, 0.01), -E2BIG);
+	ck_assert_uint_eq(l.nblocks, 0xababababababababULL);
+}
+END_TEST
+
+START_TEST(counting_add_delete)
+{
+	struct bf_layer l;
+	ck_assert_int_eq(bf_layer_init(&l, true, 1000, 0.01), 0);
+	struct bf_hash h = hash_u64(7);
+	ck_assert(!bf_layer_delete(&l, h));  /* absent: refused */
+	ck_assert_uint_eq(bf_layer_popcount(&l), 0);
+	ck_assert(bf_layer_add(&l, h));
+	ck_assert(!bf_layer_add(&l, h)); /* present: reported so, but counted again */
+	ck_assert(bf_layer_check(&l, h));
+	ck_assert(bf_layer_delete(&l, h));
+	ck_assert(bf_layer_check(&l, h)); /* added twice: one delete leaves it */
+	ck_assert(bf_layer_delete(&l, h));
+	ck_assert(!bf_layer_check(&l, h));
+	ck_assert(!bf_layer_delete(&l, h));
+	ck_assert_uint_eq(bf_layer_popcount(&l), 0);
+	bf_layer_free(&l);
+}
+END_TEST
+
+START_TEST(counting_saturates_and_never_decrements_15)
+{
+	struct bf_layer l;
+	ck_assert_int_eq(bf_layer_init(&l, true, 1, 0.5), 0);
+	ck_assert_uint_eq(l.nblocks, 1);
+	ck_assert_uint_eq(l.b, 1);
+	struct bf_hash h = hash_u64(9);
+
+	/* Learn the key's counter in each word from a fresh add. */
+	ck_assert(bf_layer_add(&l, h));
+	uint64_t mine[8];
+	memcpy(mine, l.blocks, sizeof(mine));
+	for (unsigned w = 0; w < 8; w++)
+		ck_assert_uint_eq(__builtin_popcountll(mine[w]), 1); /* one counter at 1 */
+
+	/* Every counter at 15 except the key's counter in word 0, at 0. */
+	for (unsigned w = 0; w < 8; w++)
+		l.blocks[w] = UINT64_MAX;
+	l.blocks[0] &= ~(mine[0] * 15);
+	ck_assert(!bf_layer_check(&l, h));
+	ck_assert(bf_layer_add(&l, h));
+	ck_assert_uint_eq(l.blocks[0], UINT64_MAX - mine[0] * 14); /* 0 -> 1, the rest stay 15 */
+	for (unsigned w = 1; w < 8; w++)
+		ck_assert_uint_eq(l.blocks[w], UINT64_MAX); /* saturated: not wrapped */
+
+	/* Delete: 1 -> 0, saturated counters are never decremented. */
+	ck_assert(bf_layer_delete(&l, h));
+	ck_assert_uint_eq(l.blocks[0], UINT64_MAX & ~(mine[0] * 15));
+	for (unsigned w = 1; w < 8; w++)
+		ck_assert_uint_eq(l.blocks[w], UINT64_MAX);
+	ck_assert(!bf_layer_check(&l, h));
+	ck_assert(!bf_layer_delete(&l, h)); /* now absent: refused, nothing changes */
+	ck_assert_uint_eq(l.blocks[0], UINT64_MAX & ~(mine[0] * 15));
+	bf_layer_free(&l);
+}
+END_TEST
+
+START_TEST(counting_delete_one_of_two_sharing_counters)
+{
+	struct bf_layer l;
+	ck_assert_int_eq(bf_layer_init(&l, true, 1, 0.5), 0);
+	struct bf_hash a = hash_u64(1), b = hash_u64(2);
+	ck_assert(bf_layer_add(&l, a));
+	ck_assert(bf_layer_add(&l, b));
+	ck_assert(bf_layer_delete(&l, a));
+	ck_assert(bf_layer_check(&l, b)); /* b's counters survive a's delete */
+	ck_assert(bf_layer_delete(&l, b));
+	ck_assert_uint_eq(bf_layer_popcount(&l), 0);
+	bf_layer_free(&l);
+}
+END_TEST
+
+START_TEST(plain_layer_refuses_delete)
+{
+	struct bf_layer l;
+	ck_assert_int_eq(bf_layer_init(&l, false, 10, 0.01), 0);
+	ck_assert(bf_layer_add(&l, hash_u64(3)));
+	ck_assert(!bf_layer_delete(&l, hash_u64(3)));
+	ck_assert(bf_layer_check(&l, hash_u64(3)));
+	bf_layer_free(&l);
+}
+END_TEST
+
+static Suite *layer_suite(void)
+{
+	Suite *s = suite_create("layer");
+	TCase *tc = tcase_create("layer");
+	tcase_set_timeout(tc, 120);
+	tcase_add_test(tc, scalar_and_avx2_set_identical_bits);
+	tcase_add_test(tc, add_reports_change_and_sets_k_bits);
+	tcase_add_test(tc, large_layer_is_mapped_and_zero);
+	tcase_add_test(tc, init_errors_leave_layer_untouched);
+	tcase_add_test(tc, counting_add_delete);
+	tcase_add_test(tc, counting_saturates_and_never_decrements_15);
+	tcase_add_test(tc, counting_delete_one_of_two_sharing_counters);
+	tcase_add_test(tc, plain_layer_refuses_delete);
+	suite_add_tcase(s, tc);
+	return s;
+}
+
+CHECK_MAIN(layer_suite)

@@ -1,0 +1,185 @@
+/* The registry: validation, create/get/drop, prefix listing, the memory limit. */
+#include <check.h>
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "bf_registry.h"
+#include "check_main.h"
+
+static const struct bf_params small = { .capacity = 1000, .error_rate = 0.01, .expansion = 2 };
+
+#define S(x) x, sizeof(x) - 1
+
+START_TEST(name_rules)
+{
+	char longest[BF_NAME_MAX + 1];
+	memset(longest, 'a', sizeof(longest));
+	ck_assert(bf_name_valid(longest, BF_NAME_MAX));
+	ck_assert(!bf_name_valid(longest, BF_NAME_MAX + 1));
+	ck_assert(!bf_name_valid("", 0));
+	ck_assert(bf_name_valid(S("a")));
+	ck_assert(bf_name_valid(S("../x")));    /* just a name: never a path */
+	ck_assert(bf_name_valid(S("caf\xc3\xa9"))); /* UTF-8 */
+	ck_assert(!bf_name_valid(S("a b")));
+	ck_assert(!bf_name_valid(S("a\tb")));
+	ck_assert(!bf_name_valid(S("a\nb")));
+	ck_assert(!bf_name_valid("a\0b", 3));
+	ck_assert(!bf_name_valid(S("a\x7f")));
+}
+END_TEST
+
+START_TEST(create_get_drop)
+{
+	struct bf_registry *r;
+	struct bf_filter *f = NULL, *g = NULL;
+	ck_assert_int_eq(bf_registry_new(0, &r), 0);
+	ck_assert_ptr_null(bf_registry_get(r, S("x")));
+	ck_assert_int_eq(bf_registry_create(r, S("x"), &small, 1, &f), 0);
+	ck_assert_ptr_nonnull(f);
+	ck_assert_str_eq(f->name, "x");
+	ck_assert_ptr_eq(bf_registry_get(r, S("x")), f);
+	ck_assert_int_eq(bf_registry_create(r, S("x"), &small, 2, &g), -EEXIST);
+	ck_assert_ptr_eq(g, f);
+	ck_assert_uint_eq(bf_registry_count(r), 1);
+	ck_assert_uint_eq(bf_registry_memory(r), f->bytes);
+	ck_assert_int_eq(bf_registry_drop(r, S("x")), 0);
+	ck_assert_int_eq(bf_registry_drop(r, S("x")), -ENOENT);
+	ck_assert_ptr_null(bf_registry_get(r, S("x")));
+	ck_assert_uint_eq(bf_registry_count(r), 0);
+	ck_assert_uint_eq(bf_registry_memory(r), 0);
+	bf_registry_free(r);
+}
+END_TEST
+
+START_TEST(create_validation_changes_nothing)
+{
+	struct bf_registry *r;
+	ck_assert_int_eq(bf_registry_new(0, &r), 0);
+	struct bf_params p = small;
+	ck_assert_int_eq(bf_registry_create(r, S(""), &p, 1, NULL), -EINVAL);
+	ck_assert_int_eq(bf_registry_create(r, S("a b"), &p, 1, NULL), -EINVAL);
+	p.capacity = 0;
+	ck_assert_int_eq(bf_registry_create(r, S("a"), &p, 1, NULL), -EINVAL);
+	p = small;
+	p.error_rate = 0;
+	ck_assert_int_eq(bf_registry_create(r, S("a"), &p, 1, NULL), -EINVAL);
+	p.error_rate = 1;
+	ck_assert_int_eq(bf_registry_create(r, S("a"), &p, 1, NULL), -EINVAL);
+	p = small;
+	p.type = 5;
+	ck_assert_int_eq(bf_registry_create(r, S("a"), &p, 1, NULL), -EINVAL);
+	ck_assert_uint_eq(bf_registry_count(r), 0);
+	ck_assert_uint_eq(bf_registry_memory(r), 0);
+	bf_registry_free(r);
+}
+END_TEST
+
+START_TEST(many_names_and_prefix_list)
+{
+	struct bf_registry *r;
+	ck_assert_int_eq(bf_registry_new(0, &r), 0);
+	char name[32];
+	for (int i = 0; i < 500; i++) {
+		int n = snprintf(name, sizeof(name), "%s:%03d", (i % 2) ? "odd" : "even", i);
+		ck_assert_int_eq(bf_registry_create(r, name, (size_t)n, &small, (uint64_t)i, NULL), 0);
+	}
+	ck_assert_uint_eq(bf_registry_count(r), 500);
+	struct bf_filter **list;
+	size_t n;
+	ck_assert_int_eq(bf_registry_list(r, S("odd:"), &list, &n), 0);
+	ck_assert_uint_eq(n, 250);
+	ck_assert_str_eq(list[0]->name, "odd:001");
+	ck_assert_str_eq(list[249]->name, "odd:499");
+	for (size_t i = 1; i < n; i++)
+		ck_assert_int_lt(strcmp(list[i - 1]->name, list[i]->name), 0);
+	free(list);
+	ck_assert_int_eq(bf_registry_list(r, "", 0, &list, &n), 0);
+	ck_assert_uint_eq(n, 500);
+	ck_assert_str_eq(list[0]->name, "even:000");
+	free(list);
+	ck_assert_int_eq(bf_registry_list(r, S("none"), &list, &n), 0);
+	ck_assert_uint_eq(n, 0);
+	ck_assert_ptr_null(list);
+	/* A name that is a prefix of another sorts first. */
+	ck_assert_int_eq(bf_registry_create(r, S("odd:00"), &small, 1, NULL), 0);
+	ck_assert_int_eq(bf_registry_list(r, S("odd:00"), &list, &n), 0);
+	ck_assert_uint_eq(n, 6);
+	ck_assert_str_eq(list[0]->name, "odd:00");
+	free(list);
+	for (int i = 0; i < 500; i += 3) {
+		int k = snprintf(name, sizeof(name), "%s:%03d", (i % 2) ? "odd" : "even", i);
+		ck_assert_int_eq(bf_registry_drop(r, name, (size_t)k), 0);
+		ck_assert_ptr_null(bf_registry_get(r, name, (size_t)k));
+	}
+	ck_assert_uint_eq(bf_registry_count(r), 501 - 167);
+	bf_registry_free(r);
+}
+END_TEST
+
+START_TEST(memory_limit_refuses_and_changes_nothing)
+{
+	struct bf_registry *r;
+	struct bf_filter *f;
+	ck_assert_int_eq(bf_registry_new(0, &r), 0);
+	ck_assert_int_eq(bf_registry_create(r, S("a"), &small, 1, &f), 0);
+	uint64_t one = f->bytes;
+	bf_registry_set_max_memory(r, 2 * one); /* exactly two filters fit */
+	ck_assert_uint_eq(bf_registry_max_memory(r), 2 * one);
+	ck_assert_int_eq(bf_registry_create(r, S("b"), &small, 1, NULL), 0);
+	ck_assert_uint_eq(bf_registry_memory(r), 2 * one);
+	ck_assert_int_eq(bf_registry_create(r, S("c"), &small, 1, NULL), -ENOMEM);
+	ck_assert_ptr_null(bf_registry_get(r, S("c")));
+	ck_assert_uint_eq(bf_registry_count(r), 2);
+	ck_assert_uint_eq(bf_registry_memory(r), 2 * one);
+	/* Growth is refused too. */
+	uint64_t i = 0;
+	char k[32];
+	while (f->items < small.capacity) {
+		int n = snprintf(k, sizeof(k), "%llu", (unsigned long long)i++);
+		ck_assert_int_ge(bf_filter_add(f, k, (size_t)n), 0);
+	}
+	ck_assert_int_eq(bf_filter_add(f, "one more", 8), -ENOMEM);
+	ck_assert_uint_eq(f->nlayers, 1);
+	/* Dropping frees room. */
+	ck_assert_int_eq(bf_registry_drop(r, S("b")), 0);
+	ck_assert_int_eq(bf_registry_create(r, S("c"), &small, 1, NULL), 0);
+	bf_registry_free(r);
+}
+END_TEST
+
+START_TEST(adopt)
+{
+	struct bf_registry *r;
+	struct bf_filter *f, *g;
+	ck_assert_int_eq(bf_registry_new(0, &r), 0);
+	ck_assert_int_eq(bf_filter_new(&small, 1, NULL, &f), 0);
+	ck_assert_int_eq(bf_registry_adopt(r, S("bad name"), f), -EINVAL);
+	ck_assert_int_eq(bf_registry_adopt(r, S("loaded"), f), 0);
+	ck_assert_ptr_eq(bf_registry_get(r, S("loaded")), f);
+	ck_assert_uint_eq(bf_registry_memory(r), f->bytes);
+	ck_assert_int_eq(bf_filter_new(&small, 1, NULL, &g), 0);
+	ck_assert_int_eq(bf_registry_adopt(r, S("loaded"), g), -EEXIST);
+	bf_registry_set_max_memory(r, f->bytes);
+	ck_assert_int_eq(bf_registry_adopt(r, S("other"), g), -ENOMEM);
+	ck_assert_uint_eq(bf_registry_count(r), 1);
+	bf_filter_free(g);
+	bf_registry_free(r);
+}
+END_TEST
+
+static Suite *registry_suite(void)
+{
+	Suite *s = suite_create("registry");
+	TCase *tc = tcase_create("registry");
+	tcase_add_test(tc, name_rules);
+	tcase_add_test(tc, create_get_drop);
+	tcase_add_test(tc, create_validation_changes_nothing);
+	tcase_add_test(tc, many_names_and_prefix_list);
+	tcase_add_test(tc, memory_limit_refuses_and_changes_nothing);
+	tcase_add_test(tc, adopt);
+	suite_add_tcase(s, tc);
+	return s;
+}
+
+CHECK_MAIN(registry_suite)
