@@ -1,0 +1,133 @@
+/*
+ * The one command layer all front ends share. A front end (text, RESP, HTTP) turns bytes into
+ * a call here, and the typed result back into its own reply bytes; rules about names, keys,
+ * limits, defaults and error kinds live here once.
+ *
+ * Threading: everything runs on the server's loop thread; nothing here locks.
+ */
+#ifndef BLOSSOMD_PROTO_COMMAND_H
+#define BLOSSOMD_PROTO_COMMAND_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "bf_registry.h"
+#include "proto/buf.h"
+#include "proto/resp.h"
+
+/* What went wrong, independent of any protocol; each front end has its own words for it. */
+enum cmd_status {
+	CMD_OK = 0,
+	CMD_NOT_FOUND,     /* no filter of that name */
+	CMD_EXISTS,        /* create: the name is taken */
+	CMD_BAD_NAME,      /* the name breaks the naming rules */
+	CMD_BAD_ARGS,      /* parameters out of range or malformed */
+	CMD_KEY_TOO_LONG,  /* a key over max_key_bytes */
+	CMD_FULL,          /* non-scaling filter (or 32 layers) full */
+	CMD_NO_MEMORY,     /* max_memory would be passed, or allocation failed */
+	CMD_NOT_COUNTING,  /* delete on a plain filter */
+	CMD_INTERNAL,      /* anything else */
+};
+
+/* Hooks the server provides; any may be NULL. */
+struct cmd_hooks {
+	void *arg;
+	/* A filter was created / is about to be dropped (remove_file: drop, not clear). */
+	void (*created)(void *arg, struct bf_filter *f);
+	void (*dropping)(void *arg, struct bf_filter *f, bool remove_file);
+	/* flush: make the filter's (or, with f NULL, every dirty filter's) snapshot durable.
+	 * Returns 0 when done; a negative errno is reported as an internal error. */
+	int (*flush)(void *arg, struct bf_filter *f);
+	/* 64 random bits for a new filter's seed. */
+	uint64_t (*seed)(void *arg);
+};
+
+/* Shared state of the command layer: the registry, the defaults and limits from the config. */
+struct cmd_ctx {
+	struct bf_registry *reg;
+	uint64_t default_capacity;
+	double default_error_rate;
+	uint32_t default_expansion; /* 2 */
+	size_t max_key_bytes;
+	size_t max_args;
+	struct cmd_hooks hooks;
+	/* Server-wide counters the front ends update. */
+	uint64_t commands, errors;
+	uint64_t started_unix; /* for uptime in INFO */
+	uint64_t last_save_unix;
+	const char *version;
+};
+
+/* Per connection state. */
+struct cmd_session {
+	int resp;          /* RESP protocol version, 2 or 3 */
+	bool close_after;  /* QUIT: close once the replies are written */
+	uint64_t id;       /* client id (CLIENT ID, HELLO) */
+	char name[64];     /* CLIENT SETNAME */
+	/* Scratch arrays reused by multi-key commands, grown as needed: no allocation per
+	 * command once a connection has seen its largest one. */
+	const void **keys;
+	size_t *lens;
+	int *results;
+	size_t scratch_cap;
+};
+
+void cmd_session_init(struct cmd_session *s, uint64_t id);
+void cmd_session_free(struct cmd_session *s);
+
+/* Make room for n keys in the session's scratch arrays. 0 or -ENOMEM. */
+int cmd_session_reserve(struct cmd_session *s, size_t n);
+
+/* Map a negative errno from core to a status. */
+enum cmd_status cmd_status_from_errno(int rc);
+
+/*
+ * Create a filter (params already validated by the caller's parser, defaults applied).
+ * CMD_OK, CMD_EXISTS, CMD_BAD_NAME, CMD_BAD_ARGS, CMD_NO_MEMORY. Calls hooks.created.
+ */
+enum cmd_status cmd_create(struct cmd_ctx *c, const char *name, size_t len,
+			   const struct bf_params *p, struct bf_filter **out);
+
+/* Parameters of a filter created with no parameters (defaults from the config). */
+struct bf_params cmd_default_params(const struct cmd_ctx *c);
+
+/* Drop (remove_file true) or clear (false) a filter. CMD_OK or CMD_NOT_FOUND. */
+enum cmd_status cmd_drop(struct cmd_ctx *c, const char *name, size_t len, bool remove_file);
+
+/*
+ * Add n keys to f (keys/lens arrays; out[i] = 1 new, 0 present). Stops at the first key that
+ * cannot be added and returns its status (CMD_FULL, CMD_NO_MEMORY, CMD_KEY_TOO_LONG) with *done
+ * = the number of keys answered before it; CMD_OK with *done = n otherwise. Keys are checked
+ * against max_key_bytes before anything is added.
+ */
+enum cmd_status cmd_add(struct cmd_ctx *c, struct bf_filter *f, size_t n, const void *const *keys,
+			const size_t *lens, int *out, size_t *done);
+
+/* Check n keys (out[i] = 0/1). CMD_OK or CMD_KEY_TOO_LONG (nothing checked). */
+enum cmd_status cmd_check(struct cmd_ctx *c, struct bf_filter *f, size_t n,
+			  const void *const *keys, const size_t *lens, int *out);
+
+/* Delete n keys from a counting filter (out[i] = 1 removed, 0 absent). CMD_OK,
+ * CMD_NOT_COUNTING, CMD_KEY_TOO_LONG (nothing changed). */
+enum cmd_status cmd_delete(struct cmd_ctx *c, struct bf_filter *f, size_t n,
+			   const void *const *keys, const size_t *lens, int *out);
+
+/* flush one filter (f) or all (NULL) through the server hook. CMD_OK or CMD_INTERNAL. */
+enum cmd_status cmd_flush(struct cmd_ctx *c, struct bf_filter *f);
+
+/*
+ * Front ends. Each handles one complete command from its codec, appends the whole reply to
+ * out, and updates the counters. Neither fails: problems become protocol replies (or, on
+ * allocation failure, out->failed).
+ */
+
+/* One text-protocol line (without its "\n" / "\r\n"). */
+void cmd_text_exec(struct cmd_ctx *c, struct cmd_session *s, const char *line, size_t len,
+		   struct proto_buf *out);
+
+/* One RESP command (argc >= 1). */
+void cmd_resp_exec(struct cmd_ctx *c, struct cmd_session *s, const struct proto_argv *av,
+		   struct proto_buf *out);
+
+#endif

@@ -1,0 +1,428 @@
+/*
+ * The text protocol front end (bloomd's dialect, DESIGN.md §4.1): one line in, one reply out.
+ * bloomd's clients rely on its exact words, so every reply string lives in this file.
+ */
+#include "proto/command.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define CLIENT_ERR(s) "Client Error: " s "\n"
+
+static const char *const status_reply[] = {
+	[CMD_OK] = "Done\n",
+	[CMD_NOT_FOUND] = "Filter does not exist\n",
+	[CMD_EXISTS] = "Exists\n",
+	[CMD_BAD_NAME] = CLIENT_ERR("Bad filter name"),
+	[CMD_BAD_ARGS] = CLIENT_ERR("Bad arguments"),
+	[CMD_KEY_TOO_LONG] = CLIENT_ERR("Key too long"),
+	[CMD_FULL] = CLIENT_ERR("Filter is full"),
+	[CMD_NO_MEMORY] = CLIENT_ERR("Not enough memory"),
+	[CMD_NOT_COUNTING] = CLIENT_ERR("Not a counting filter"),
+	[CMD_INTERNAL] = "Internal Error\n",
+};
+
+static void reply(struct cmd_ctx *c, struct proto_buf *out, enum cmd_status st)
+{
+	if (st != CMD_OK && st != CMD_EXISTS)
+		c->errors++;
+	proto_buf_append_str(out, status_reply[st]);
+}
+
+static void client_error(struct cmd_ctx *c, struct proto_buf *out, const char *msg)
+{
+	c->errors++;
+	proto_buf_append_str(out, msg);
+}
+
+/* A span of the line. */
+struct span {
+	const char *p;
+	size_t n;
+};
+
+/* Cut the first space-separated word off *rest (bloomd splits at each single space). */
+static bool next_word(struct span *rest, struct span *word)
+{
+	while (rest->n && rest->p[0] == ' ') {
+		rest->p++;
+		rest->n--;
+	}
+	if (!rest->n)
+		return false;
+	const char *sp = memchr(rest->p, ' ', rest->n);
+	size_t n = sp ? (size_t)(sp - rest->p) : rest->n;
+	*word = (struct span){ rest->p, n };
+	rest->p += n;
+	rest->n -= n;
+	return true;
+}
+
+static bool word_is(struct span w, const char *s)
+{
+	size_t n = strlen(s);
+	return w.n == n && memcmp(w.p, s, n) == 0;
+}
+
+/* The filter named by the first word of args, or a reply saying why not. */
+static struct bf_filter *lookup(struct cmd_ctx *c, struct span name, struct proto_buf *out)
+{
+	struct bf_filter *f = bf_registry_get(c->reg, name.p, name.n);
+	if (!f)
+		reply(c, out, CMD_NOT_FOUND);
+	return f;
+}
+
+/* Parse a decimal unsigned integer filling the whole span. */
+static bool parse_u64(struct span s, uint64_t *v)
+{
+	if (s.n == 0 || s.n > 20)
+		return false;
+	uint64_t x = 0;
+	for (size_t i = 0; i < s.n; i++) {
+		unsigned d = (unsigned char)s.p[i] - '0';
+		if (d > 9 || x > (UINT64_MAX - d) / 10)
+			return false;
+		x = x * 10 + d;
+	}
+	*v = x;
+	return true;
+}
+
+/* Parse a finite decimal number filling the whole span. */
+static bool parse_double(struct span s, double *v)
+{
+	char buf[64];
+	if (s.n == 0 || s.n >= sizeof(buf))
+		return false;
+	memcpy(buf, s.p, s.n);
+	buf[s.n] = '\0';
+	char *end;
+	errno = 0;
+	double x = strtod(buf, &end);
+	if (end != buf + s.n || errno || !isfinite(x))
+		return false;
+	*v = x;
+	return true;
+}
+
+/* "key=value" or a bare "key" (which means key=1, as bloomd's tests send "in_memory"). */
+static bool option(struct span w, const char *key, struct span *value)
+{
+	size_t n = strlen(key);
+	if (w.n < n || memcmp(w.p, key, n) != 0)
+		return false;
+	if (w.n == n) {
+		*value = (struct span){ "1", 1 };
+		return true;
+	}
+	if (w.p[n] != '=')
+		return false;
+	*value = (struct span){ w.p + n + 1, w.n - n - 1 };
+	return true;
+}
+
+static bool parse_flag(struct span v, bool *flag)
+{
+	if (word_is(v, "0") || word_is(v, "1")) {
+		*flag = v.p[0] == '1';
+		return true;
+	}
+	return false;
+}
+
+/* create NAME [capacity=N] [prob=P] [in_memory[=0|1]] [type=bloom|counting] [expansion=N]
+ * [nonscaling[=0|1]] */
+static void do_create(struct cmd_ctx *c, struct span args, struct proto_buf *out)
+{
+	struct span name, w, v;
+	if (!next_word(&args, &name)) {
+		client_error(c, out, CLIENT_ERR("Must provide filter name"));
+		return;
+	}
+	if (!bf_name_valid(name.p, name.n)) {
+		reply(c, out, CMD_BAD_NAME);
+		return;
+	}
+	struct bf_params p = cmd_default_params(c);
+	bool in_memory = false, nonscaling = false, ok = true;
+	while (ok && next_word(&args, &w)) {
+		uint64_t u;
+		if (option(w, "capacity", &v))
+			ok = parse_u64(v, &p.capacity) && p.capacity >= 1;
+		else if (option(w, "prob", &v))
+			ok = parse_double(v, &p.error_rate) && p.error_rate > 0 && p.error_rate < 1;
+		else if (option(w, "in_memory", &v))
+			ok = parse_flag(v, &in_memory);
+		else if (option(w, "nonscaling", &v))
+			ok = parse_flag(v, &nonscaling);
+		else if (option(w, "expansion", &v))
+			ok = parse_u64(v, &u) && u >= 1 && u <= BF_MAX_EXPANSION &&
+			     (p.expansion = (uint32_t)u, true);
+		else if (word_is(w, "type=bloom"))
+			p.type = BF_TYPE_BLOOM;
+		else if (word_is(w, "type=counting"))
+			p.type = BF_TYPE_COUNTING;
+		else
+			ok = false;
+	}
+	if (!ok) {
+		reply(c, out, CMD_BAD_ARGS);
+		return;
+	}
+	p.persist = !in_memory;
+	if (nonscaling)
+		p.expansion = 0;
+	reply(c, out, cmd_create(c, name.p, name.n, &p, NULL));
+}
+
+/* list [PREFIX]: START, "NAME PROB BYTES CAPACITY SIZE" per filter, END. */
+static void do_list(struct cmd_ctx *c, struct span args, struct proto_buf *out)
+{
+	struct span prefix = { "", 0 }, extra;
+	next_word(&args, &prefix);
+	if (next_word(&args, &extra)) {
+		client_error(c, out, CLIENT_ERR("Unexpected arguments"));
+		return;
+	}
+	struct bf_filter **list;
+	size_t n;
+	if (bf_registry_list(c->reg, prefix.p, prefix.n, &list, &n)) {
+		reply(c, out, CMD_INTERNAL);
+		return;
+	}
+	proto_buf_append_str(out, "START\n");
+	for (size_t i = 0; i < n; i++) {
+		const struct bf_filter *f = list[i];
+		proto_buf_append(out, f->name, f->name_len);
+		proto_buf_append_fmt(out, " %f %llu %llu %llu\n", f->params.error_rate,
+				     (unsigned long long)f->bytes,
+				     (unsigned long long)bf_filter_capacity(f),
+				     (unsigned long long)f->items);
+	}
+	proto_buf_append_str(out, "END\n");
+	free(list);
+}
+
+/* The one filter name of drop/close/clear/info/flush, or a reply saying why not. */
+static bool only_name(struct cmd_ctx *c, struct span args, struct span *name,
+		      struct proto_buf *out)
+{
+	struct span extra;
+	if (!next_word(&args, name)) {
+		client_error(c, out, CLIENT_ERR("Must provide filter name"));
+		return false;
+	}
+	if (next_word(&args, &extra)) {
+		client_error(c, out, CLIENT_ERR("Unexpected arguments"));
+		return false;
+	}
+	return true;
+}
+
+static void do_drop(struct cmd_ctx *c, struct span args, struct proto_buf *out, bool remove_file)
+{
+	struct span name;
+	if (only_name(c, args, &name, out))
+		reply(c, out, cmd_drop(c, name.p, name.n, remove_file));
+}
+
+/* close: bloomd pages a filter out of memory; blossomd keeps filters in memory, so it only
+ * confirms the filter exists. */
+static void do_close(struct cmd_ctx *c, struct span args, struct proto_buf *out)
+{
+	struct span name;
+	if (only_name(c, args, &name, out) && lookup(c, name, out))
+		reply(c, out, CMD_OK);
+}
+
+static void do_flush(struct cmd_ctx *c, struct span args, struct proto_buf *out)
+{
+	struct span name, probe = args;
+	struct bf_filter *f = NULL;
+	if (next_word(&probe, &name)) {
+		if (!only_name(c, args, &name, out) || !(f = lookup(c, name, out)))
+			return;
+	}
+	reply(c, out, cmd_flush(c, f));
+}
+
+static void append_u64_field(struct proto_buf *out, const char *key, uint64_t v)
+{
+	proto_buf_append_str(out, key);
+	proto_buf_append_char(out, ' ');
+	proto_buf_append_u64(out, v);
+	proto_buf_append_char(out, '\n');
+}
+
+static void do_info(struct cmd_ctx *c, struct span args, struct proto_buf *out)
+{
+	struct span name;
+	struct bf_filter *f;
+	if (!only_name(c, args, &name, out) || !(f = lookup(c, name, out)))
+		return;
+	const struct bf_stats *st = &f->stats;
+	proto_buf_append_str(out, "START\n");
+	/* bloomd's thirteen fields, in its order. */
+	append_u64_field(out, "capacity", bf_filter_capacity(f));
+	append_u64_field(out, "checks", st->checks);
+	append_u64_field(out, "check_hits", st->check_hits);
+	append_u64_field(out, "check_misses", st->check_misses);
+	append_u64_field(out, "in_memory", 1);
+	append_u64_field(out, "page_ins", 0);
+	append_u64_field(out, "page_outs", 0);
+	proto_buf_append_fmt(out, "probability %f\n", f->params.error_rate);
+	append_u64_field(out, "sets", st->sets);
+	append_u64_field(out, "set_hits", st->set_hits);
+	append_u64_field(out, "set_misses", st->set_misses);
+	append_u64_field(out, "size", f->items);
+	append_u64_field(out, "storage", f->bytes);
+	/* Then blossomd's own. */
+	proto_buf_append_fmt(out, "type %s\n",
+			     f->params.type == BF_TYPE_COUNTING ? "counting" : "bloom");
+	append_u64_field(out, "persist", f->params.persist);
+	append_u64_field(out, "initial_capacity", f->params.capacity);
+	append_u64_field(out, "expansion", f->params.expansion);
+	append_u64_field(out, "layers", f->nlayers);
+	proto_buf_append_fmt(out, "fpr_estimate %.6g\n", bf_filter_fpr(f));
+	append_u64_field(out, "deletes", st->deletes);
+	append_u64_field(out, "delete_hits", st->delete_hits);
+	append_u64_field(out, "delete_misses", st->delete_misses);
+	proto_buf_append_str(out, "END\n");
+}
+
+enum key_op { OP_CHECK, OP_SET, OP_DELETE };
+
+static void append_yes_no(struct proto_buf *out, const int *res, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		if (i)
+			proto_buf_append_char(out, ' ');
+		proto_buf_append_str(out, res[i] > 0 ? "Yes" : "No");
+	}
+	proto_buf_append_char(out, '\n');
+}
+
+/* Run op on n keys of f and reply "Yes"/"No" per key, or the error. */
+static void run_keys(struct cmd_ctx *c, struct cmd_session *s, enum key_op op,
+		     struct bf_filter *f, size_t n, struct proto_buf *out)
+{
+	enum cmd_status st;
+	size_t done;
+
+	switch (op) {
+	case OP_CHECK:
+		st = cmd_check(c, f, n, s->keys, s->lens, s->results);
+		break;
+	case OP_SET:
+		st = cmd_add(c, f, n, s->keys, s->lens, s->results, &done);
+		break;
+	default:
+		st = cmd_delete(c, f, n, s->keys, s->lens, s->results);
+		break;
+	}
+	if (st == CMD_OK)
+		append_yes_no(out, s->results, n);
+	else
+		reply(c, out, st);
+}
+
+/* check/set/delete NAME KEY: the key is every byte after the space that follows NAME. */
+static void do_single(struct cmd_ctx *c, struct cmd_session *s, enum key_op op, struct span args,
+		      struct proto_buf *out)
+{
+	struct span name;
+	if (!next_word(&args, &name) || args.n < 2) {
+		client_error(c, out, CLIENT_ERR("Must provide filter name and key"));
+		return;
+	}
+	struct bf_filter *f = lookup(c, name, out);
+	if (!f)
+		return;
+	if (cmd_session_reserve(s, 1)) {
+		reply(c, out, CMD_INTERNAL);
+		return;
+	}
+	s->keys[0] = args.p + 1;
+	s->lens[0] = args.n - 1;
+	run_keys(c, s, op, f, 1, out);
+}
+
+/* multi/bulk NAME K1 K2 ...: space-separated keys, one "Yes"/"No" each on one line. */
+static void do_multi(struct cmd_ctx *c, struct cmd_session *s, enum key_op op, struct span args,
+		     struct proto_buf *out)
+{
+	struct span name, key;
+	if (!next_word(&args, &name)) {
+		client_error(c, out, CLIENT_ERR("Must provide filter name and key"));
+		return;
+	}
+	size_t n = 0;
+	for (struct span rest = args; next_word(&rest, &key);)
+		n++;
+	if (n == 0) {
+		client_error(c, out, CLIENT_ERR("Must provide filter name and key"));
+		return;
+	}
+	if (n > c->max_args) {
+		client_error(c, out, CLIENT_ERR("Too many arguments"));
+		return;
+	}
+	struct bf_filter *f = lookup(c, name, out);
+	if (!f)
+		return;
+	if (cmd_session_reserve(s, n)) {
+		reply(c, out, CMD_INTERNAL);
+		return;
+	}
+	for (size_t i = 0; next_word(&args, &key); i++) {
+		s->keys[i] = key.p;
+		s->lens[i] = key.n;
+	}
+	run_keys(c, s, op, f, n, out);
+}
+
+void cmd_text_exec(struct cmd_ctx *c, struct cmd_session *s, const char *line, size_t len,
+		   struct proto_buf *out)
+{
+	/* The command is everything before the first space; the arguments everything after. */
+	const char *sp = memchr(line, ' ', len);
+	struct span cmd = { line, sp ? (size_t)(sp - line) : len };
+	struct span args = { sp ? sp : line + len, sp ? len - cmd.n : 0 };
+
+	c->commands++;
+	if (word_is(cmd, "c") || word_is(cmd, "check"))
+		do_single(c, s, OP_CHECK, args, out);
+	else if (word_is(cmd, "s") || word_is(cmd, "set"))
+		do_single(c, s, OP_SET, args, out);
+	else if (word_is(cmd, "m") || word_is(cmd, "multi"))
+		do_multi(c, s, OP_CHECK, args, out);
+	else if (word_is(cmd, "b") || word_is(cmd, "bulk"))
+		do_multi(c, s, OP_SET, args, out);
+	else if (word_is(cmd, "d") || word_is(cmd, "delete"))
+		do_single(c, s, OP_DELETE, args, out);
+	else if (word_is(cmd, "create"))
+		do_create(c, args, out);
+	else if (word_is(cmd, "list"))
+		do_list(c, args, out);
+	else if (word_is(cmd, "drop"))
+		do_drop(c, args, out, true);
+	else if (word_is(cmd, "clear"))
+		do_drop(c, args, out, false);
+	else if (word_is(cmd, "close"))
+		do_close(c, args, out);
+	else if (word_is(cmd, "info"))
+		do_info(c, args, out);
+	else if (word_is(cmd, "flush"))
+		do_flush(c, args, out);
+	else if (word_is(cmd, "ping"))
+		proto_buf_append_str(out, "PONG\n");
+	else if (word_is(cmd, "quit"))
+		s->close_after = true;
+	else if (word_is(cmd, "auth"))
+		client_error(c, out, CLIENT_ERR("Authentication is not configured"));
+	else
+		client_error(c, out, CLIENT_ERR("Command not supported"));
+}

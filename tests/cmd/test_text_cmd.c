@@ -1,0 +1,351 @@
+/* The text protocol as a conversation: each line in, the exact reply bytes out. */
+#include <check.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "check_main.h"
+#include "proto/command.h"
+
+static struct bf_registry *reg;
+static struct cmd_ctx ctx;
+static struct cmd_session sess;
+static struct proto_buf out;
+static int flushes;
+static struct bf_filter *flushed;
+
+static int flush_hook(void *arg, struct bf_filter *f)
+{
+	(void)arg;
+	flushes++;
+	flushed = f;
+	return 0;
+}
+
+static void setup(void)
+{
+	ck_assert_int_eq(bf_registry_new(0, &reg), 0);
+	ctx = (struct cmd_ctx){
+		.reg = reg,
+		.default_capacity = 1000,
+		.default_error_rate = 0.01,
+		.default_expansion = 2,
+		.max_key_bytes = 16,
+		.max_args = 8,
+		.hooks = { .flush = flush_hook },
+	};
+	cmd_session_init(&sess, 1);
+	proto_buf_init(&out);
+	flushes = 0;
+	flushed = NULL;
+}
+
+static void teardown(void)
+{
+	proto_buf_free(&out);
+	cmd_session_free(&sess);
+	bf_registry_free(reg);
+}
+
+/* Send one line (without "\n"), return the reply as a NUL-terminated string. */
+static const char *say(const char *line)
+{
+	static char copy[8192];
+	proto_buf_reset(&out);
+	cmd_text_exec(&ctx, &sess, line, strlen(line), &out);
+	ck_assert(!out.failed);
+	ck_assert_uint_lt(out.len, sizeof(copy));
+	memcpy(copy, out.data, out.len);
+	copy[out.len] = '\0';
+	return copy;
+}
+
+#define SAYS(line, expect) ck_assert_str_eq(say(line), expect)
+
+START_TEST(create_set_check)
+{
+	SAYS("create foo", "Done\n");
+	SAYS("create foo", "Exists\n");
+	SAYS("set foo bar", "Yes\n");
+	SAYS("set foo bar", "No\n");
+	SAYS("s foo baz", "Yes\n");
+	SAYS("check foo bar", "Yes\n");
+	SAYS("c foo nope", "No\n");
+	SAYS("check nope bar", "Filter does not exist\n");
+	SAYS("set nope bar", "Filter does not exist\n");
+}
+END_TEST
+
+START_TEST(single_key_is_rest_of_line)
+{
+	SAYS("create f", "Done\n");
+	SAYS("set f key with spaces", "Yes\n");
+	SAYS("check f key with spaces", "Yes\n");
+	SAYS("check f key", "No\n");
+	SAYS("check f with", "No\n");
+	/* The key starts right after the single space that follows the name. */
+	SAYS("set f  lead", "Yes\n");
+	SAYS("check f lead", "No\n");
+	SAYS("check f  lead", "Yes\n");
+}
+END_TEST
+
+START_TEST(multi_and_bulk)
+{
+	SAYS("create f", "Done\n");
+	SAYS("bulk f a b c", "Yes Yes Yes\n");
+	SAYS("b f a d", "No Yes\n");
+	SAYS("multi f a x b y", "Yes No Yes No\n");
+	SAYS("m f d", "Yes\n");
+	SAYS("m f  a   b ", "Yes Yes\n"); /* runs of spaces separate */
+	SAYS("multi nope a", "Filter does not exist\n");
+	SAYS("multi f", "Client Error: Must provide filter name and key\n");
+	SAYS("bulk f ", "Client Error: Must provide filter name and key\n");
+	SAYS("bulk f 1 2 3 4 5 6 7 8", "Yes Yes Yes Yes Yes Yes Yes Yes\n"); /* max_args 8 */
+	SAYS("bulk f 1 2 3 4 5 6 7 8 9", "Client Error: Too many arguments\n");
+	SAYS("check f 9", "No\n"); /* nothing of the refused line was added */
+}
+END_TEST
+
+START_TEST(missing_arguments)
+{
+	SAYS("check", "Client Error: Must provide filter name and key\n");
+	SAYS("check f", "Client Error: Must provide filter name and key\n");
+	SAYS("check f ", "Client Error: Must provide filter name and key\n");
+	SAYS("set", "Client Error: Must provide filter name and key\n");
+	SAYS("create", "Client Error: Must provide filter name\n");
+	SAYS("create ", "Client Error: Must provide filter name\n");
+	SAYS("drop", "Client Error: Must provide filter name\n");
+	SAYS("info", "Client Error: Must provide filter name\n");
+	SAYS("close", "Client Error: Must provide filter name\n");
+	SAYS("clear", "Client Error: Must provide filter name\n");
+	SAYS("drop a b", "Client Error: Unexpected arguments\n");
+	SAYS("info a b", "Client Error: Unexpected arguments\n");
+	SAYS("flush a b", "Client Error: Unexpected arguments\n");
+	SAYS("list a b", "Client Error: Unexpected arguments\n");
+}
+END_TEST
+
+START_TEST(unknown_commands)
+{
+	SAYS("", "Client Error: Command not supported\n");
+	SAYS("CHECK f k", "Client Error: Command not supported\n"); /* bloomd is case-sensitive */
+	SAYS("frobnicate", "Client Error: Command not supported\n");
+	SAYS("\x01\x02\xff", "Client Error: Command not supported\n");
+	SAYS("ping", "PONG\n");
+	ck_assert(!sess.close_after);
+	SAYS("quit", "");
+	ck_assert(sess.close_after);
+}
+END_TEST
+
+START_TEST(create_options)
+{
+	SAYS("create a capacity=5000 prob=0.001", "Done\n");
+	struct bf_filter *f = bf_registry_get(reg, "a", 1);
+	ck_assert_uint_eq(f->params.capacity, 5000);
+	ck_assert_double_eq(f->params.error_rate, 0.001);
+	ck_assert(f->params.persist);
+	ck_assert_uint_eq(f->params.expansion, 2);
+
+	SAYS("create b in_memory", "Done\n"); /* bare in_memory means in_memory=1 */
+	ck_assert(!bf_registry_get(reg, "b", 1)->params.persist);
+	SAYS("create c in_memory=0", "Done\n");
+	ck_assert(bf_registry_get(reg, "c", 1)->params.persist);
+	SAYS("create d type=counting expansion=4", "Done\n");
+	f = bf_registry_get(reg, "d", 1);
+	ck_assert_int_eq(f->params.type, BF_TYPE_COUNTING);
+	ck_assert_uint_eq(f->params.expansion, 4);
+	SAYS("create e nonscaling=1 capacity=1", "Done\n");
+	ck_assert_uint_eq(bf_registry_get(reg, "e", 1)->params.expansion, 0);
+	SAYS("create g nonscaling", "Done\n");
+	ck_assert_uint_eq(bf_registry_get(reg, "g", 1)->params.expansion, 0);
+}
+END_TEST
+
+START_TEST(create_bad_options_change_nothing)
+{
+	static const char *const bad[] = {
+		"create x capacity=0",    "create x capacity=-1",   "create x capacity=abc",
+		"create x capacity=",     "create x capacity=1e3",  "create x prob=0",
+		"create x prob=1",        "create x prob=1.5",      "create x prob=nan",
+		"create x prob=0.01x",    "create x in_memory=2",   "create x in_memory=yes",
+		"create x type=cuckoo",   "create x expansion=0",   "create x expansion=99999",
+		"create x bogus=1",       "create x capacityy=10",  "create x nonscaling=2",
+		"create x capacity=99999999999999999999999",
+	};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+		ck_assert_msg(strcmp(say(bad[i]), "Client Error: Bad arguments\n") == 0,
+			      "%s -> %s", bad[i], say(bad[i]));
+	ck_assert_uint_eq(bf_registry_count(reg), 0);
+	SAYS("create bad\x7fname", "Client Error: Bad filter name\n");
+	char longname[256] = "create ";
+	memset(longname + 7, 'n', 201);
+	SAYS(longname, "Client Error: Bad filter name\n");
+	longname[7 + 200] = '\0';
+	SAYS(longname, "Done\n"); /* 200 bytes: the limit */
+	SAYS("create ../../etc/passwd", "Done\n"); /* a name, never a path */
+}
+END_TEST
+
+START_TEST(list_and_prefix)
+{
+	SAYS("list", "START\nEND\n");
+	SAYS("create foo capacity=1000 prob=0.01", "Done\n");
+	SAYS("create bar capacity=1000 prob=0.001", "Done\n");
+	SAYS("create foobar capacity=1000 prob=0.01", "Done\n");
+	SAYS("set foo k", "Yes\n");
+	const struct bf_filter *foo = bf_registry_get(reg, "foo", 3);
+	const struct bf_filter *bar = bf_registry_get(reg, "bar", 3);
+	char expect[512];
+	snprintf(expect, sizeof(expect),
+		 "START\nbar 0.001000 %llu 1000 0\nfoo 0.010000 %llu 1000 1\nfoobar 0.010000 %llu 1000 0\nEND\n",
+		 (unsigned long long)bar->bytes, (unsigned long long)foo->bytes,
+		 (unsigned long long)foo->bytes);
+	SAYS("list", expect);
+	snprintf(expect, sizeof(expect),
+		 "START\nfoo 0.010000 %llu 1000 1\nfoobar 0.010000 %llu 1000 0\nEND\n",
+		 (unsigned long long)foo->bytes, (unsigned long long)foo->bytes);
+	SAYS("list foo", expect);
+	SAYS("list zzz", "START\nEND\n");
+}
+END_TEST
+
+START_TEST(drop_close_clear)
+{
+	SAYS("create a", "Done\n");
+	SAYS("create b", "Done\n");
+	SAYS("close a", "Done\n");
+	SAYS("check a k", "No\n"); /* still there */
+	SAYS("drop a", "Done\n");
+	SAYS("drop a", "Filter does not exist\n");
+	SAYS("check a k", "Filter does not exist\n");
+	SAYS("clear b", "Done\n");
+	SAYS("clear b", "Filter does not exist\n");
+	SAYS("close b", "Filter does not exist\n");
+	ck_assert_uint_eq(bf_registry_count(reg), 0);
+}
+END_TEST
+
+START_TEST(info_fields)
+{
+	SAYS("create f capacity=1000 prob=0.01", "Done\n");
+	SAYS("set f a", "Yes\n");
+	SAYS("set f a", "No\n");
+	SAYS("check f a", "Yes\n");
+	SAYS("check f b", "No\n");
+	const struct bf_filter *f = bf_registry_get(reg, "f", 1);
+	char expect[1024];
+	snprintf(expect, sizeof(expect),
+		 "START\ncapacity 1000\nchecks 2\ncheck_hits 1\ncheck_misses 1\nin_memory 1\n"
+		 "page_ins 0\npage_outs 0\nprobability 0.010000\nsets 2\nset_hits 1\n"
+		 "set_misses 1\nsize 1\nstorage %llu\ntype bloom\npersist 1\n"
+		 "initial_capacity 1000\nexpansion 2\nlayers 1\nfpr_estimate %.6g\n"
+		 "deletes 0\ndelete_hits 0\ndelete_misses 0\nEND\n",
+		 (unsigned long long)f->bytes, bf_filter_fpr(f));
+	SAYS("info f", expect);
+	SAYS("info nope", "Filter does not exist\n");
+}
+END_TEST
+
+START_TEST(flush)
+{
+	SAYS("create f", "Done\n");
+	SAYS("flush", "Done\n");
+	ck_assert_int_eq(flushes, 1);
+	ck_assert_ptr_null(flushed);
+	SAYS("flush f", "Done\n");
+	ck_assert_int_eq(flushes, 2);
+	ck_assert_ptr_eq(flushed, bf_registry_get(reg, "f", 1));
+	SAYS("flush nope", "Filter does not exist\n");
+	ck_assert_int_eq(flushes, 2);
+}
+END_TEST
+
+START_TEST(counting_delete)
+{
+	SAYS("create cf type=counting", "Done\n");
+	SAYS("set cf k", "Yes\n");
+	SAYS("delete cf k", "Yes\n");
+	SAYS("check cf k", "No\n");
+	SAYS("d cf k", "No\n");
+	SAYS("create plain", "Done\n");
+	SAYS("set plain k", "Yes\n");
+	SAYS("delete plain k", "Client Error: Not a counting filter\n");
+	SAYS("check plain k", "Yes\n");
+	SAYS("delete nope k", "Filter does not exist\n");
+}
+END_TEST
+
+START_TEST(key_limit_edge)
+{
+	SAYS("create f", "Done\n");
+	SAYS("set f 0123456789abcdef", "Yes\n"); /* 16 bytes: max_key_bytes */
+	SAYS("set f 0123456789abcdefg", "Client Error: Key too long\n");
+	SAYS("check f 0123456789abcdefg", "Client Error: Key too long\n");
+	SAYS("bulk f a 0123456789abcdefg", "Client Error: Key too long\n");
+	SAYS("check f a", "No\n"); /* the refused bulk added nothing */
+}
+END_TEST
+
+START_TEST(full_nonscaling)
+{
+	SAYS("create f capacity=2 nonscaling", "Done\n");
+	SAYS("bulk f a b", "Yes Yes\n");
+	SAYS("set f a", "No\n");
+	SAYS("set f c", "Client Error: Filter is full\n");
+	SAYS("bulk f d e", "Client Error: Filter is full\n");
+	SAYS("check f c", "No\n");
+}
+END_TEST
+
+START_TEST(memory_limit)
+{
+	bf_registry_set_max_memory(reg, 64);
+	SAYS("create big capacity=100000", "Client Error: Not enough memory\n");
+	SAYS("list", "START\nEND\n");
+	SAYS("create small capacity=1", "Done\n");
+}
+END_TEST
+
+START_TEST(binary_keys)
+{
+	SAYS("create f", "Done\n");
+	static const char line[] = "set f a\0b";
+	proto_buf_reset(&out);
+	cmd_text_exec(&ctx, &sess, line, sizeof(line) - 1, &out);
+	ck_assert_uint_eq(out.len, 4);
+	ck_assert_mem_eq(out.data, "Yes\n", 4);
+	SAYS("check f a", "No\n"); /* the key is not cut at the NUL */
+	static const char chk[] = "check f a\0b";
+	proto_buf_reset(&out);
+	cmd_text_exec(&ctx, &sess, chk, sizeof(chk) - 1, &out);
+	ck_assert_mem_eq(out.data, "Yes\n", 4);
+}
+END_TEST
+
+static Suite *text_suite(void)
+{
+	Suite *s = suite_create("cmd-text");
+	TCase *tc = tcase_create("conversation");
+	tcase_add_checked_fixture(tc, setup, teardown);
+	tcase_add_test(tc, create_set_check);
+	tcase_add_test(tc, single_key_is_rest_of_line);
+	tcase_add_test(tc, multi_and_bulk);
+	tcase_add_test(tc, missing_arguments);
+	tcase_add_test(tc, unknown_commands);
+	tcase_add_test(tc, create_options);
+	tcase_add_test(tc, create_bad_options_change_nothing);
+	tcase_add_test(tc, list_and_prefix);
+	tcase_add_test(tc, drop_close_clear);
+	tcase_add_test(tc, info_fields);
+	tcase_add_test(tc, flush);
+	tcase_add_test(tc, counting_delete);
+	tcase_add_test(tc, key_limit_edge);
+	tcase_add_test(tc, full_nonscaling);
+	tcase_add_test(tc, memory_limit);
+	tcase_add_test(tc, binary_keys);
+	suite_add_tcase(s, tc);
+	return s;
+}
+
+CHECK_MAIN(text_suite)
