@@ -35,8 +35,7 @@ int bf_params_validate(const struct bf_params *p)
 	return 0;
 }
 
-/* Capacity and target of layer i of a filter. */
-static void layer_target(const struct bf_params *p, unsigned i, uint64_t *cap, double *err)
+void bf_filter_layer_target(const struct bf_params *p, unsigned i, uint64_t *cap, double *err)
 {
 	if (p->expansion == 0) {
 		*cap = p->capacity;
@@ -54,20 +53,22 @@ static void layer_target(const struct bf_params *p, unsigned i, uint64_t *cap, d
 /* Append layer number f->nlayers, charging the budget. Returns 0 or a negative errno. */
 static int grow(struct bf_filter *f)
 {
-	uint64_t cap, bytes;
+	uint64_t cap, nblocks;
+	unsigned b;
 	double err;
 
 	if (f->nlayers == BF_MAX_LAYERS)
 		return -ENOSPC;
-	layer_target(&f->params, f->nlayers, &cap, &err);
+	bf_filter_layer_target(&f->params, f->nlayers, &cap, &err);
 	bool counting = f->params.type == BF_TYPE_COUNTING;
-	int rc = bf_layer_plan(counting, cap, err, &bytes);
+	int rc = bf_layer_plan(counting, cap, err, &nblocks, &b);
 	if (rc)
 		return rc == -E2BIG ? -ENOMEM : rc;
+	uint64_t bytes = nblocks * BF_BLOCK_BYTES;
 	rc = bf_budget_reserve(f->budget, bytes);
 	if (rc)
 		return rc;
-	rc = bf_layer_init(&f->layers[f->nlayers], counting, cap, err);
+	rc = bf_layer_alloc(&f->layers[f->nlayers], counting, nblocks, b, cap, err);
 	if (rc) {
 		bf_budget_release(f->budget, bytes);
 		return rc == -E2BIG ? -ENOMEM : rc;
@@ -241,6 +242,29 @@ size_t bf_filter_add_batch(struct bf_filter *f, size_t n, const void *const *key
 		}
 	}
 	return n;
+}
+
+int bf_filter_clone(const struct bf_filter *f, struct bf_filter **out)
+{
+	struct bf_filter *c = malloc(sizeof(*c));
+	if (!c)
+		return -ENOMEM;
+	*c = *f;
+	c->budget = NULL;
+	for (unsigned i = 0; i < f->nlayers; i++) {
+		const struct bf_layer *l = &f->layers[i];
+		if (bf_layer_alloc(&c->layers[i], l->counting, l->nblocks, l->b, l->capacity,
+				   l->error_rate)) {
+			c->nlayers = i;
+			c->bytes = 0; /* nothing was charged */
+			bf_filter_free(c);
+			return -ENOMEM;
+		}
+		memcpy(c->layers[i].blocks, l->blocks, bf_layer_bytes(l));
+		c->layers[i].items = l->items;
+	}
+	*out = c;
+	return 0;
 }
 
 uint64_t bf_filter_capacity(const struct bf_filter *f)

@@ -104,6 +104,15 @@ void bf_filter_check_batch(struct bf_filter *f, size_t n, const void *const *key
 size_t bf_filter_add_batch(struct bf_filter *f, size_t n, const void *const *keys,
 			   const size_t *lens, int *out);
 
+/*
+ * Deep copy of a filter (name, params, seed, layers, stats) charged to no budget, e.g. an exact
+ * cut for a snapshot written while the original goes on. Returns 0 or -ENOMEM.
+ */
+int bf_filter_clone(const struct bf_filter *f, struct bf_filter **out);
+
+/* Capacity and error target of layer i of a filter with these params. */
+void bf_filter_layer_target(const struct bf_params *p, unsigned i, uint64_t *cap, double *err);
+
 /* Capacity of the whole chain as built so far (sum of layer capacities). */
 uint64_t bf_filter_capacity(const struct bf_filter *f);
 

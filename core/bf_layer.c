@@ -49,26 +49,18 @@ static struct bf_geometry geometry(bool counting)
 	return counting ? BF_GEOMETRY_COUNT512 : BF_GEOMETRY_SECTOR512;
 }
 
-int bf_layer_plan(bool counting, uint64_t capacity, double error_rate, uint64_t *bytes)
+int bf_layer_plan(bool counting, uint64_t capacity, double error_rate, uint64_t *nblocks,
+		  unsigned *b)
 {
-	uint64_t nblocks;
-	unsigned b;
-	int rc = bf_model_size(geometry(counting), capacity, error_rate, BF_LAYER_MAX_BLOCKS,
-			       &nblocks, &b);
-	if (rc == 0)
-		*bytes = nblocks * BF_BLOCK_BYTES;
-	return rc;
+	return bf_model_size(geometry(counting), capacity, error_rate, BF_LAYER_MAX_BLOCKS, nblocks,
+			     b);
 }
 
-int bf_layer_init(struct bf_layer *l, bool counting, uint64_t capacity, double error_rate)
+int bf_layer_alloc(struct bf_layer *l, bool counting, uint64_t nblocks, unsigned b,
+		   uint64_t capacity, double error_rate)
 {
-	uint64_t nblocks;
-	unsigned b;
-	int rc = bf_model_size(geometry(counting), capacity, error_rate, BF_LAYER_MAX_BLOCKS,
-			       &nblocks, &b);
-	if (rc)
-		return rc;
-
+	if (nblocks == 0 || nblocks > BF_LAYER_MAX_BLOCKS || b == 0 || b > BF_MODEL_MAX_B)
+		return -EINVAL;
 	size_t bytes = nblocks * BF_BLOCK_BYTES;
 	void *mem;
 	bool mapped = bytes >= MMAP_THRESHOLD;
@@ -93,6 +85,17 @@ int bf_layer_init(struct bf_layer *l, bool counting, uint64_t capacity, double e
 		.mapped = mapped,
 	};
 	return 0;
+}
+
+int bf_layer_init(struct bf_layer *l, bool counting, uint64_t capacity, double error_rate)
+{
+	uint64_t nblocks;
+	unsigned b;
+	int rc = bf_model_size(geometry(counting), capacity, error_rate, BF_LAYER_MAX_BLOCKS,
+			       &nblocks, &b);
+	if (rc)
+		return rc;
+	return bf_layer_alloc(l, counting, nblocks, b, capacity, error_rate);
 }
 
 void bf_layer_free(struct bf_layer *l)

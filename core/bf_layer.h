@@ -37,9 +37,18 @@ struct bf_layer {
 int bf_layer_init(struct bf_layer *l, bool counting, uint64_t capacity, double error_rate);
 
 /*
- * Compute the size bf_layer_init would allocate, without allocating. Same returns.
+ * The geometry bf_layer_init would allocate (block count and positions per word), without
+ * allocating. Same returns.
  */
-int bf_layer_plan(bool counting, uint64_t capacity, double error_rate, uint64_t *bytes);
+int bf_layer_plan(bool counting, uint64_t capacity, double error_rate, uint64_t *nblocks,
+		  unsigned *b);
+
+/*
+ * Allocate a zeroed layer of a known geometry (e.g. from a snapshot or a copy). Returns 0,
+ * -EINVAL (nblocks 0 or over BF_LAYER_MAX_BLOCKS, b outside 1..8), -ENOMEM.
+ */
+int bf_layer_alloc(struct bf_layer *l, bool counting, uint64_t nblocks, unsigned b,
+		   uint64_t capacity, double error_rate);
 
 /* Release the blocks; safe on a zeroed layer. */
 void bf_layer_free(struct bf_layer *l);

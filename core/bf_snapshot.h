@@ -1,0 +1,78 @@
+/*
+ * Snapshot files: one per persistent filter. A fixed header (magic, version, parameters, seed,
+ * stats, layer table, body length and checksum, header checksum) followed by the layers'
+ * blocks. The reader validates every field before it trusts a byte; the writer is crash-safe
+ * (temp file, fallocate, write, fsync, rename, fsync of the directory).
+ *
+ * All integers are little-endian on disk. Layout, version 1:
+ *   0     magic "BLOSSOM\0"         8
+ *   8     version (1)               u32
+ *   12    header_len                u32   multiple of 4096; body starts here
+ *   16    type                      u32   0 bloom, 1 counting
+ *   20    expansion                 u32
+ *   24    capacity                  u64
+ *   32    error_rate                f64
+ *   40    seed                      u64
+ *   48    persist                   u32
+ *   52    nlayers                   u32   1..32
+ *   56    items                     u64
+ *   64    generation                u64   bumped by the caller per snapshot
+ *   72    body_len                  u64   sum of the layers' bytes
+ *   80    body_checksum             u64   XXH3-64 of the body
+ *   88    stats                     9 x u64 (struct bf_stats, in order)
+ *   160   name_len                  u32
+ *   164   name                      200 bytes, zero padded
+ *   364   pad to 368
+ *   368   layers                    32 x 40 bytes: nblocks u64, capacity u64, items u64,
+ *                                   error_rate f64, b u8, counting u8, 6 bytes zero
+ *   1648  header_checksum           u64   XXH3-64 of bytes 0..1648
+ *   1656  zero up to header_len
+ */
+#ifndef BF_SNAPSHOT_H
+#define BF_SNAPSHOT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "bf_filter.h"
+
+#define BF_SNAPSHOT_VERSION    1
+#define BF_SNAPSHOT_HEADER_LEN 4096
+#define BF_SNAPSHOT_SUFFIX     ".bsnap"
+#define BF_SNAPSHOT_TMP_SUFFIX ".tmp"
+/* Longest file name bf_snapshot_filename() writes, NUL included. */
+#define BF_SNAPSHOT_NAME_MAX 256
+
+/*
+ * The file name for a filter name: bytes outside [A-Za-z0-9_-] percent-encoded (so "../x"
+ * is "%2E%2E%2Fx"), then BF_SNAPSHOT_SUFFIX; a name whose encoding is too long keeps a prefix
+ * and adds "~" and a 64-bit hash of the whole name. Never contains '/', never starts with '.'.
+ * Writes at most BF_SNAPSHOT_NAME_MAX bytes including the NUL.
+ */
+void bf_snapshot_filename(const char *name, size_t len, char out[BF_SNAPSHOT_NAME_MAX]);
+
+/*
+ * Write f's snapshot as `filename` in the directory dirfd, crash-safe: create
+ * filename + ".tmp" with O_EXCL, posix_fallocate the full size (a full disk fails here, not
+ * as SIGBUS later), pwrite header and body, check the length, fsync, rename over filename,
+ * fsync the directory. On any failure the temp file is removed and an existing snapshot
+ * stays as it was. f must not change during the call (pass a copy if the owner goes on).
+ * Returns 0, or a negative errno with *step naming the failing step ("open", "fallocate",
+ * "write", "fsync", "rename", "fsync dir") if step is not NULL.
+ */
+int bf_snapshot_write(const struct bf_filter *f, uint64_t generation, int dirfd,
+		      const char *filename, const char **step);
+
+/*
+ * Read and validate the snapshot `filename` in dirfd, building a new filter (no budget;
+ * adopt it into a registry). Every header field is checked (magic, version, checksums,
+ * parameters, layer geometry against the sizing model, lengths against the file size) before
+ * the body is used. Returns 0 with *out and *generation set, or a negative errno with a
+ * one-line reason in why: -ENOENT/-EACCES/... (cannot open), -EINVAL (corrupt: "bad magic",
+ * "header checksum mismatch", "truncated: 1234 of 5678 bytes", ...), -ENOTSUP (a version this
+ * build does not know), -ENOMEM.
+ */
+int bf_snapshot_read(int dirfd, const char *filename, struct bf_filter **out,
+		     uint64_t *generation, char *why, size_t whylen);
+
+#endif
