@@ -207,7 +207,7 @@ int bf_registry_list(const struct bf_registry *r, const char *prefix, size_t ple
 	for (size_t i = 0; i < r->nbuckets; i++) {
 		for (struct entry *e = r->buckets[i]; e; e = e->next) {
 			const struct bf_filter *f = e->filter;
-			if (f->name_len >= plen && memcmp(f->name, prefix, plen) == 0)
+			if (plen == 0 || (f->name_len >= plen && memcmp(f->name, prefix, plen) == 0))
 				list[k++] = e->filter;
 		}
 	}
