@@ -1,0 +1,1465 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The RESP front end as a conversation: argument vectors in, the exact reply bytes out, with a
+ * real registry. Expected bytes are RedisBloom's and Redis 7.0.15's (the generic ones were
+ * captured from redis-server 7.0.15 itself).
+ */
+#include <check.h>
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "check_main.h"
+#include "proto/command.h"
+
+static struct bf_registry *reg;
+static struct cmd_ctx ctx;
+static struct cmd_session sess;
+static struct proto_buf out;
+static struct proto_argv av;
+static int flushes, flush_rc, created;
+static uint64_t seeds;
+
+static int flush_hook(void *arg, struct bf_filter *f)
+{
+	(void)arg;
+	(void)f;
+	flushes++;
+	return flush_rc;
+}
+
+static void created_hook(void *arg, struct bf_filter *f)
+{
+	(void)arg;
+	(void)f;
+	created++;
+}
+
+static uint64_t seed_hook(void *arg)
+{
+	(void)arg;
+	return 0x9e3779b97f4a7c15ULL * ++seeds;
+}
+
+static void setup_limit(uint64_t max_memory)
+{
+	ck_assert_int_eq(bf_registry_new(max_memory, &reg), 0);
+	ctx = (struct cmd_ctx){
+	    .reg = reg,
+	    .default_capacity = 1000,
+	    .default_error_rate = 0.01,
+	    .default_expansion = 2,
+	    .max_key_bytes = 16,
+	    .max_args = 1024,
+	    .hooks = {.flush = flush_hook, .created = created_hook, .seed = seed_hook},
+	    .started_unix = 1000,
+	    .last_save_unix = 1234567890,
+	    .version = "0.1.0",
+	};
+	cmd_session_init(&sess, 7);
+	proto_buf_init(&out);
+	proto_argv_init(&av);
+	flushes = flush_rc = created = 0;
+	seeds = 0;
+}
+
+static void setup(void)
+{
+	setup_limit(0);
+}
+
+static void teardown(void)
+{
+	proto_argv_free(&av);
+	proto_buf_free(&out);
+	cmd_session_free(&sess);
+	bf_registry_free(reg);
+}
+
+/* ---------------------------------------------------------------------------------------- */
+/* Conversation helpers */
+
+/* Run one command of n binary arguments; the reply is in `out`. */
+static void runv(size_t n, const char *const *args, const size_t *lens)
+{
+	ck_assert_int_eq(proto_argv_reserve(&av, n), 0);
+	for (size_t i = 0; i < n; i++) {
+		av.argv[i] = args[i];
+		av.argvlen[i] = lens[i];
+	}
+	av.argc = n;
+	proto_buf_reset(&out);
+	cmd_resp_exec(&ctx, &sess, &av, &out);
+	ck_assert(!out.failed);
+}
+
+/* Run one command of NUL-terminated arguments (the list ends with NULL). */
+static void run(const char *first, ...)
+{
+	const char *args[64];
+	size_t lens[64], n = 0;
+	va_list ap;
+
+	va_start(ap, first);
+	for (const char *a = first; a; a = va_arg(ap, const char *)) {
+		ck_assert_uint_lt(n, 64);
+		args[n] = a;
+		lens[n++] = strlen(a);
+	}
+	va_end(ap);
+	runv(n, args, lens);
+}
+
+/* The reply with control bytes escaped, for failure messages. */
+static const char *shown(const char *p, size_t n)
+{
+	static char buf[8192];
+	size_t k = 0;
+
+	for (size_t i = 0; i < n && k + 8 < sizeof(buf); i++) {
+		unsigned char ch = (unsigned char)p[i];
+		if (ch == '\r')
+			k += (size_t)snprintf(buf + k, sizeof(buf) - k, "\\r");
+		else if (ch == '\n')
+			k += (size_t)snprintf(buf + k, sizeof(buf) - k, "\\n");
+		else if (ch < 0x20 || ch >= 0x7f)
+			k += (size_t)snprintf(buf + k, sizeof(buf) - k, "\\x%02x", ch);
+		else
+			buf[k++] = (char)ch;
+	}
+	buf[k] = '\0';
+	return buf;
+}
+
+static void expect_bytes(const char *want, size_t n)
+{
+	if (out.len != n || memcmp(out.data, want, n) != 0) {
+		char w[8192];
+		snprintf(w, sizeof(w), "%s", shown(want, n));
+		ck_abort_msg("reply: got \"%s\" want \"%s\"", shown(out.data, out.len), w);
+	}
+}
+
+/* The reply to the command is exactly the string literal `want`. */
+#define SAYS(want, ...)                                                                            \
+	do {                                                                                       \
+		run(__VA_ARGS__, NULL);                                                            \
+		expect_bytes(want, sizeof(want) - 1);                                              \
+	} while (0)
+
+/* The reply to the command starts with the string literal `prefix`. */
+#define STARTS(prefix, ...)                                                                        \
+	do {                                                                                       \
+		run(__VA_ARGS__, NULL);                                                            \
+		ck_assert_msg(out.len >= sizeof(prefix) - 1 &&                                     \
+				  memcmp(out.data, prefix, sizeof(prefix) - 1) == 0,               \
+			      "reply \"%s\"", shown(out.data, out.len));                           \
+	} while (0)
+
+static bool reply_has(const char *needle)
+{
+	size_t n = strlen(needle);
+	for (size_t i = 0; i + n <= out.len; i++)
+		if (memcmp(out.data + i, needle, n) == 0)
+			return true;
+	return false;
+}
+
+static struct bf_filter *filter(const char *name)
+{
+	return bf_registry_get(reg, name, strlen(name));
+}
+
+static const char OOM[] = "-OOM command not allowed when used memory > 'maxmemory'.\r\n";
+
+/* ---------------------------------------------------------------------------------------- */
+/* BF.RESERVE */
+
+START_TEST(reserve_ok_and_exists)
+{
+	SAYS("+OK\r\n", "BF.RESERVE", "f", "0.001", "5000");
+	struct bf_filter *f = filter("f");
+	ck_assert_ptr_nonnull(f);
+	ck_assert_uint_eq(f->params.capacity, 5000);
+	ck_assert(f->params.error_rate == 0.001);
+	ck_assert_uint_eq(f->params.expansion, 2);
+	ck_assert_int_eq(f->params.type, BF_TYPE_BLOOM);
+	ck_assert(f->params.persist);
+	ck_assert_int_eq(created, 1);
+	SAYS("-ERR item exists\r\n", "BF.RESERVE", "f", "0.01", "100");
+	SAYS("+OK\r\n", "bf.reserve", "g", "0.01", "100", "EXPANSION", "4");
+	ck_assert_uint_eq(filter("g")->params.expansion, 4);
+	SAYS("+OK\r\n", "Bf.Reserve", "h", "0.01", "100", "nonscaling");
+	ck_assert_uint_eq(filter("h")->params.expansion, 0);
+	SAYS("+OK\r\n", "BF.RESERVE", "i", "0.01", "100", "EXPANSION", "0");
+	ck_assert_uint_eq(filter("i")->params.expansion, 0);
+	SAYS("+OK\r\n", "BF.RESERVE", "j", "0.01", "100", "NONSCALING", "EXPANSION", "0");
+	SAYS("+OK\r\n", "BF.RESERVE", "k", "0.01", "100", "COUNTING", "EXPANSION", "1");
+	ck_assert_int_eq(filter("k")->params.type, BF_TYPE_COUNTING);
+	ck_assert_uint_eq(filter("k")->params.expansion, 1);
+	SAYS("+OK\r\n", "BF.RESERVE", "m", "0.5", "1", "EXPANSION", "1024");
+	ck_assert(filter("m")->params.error_rate == 0.5); /* not capped to 0.25 */
+	SAYS("+OK\r\n", "BF.RESERVE", "n", "0x1p-7", "100");
+	ck_assert(filter("n")->params.error_rate == 0.0078125);
+	/* The largest capacity passes validation (and then meets the memory limit). */
+	bf_registry_set_max_memory(reg, 1 << 20);
+	SAYS("-OOM command not allowed when used memory > 'maxmemory'.\r\n", "BF.RESERVE", "l",
+	     "0.01", "1073741824", "NONSCALING", "COUNTING");
+	SAYS(":8\r\n", "DBSIZE");
+	ck_assert_int_eq(created, 8);
+}
+END_TEST
+
+START_TEST(reserve_errors)
+{
+	SAYS("-ERR bad error rate\r\n", "BF.RESERVE", "f", "x", "100");
+	SAYS("-ERR bad error rate\r\n", "BF.RESERVE", "f", "nan", "100");
+	SAYS("-ERR bad error rate\r\n", "BF.RESERVE", "f", " 0.1", "100");
+	SAYS("-ERR bad error rate\r\n", "BF.RESERVE", "f", "0.1 ", "100");
+	SAYS("-ERR bad error rate\r\n", "BF.RESERVE", "f", "", "100");
+	SAYS("-ERR bad error rate\r\n", "BF.RESERVE", "f", "1e-400", "100");
+	SAYS("-ERR error rate must be in the range (0.000000, 1.000000)\r\n", "BF.RESERVE", "f",
+	     "0", "100");
+	SAYS("-ERR error rate must be in the range (0.000000, 1.000000)\r\n", "BF.RESERVE", "f",
+	     "1", "100");
+	SAYS("-ERR error rate must be in the range (0.000000, 1.000000)\r\n", "BF.RESERVE", "f",
+	     "-0.5", "100");
+	SAYS("-ERR error rate must be in the range (0.000000, 1.000000)\r\n", "BF.RESERVE", "f",
+	     "inf", "100");
+	SAYS("-ERR bad capacity\r\n", "BF.RESERVE", "f", "0.01", "x");
+	SAYS("-ERR bad capacity\r\n", "BF.RESERVE", "f", "0.01", "1.5");
+	SAYS("-ERR bad capacity\r\n", "BF.RESERVE", "f", "0.01", "0100");
+	SAYS("-ERR bad capacity\r\n", "BF.RESERVE", "f", "0.01", "+100");
+	SAYS("-ERR bad capacity\r\n", "BF.RESERVE", "f", "0.01", "99999999999999999999");
+	SAYS("-ERR capacity must be in the range [1, 1073741824]\r\n", "BF.RESERVE", "f", "0.01",
+	     "0");
+	SAYS("-ERR capacity must be in the range [1, 1073741824]\r\n", "BF.RESERVE", "f", "0.01",
+	     "-5");
+	SAYS("-ERR capacity must be in the range [1, 1073741824]\r\n", "BF.RESERVE", "f", "0.01",
+	     "1073741825");
+	SAYS("-ERR no expansion\r\n", "BF.RESERVE", "f", "0.01", "100", "EXPANSION");
+	SAYS("-ERR no expansion\r\n", "BF.RESERVE", "f", "0.01", "100", "NONSCALING", "EXPANSION");
+	SAYS("-ERR bad expansion\r\n", "BF.RESERVE", "f", "0.01", "100", "EXPANSION", "x");
+	SAYS("-ERR bad expansion\r\n", "BF.RESERVE", "f", "0.01", "100", "EXPANSION", "NONSCALING");
+	SAYS("-Nonscaling filters cannot expand\r\n", "BF.RESERVE", "f", "0.01", "100",
+	     "NONSCALING", "EXPANSION", "2");
+	SAYS("-Nonscaling filters cannot expand\r\n", "BF.RESERVE", "f", "0.01", "100", "EXPANSION",
+	     "2", "NONSCALING");
+	SAYS("-ERR expansion must be in the range [0, 1024]\r\n", "BF.RESERVE", "f", "0.01", "100",
+	     "EXPANSION", "1025");
+	SAYS("-ERR expansion must be in the range [0, 1024]\r\n", "BF.RESERVE", "f", "0.01", "100",
+	     "EXPANSION", "-1");
+	SAYS("-ERR syntax error\r\n", "BF.RESERVE", "f", "0.01", "100", "NONSCALLING");
+	SAYS("-ERR syntax error\r\n", "BF.RESERVE", "f", "0.01", "100", "2");
+	SAYS("-ERR bad filter name\r\n", "BF.RESERVE", "a b", "0.01", "100");
+	SAYS("-ERR bad filter name\r\n", "BF.RESERVE", "", "0.01", "100");
+	SAYS("-ERR wrong number of arguments for 'bf.reserve' command\r\n", "BF.RESERVE", "f",
+	     "0.01");
+	SAYS("-ERR wrong number of arguments for 'bf.reserve' command\r\n", "BF.RESERVE", "f",
+	     "0.01", "100", "NONSCALING", "COUNTING", "EXPANSION", "2", "x");
+	SAYS(":0\r\n", "DBSIZE");
+	ck_assert_int_eq(created, 0);
+}
+END_TEST
+
+START_TEST(reserve_name_edge)
+{
+	char name[BF_NAME_MAX + 2];
+	memset(name, 'n', sizeof(name));
+	name[BF_NAME_MAX] = '\0';
+	SAYS("+OK\r\n", "BF.RESERVE", name, "0.01", "100");
+	name[BF_NAME_MAX] = 'n';
+	name[BF_NAME_MAX + 1] = '\0';
+	SAYS("-ERR bad filter name\r\n", "BF.RESERVE", name, "0.01", "100");
+	SAYS("-ERR bad filter name\r\n", "BF.ADD", name, "x");
+	SAYS(":0\r\n", "BF.EXISTS", name, "x");
+	SAYS(":1\r\n", "DBSIZE");
+}
+END_TEST
+
+/* ---------------------------------------------------------------------------------------- */
+/* BF.ADD, BF.MADD, BF.EXISTS, BF.MEXISTS, BF.CARD */
+
+START_TEST(add_autocreates_with_defaults)
+{
+	SAYS(":1\r\n", "BF.ADD", "auto", "hello");
+	struct bf_filter *f = filter("auto");
+	ck_assert_ptr_nonnull(f);
+	ck_assert_uint_eq(f->params.capacity, 1000);
+	ck_assert(f->params.error_rate == 0.01);
+	ck_assert_uint_eq(f->params.expansion, 2);
+	ck_assert_int_eq(f->params.type, BF_TYPE_BLOOM);
+	ck_assert(f->params.persist);
+	ck_assert_uint_eq(f->seed, 0x9e3779b97f4a7c15ULL);
+	ck_assert_int_eq(created, 1);
+	SAYS(":0\r\n", "BF.ADD", "auto", "hello");
+	SAYS(":1\r\n", "bf.add", "auto", "");
+	SAYS(":0\r\n", "BF.ADD", "auto", "");
+	SAYS(":1\r\n", "BF.EXISTS", "auto", "hello");
+	SAYS(":1\r\n", "BF.EXISTS", "auto", "");
+	SAYS(":0\r\n", "BF.EXISTS", "auto", "nope");
+	SAYS(":0\r\n", "BF.EXISTS", "missing", "hello");
+	SAYS(":2\r\n", "BF.CARD", "auto");
+	SAYS(":0\r\n", "BF.CARD", "missing");
+	ck_assert_int_eq(created, 1);
+}
+END_TEST
+
+START_TEST(madd_mexists)
+{
+	SAYS("*3\r\n:1\r\n:1\r\n:0\r\n", "BF.MADD", "m", "a", "b", "a");
+	SAYS("*4\r\n:1\r\n:0\r\n:1\r\n:0\r\n", "BF.MEXISTS", "m", "a", "zz", "b", "yy");
+	SAYS("*2\r\n:0\r\n:0\r\n", "BF.MEXISTS", "missing", "a", "b");
+	SAYS(":2\r\n", "BF.CARD", "m");
+	SAYS("*1\r\n:1\r\n", "BF.MADD", "m", "c");
+	ck_assert_ptr_null(filter("missing"));
+}
+END_TEST
+
+START_TEST(binary_items)
+{
+	const char *a1[] = {"BF.ADD", "bin", "a\0b"};
+	const size_t l1[] = {6, 3, 3};
+	runv(3, a1, l1);
+	expect_bytes(":1\r\n", 4);
+	const char *a2[] = {"BF.EXISTS", "bin", "a\0c"};
+	const size_t l2[] = {9, 3, 3};
+	runv(3, a2, l2);
+	expect_bytes(":0\r\n", 4);
+	const char *a3[] = {"BF.EXISTS", "bin", "a"};
+	const size_t l3[] = {9, 3, 1};
+	runv(3, a3, l3);
+	expect_bytes(":0\r\n", 4);
+	runv(3, a1, l1);
+	expect_bytes(":0\r\n", 4);
+}
+END_TEST
+
+START_TEST(resp3_booleans)
+{
+	STARTS("%7\r\n", "HELLO", "3");
+	ck_assert_int_eq(sess.resp, 3);
+	SAYS("#t\r\n", "BF.ADD", "b", "x");
+	SAYS("#f\r\n", "BF.ADD", "b", "x");
+	SAYS("*2\r\n#f\r\n#t\r\n", "BF.MADD", "b", "x", "y");
+	SAYS("#t\r\n", "BF.EXISTS", "b", "y");
+	SAYS("#f\r\n", "BF.EXISTS", "missing", "y");
+	SAYS("*3\r\n#t\r\n#f\r\n#t\r\n", "BF.MEXISTS", "b", "x", "z", "y");
+	SAYS("*1\r\n#f\r\n", "BF.MEXISTS", "missing", "x");
+	SAYS("*2\r\n#t\r\n#f\r\n", "BF.INSERT", "b", "ITEMS", "z", "z");
+	SAYS(":3\r\n", "BF.CARD", "b");
+}
+END_TEST
+
+START_TEST(nonscaling_full)
+{
+	/* Capacity 3: the fourth distinct item does not fit. */
+	SAYS("+OK\r\n", "BF.RESERVE", "n", "0.001", "3", "NONSCALING");
+	SAYS("*5\r\n:1\r\n:1\r\n:0\r\n:1\r\n-ERR non scaling filter is full\r\n", "BF.MADD", "n",
+	     "a", "b", "a", "c", "d", "e");
+	SAYS("-ERR non scaling filter is full\r\n", "BF.ADD", "n", "d");
+	SAYS(":0\r\n", "BF.ADD", "n", "a"); /* present: not refused */
+	SAYS("*2\r\n:0\r\n-ERR non scaling filter is full\r\n", "BF.INSERT", "n", "ITEMS", "b",
+	     "zz", "a");
+	SAYS(":3\r\n", "BF.CARD", "n");
+	SAYS(":0\r\n", "BF.EXISTS", "n", "d");
+	SAYS(":0\r\n", "BF.EXISTS", "n", "e");
+	ck_assert_uint_eq(filter("n")->nlayers, 1);
+	ck_assert_uint_eq(ctx.errors, 3);
+}
+END_TEST
+
+START_TEST(item_length_edge)
+{
+	/* max_key_bytes is 16. */
+	SAYS(":1\r\n", "BF.ADD", "e", "0123456789abcdef");
+	SAYS("-ERR item too long\r\n", "BF.ADD", "e", "0123456789abcdefX");
+	SAYS(":1\r\n", "BF.EXISTS", "e", "0123456789abcdef");
+	SAYS("-ERR item too long\r\n", "BF.EXISTS", "e", "0123456789abcdefX");
+	SAYS("-ERR item too long\r\n", "BF.MEXISTS", "e", "a", "0123456789abcdefX");
+	/* Refused before anything changes: no auto-create, no partial add. */
+	SAYS("-ERR item too long\r\n", "BF.ADD", "new", "0123456789abcdefX");
+	SAYS("-ERR item too long\r\n", "BF.MADD", "e", "fresh", "0123456789abcdefX");
+	SAYS("-ERR item too long\r\n", "BF.INSERT", "new2", "ITEMS", "0123456789abcdefX");
+	SAYS(":0\r\n", "EXISTS", "new", "new2");
+	SAYS(":0\r\n", "BF.EXISTS", "e", "fresh");
+	SAYS(":1\r\n", "BF.CARD", "e");
+	SAYS("+OK\r\n", "BF.RESERVE", "cnt", "0.01", "100", "COUNTING");
+	SAYS("-ERR item too long\r\n", "BF.DEL", "cnt", "0123456789abcdefX");
+}
+END_TEST
+
+/* ---------------------------------------------------------------------------------------- */
+/* BF.INSERT */
+
+START_TEST(insert_options)
+{
+	SAYS("*2\r\n:1\r\n:1\r\n", "BF.INSERT", "i", "CAPACITY", "500", "ERROR", "0.001",
+	     "EXPANSION", "4", "ITEMS", "a", "b");
+	struct bf_filter *f = filter("i");
+	ck_assert_uint_eq(f->params.capacity, 500);
+	ck_assert(f->params.error_rate == 0.001);
+	ck_assert_uint_eq(f->params.expansion, 4);
+	/* Options of an existing filter are ignored, as in RedisBloom. */
+	SAYS("*1\r\n:0\r\n", "BF.INSERT", "i", "CAPACITY", "7", "NONSCALING", "ITEMS", "a");
+	ck_assert_uint_eq(f->params.capacity, 500);
+	SAYS("*1\r\n:1\r\n", "bf.insert", "ns", "nonscaling", "items", "a");
+	ck_assert_uint_eq(filter("ns")->params.expansion, 0);
+	SAYS("*1\r\n:1\r\n", "BF.INSERT", "ns2", "EXPANSION", "0", "ITEMS", "a");
+	ck_assert_uint_eq(filter("ns2")->params.expansion, 0);
+	SAYS("*1\r\n:1\r\n", "BF.INSERT", "ns3", "EXPANSION", "3", "NONSCALING", "ITEMS", "a");
+	ck_assert_uint_eq(filter("ns3")->params.expansion, 0);
+	SAYS("*1\r\n:1\r\n", "BF.INSERT", "cnt", "COUNTING", "ITEMS", "a");
+	ck_assert_int_eq(filter("cnt")->params.type, BF_TYPE_COUNTING);
+	SAYS("*1\r\n:1\r\n", "BF.INSERT", "dflt", "ITEMS", "a");
+	ck_assert_uint_eq(filter("dflt")->params.capacity, 1000);
+	ck_assert(filter("dflt")->params.error_rate == 0.01);
+	/* Item words after ITEMS are items, even when they look like options. */
+	SAYS("*2\r\n:1\r\n:1\r\n", "BF.INSERT", "w", "ITEMS", "NOCREATE", "ITEMS");
+	SAYS(":1\r\n", "BF.EXISTS", "w", "NOCREATE");
+}
+END_TEST
+
+START_TEST(insert_nocreate)
+{
+	SAYS("-ERR not found\r\n", "BF.INSERT", "nc", "NOCREATE", "ITEMS", "a");
+	SAYS(":0\r\n", "EXISTS", "nc");
+	SAYS(":1\r\n", "BF.ADD", "nc", "a");
+	SAYS("*2\r\n:0\r\n:1\r\n", "BF.INSERT", "nc", "NOCREATE", "ITEMS", "a", "b");
+}
+END_TEST
+
+START_TEST(insert_errors)
+{
+	SAYS("-Bad error rate\r\n", "BF.INSERT", "f", "ERROR", "x", "ITEMS", "a");
+	SAYS("-Bad error rate\r\n", "BF.INSERT", "f", "ERROR", "0", "ITEMS", "a");
+	SAYS("-Bad error rate\r\n", "BF.INSERT", "f", "ERROR", "1", "ITEMS", "a");
+	SAYS("-Bad capacity\r\n", "BF.INSERT", "f", "CAPACITY", "0", "ITEMS", "a");
+	SAYS("-Bad capacity\r\n", "BF.INSERT", "f", "CAPACITY", "x", "ITEMS", "a");
+	SAYS("-Bad capacity\r\n", "BF.INSERT", "f", "CAPACITY", "1073741825", "ITEMS", "a");
+	SAYS("-Bad expansion\r\n", "BF.INSERT", "f", "EXPANSION", "x", "ITEMS", "a");
+	SAYS("-Bad expansion\r\n", "BF.INSERT", "f", "EXPANSION", "-1", "ITEMS", "a");
+	SAYS("-Bad expansion\r\n", "BF.INSERT", "f", "EXPANSION", "1025", "ITEMS", "a");
+	SAYS("-Unknown argument received\r\n", "BF.INSERT", "f", "BOGUS", "ITEMS", "a");
+	SAYS("-ERR wrong number of arguments for 'bf.insert' command\r\n", "BF.INSERT", "f",
+	     "ITEMS");
+	SAYS("-ERR wrong number of arguments for 'bf.insert' command\r\n", "BF.INSERT", "f",
+	     "CAPACITY", "10", "NONSCALING");
+	SAYS("-ERR wrong number of arguments for 'bf.insert' command\r\n", "BF.INSERT", "f",
+	     "NONSCALING", "ERROR");
+	SAYS("-ERR wrong number of arguments for 'bf.insert' command\r\n", "BF.INSERT", "f",
+	     "NOCREATE", "CAPACITY");
+	SAYS("-ERR wrong number of arguments for 'bf.insert' command\r\n", "BF.INSERT", "f",
+	     "ITEMS");
+	SAYS("-ERR bad filter name\r\n", "BF.INSERT", "a b", "ITEMS", "x");
+	SAYS(":0\r\n", "DBSIZE");
+}
+END_TEST
+
+/* ---------------------------------------------------------------------------------------- */
+/* BF.INFO */
+
+/* Expected full BF.INFO reply of filter f. */
+static const char *info_reply(const struct bf_filter *f, int resp)
+{
+	static char buf[512];
+	char exp[32];
+
+	if (f->params.expansion)
+		snprintf(exp, sizeof(exp), ":%u\r\n", f->params.expansion);
+	else
+		snprintf(exp, sizeof(exp), "%s", resp == 3 ? "_\r\n" : "$-1\r\n");
+	snprintf(buf, sizeof(buf),
+		 "%s+Capacity\r\n:%llu\r\n+Size\r\n:%llu\r\n+Number of filters\r\n:%u\r\n"
+		 "+Number of items inserted\r\n:%llu\r\n+Expansion rate\r\n%s",
+		 resp == 3 ? "%5\r\n" : "*10\r\n", (unsigned long long)bf_filter_capacity(f),
+		 (unsigned long long)f->bytes, f->nlayers, (unsigned long long)f->items, exp);
+	return buf;
+}
+
+static void expect_str(const char *want)
+{
+	expect_bytes(want, strlen(want));
+}
+
+START_TEST(info_resp2)
+{
+	char want[128];
+
+	SAYS("+OK\r\n", "BF.RESERVE", "f", "0.01", "100");
+	SAYS("*3\r\n:1\r\n:1\r\n:1\r\n", "BF.MADD", "f", "a", "b", "c");
+	struct bf_filter *f = filter("f");
+	run("BF.INFO", "f", NULL);
+	expect_str(info_reply(f, 2));
+	run("BF.INFO", "f", "CAPACITY", NULL);
+	expect_str("*1\r\n:100\r\n");
+	run("bf.info", "f", "size", NULL);
+	snprintf(want, sizeof(want), "*1\r\n:%llu\r\n", (unsigned long long)f->bytes);
+	expect_str(want);
+	ck_assert_uint_gt(f->bytes, 0);
+	SAYS("*1\r\n:1\r\n", "BF.INFO", "f", "Filters");
+	SAYS("*1\r\n:3\r\n", "BF.INFO", "f", "ITEMS");
+	SAYS("*1\r\n:2\r\n", "BF.INFO", "f", "EXPANSION");
+	SAYS("-Invalid information value\r\n", "BF.INFO", "f", "bogus");
+	SAYS("-ERR not found\r\n", "BF.INFO", "missing");
+	SAYS("-ERR not found\r\n", "BF.INFO", "missing", "CAPACITY");
+	SAYS("-ERR wrong number of arguments for 'bf.info' command\r\n", "BF.INFO", "f", "a", "b");
+
+	/* Grown: two layers, capacity 100 + 200. */
+	for (int i = 0; i < 150; i++) {
+		char k[16];
+		snprintf(k, sizeof(k), "k%d", i);
+		run("BF.ADD", "f", k, NULL);
+	}
+	ck_assert_uint_eq(f->nlayers, 2);
+	SAYS("*1\r\n:300\r\n", "BF.INFO", "f", "CAPACITY");
+	SAYS("*1\r\n:2\r\n", "BF.INFO", "f", "FILTERS");
+	run("BF.INFO", "f", NULL);
+	expect_str(info_reply(f, 2));
+
+	SAYS("+OK\r\n", "BF.RESERVE", "ns", "0.01", "100", "NONSCALING");
+	SAYS("*1\r\n$-1\r\n", "BF.INFO", "ns", "EXPANSION");
+	run("BF.INFO", "ns", NULL);
+	expect_str(info_reply(filter("ns"), 2));
+	ck_assert(reply_has("+Expansion rate\r\n$-1\r\n"));
+}
+END_TEST
+
+START_TEST(info_resp3)
+{
+	char want[128];
+
+	STARTS("%7\r\n", "HELLO", "3");
+	SAYS("+OK\r\n", "BF.RESERVE", "f", "0.01", "100", "EXPANSION", "3");
+	SAYS("*2\r\n#t\r\n#t\r\n", "BF.MADD", "f", "a", "b");
+	struct bf_filter *f = filter("f");
+	run("BF.INFO", "f", NULL);
+	expect_str(info_reply(f, 3));
+	ck_assert(reply_has("%5\r\n+Capacity\r\n:100\r\n+Size\r\n"));
+	ck_assert(reply_has("+Number of filters\r\n:1\r\n+Number of items inserted\r\n:2\r\n"
+			    "+Expansion rate\r\n:3\r\n"));
+	SAYS("%1\r\n+Capacity\r\n:100\r\n", "BF.INFO", "f", "capacity");
+	snprintf(want, sizeof(want), "%%1\r\n+Size\r\n:%llu\r\n", (unsigned long long)f->bytes);
+	run("BF.INFO", "f", "SIZE", NULL);
+	expect_str(want);
+	SAYS("%1\r\n+Number of filters\r\n:1\r\n", "BF.INFO", "f", "FILTERS");
+	SAYS("%1\r\n+Number of items inserted\r\n:2\r\n", "BF.INFO", "f", "ITEMS");
+	SAYS("%1\r\n+Expansion rate\r\n:3\r\n", "BF.INFO", "f", "EXPANSION");
+	SAYS("+OK\r\n", "BF.RESERVE", "ns", "0.01", "100", "NONSCALING");
+	SAYS("%1\r\n+Expansion rate\r\n_\r\n", "BF.INFO", "ns", "EXPANSION");
+	run("BF.INFO", "ns", NULL);
+	expect_str(info_reply(filter("ns"), 3));
+	ck_assert(reply_has("+Expansion rate\r\n_\r\n"));
+	SAYS("-Invalid information value\r\n", "BF.INFO", "f", "x");
+}
+END_TEST
+
+/* ---------------------------------------------------------------------------------------- */
+/* BF.DEL (extension) */
+
+START_TEST(del_counting)
+{
+	SAYS("+OK\r\n", "BF.RESERVE", "c", "0.01", "100", "COUNTING");
+	SAYS(":1\r\n", "BF.ADD", "c", "x");
+	SAYS(":0\r\n", "BF.ADD", "c", "x"); /* counted again: takes two deletes */
+	SAYS(":2\r\n", "BF.CARD", "c");
+	SAYS(":1\r\n", "BF.DEL", "c", "x");
+	SAYS(":1\r\n", "BF.EXISTS", "c", "x");
+	SAYS(":1\r\n", "BF.DEL", "c", "x");
+	SAYS(":0\r\n", "BF.EXISTS", "c", "x");
+	SAYS(":0\r\n", "BF.DEL", "c", "x");
+	SAYS(":0\r\n", "BF.CARD", "c");
+	SAYS("-ERR not found\r\n", "BF.DEL", "missing", "x");
+	SAYS(":1\r\n", "BF.ADD", "plain", "x");
+	SAYS("-ERR not a counting filter\r\n", "BF.DEL", "plain", "x");
+	SAYS(":1\r\n", "BF.EXISTS", "plain", "x");
+	SAYS("-ERR wrong number of arguments for 'bf.del' command\r\n", "BF.DEL", "c");
+	STARTS("%7\r\n", "HELLO", "3");
+	SAYS("#t\r\n", "BF.ADD", "c", "y");
+	SAYS("#t\r\n", "BF.DEL", "c", "y");
+	SAYS("#f\r\n", "BF.DEL", "c", "y");
+}
+END_TEST
+
+/* ---------------------------------------------------------------------------------------- */
+/* BF.SCANDUMP / BF.LOADCHUNK */
+
+/* One chunk of a dump, copied out of the reply. */
+struct chunk {
+	long long iter;
+	char *data;
+	size_t len;
+};
+
+/* Parse "*2\r\n:<iter>\r\n$<len>\r\n<data>\r\n" from out. */
+static struct chunk parse_chunk(void)
+{
+	struct chunk ch = {0};
+	char *p = out.data, *end = out.data + out.len;
+
+	ck_assert_msg(out.len > 4 && memcmp(p, "*2\r\n:", 5) == 0, "reply \"%s\"",
+		      shown(out.data, out.len < 200 ? out.len : 200));
+	p += 5;
+	ch.iter = strtoll(p, &p, 10);
+	ck_assert(memcmp(p, "\r\n$", 3) == 0);
+	p += 3;
+	ch.len = (size_t)strtoull(p, &p, 10);
+	ck_assert(memcmp(p, "\r\n", 2) == 0);
+	p += 2;
+	ck_assert(p + ch.len + 2 == end);
+	ch.data = malloc(ch.len ? ch.len : 1);
+	ck_assert_ptr_nonnull(ch.data);
+	memcpy(ch.data, p, ch.len);
+	return ch;
+}
+
+/* Dump filter src into a malloc'd array of chunks (the header first), count in *n. */
+static struct chunk *dump(const char *src, size_t *n)
+{
+	struct chunk *v = NULL;
+	size_t k = 0;
+	long long iter = 0;
+
+	for (;;) {
+		char it[32];
+		snprintf(it, sizeof(it), "%lld", iter);
+		run("BF.SCANDUMP", src, it, NULL);
+		struct chunk ch = parse_chunk();
+		if (ch.iter == 0) {
+			ck_assert_uint_eq(ch.len, 0);
+			free(ch.data);
+			break;
+		}
+		v = realloc(v, (k + 1) * sizeof(*v));
+		ck_assert_ptr_nonnull(v);
+		v[k++] = ch;
+		iter = ch.iter;
+	}
+	*n = k;
+	return v;
+}
+
+static void load(const char *dst, const struct chunk *v, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		char it[32];
+		snprintf(it, sizeof(it), "%lld", v[i].iter);
+		const char *args[] = {"BF.LOADCHUNK", dst, it, v[i].data};
+		const size_t lens[] = {12, strlen(dst), strlen(it), v[i].len};
+		runv(4, args, lens);
+		expect_bytes("+OK\r\n", 5);
+	}
+}
+
+static void free_chunks(struct chunk *v, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		free(v[i].data);
+	free(v);
+}
+
+/* Both filters answer every probe the same, and say what their info says. */
+static void same_answers(const char *a, const char *b, size_t nkeys)
+{
+	struct bf_filter *fa = filter(a), *fb = filter(b);
+	char key[32];
+
+	ck_assert_ptr_nonnull(fa);
+	ck_assert_ptr_nonnull(fb);
+	for (size_t i = 0; i < 2 * nkeys; i++) {
+		int n = snprintf(key, sizeof(key), "key-%zu", i);
+		ck_assert_int_eq(bf_filter_check(fa, key, (size_t)n),
+				 bf_filter_check(fb, key, (size_t)n));
+	}
+	char info_a[512];
+	run("BF.INFO", a, NULL);
+	ck_assert_uint_lt(out.len, sizeof(info_a));
+	memcpy(info_a, out.data, out.len);
+	size_t la = out.len;
+	run("BF.INFO", b, NULL);
+	expect_bytes(info_a, la);
+	ck_assert_uint_eq(fa->seed, fb->seed);
+	ck_assert_int_eq(fa->params.type, fb->params.type);
+	ck_assert_uint_eq(fa->params.persist, fb->params.persist);
+	for (unsigned l = 0; l < fa->nlayers; l++) {
+		ck_assert_uint_eq(fa->layers[l].items, fb->layers[l].items);
+		ck_assert_mem_eq(fa->layers[l].blocks, fb->layers[l].blocks,
+				 bf_layer_bytes(&fa->layers[l]));
+	}
+}
+
+START_TEST(dump_roundtrip_100k)
+{
+	enum { N = 100000 };
+	char key[32];
+
+	SAYS("+OK\r\n", "BF.RESERVE", "src", "0.01", "10000");
+	struct bf_filter *src = filter("src");
+	for (size_t i = 0; i < N; i++) {
+		int n = snprintf(key, sizeof(key), "key-%zu", i);
+		ck_assert_int_ge(bf_filter_add(src, key, (size_t)n), 0);
+	}
+	ck_assert_uint_ge(src->nlayers, 3);
+
+	size_t n;
+	struct chunk *v = dump("src", &n);
+	ck_assert_uint_eq(v[0].iter, 1);
+	ck_assert_uint_ge(n, 1 + src->nlayers);
+	created = 0;
+	load("copy", v, n);
+	ck_assert_int_eq(created, 1);
+	same_answers("src", "copy", N);
+	for (size_t i = 0; i < N; i++) {
+		int k = snprintf(key, sizeof(key), "key-%zu", i);
+		ck_assert_int_eq(bf_filter_check(filter("copy"), key, (size_t)k), 1);
+	}
+	SAYS(":1\r\n", "BF.EXISTS", "copy", "key-99999");
+	ck_assert_uint_eq(bf_registry_memory(reg), 2 * src->bytes);
+
+	/* The copy keeps working as a filter: it grows like the source. */
+	for (size_t i = N; i < 2 * N; i++) {
+		int k = snprintf(key, sizeof(key), "key-%zu", i);
+		ck_assert_int_eq(bf_filter_add(filter("copy"), key, (size_t)k),
+				 bf_filter_add(src, key, (size_t)k));
+	}
+	same_answers("src", "copy", N);
+
+	/* A header on an existing name is a data chunk there, and a bad one. */
+	const char *args[] = {"BF.LOADCHUNK", "copy", "1", v[0].data};
+	const size_t lens[] = {12, 4, 1, v[0].len};
+	runv(4, args, lens);
+	expect_str("-ERR received bad data\r\n");
+	free_chunks(v, n);
+}
+END_TEST
+
+START_TEST(dump_roundtrip_kinds)
+{
+	char key[32];
+
+	/* Counting, non-scaling, memory-only, and a fresh empty one. */
+	SAYS("+OK\r\n", "BF.RESERVE", "c", "0.001", "3000", "COUNTING", "EXPANSION", "3");
+	SAYS("+OK\r\n", "BF.RESERVE", "ns", "0.05", "5000", "NONSCALING");
+	SAYS("+OK\r\n", "BF.RESERVE", "empty", "0.01", "10");
+	filter("ns")->params.persist = false;
+	for (int i = 0; i < 10000; i++) {
+		int n = snprintf(key, sizeof(key), "key-%d", i);
+		ck_assert_int_ge(bf_filter_add(filter("c"), key, (size_t)n), 0);
+		if (i < 5000)
+			bf_filter_add(filter("ns"), key, (size_t)n);
+	}
+	for (int i = 0; i < 1000; i++) {
+		int n = snprintf(key, sizeof(key), "key-%d", i);
+		ck_assert_int_eq(bf_filter_delete(filter("c"), key, (size_t)n), 1);
+	}
+	const char *names[][2] = {{"c", "c2"}, {"ns", "ns2"}, {"empty", "empty2"}};
+	for (size_t k = 0; k < 3; k++) {
+		size_t n;
+		struct chunk *v = dump(names[k][0], &n);
+		load(names[k][1], v, n);
+		same_answers(names[k][0], names[k][1], 10000);
+		free_chunks(v, n);
+	}
+	ck_assert(!filter("ns2")->params.persist);
+	ck_assert_int_eq(filter("c2")->params.type, BF_TYPE_COUNTING);
+	SAYS(":1\r\n", "BF.DEL", "c2", "key-5000");
+	SAYS("*1\r\n$-1\r\n", "BF.INFO", "ns2", "EXPANSION");
+}
+END_TEST
+
+START_TEST(scandump_edges)
+{
+	SAYS("-ERR not found\r\n", "BF.SCANDUMP", "missing", "0");
+	SAYS(":1\r\n", "BF.ADD", "f", "x");
+	SAYS("-Second argument must be numeric\r\n", "BF.SCANDUMP", "f", "x");
+	SAYS("-Second argument must be numeric\r\n", "BF.SCANDUMP", "f", "1.0");
+	SAYS("*2\r\n:0\r\n$0\r\n\r\n", "BF.SCANDUMP", "f", "-1");
+	SAYS("*2\r\n:0\r\n$0\r\n\r\n", "BF.SCANDUMP", "f", "999999999");
+	SAYS("-ERR wrong number of arguments for 'bf.scandump' command\r\n", "BF.SCANDUMP", "f");
+	/* The data of a one-layer filter comes in one chunk ending at 1 + its bytes. */
+	struct bf_filter *f = filter("f");
+	run("BF.SCANDUMP", "f", "1", NULL);
+	struct chunk ch = parse_chunk();
+	ck_assert_int_eq(ch.iter, 1 + (long long)f->bytes);
+	ck_assert_uint_eq(ch.len, f->bytes);
+	ck_assert_mem_eq(ch.data, f->layers[0].blocks, f->bytes);
+	free(ch.data);
+	/* A chunk can start anywhere inside a layer. */
+	run("BF.SCANDUMP", "f", "65", NULL);
+	ch = parse_chunk();
+	ck_assert_int_eq(ch.iter, 1 + (long long)f->bytes);
+	ck_assert_uint_eq(ch.len, f->bytes - 64);
+	free(ch.data);
+}
+END_TEST
+
+START_TEST(loadchunk_data_errors)
+{
+	SAYS("+OK\r\n", "BF.RESERVE", "f", "0.01", "1000");
+	struct bf_filter *f = filter("f");
+	size_t bytes = f->bytes;
+	char it[32], *zeros = calloc(1, bytes + 64);
+	ck_assert_ptr_nonnull(zeros);
+
+	SAYS("-ERR Second argument must be numeric\r\n", "BF.LOADCHUNK", "f", "x", "data");
+	SAYS("-ERR not found\r\n", "BF.LOADCHUNK", "missing", "5", "data");
+	SAYS("-ERR received bad data\r\n", "BF.LOADCHUNK", "f", "0", "data");
+	SAYS("-ERR received bad data\r\n", "BF.LOADCHUNK", "f", "-3", "data");
+	SAYS("-ERR received bad data\r\n", "BF.LOADCHUNK", "f", "3", "data");
+	SAYS("-ERR invalid offset - no link found\r\n", "BF.LOADCHUNK", "f", "4", "data");
+	SAYS("+OK\r\n", "BF.LOADCHUNK", "f", "5", "data");
+	/* Past the last layer. */
+	snprintf(it, sizeof(it), "%zu", bytes + 1 + 4);
+	SAYS("-ERR invalid offset - no link found\r\n", "BF.LOADCHUNK", "f", it, "data");
+	/* Longer than what is left of its layer. */
+	snprintf(it, sizeof(it), "%zu", bytes + 2);
+	const char *args[] = {"BF.LOADCHUNK", "f", it, zeros};
+	size_t lens[] = {12, 1, strlen(it), bytes + 1};
+	runv(4, args, lens);
+	expect_str("-ERR invalid chunk - Too big for current filter\r\n");
+	/* A chunk that fits exactly is taken; an empty one at a valid offset too. */
+	SAYS(":1\r\n", "BF.ADD", "f", "x");
+	snprintf(it, sizeof(it), "%zu", bytes + 1);
+	lens[2] = strlen(it);
+	lens[3] = bytes;
+	runv(4, args, lens);
+	expect_str("+OK\r\n");
+	SAYS(":0\r\n", "BF.EXISTS", "f", "x"); /* the zeros replaced the bits */
+	SAYS("+OK\r\n", "BF.LOADCHUNK", "f", "1", "");
+	SAYS("-ERR wrong number of arguments for 'bf.loadchunk' command\r\n", "BF.LOADCHUNK", "f",
+	     "1");
+	free(zeros);
+}
+END_TEST
+
+/* The header of filter f, as SCANDUMP gives it. */
+static struct chunk header_of(const char *name)
+{
+	run("BF.SCANDUMP", name, "0", NULL);
+	struct chunk ch = parse_chunk();
+	ck_assert_int_eq(ch.iter, 1);
+	return ch;
+}
+
+/* Load header h (len bytes) as "dst"; the reply must start with prefix and nothing change. */
+static void header_refused(const void *h, size_t len, const char *prefix)
+{
+	size_t before = bf_registry_count(reg);
+	uint64_t mem = bf_registry_memory(reg);
+	const char *args[] = {"BF.LOADCHUNK", "dst", "1", h};
+	const size_t lens[] = {12, 3, 1, len};
+
+	runv(4, args, lens);
+	ck_assert_msg(out.len >= strlen(prefix) && memcmp(out.data, prefix, strlen(prefix)) == 0,
+		      "reply \"%s\" for a %zu-byte header", shown(out.data, out.len), len);
+	ck_assert_uint_eq(bf_registry_count(reg), before);
+	ck_assert_uint_eq(bf_registry_memory(reg), mem);
+	ck_assert_ptr_null(filter("dst"));
+}
+
+static void put64(unsigned char *p, uint64_t v)
+{
+	for (int i = 0; i < 8; i++)
+		p[i] = (unsigned char)(v >> (8 * i));
+}
+
+/* Rewrite the checksum after a deliberate change, so the field checks themselves are hit. */
+static void reseal(unsigned char *h, size_t len)
+{
+	put64(h + len - 8, XXH3_64bits(h, len - 8));
+}
+
+START_TEST(loadchunk_corrupt_headers)
+{
+	char key[16];
+
+	SAYS("+OK\r\n", "BF.RESERVE", "src", "0.01", "100");
+	for (int i = 0; i < 500; i++) {
+		int n = snprintf(key, sizeof(key), "k%d", i);
+		bf_filter_add(filter("src"), key, (size_t)n);
+	}
+	ck_assert_uint_eq(filter("src")->nlayers, 3);
+	struct chunk hc = header_of("src");
+	unsigned char *h = (unsigned char *)hc.data, *m = malloc(hc.len + 64);
+	size_t len = hc.len;
+	ck_assert_uint_eq(len, 56 + 3 * 40 + 8);
+	ck_assert_ptr_nonnull(m);
+
+	/* Every truncation and one extra byte. */
+	for (size_t n = 0; n < len; n++)
+		header_refused(h, n, "-ERR received bad data\r\n");
+	memcpy(m, h, len);
+	m[len] = 0;
+	header_refused(m, len + 1, "-ERR received bad data\r\n");
+	/* Every single flipped bit. */
+	for (size_t i = 0; i < len; i++) {
+		for (int bit = 0; bit < 8; bit++) {
+			memcpy(m, h, len);
+			m[i] ^= (unsigned char)(1u << bit);
+			header_refused(m, len, "-ERR received bad data\r\n");
+		}
+	}
+	/* Fields that are wrong although the checksum is right. */
+	static const struct {
+		size_t off;
+		uint64_t val;
+		unsigned bytes;
+	} bad[] = {
+	    {8, 2, 4},				 /* format version */
+	    {12, 2, 1},				 /* type */
+	    {13, 2, 1},				 /* flags */
+	    {14, 1, 1},				 /* reserved */
+	    {16, 0, 4},				 /* expansion 0 with three layers */
+	    {16, 3, 4},				 /* expansion that does not match the layers */
+	    {16, 2000, 4},			 /* expansion out of range */
+	    {20, 0, 4},				 /* no layers */
+	    {20, 2, 4},				 /* layer count vs length */
+	    {20, 33, 4},			 /* too many layers */
+	    {24, 0, 8},				 /* capacity 0 */
+	    {24, 101, 8},			 /* capacity vs layers */
+	    {32, 0x7ff8000000000000ULL, 8},	 /* error rate NaN */
+	    {32, 0x3ff0000000000000ULL, 8},	 /* error rate 1 */
+	    {32, 0, 8},				 /* error rate 0 */
+	    {56, 1, 8},				 /* layer 0 blocks */
+	    {56 + 8, 99, 8},			 /* layer 0 capacity */
+	    {56 + 16, 101, 8},			 /* layer 0 items above capacity */
+	    {56 + 24, 0x3f847ae147ae147bULL, 8}, /* layer 0 error rate (0.01 instead of 0.005) */
+	    {56 + 32, 0, 1},			 /* layer 0 b */
+	    {56 + 32, 9, 1},			 /* layer 0 b */
+	    {56 + 33, 1, 1},			 /* layer 0 padding */
+	    {56 + 40 + 8, 400, 8},		 /* layer 1 capacity */
+	    {56 + 80 + 0, 0xffffffffffULL, 8},	 /* layer 2 blocks */
+	};
+	for (size_t k = 0; k < sizeof(bad) / sizeof(bad[0]); k++) {
+		memcpy(m, h, len);
+		for (unsigned b = 0; b < bad[k].bytes; b++)
+			m[bad[k].off + b] = (unsigned char)(bad[k].val >> (8 * b));
+		reseal(m, len);
+		header_refused(m, len, "-ERR received bad data\r\n");
+	}
+	/* Random garbage of header length, sealed or not. */
+	uint64_t x = 88172645463325252ULL;
+	for (int r = 0; r < 2000; r++) {
+		for (size_t i = 0; i < len; i++) {
+			x ^= x << 13;
+			x ^= x >> 7;
+			x ^= x << 17;
+			m[i] = (unsigned char)x;
+		}
+		if (r & 1)
+			memcpy(m, "BLOSSOMD\x01\0\0\0", 12);
+		if (r & 2)
+			reseal(m, len);
+		header_refused(m, len, "-ERR received bad data\r\n");
+	}
+	/* Consistent parameters whose layer is too big to build: refused as a memory problem. */
+	memcpy(m, h, len);
+	put64(m + 24, UINT64_C(1) << 60);
+	put64(m + 56 + 8, UINT64_C(1) << 60);
+	reseal(m, len);
+	header_refused(m, len, OOM);
+
+	/* The untouched header still loads, and a bad name is refused. */
+	const char *args[] = {"BF.LOADCHUNK", "a b", "1", hc.data};
+	const size_t lens[] = {12, 3, 1, len};
+	runv(4, args, lens);
+	expect_str("-ERR bad filter name\r\n");
+	const char *ok[] = {"BF.LOADCHUNK", "dst", "1", hc.data};
+	const size_t oklens[] = {12, 3, 1, len};
+	runv(4, ok, oklens);
+	expect_str("+OK\r\n");
+	ck_assert_uint_eq(filter("dst")->nlayers, 3);
+	ck_assert_uint_eq(filter("dst")->items, filter("src")->items);
+	free(m);
+	free(hc.data);
+}
+END_TEST
+
+/* ---------------------------------------------------------------------------------------- */
+/* The memory limit */
+
+START_TEST(memory_limit_refusals)
+{
+	/* A limit that holds one default filter (capacity 1000) and a bit. */
+	struct bf_filter *probe;
+	struct bf_params dp = cmd_default_params(&ctx);
+	ck_assert_int_eq(bf_filter_new(&dp, 1, NULL, &probe), 0);
+	uint64_t one = probe->bytes;
+	bf_filter_free(probe);
+	teardown();
+	setup_limit(one + one / 2);
+
+	SAYS(":1\r\n", "BF.ADD", "a", "x");
+	uint64_t mem = bf_registry_memory(reg);
+	ck_assert_uint_eq(mem, one);
+	SAYS(OOM, "BF.ADD", "b", "x");
+	SAYS(OOM, "BF.RESERVE", "c", "0.0001", "100000");
+	SAYS(OOM, "BF.INSERT", "d", "ITEMS", "x");
+	SAYS(OOM, "BF.MADD", "e", "x", "y");
+	SAYS(":1\r\n", "DBSIZE");
+	ck_assert_uint_eq(bf_registry_memory(reg), mem);
+	ck_assert_int_eq(created, 1);
+
+	/* Growth that would pass the limit: the array ends with the refusal, earlier items stay,
+	 * the refused item is not added, and no layer is added. */
+	struct bf_filter *f = filter("a");
+	char key[16];
+	int i = 0;
+	while (f->layers[0].items < f->layers[0].capacity) {
+		int n = snprintf(key, sizeof(key), "fill%d", i++);
+		ck_assert_int_ge(bf_filter_add(f, key, (size_t)n), 0);
+	}
+	uint64_t items = f->items;
+	SAYS("*2\r\n:0\r\n-OOM command not allowed when used memory > 'maxmemory'.\r\n", "BF.MADD",
+	     "a", "x", "new-one", "new-two");
+	ck_assert_uint_eq(f->items, items);
+	ck_assert_uint_eq(f->nlayers, 1);
+	SAYS(OOM, "BF.ADD", "a", "new-two");
+	SAYS(":0\r\n", "BF.EXISTS", "a", "new-one");
+	ck_assert_uint_eq(bf_registry_memory(reg), mem);
+
+	/* A dump that does not fit is refused before anything is allocated. */
+	bf_registry_set_max_memory(reg, 0);
+	SAYS("+OK\r\n", "BF.RESERVE", "big", "0.001", "5000");
+	struct chunk hc = header_of("big");
+	SAYS(":1\r\n", "DEL", "big");
+	bf_registry_set_max_memory(reg, one + one / 2);
+	header_refused(hc.data, hc.len, OOM);
+	free(hc.data);
+}
+END_TEST
+
+/* ---------------------------------------------------------------------------------------- */
+/* Connection basics */
+
+START_TEST(ping_echo_quit)
+{
+	SAYS("+PONG\r\n", "PING");
+	SAYS("+PONG\r\n", "ping");
+	SAYS("$2\r\nhi\r\n", "PING", "hi");
+	SAYS("$0\r\n\r\n", "PING", "");
+	SAYS("-ERR wrong number of arguments for 'ping' command\r\n", "PING", "a", "b");
+	SAYS("$1\r\nx\r\n", "ECHO", "x");
+	SAYS("-ERR wrong number of arguments for 'echo' command\r\n", "ECHO");
+	SAYS("-ERR wrong number of arguments for 'echo' command\r\n", "EcHo", "a", "b");
+	ck_assert(!sess.close_after);
+	SAYS("+OK\r\n", "QUIT", "x");
+	ck_assert(sess.close_after);
+}
+END_TEST
+
+#define HELLO2 "*14\r\n$6\r\nserver\r\n$5\r\nredis\r\n$7\r\nversion\r\n$6\r\n7.0.15\r\n"
+#define HELLO3 "%7\r\n$6\r\nserver\r\n$5\r\nredis\r\n$7\r\nversion\r\n$6\r\n7.0.15\r\n"
+#define HELLO_REST(proto)                                                                          \
+	"$5\r\nproto\r\n:" proto "\r\n$2\r\nid\r\n:7\r\n$4\r\nmode\r\n$10\r\nstandalone\r\n"       \
+	"$4\r\nrole\r\n$6\r\nmaster\r\n$7\r\nmodules\r\n*0\r\n"
+
+START_TEST(hello)
+{
+	SAYS(HELLO2 HELLO_REST("2"), "HELLO");
+	SAYS(HELLO2 HELLO_REST("2"), "HELLO", "2");
+	SAYS("-NOPROTO unsupported protocol version\r\n", "HELLO", "4");
+	SAYS("-NOPROTO unsupported protocol version\r\n", "HELLO", "1");
+	SAYS("-NOPROTO unsupported protocol version\r\n", "HELLO", "-1");
+	SAYS("-ERR Protocol version is not an integer or out of range\r\n", "HELLO", "x");
+	SAYS("-ERR Protocol version is not an integer or out of range\r\n", "HELLO", "03");
+	SAYS("-ERR Syntax error in HELLO option 'AUTH'\r\n", "HELLO", "3", "AUTH", "default");
+	SAYS("-ERR Syntax error in HELLO option 'foo'\r\n", "HELLO", "3", "foo");
+	SAYS("-WRONGPASS invalid username-password pair or user is disabled.\r\n", "HELLO", "3",
+	     "AUTH", "alice", "pw");
+	SAYS("-ERR Client names cannot contain spaces, newlines or special characters.\r\n",
+	     "HELLO", "3", "SETNAME", "a b");
+	/* Name errors come before credentials, as in Redis. */
+	SAYS("-ERR Client names cannot contain spaces, newlines or special characters.\r\n",
+	     "HELLO", "3", "AUTH", "alice", "pw", "SETNAME", "a b");
+	ck_assert_int_eq(sess.resp, 2);
+	ck_assert_str_eq(sess.name, "");
+	SAYS(HELLO3 HELLO_REST("3"), "hello", "3", "auth", "default", "anything", "setname", "nm");
+	ck_assert_int_eq(sess.resp, 3);
+	SAYS("$2\r\nnm\r\n", "CLIENT", "GETNAME");
+	SAYS(HELLO3 HELLO_REST("3"), "HELLO");
+	SAYS("+PONG\r\n", "PING");
+	SAYS(HELLO2 HELLO_REST("2"), "HELLO", "2");
+	ck_assert_int_eq(sess.resp, 2);
+}
+END_TEST
+
+START_TEST(auth_select)
+{
+	SAYS("-ERR AUTH <password> called without any password configured for the default user. "
+	     "Are you sure your configuration is correct?\r\n",
+	     "AUTH", "x");
+	SAYS("+OK\r\n", "AUTH", "default", "x");
+	SAYS("-WRONGPASS invalid username-password pair or user is disabled.\r\n", "AUTH", "a",
+	     "b");
+	SAYS("-ERR syntax error\r\n", "AUTH", "a", "b", "c");
+	SAYS("-ERR wrong number of arguments for 'auth' command\r\n", "AUTH");
+	SAYS("+OK\r\n", "SELECT", "0");
+	SAYS("-ERR DB index is out of range\r\n", "SELECT", "1");
+	SAYS("-ERR DB index is out of range\r\n", "SELECT", "-1");
+	SAYS("-ERR value is not an integer or out of range\r\n", "SELECT", "x");
+	SAYS("-ERR value is not an integer or out of range\r\n", "SELECT", "00");
+	SAYS("-ERR value is not an integer or out of range\r\n", "SELECT", " 0");
+	SAYS("-ERR wrong number of arguments for 'select' command\r\n", "SELECT");
+}
+END_TEST
+
+START_TEST(client)
+{
+	SAYS("$-1\r\n", "CLIENT", "GETNAME");
+	SAYS("+OK\r\n", "CLIENT", "SETNAME", "ab");
+	SAYS("$2\r\nab\r\n", "client", "getname");
+	SAYS("-ERR Client names cannot contain spaces, newlines or special characters.\r\n",
+	     "CLIENT", "SETNAME", "a b");
+	SAYS("-ERR Client names cannot contain spaces, newlines or special characters.\r\n",
+	     "CLIENT", "SETNAME", "a\nb");
+	SAYS("$2\r\nab\r\n", "CLIENT", "GETNAME");
+	char name[65];
+	memset(name, 'n', 64);
+	name[63] = '\0';
+	SAYS("+OK\r\n", "CLIENT", "SETNAME", name);
+	name[63] = 'n';
+	name[64] = '\0';
+	SAYS("-ERR Client names longer than 63 bytes are not supported\r\n", "CLIENT", "SETNAME",
+	     name);
+	SAYS("+OK\r\n", "CLIENT", "SETNAME", "");
+	SAYS("$-1\r\n", "CLIENT", "GETNAME");
+	SAYS(":7\r\n", "CLIENT", "ID");
+	SAYS("+OK\r\n", "CLIENT", "SETINFO", "LIB-NAME", "redis-py");
+	SAYS("+OK\r\n", "CLIENT", "SETINFO", "lib-ver", "5.0.1");
+	SAYS("-ERR Unrecognized option 'x'\r\n", "CLIENT", "SETINFO", "x", "y");
+	SAYS("-ERR unknown subcommand 'FOO'. Try CLIENT HELP.\r\n", "CLIENT", "FOO");
+	SAYS("-ERR unknown subcommand 'foo'. Try CLIENT HELP.\r\n", "client", "foo", "bar");
+	SAYS("-ERR wrong number of arguments for 'client' command\r\n", "CLIENT");
+	SAYS("-ERR wrong number of arguments for 'client|setname' command\r\n", "CLIENT",
+	     "SETNAME");
+	SAYS("-ERR wrong number of arguments for 'client|getname' command\r\n", "CLIENT", "GETNAME",
+	     "x");
+	STARTS("*11\r\n+CLIENT <subcommand>", "CLIENT", "HELP");
+	STARTS("%7\r\n", "HELLO", "3");
+	SAYS("_\r\n", "CLIENT", "GETNAME");
+}
+END_TEST
+
+START_TEST(command_and_config)
+{
+	run("COMMAND", "COUNT", NULL);
+	ck_assert(out.len > 3 && out.data[0] == ':');
+	long long count = strtoll(out.data + 1, NULL, 10);
+	ck_assert_int_ge(count, 30);
+	char want[32];
+	snprintf(want, sizeof(want), "*%lld\r\n", count);
+	run("COMMAND", NULL);
+	ck_assert_mem_eq(out.data, want, strlen(want));
+	run("COMMAND", "LIST", NULL);
+	ck_assert_mem_eq(out.data, want, strlen(want));
+	ck_assert(reply_has("$10\r\nbf.reserve\r\n"));
+	SAYS("*1\r\n*10\r\n$6\r\nbf.add\r\n:3\r\n*2\r\n+write\r\n+denyoom\r\n:1\r\n:1\r\n:1\r\n"
+	     "*0\r\n*0\r\n*0\r\n*0\r\n",
+	     "COMMAND", "INFO", "BF.ADD");
+	SAYS("*2\r\n*10\r\n$7\r\nbf.madd\r\n:-3\r\n*2\r\n+write\r\n+denyoom\r\n:1\r\n:1\r\n:1\r\n"
+	     "*0\r\n*0\r\n*0\r\n*0\r\n$-1\r\n",
+	     "COMMAND", "INFO", "bf.madd", "nosuch");
+	SAYS("*0\r\n", "COMMAND", "DOCS");
+	SAYS("*0\r\n", "COMMAND", "DOCS", "get");
+	SAYS("-ERR unknown subcommand 'FOO'. Try COMMAND HELP.\r\n", "COMMAND", "FOO");
+	SAYS("-ERR wrong number of arguments for 'command|count' command\r\n", "COMMAND", "COUNT",
+	     "x");
+	SAYS("-ERR syntax error\r\n", "COMMAND", "LIST", "x");
+	SAYS("*4\r\n$10\r\nappendonly\r\n$2\r\nno\r\n$4\r\nsave\r\n$0\r\n\r\n", "CONFIG", "GET",
+	     "save", "appendonly");
+	SAYS("*2\r\n$9\r\nmaxmemory\r\n$1\r\n0\r\n", "CONFIG", "GET", "MAXMEM*");
+	SAYS("*0\r\n", "CONFIG", "GET", "nosuch");
+	run("CONFIG", "GET", "*", NULL);
+	ck_assert(out.len > 3 && memcmp(out.data, "*8\r\n", 4) == 0);
+	SAYS("-ERR unknown subcommand 'SET'. Try CONFIG HELP.\r\n", "CONFIG", "SET", "a", "b");
+	SAYS("-ERR wrong number of arguments for 'config|get' command\r\n", "CONFIG", "GET");
+	SAYS("-ERR wrong number of arguments for 'config' command\r\n", "CONFIG");
+	STARTS("%7\r\n", "HELLO", "3");
+	SAYS("%0\r\n", "COMMAND", "DOCS");
+	SAYS("%1\r\n$4\r\nsave\r\n$0\r\n\r\n", "CONFIG", "GET", "save");
+	SAYS("*1\r\n*10\r\n$4\r\nping\r\n:-1\r\n~1\r\n+fast\r\n:0\r\n:0\r\n:0\r\n~0\r\n~0\r\n*0\r\n"
+	     "*0\r\n",
+	     "COMMAND", "INFO", "ping");
+	SAYS("*1\r\n_\r\n", "COMMAND", "INFO", "nosuch");
+}
+END_TEST
+
+START_TEST(info_command)
+{
+	SAYS("$12\r\n# Keyspace\r\n\r\n", "INFO", "keyspace");
+	SAYS("$0\r\n\r\n", "INFO", "nosuch");
+	SAYS(":1\r\n", "BF.ADD", "f", "x");
+	SAYS("$44\r\n# Keyspace\r\ndb0:keys=1,expires=0,avg_ttl=0\r\n\r\n", "INFO", "KEYSPACE");
+	run("INFO", NULL);
+	ck_assert_mem_eq(out.data, "$", 1);
+	ck_assert(reply_has("\r\n# Server\r\nredis_version:7.0.15\r\nredis_mode:standalone\r\n"
+			    "blossomd_version:0.1.0\r\n"));
+	ck_assert(reply_has("\r\n\r\n# Persistence\r\nloading:0\r\n"
+			    "rdb_last_save_time:1234567890\r\n"));
+	ck_assert(reply_has("\r\n\r\n# Replication\r\nrole:master\r\n"));
+	ck_assert(reply_has("\r\n\r\n# Keyspace\r\ndb0:keys=1,expires=0,avg_ttl=0\r\n\r\n"));
+	ck_assert(reply_has("\r\nmaxmemory:0\r\n"));
+	char used[64];
+	snprintf(used, sizeof(used), "\r\nused_memory:%llu\r\n",
+		 (unsigned long long)bf_registry_memory(reg));
+	ck_assert(reply_has(used));
+	run("INFO", "server", "stats", NULL);
+	ck_assert(reply_has("# Server\r\n"));
+	ck_assert(reply_has("\r\n\r\n# Stats\r\ntotal_commands_processed:"));
+	ck_assert(!reply_has("# Keyspace"));
+	STARTS("%7\r\n", "HELLO", "3");
+	SAYS("=48\r\ntxt:# Keyspace\r\ndb0:keys=1,expires=0,avg_ttl=0\r\n\r\n", "INFO", "keyspace");
+}
+END_TEST
+
+/* ---------------------------------------------------------------------------------------- */
+/* Keyspace commands */
+
+START_TEST(keyspace)
+{
+	SAYS(":0\r\n", "DBSIZE");
+	SAYS("*0\r\n", "KEYS", "*");
+	SAYS("*2\r\n$1\r\n0\r\n*0\r\n", "SCAN", "0");
+	SAYS(":1\r\n", "BF.ADD", "k1", "x");
+	SAYS(":1\r\n", "BF.ADD", "k2", "x");
+	SAYS(":1\r\n", "BF.ADD", "other", "x");
+	SAYS(":1\r\n", "BF.ADD", "a*b", "x");
+	SAYS(":4\r\n", "DBSIZE");
+	SAYS(":3\r\n", "EXISTS", "k1", "k1", "k2", "zz");
+	SAYS("+MBbloom--\r\n", "TYPE", "k1");
+	SAYS("+none\r\n", "TYPE", "zz");
+	SAYS("*4\r\n$3\r\na*b\r\n$2\r\nk1\r\n$2\r\nk2\r\n$5\r\nother\r\n", "KEYS", "*");
+	SAYS("*2\r\n$2\r\nk1\r\n$2\r\nk2\r\n", "KEYS", "k*");
+	SAYS("*2\r\n$2\r\nk1\r\n$2\r\nk2\r\n", "KEYS", "[a-k]?");
+	SAYS("*1\r\n$2\r\nk2\r\n", "KEYS", "k[^1]");
+	SAYS("*1\r\n$2\r\nk1\r\n", "KEYS", "k[!1]"); /* Redis has no '!' negation */
+	SAYS("*1\r\n$3\r\na*b\r\n", "KEYS", "a\\*b");
+	SAYS("*1\r\n$3\r\na*b\r\n", "KEYS", "a*b");
+	SAYS("*1\r\n$5\r\nother\r\n", "KEYS", "*t*e?");
+	SAYS("*0\r\n", "KEYS", "K*");
+	SAYS("*1\r\n$2\r\nk2\r\n", "KEYS", "[k]2");
+	SAYS("*1\r\n$2\r\nk2\r\n", "KEYS", "k[2");
+	SAYS("*2\r\n$1\r\n0\r\n*2\r\n$2\r\nk1\r\n$2\r\nk2\r\n", "SCAN", "0", "MATCH", "k*", "COUNT",
+	     "10");
+	SAYS("*2\r\n$1\r\n0\r\n*1\r\n$2\r\nk1\r\n", "scan", "0", "match", "k1", "type",
+	     "mbbloom--");
+	SAYS("*2\r\n$1\r\n0\r\n*0\r\n", "SCAN", "0", "TYPE", "string");
+	SAYS("-ERR invalid cursor\r\n", "SCAN", "x");
+	SAYS("-ERR invalid cursor\r\n", "SCAN", " 0");
+	SAYS("*2\r\n$1\r\n0\r\n*1\r\n$5\r\nother\r\n", "SCAN", "", "MATCH", "o*");
+	SAYS("-ERR invalid cursor\r\n", "SCAN", "18446744073709551616");
+	SAYS("-ERR syntax error\r\n", "SCAN", "0", "COUNT", "0");
+	SAYS("-ERR value is not an integer or out of range\r\n", "SCAN", "0", "COUNT", "x");
+	SAYS("-ERR syntax error\r\n", "SCAN", "0", "MATCH");
+	SAYS("-ERR syntax error\r\n", "SCAN", "0", "FOO", "x");
+	SAYS(":1\r\n", "DEL", "k1", "k1");
+	SAYS(":2\r\n", "UNLINK", "k2", "other", "zz");
+	SAYS(":1\r\n", "DBSIZE");
+	SAYS("-ERR wrong number of arguments for 'del' command\r\n", "DEL");
+	SAYS("-ERR wrong number of arguments for 'exists' command\r\n", "EXISTS");
+	SAYS("-ERR wrong number of arguments for 'keys' command\r\n", "KEYS");
+	SAYS("-ERR wrong number of arguments for 'type' command\r\n", "TYPE");
+	SAYS("-ERR wrong number of arguments for 'dbsize' command\r\n", "DBSIZE", "x");
+}
+END_TEST
+
+START_TEST(glob_backtracking)
+{
+	char name[BF_NAME_MAX + 1];
+	memset(name, 'a', BF_NAME_MAX);
+	name[BF_NAME_MAX] = '\0';
+	SAYS(":1\r\n", "BF.ADD", name, "x");
+	/* Exponential for a naive matcher; linear here. */
+	SAYS("*0\r\n", "KEYS", "*a*a*a*a*a*a*a*a*a*a*a*a*a*a*a*a*a*a*a*a*a*a*a*a*a*a*a*a*b");
+	run("KEYS", "*a*a*a*a*a*a*a*a*a*a*a*a*a*a*a*a*a*a*a*a*a*a*a*a*a*a*a*a*a", NULL);
+	ck_assert(memcmp(out.data, "*1\r\n", 4) == 0);
+}
+END_TEST
+
+START_TEST(save_commands)
+{
+	SAYS("+OK\r\n", "SAVE");
+	SAYS("+Background saving started\r\n", "BGSAVE");
+	SAYS("+Background saving started\r\n", "BGSAVE", "SCHEDULE");
+	SAYS("-ERR syntax error\r\n", "BGSAVE", "x");
+	ck_assert_int_eq(flushes, 3);
+	flush_rc = -EIO;
+	SAYS("-ERR snapshot failed, see the server log\r\n", "SAVE");
+	SAYS("-ERR snapshot failed, see the server log\r\n", "BGSAVE");
+	SAYS(":1234567890\r\n", "LASTSAVE");
+	SAYS("-ERR wrong number of arguments for 'lastsave' command\r\n", "LASTSAVE", "x");
+	SAYS("-ERR wrong number of arguments for 'save' command\r\n", "SAVE", "x");
+}
+END_TEST
+
+/* ---------------------------------------------------------------------------------------- */
+/* Generic errors */
+
+START_TEST(arity_errors)
+{
+	static const struct {
+		const char *typed, *name;
+	} cmds[] = {
+	    {"BF.ADD", "bf.add"},
+	    {"bf.Madd", "bf.madd"},
+	    {"BF.EXISTS", "bf.exists"},
+	    {"BF.MEXISTS", "bf.mexists"},
+	    {"BF.INSERT", "bf.insert"},
+	    {"BF.RESERVE", "bf.reserve"},
+	    {"BF.INFO", "bf.info"},
+	    {"BF.CARD", "bf.card"},
+	    {"BF.DEL", "bf.del"},
+	    {"BF.SCANDUMP", "bf.scandump"},
+	    {"BF.LOADCHUNK", "bf.loadchunk"},
+	};
+	char want[128];
+
+	for (size_t i = 0; i < sizeof(cmds) / sizeof(cmds[0]); i++) {
+		snprintf(want, sizeof(want), "-ERR wrong number of arguments for '%s' command\r\n",
+			 cmds[i].name);
+		run(cmds[i].typed, NULL);
+		expect_str(want);
+		run(cmds[i].typed, "f", NULL);
+		if (strcmp(cmds[i].name, "bf.info") && strcmp(cmds[i].name, "bf.card"))
+			expect_str(want);
+	}
+	SAYS("-ERR wrong number of arguments for 'bf.add' command\r\n", "Bf.AdD", "f", "a", "b");
+	SAYS("-ERR wrong number of arguments for 'bf.exists' command\r\n", "BF.EXISTS", "f", "a",
+	     "b");
+	SAYS("-ERR wrong number of arguments for 'bf.card' command\r\n", "BF.CARD", "f", "x");
+	SAYS("-ERR wrong number of arguments for 'type' command\r\n", "TYPE", "a", "b");
+}
+END_TEST
+
+START_TEST(unknown_commands)
+{
+	SAYS("-ERR unknown command 'foo', with args beginning with: 'a' 'b' \r\n", "foo", "a", "b");
+	SAYS("-ERR unknown command 'foo', with args beginning with: \r\n", "foo");
+	SAYS("-ERR unknown command 'FLUSHALL', with args beginning with: \r\n", "FLUSHALL");
+	SAYS("-ERR unknown command 'BF.ADDX', with args beginning with: 'f' \r\n", "BF.ADDX", "f");
+	SAYS("-ERR unknown command '', with args beginning with: \r\n", "");
+	SAYS("-ERR unknown command 'foo', with args beginning with: 'a  b' \r\n", "foo", "a\r\nb");
+	/* Each argument shown up to its first NUL, as Redis's "%s" does. */
+	const char *a1[] = {"foo", "a\0b", "c"};
+	const size_t l1[] = {3, 3, 1};
+	runv(3, a1, l1);
+	expect_str("-ERR unknown command 'foo', with args beginning with: 'a' 'c' \r\n");
+	const char *a2[] = {"f\0oo", "x"};
+	const size_t l2[] = {4, 1};
+	runv(2, a2, l2);
+	expect_str("-ERR unknown command 'f', with args beginning with: 'x' \r\n");
+	/* About 128 bytes of arguments, as captured from redis-server 7.0.15. */
+	char a[101], b[101], name[201];
+	memset(a, 'a', 100);
+	a[100] = '\0';
+	memset(b, 'b', 100);
+	b[100] = '\0';
+	run("foo", a, b, NULL);
+	expect_str("-ERR unknown command 'foo', with args beginning with: "
+		   "'aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
+		   "aaaaaaaaaaaaaaaaaaaaaaa' 'bbbbbbbbbbbbbbbbbbbbbbbbb' \r\n");
+	const char *many[51];
+	size_t lens[51];
+	many[0] = "foo";
+	lens[0] = 3;
+	for (int i = 1; i < 51; i++) {
+		many[i] = "x";
+		lens[i] = 1;
+	}
+	runv(51, many, lens);
+	expect_str("-ERR unknown command 'foo', with args beginning with: 'x' 'x' 'x' 'x' 'x' 'x' "
+		   "'x' 'x' 'x' 'x' 'x' 'x' 'x' 'x' 'x' 'x' 'x' 'x' 'x' 'x' 'x' 'x' 'x' 'x' 'x' "
+		   "'x' 'x' 'x' 'x' 'x' 'x' 'x' \r\n");
+	memset(name, 'f', 200);
+	name[200] = '\0';
+	run(name, NULL);
+	expect_str("-ERR unknown command "
+		   "'ffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffff"
+		   "ffffffffffffffffffffffffffffffffffffffffffffffffffff', with args beginning "
+		   "with: \r\n");
+}
+END_TEST
+
+START_TEST(counters)
+{
+	ck_assert_uint_eq(ctx.commands, 0);
+	ck_assert_uint_eq(ctx.errors, 0);
+	run("PING", NULL);
+	run("BF.ADD", "f", "x", NULL);
+	ck_assert_uint_eq(ctx.commands, 2);
+	ck_assert_uint_eq(ctx.errors, 0);
+	run("nosuch", NULL);
+	run("BF.ADD", NULL);
+	run("BF.INFO", "missing", NULL);
+	ck_assert_uint_eq(ctx.commands, 5);
+	ck_assert_uint_eq(ctx.errors, 3);
+	/* An error element inside an array counts too. */
+	run("BF.RESERVE", "n", "0.01", "1", "NONSCALING", NULL);
+	run("BF.MADD", "n", "a", "b", NULL);
+	ck_assert_uint_eq(ctx.commands, 7);
+	ck_assert_uint_eq(ctx.errors, 4);
+}
+END_TEST
+
+/* ---------------------------------------------------------------------------------------- */
+
+static Suite *resp_cmd_suite(void)
+{
+	Suite *s = suite_create("proto-resp-cmd");
+	TCase *bf = tcase_create("bf");
+	TCase *dumps = tcase_create("dump");
+	TCase *conn = tcase_create("connection");
+	TCase *gen = tcase_create("generic");
+
+	tcase_add_checked_fixture(bf, setup, teardown);
+	tcase_add_test(bf, reserve_ok_and_exists);
+	tcase_add_test(bf, reserve_errors);
+	tcase_add_test(bf, reserve_name_edge);
+	tcase_add_test(bf, add_autocreates_with_defaults);
+	tcase_add_test(bf, madd_mexists);
+	tcase_add_test(bf, binary_items);
+	tcase_add_test(bf, resp3_booleans);
+	tcase_add_test(bf, nonscaling_full);
+	tcase_add_test(bf, item_length_edge);
+	tcase_add_test(bf, insert_options);
+	tcase_add_test(bf, insert_nocreate);
+	tcase_add_test(bf, insert_errors);
+	tcase_add_test(bf, info_resp2);
+	tcase_add_test(bf, info_resp3);
+	tcase_add_test(bf, del_counting);
+	tcase_add_test(bf, memory_limit_refusals);
+	suite_add_tcase(s, bf);
+
+	tcase_add_checked_fixture(dumps, setup, teardown);
+	tcase_add_test(dumps, dump_roundtrip_100k);
+	tcase_add_test(dumps, dump_roundtrip_kinds);
+	tcase_add_test(dumps, scandump_edges);
+	tcase_add_test(dumps, loadchunk_data_errors);
+	tcase_add_test(dumps, loadchunk_corrupt_headers);
+	tcase_set_timeout(dumps, 120);
+	suite_add_tcase(s, dumps);
+
+	tcase_add_checked_fixture(conn, setup, teardown);
+	tcase_add_test(conn, ping_echo_quit);
+	tcase_add_test(conn, hello);
+	tcase_add_test(conn, auth_select);
+	tcase_add_test(conn, client);
+	tcase_add_test(conn, command_and_config);
+	tcase_add_test(conn, info_command);
+	suite_add_tcase(s, conn);
+
+	tcase_add_checked_fixture(gen, setup, teardown);
+	tcase_add_test(gen, keyspace);
+	tcase_add_test(gen, glob_backtracking);
+	tcase_add_test(gen, save_commands);
+	tcase_add_test(gen, arity_errors);
+	tcase_add_test(gen, unknown_commands);
+	tcase_add_test(gen, counters);
+	suite_add_tcase(s, gen);
+	return s;
+}
+
+CHECK_MAIN(resp_cmd_suite)
