@@ -1,0 +1,176 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * blossomd: command-line flags, the configuration (defaults, then the file, then the flags),
+ * then the server until SIGTERM/SIGINT. Exit status: 0 after a clean stop or a successful
+ * --test-config/--version/--help, 1 for a bad configuration or a failed start, 2 for bad usage.
+ */
+#include <getopt.h>
+#include <stdbool.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "conf/config.h"
+#include "log.h"
+#include "server.h"
+
+#ifndef BLOSSOMD_VERSION
+#define BLOSSOMD_VERSION "unknown"
+#endif
+
+enum {
+	OPT_HTTP_PORT = 256,
+};
+
+static const struct option main_options[] = {
+    {"config", required_argument, NULL, 'c'},
+    {"port", required_argument, NULL, 'p'},
+    {"http-port", required_argument, NULL, OPT_HTTP_PORT},
+    {"bind", required_argument, NULL, 'b'},
+    {"data-dir", required_argument, NULL, 'd'},
+    {"log-level", required_argument, NULL, 'l'},
+    {"test-config", no_argument, NULL, 't'},
+    {"version", no_argument, NULL, 'V'},
+    {"help", no_argument, NULL, 'h'},
+    {NULL, 0, NULL, 0},
+};
+
+static void main_usage(FILE *f)
+{
+	fprintf(
+	    f, "Usage: blossomd [OPTION]...\n"
+	       "Serve named Bloom filters over the bloomd text protocol, RESP (Redis) and HTTP.\n"
+	       "\n"
+	       "  -c, --config FILE     read settings from FILE (INI, section [blossomd])\n"
+	       "  -p, --port N          text and RESP port (default 8673)\n"
+	       "      --http-port N     HTTP port, 0 disables HTTP (default 8674)\n"
+	       "  -b, --bind ADDR[,ADDR...]  IPv4/IPv6 addresses to listen on (default 127.0.0.1)\n"
+	       "  -d, --data-dir DIR    directory for snapshots (default /var/lib/blossomd)\n"
+	       "  -l, --log-level L     emerg alert crit err warning notice info debug, or 0-7\n"
+	       "  -t, --test-config     check the configuration, print the result and exit\n"
+	       "  -V, --version         print the version and exit\n"
+	       "  -h, --help            print this help and exit\n"
+	       "\n"
+	       "Flags override the file. SIGHUP re-reads the file; SIGTERM or SIGINT stop.\n");
+}
+
+/* The config key a flag sets, or NULL for a flag that is not a setting. */
+static const char *main_flag_key(int opt, const char **flag)
+{
+	switch (opt) {
+	case 'p':
+		*flag = "--port";
+		return "port";
+	case OPT_HTTP_PORT:
+		*flag = "--http-port";
+		return "http_port";
+	case 'b':
+		*flag = "--bind";
+		return "bind";
+	case 'd':
+		*flag = "--data-dir";
+		return "data_dir";
+	case 'l':
+		*flag = "--log-level";
+		return "log_level";
+	default:
+		return NULL;
+	}
+}
+
+int main(int argc, char **argv)
+{
+	struct srv_override *ov;
+	struct srv_options opts;
+	const char *config_path = NULL;
+	bool test_config = false;
+	struct config cfg;
+	struct srv *srv = NULL;
+	char err[768];
+	size_t nov = 0;
+	int status = 1;
+	int opt, rc;
+
+	/* At most one override per argument; they point into argv, which outlives the server. */
+	ov = calloc((size_t)argc + 1, sizeof(*ov));
+	if (!ov) {
+		fprintf(stderr, "blossomd: out of memory\n");
+		return 1;
+	}
+	while ((opt = getopt_long(argc, argv, "c:p:b:d:l:tVh", main_options, NULL)) != -1) {
+		const char *flag = NULL, *key = main_flag_key(opt, &flag);
+
+		if (key) {
+			ov[nov].flag = flag;
+			ov[nov].key = key;
+			ov[nov].value = optarg;
+			nov++;
+			continue;
+		}
+		switch (opt) {
+		case 'c':
+			config_path = optarg;
+			break;
+		case 't':
+			test_config = true;
+			break;
+		case 'V':
+			printf("blossomd %s\n", BLOSSOMD_VERSION);
+			status = 0;
+			goto out_ov;
+		case 'h':
+			main_usage(stdout);
+			status = 0;
+			goto out_ov;
+		default:
+			fprintf(stderr, "Try 'blossomd --help' for more information.\n");
+			status = 2;
+			goto out_ov;
+		}
+	}
+	if (optind < argc) {
+		fprintf(stderr, "blossomd: unexpected argument '%s'\n", argv[optind]);
+		fprintf(stderr, "Try 'blossomd --help' for more information.\n");
+		status = 2;
+		goto out_ov;
+	}
+
+	rc = srv_config_read(config_path, ov, nov, &cfg, err, sizeof(err));
+	if (test_config) {
+		if (rc) {
+			fprintf(stderr, "blossomd: %s\n", err);
+			goto out_ov;
+		}
+		printf("configuration OK\n");
+		status = 0;
+		goto out_ov;
+	}
+	if (rc) {
+		srv_log(SRV_LOG_ERR, "%s", err);
+		goto out_ov;
+	}
+	srv_log_set_level(cfg.log_level);
+
+	/* A client that goes away mid-write must cost an EPIPE, not the process. */
+	signal(SIGPIPE, SIG_IGN);
+
+	opts.config = &cfg;
+	opts.config_path = config_path;
+	opts.overrides = ov;
+	opts.noverrides = nov;
+	opts.version = BLOSSOMD_VERSION;
+	rc = srv_new(&opts, &srv);
+	if (rc)
+		goto out_ov;
+	rc = srv_run(srv);
+	if (rc)
+		goto out_srv;
+	status = 0;
+out_srv:
+	if (srv_free(srv))
+		status = 1;
+out_ov:
+	free(ov);
+	return status;
+}

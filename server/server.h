@@ -1,0 +1,98 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The daemon proper: one libuv loop that owns the registry of filters, the TCP listeners for
+ * the text and RESP protocols (one port, the protocol decided by each connection's first byte:
+ * '*' is RESP, anything else the bloomd text protocol), the connections, a once-a-second
+ * sweep for timeouts, and the signals (SIGTERM/SIGINT stop, SIGHUP re-reads the config file).
+ *
+ * Lifecycle (see main.c):
+ *
+ *	srv_config_read(path, overrides, n, &cfg, err, sizeof(err));
+ *	srv_new(&opts, &s);     -- binds every listener; nothing is served yet
+ *	srv_run(s);             -- serves until SIGTERM/SIGINT or srv_stop()
+ *	srv_free(s);            -- closes what is left, uv_loop_close(), frees
+ *
+ * Connections. Input is parsed as soon as it arrives and every complete command in it runs;
+ * the replies of that whole batch go out with one write. While a write is pending the
+ * connection is not read (so a client that never reads its replies holds at most one batch of
+ * output, and is closed once that write has made no progress for request_timeout seconds).
+ * A batch whose output passes max_output_bytes closes the connection. Buffers are kept and
+ * reused (up to 64 KiB each; bigger ones are released once empty), and a connection with no
+ * partial command holds no input buffer at all (reads land in one buffer shared by the loop).
+ *
+ * Limits and errors, each closing only the connection at fault:
+ *   text: a line over max_line_bytes gets "Client Error: Line too long\n", the rest of that
+ *         line is discarded (across reads) and the next line is served.
+ *   RESP: a protocol error (malformed frame, bulk over max_bulk_bytes, more than max_args
+ *         elements) gets "-ERR Protocol error: ...\r\n" and the connection is closed once the
+ *         reply is written. One command may occupy at most max(max_bulk_bytes, 16 MiB) plus
+ *         128 KiB of input ("-ERR Protocol error: command too large", then closed).
+ *   more than max_connections open: the new connection is accepted and closed at once (a
+ *         warning is logged at most once a second).
+ *   idle_timeout: no input for that long closes the connection; request_timeout: a partial
+ *         command held that long closes it.
+ * A graceful close (after QUIT or a protocol error) shuts down the sending side, then discards
+ * input for up to 2 seconds until the client closes, so the last reply is not lost to a reset.
+ */
+#ifndef BLOSSOMD_SERVER_SERVER_H
+#define BLOSSOMD_SERVER_SERVER_H
+
+#include <stddef.h>
+
+#include "conf/config.h"
+
+struct srv;
+
+/* One setting given on the command line: it overrides the file, at start and on reload. */
+struct srv_override {
+	const char *flag;  /* as typed, for messages: "--port" */
+	const char *key;   /* the config key: "port" */
+	const char *value; /* the flag's argument */
+};
+
+struct srv_options {
+	const struct config *config; /* validated (srv_config_read()); copied by srv_new() */
+	/* The file SIGHUP re-reads, or NULL (SIGHUP then only logs that there is nothing to
+	 * read). Must stay valid until srv_free(), as must overrides. */
+	const char *config_path;
+	const struct srv_override *overrides;
+	size_t noverrides;
+	const char *version; /* reported by INFO and HELLO; must outlive the server */
+};
+
+/*
+ * Build a configuration: defaults, then the file at path (NULL: none), then the overrides in
+ * order, then conf_validate(). Returns 0 with *out filled, or a negative errno with *out
+ * unspecified and the reason in err: conf_load()'s message ("PATH:LINE: ..." or
+ * "PATH: cannot open: ..."), "--port: bad value for port: 'x'" for a bad flag, or
+ * conf_validate()'s message.
+ */
+int srv_config_read(const char *path, const struct srv_override *ov, size_t nov, struct config *out,
+		    char *err, size_t errlen);
+
+/*
+ * Create the server: the loop, the registry, the signal handlers and the sweep timer, and bind
+ * a listener on port for every address in bind. Refuses (-EPERM) to listen on a non-loopback
+ * address when auth_token_file is empty. Raises the open-file limit towards max_connections.
+ * Every failure is logged with its reason ("bind 127.0.0.1:8673: address already in use") and
+ * undoes the steps before it.
+ * Returns 0 with *out set, or a negative errno (-ENOMEM, -EPERM, a libuv UV_E* code).
+ */
+int srv_new(const struct srv_options *opt, struct srv **out);
+
+/* Serve until stopped (signal or srv_stop()). Returns 0 after a clean stop, or a negative
+ * libuv error if the loop could not run. */
+int srv_run(struct srv *s);
+
+/* Begin a clean stop: stop accepting, close every connection and handle; srv_run() then
+ * returns once all of them are closed. Safe to call more than once. */
+void srv_stop(struct srv *s);
+
+/*
+ * Close anything still open, close the loop and free everything. Returns 0, or UV_EBUSY if
+ * uv_loop_close() found handles or requests still alive (a bug; it is logged and the loop's
+ * memory is leaked rather than freed while in use). NULL is ignored (returns 0).
+ */
+int srv_free(struct srv *s);
+
+#endif /* BLOSSOMD_SERVER_SERVER_H */

@@ -1,0 +1,1056 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Integration tests of the blossomd daemon: each case starts the real binary on a free port,
+ * holds a conversation over TCP asserting exact bytes, and stops it with SIGTERM (which must
+ * exit 0). Covers the command line, protocol detection, pipelining, the limits on bad input,
+ * many connections, timeouts and signals.
+ */
+#include <check.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "../check_main.h"
+#include "harness.h"
+
+/* Patience for one reply; generous so a loaded CI machine or a sanitizer build passes. */
+#define T 5000
+
+#define CONF(body) "[blossomd]\n" body
+
+static struct itest_daemon d;
+
+static void start(const char *conf, const char *const *extra)
+{
+	int rc = itest_start(&d, conf, extra);
+
+	if (rc)
+		fprintf(stderr, "daemon log:\n%s\n", itest_log(&d));
+	ck_assert_msg(rc == 0, "blossomd did not start: %s", strerror(-rc));
+}
+
+/* SIGTERM must end the daemon cleanly with status 0. */
+static void stop(void)
+{
+	int st = itest_stop(&d, 10000);
+
+	ck_assert_msg(st >= 0 && WIFEXITED(st) && WEXITSTATUS(st) == 0,
+		      "blossomd did not exit 0 after SIGTERM (wait status %d)", st);
+}
+
+static int conn(void)
+{
+	int fd = itest_connect(d.port);
+
+	ck_assert_msg(fd >= 0, "connect: %s", strerror(-fd));
+	return fd;
+}
+
+#define EXCHANGE(fd, req, expect) ck_assert(itest_exchange((fd), (req), (expect), T))
+#define CLOSED(fd)		  ck_assert_int_eq(itest_wait_closed((fd), T, NULL), 0)
+
+/* A string of n copies of c, in a static buffer. */
+static const char *rep(char c, size_t n)
+{
+	static char buf[4096];
+
+	ck_assert_uint_lt(n, sizeof(buf));
+	memset(buf, c, n);
+	buf[n] = '\0';
+	return buf;
+}
+
+/* ---------------------------------------------------------------------------------------- */
+/* Command line */
+
+START_TEST(test_version)
+{
+	const char *args[] = {"--version", NULL};
+	char out[256], err[256];
+	int st = itest_run(args, out, sizeof(out), err, sizeof(err), T);
+
+	ck_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+	ck_assert_msg(strncmp(out, "blossomd ", 9) == 0 && out[strlen(out) - 1] == '\n', "%s", out);
+	ck_assert_str_eq(err, "");
+}
+END_TEST
+
+START_TEST(test_help_and_usage)
+{
+	const char *help[] = {"--help", NULL};
+	const char *bad[] = {"--no-such-flag", NULL};
+	const char *extra[] = {"stray", NULL};
+	char out[4096], err[1024];
+	int st;
+
+	st = itest_run(help, out, sizeof(out), err, sizeof(err), T);
+	ck_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+	ck_assert_ptr_nonnull(strstr(out, "--test-config"));
+	ck_assert_ptr_nonnull(strstr(out, "--data-dir"));
+
+	st = itest_run(bad, out, sizeof(out), err, sizeof(err), T);
+	ck_assert(WIFEXITED(st) && WEXITSTATUS(st) == 2);
+	ck_assert_ptr_nonnull(strstr(err, "--help"));
+
+	st = itest_run(extra, out, sizeof(out), err, sizeof(err), T);
+	ck_assert(WIFEXITED(st) && WEXITSTATUS(st) == 2);
+	ck_assert_ptr_nonnull(strstr(err, "stray"));
+}
+END_TEST
+
+START_TEST(test_test_config)
+{
+	char path[] = "/tmp/blossomd-itest-conf-XXXXXX";
+	char out[1024], err[1024], expect[256];
+	int fd = mkstemp(path), st;
+	const char *good[] = {"--config", path, "--test-config", NULL};
+	const char *flag[] = {"--config", path, "--port", "0", "--test-config", NULL};
+	const char *none[] = {"--test-config", NULL};
+	const char *missing[] = {"--config", "/nonexistent/blossomd.conf", "--test-config", NULL};
+
+	ck_assert_int_ge(fd, 0);
+	close(fd);
+
+	ck_assert_int_eq(itest_write_file(path, CONF("port = 9000\nmax_memory = 1g\n")), 0);
+	st = itest_run(good, out, sizeof(out), err, sizeof(err), T);
+	ck_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+	ck_assert_str_eq(out, "configuration OK\n");
+
+	/* Defaults alone are a valid configuration. */
+	st = itest_run(none, out, sizeof(out), err, sizeof(err), T);
+	ck_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+
+	/* A bad line: exit 1, the message names the file and the line. */
+	ck_assert_int_eq(itest_write_file(path, CONF("port = 9000\nbogus_key = 1\n")), 0);
+	st = itest_run(good, out, sizeof(out), err, sizeof(err), T);
+	ck_assert(WIFEXITED(st) && WEXITSTATUS(st) == 1);
+	snprintf(expect, sizeof(expect), "%s:3:", path);
+	ck_assert_msg(strstr(err, expect) && strstr(err, "bogus_key"), "%s", err);
+	ck_assert_str_eq(out, "");
+
+	/* Cross-field rule. */
+	ck_assert_int_eq(itest_write_file(path, CONF("max_line_bytes = 10\n")), 0);
+	st = itest_run(good, out, sizeof(out), err, sizeof(err), T);
+	ck_assert(WIFEXITED(st) && WEXITSTATUS(st) == 1);
+	ck_assert_msg(strstr(err, "max_key_bytes"), "%s", err);
+
+	/* A bad flag over a good file. */
+	ck_assert_int_eq(itest_write_file(path, CONF("port = 9000\n")), 0);
+	st = itest_run(flag, out, sizeof(out), err, sizeof(err), T);
+	ck_assert(WIFEXITED(st) && WEXITSTATUS(st) == 1);
+	ck_assert_msg(strstr(err, "--port") && strstr(err, "port"), "%s", err);
+
+	st = itest_run(missing, out, sizeof(out), err, sizeof(err), T);
+	ck_assert(WIFEXITED(st) && WEXITSTATUS(st) == 1);
+	ck_assert_msg(strstr(err, "/nonexistent/blossomd.conf") && strstr(err, "cannot open"), "%s",
+		      err);
+	unlink(path);
+}
+END_TEST
+
+START_TEST(test_port_taken)
+{
+	char port[16], out[1024], err[2048], expect[128];
+	const char *args[] = {"--port", port, "--http-port", "0", "--data-dir", "/tmp", NULL};
+	int st;
+
+	start(NULL, NULL);
+	snprintf(port, sizeof(port), "%u", (unsigned)d.port);
+	st = itest_run(args, out, sizeof(out), err, sizeof(err), T);
+	ck_assert(WIFEXITED(st) && WEXITSTATUS(st) == 1);
+	snprintf(expect, sizeof(expect), "<3>blossomd: bind 127.0.0.1:%u: address already in use\n",
+		 (unsigned)d.port);
+	ck_assert_msg(strstr(err, expect), "%s", err);
+	stop();
+}
+END_TEST
+
+START_TEST(test_refuses_public_bind)
+{
+	const char *args[] = {"--bind", "0.0.0.0", "--port", "1", "--http-port", "0", NULL};
+	char out[256], err[1024];
+	int st = itest_run(args, out, sizeof(out), err, sizeof(err), T);
+
+	ck_assert(WIFEXITED(st) && WEXITSTATUS(st) == 1);
+	ck_assert_msg(strstr(err, "refusing to listen on 0.0.0.0"), "%s", err);
+}
+END_TEST
+
+START_TEST(test_startup_log)
+{
+	char expect[128];
+
+	start(NULL, NULL);
+	snprintf(expect, sizeof(expect), "<5>blossomd: listening on 127.0.0.1:%u",
+		 (unsigned)d.port);
+	ck_assert(itest_log_wait(&d, expect, T));
+	ck_assert(itest_log_wait(&d, "ready", T));
+	ck_assert_int_eq(itest_signal(&d, SIGTERM), 0);
+	ck_assert_int_ge(itest_wait_exit(&d, T), 0);
+	/* Every line has a priority prefix. */
+	for (const char *p = itest_log(&d); *p; p = strchr(p, '\n') + 1) {
+		ck_assert_msg(p[0] == '<' && p[1] >= '0' && p[1] <= '7' && p[2] == '>', "%s", p);
+		ck_assert_ptr_nonnull(strchr(p, '\n'));
+	}
+	ck_assert_ptr_nonnull(strstr(itest_log(&d), "<5>blossomd: stopped\n"));
+	stop();
+}
+END_TEST
+
+START_TEST(test_log_level)
+{
+	const char *quiet[] = {"--log-level", "warning", NULL};
+	const char *loud[] = {"--log-level", "debug", NULL};
+	const char *log;
+	int fd;
+
+	start(NULL, quiet);
+	fd = conn();
+	EXCHANGE(fd, "ping\n", "PONG\n");
+	close(fd);
+	ck_assert_int_eq(itest_signal(&d, SIGTERM), 0);
+	ck_assert_int_ge(itest_wait_exit(&d, T), 0);
+	log = itest_log(&d);
+	ck_assert_msg(!strstr(log, "<5>") && !strstr(log, "<6>") && !strstr(log, "<7>"), "%s", log);
+	stop();
+
+	start(NULL, loud);
+	fd = conn();
+	EXCHANGE(fd, "ping\n", "PONG\n");
+	ck_assert(itest_log_wait(&d, "<7>blossomd: client 1 (127.0.0.1:", T));
+	close(fd);
+	stop();
+}
+END_TEST
+
+/* ---------------------------------------------------------------------------------------- */
+/* Protocols */
+
+START_TEST(test_text_basic)
+{
+	int fd;
+
+	start(NULL, NULL);
+	fd = conn();
+	EXCHANGE(fd, "create f\n", "Done\n");
+	EXCHANGE(fd, "create f\n", "Exists\n");
+	EXCHANGE(fd, "set f k\n", "Yes\n");
+	EXCHANGE(fd, "set f k\n", "No\n");
+	EXCHANGE(fd, "check f k\n", "Yes\n");
+	EXCHANGE(fd, "check f other\r\n", "No\n");
+	EXCHANGE(fd, "check nofilter k\n", "Filter does not exist\n");
+	EXCHANGE(fd, "ping\n", "PONG\n");
+	ck_assert(itest_quiet(fd, 100));
+	close(fd);
+	stop();
+}
+END_TEST
+
+START_TEST(test_resp_basic)
+{
+	int fd;
+
+	start(NULL, NULL);
+	fd = conn();
+	EXCHANGE(fd, "*1\r\n$4\r\nPING\r\n", "+PONG\r\n");
+	EXCHANGE(fd, "*3\r\n$6\r\nBF.ADD\r\n$1\r\nf\r\n$1\r\nk\r\n", ":1\r\n");
+	EXCHANGE(fd, "*3\r\n$6\r\nBF.ADD\r\n$1\r\nf\r\n$1\r\nk\r\n", ":0\r\n");
+	EXCHANGE(fd, "*3\r\n$9\r\nBF.EXISTS\r\n$1\r\nf\r\n$1\r\nk\r\n", ":1\r\n");
+	EXCHANGE(fd, "*3\r\n$9\r\nBF.EXISTS\r\n$1\r\nf\r\n$1\r\nx\r\n", ":0\r\n");
+	/* Empty multibulks are skipped without a reply. */
+	EXCHANGE(fd, "*0\r\n*-1\r\n*1\r\n$4\r\nping\r\n", "+PONG\r\n");
+	close(fd);
+	stop();
+}
+END_TEST
+
+/* Text and RESP on one port, interleaved, on the same filters. */
+START_TEST(test_protocol_detection)
+{
+	int t, r;
+
+	start(NULL, NULL);
+	t = conn();
+	r = conn();
+	EXCHANGE(t, "create f\n", "Done\n");
+	EXCHANGE(r, "*3\r\n$6\r\nBF.ADD\r\n$1\r\nf\r\n$3\r\nkey\r\n", ":1\r\n");
+	EXCHANGE(t, "check f key\n", "Yes\n");
+	EXCHANGE(t, "set f key2\n", "Yes\n");
+	EXCHANGE(r, "*3\r\n$9\r\nBF.EXISTS\r\n$1\r\nf\r\n$4\r\nkey2\r\n", ":1\r\n");
+	/* The first byte decides: a text client's "*" later in the stream is just text. */
+	EXCHANGE(t, "*1\n", "Client Error: Command not supported\n");
+	close(t);
+	close(r);
+	stop();
+}
+END_TEST
+
+/* Replies of a pipelined burst, in order. */
+static void build_text_burst(char **req, size_t *reqlen, char **rep_out, size_t *replen, int n)
+{
+	size_t cap = (size_t)n * 64 + 64;
+	char *q = malloc(cap), *p = malloc(cap);
+	size_t ql = 0, pl = 0;
+
+	ck_assert(q && p);
+	ql += (size_t)snprintf(q + ql, cap - ql, "create burst capacity=1000000\n");
+	pl += (size_t)snprintf(p + pl, cap - pl, "Done\n");
+	for (int i = 0; i < n; i++) {
+		ql += (size_t)snprintf(q + ql, cap - ql,
+				       "set burst k%d\ncheck burst k%d\n"
+				       "check burst absent%d\n",
+				       i, i, i);
+		pl += (size_t)snprintf(p + pl, cap - pl, "Yes\nYes\nNo\n");
+	}
+	*req = q;
+	*reqlen = ql;
+	*rep_out = p;
+	*replen = pl;
+}
+
+START_TEST(test_pipeline_text)
+{
+	char *req, *expect;
+	size_t reqlen, explen;
+	int fd;
+
+	start(NULL, NULL);
+	fd = conn();
+	build_text_burst(&req, &reqlen, &expect, &explen, 2000);
+	ck_assert(itest_exchange_n(fd, req, reqlen, expect, explen, T));
+	ck_assert(itest_quiet(fd, 100));
+	free(req);
+	free(expect);
+	close(fd);
+	stop();
+}
+END_TEST
+
+/* The same burst dribbled in small pieces: commands split at every possible byte. */
+START_TEST(test_pipeline_split)
+{
+	static const char resp_cmd[] = "*3\r\n$6\r\nBF.ADD\r\n$2\r\nrf\r\n$5\r\nhello\r\n"
+				       "*1\r\n$4\r\nPING\r\n";
+	char *req, *expect, got[64];
+	size_t reqlen, explen;
+	int fd, r;
+
+	start(NULL, NULL);
+	fd = conn();
+	build_text_burst(&req, &reqlen, &expect, &explen, 30);
+	for (size_t off = 0; off < reqlen; off += 7) {
+		size_t n = reqlen - off < 7 ? reqlen - off : 7;
+
+		ck_assert_int_eq(itest_send(fd, req + off, n), 0);
+		if (off % 70 == 0)
+			itest_sleep_ms(1);
+	}
+	ck_assert(itest_exchange_n(fd, NULL, 0, expect, explen, T));
+	free(req);
+	free(expect);
+	close(fd);
+
+	/* RESP, one byte at a time. */
+	r = conn();
+	for (size_t i = 0; i < sizeof(resp_cmd) - 1; i++) {
+		ck_assert_int_eq(itest_send(r, resp_cmd + i, 1), 0);
+		itest_sleep_ms(1);
+	}
+	ck_assert_int_eq(itest_recv_n(r, got, 11, T), 11);
+	ck_assert_mem_eq(got, ":1\r\n+PONG\r\n", 11);
+	close(r);
+	stop();
+}
+END_TEST
+
+START_TEST(test_pipeline_resp)
+{
+	const char *one = "*3\r\n$6\r\nBF.ADD\r\n$1\r\ng\r\n$1\r\nk\r\n*1\r\n$4\r\nPING\r\n";
+	size_t n = 3000, ol = strlen(one);
+	char *req = malloc(n * ol), *expect = malloc(n * 11);
+	size_t el = 0;
+	int fd;
+
+	ck_assert(req && expect);
+	for (size_t i = 0; i < n; i++) {
+		memcpy(req + i * ol, one, ol);
+		memcpy(expect + el, i == 0 ? ":1\r\n+PONG\r\n" : ":0\r\n+PONG\r\n", 11);
+		el += 11;
+	}
+	start(NULL, NULL);
+	fd = conn();
+	ck_assert(itest_exchange_n(fd, req, n * ol, expect, el, T));
+	free(req);
+	free(expect);
+	close(fd);
+	stop();
+}
+END_TEST
+
+/* A large bulk (60 KB key) arriving over many reads. */
+START_TEST(test_resp_large_bulk)
+{
+	size_t klen = 60000;
+	char hdr[64];
+	char *key = malloc(klen);
+	int fd, hl;
+
+	ck_assert_ptr_nonnull(key);
+	memset(key, 'q', klen);
+	start(NULL, NULL);
+	fd = conn();
+	hl = snprintf(hdr, sizeof(hdr), "*3\r\n$6\r\nBF.ADD\r\n$1\r\nb\r\n$%zu\r\n", klen);
+	ck_assert_int_eq(itest_send(fd, hdr, (size_t)hl), 0);
+	for (size_t off = 0; off < klen; off += 5000) {
+		ck_assert_int_eq(itest_send(fd, key + off, 5000), 0);
+		itest_sleep_ms(2);
+	}
+	EXCHANGE(fd, "\r\n", ":1\r\n");
+	hl = snprintf(hdr, sizeof(hdr), "*3\r\n$9\r\nBF.EXISTS\r\n$1\r\nb\r\n$%zu\r\n", klen);
+	ck_assert_int_eq(itest_send(fd, hdr, (size_t)hl), 0);
+	ck_assert_int_eq(itest_send(fd, key, klen), 0);
+	EXCHANGE(fd, "\r\n", ":1\r\n");
+	free(key);
+	close(fd);
+	stop();
+}
+END_TEST
+
+START_TEST(test_quit)
+{
+	int fd;
+
+	start(NULL, NULL);
+	fd = conn();
+	/* Nothing after quit is run. */
+	EXCHANGE(fd, "ping\nquit\nping\n", "PONG\n");
+	CLOSED(fd);
+	close(fd);
+
+	fd = conn();
+	EXCHANGE(fd, "*1\r\n$4\r\nPING\r\n*1\r\n$4\r\nQUIT\r\n*1\r\n$4\r\nPING\r\n",
+		 "+PONG\r\n+OK\r\n");
+	CLOSED(fd);
+	close(fd);
+	stop();
+}
+END_TEST
+
+/* A client that shuts down its sending side still gets every reply, then EOF. */
+START_TEST(test_half_close)
+{
+	char buf[64];
+	int fd;
+
+	start(NULL, NULL);
+	fd = conn();
+	ck_assert_int_eq(itest_send_str(fd, "ping\nping\nchec"), 0);
+	ck_assert_int_eq(shutdown(fd, SHUT_WR), 0);
+	ck_assert_int_eq(itest_recv_n(fd, buf, sizeof(buf), T), 10);
+	ck_assert_mem_eq(buf, "PONG\nPONG\n", 10);
+	close(fd);
+	stop();
+}
+END_TEST
+
+START_TEST(test_ipv6_and_two_listeners)
+{
+	const char *extra[] = {"--bind", "127.0.0.1,::1", NULL};
+	int fd6, fd4;
+
+	fd6 = socket(AF_INET6, SOCK_STREAM, 0);
+	if (fd6 < 0)
+		return; /* no IPv6 here */
+	close(fd6);
+	start(NULL, extra);
+	/* The harness waited for the first address only. */
+	ck_assert(itest_log_wait(&d, "listening on [::1]:", T));
+	fd6 = itest_connect6(d.port);
+	ck_assert_int_ge(fd6, 0);
+	fd4 = conn();
+	EXCHANGE(fd6, "create six\n", "Done\n");
+	EXCHANGE(fd4, "check six k\n", "No\n");
+	close(fd6);
+	close(fd4);
+	stop();
+}
+END_TEST
+
+/* ---------------------------------------------------------------------------------------- */
+/* Bad input */
+
+#define LINE_LIMITS CONF("max_line_bytes = 64\nmax_key_bytes = 64\n")
+#define RESP_LIMITS CONF("max_bulk_bytes = 16\nmax_key_bytes = 16\nmax_args = 4\n")
+
+START_TEST(test_line_too_long)
+{
+	char line[4200];
+	int fd, other;
+
+	start(LINE_LIMITS, NULL);
+	fd = conn();
+	/* Exactly max_line_bytes (64) is fine, with or without "\r". */
+	snprintf(line, sizeof(line), "check nofilter %s\n", rep('k', 49));
+	EXCHANGE(fd, line, "Filter does not exist\n");
+	snprintf(line, sizeof(line), "check nofilter %s\r\n", rep('k', 49));
+	EXCHANGE(fd, line, "Filter does not exist\n");
+	/* One more byte is too long; the next line is served. */
+	snprintf(line, sizeof(line), "check nofilter %s\nping\n", rep('k', 50));
+	EXCHANGE(fd, line, "Client Error: Line too long\nPONG\n");
+
+	/* A long line spread over many reads is answered once, then discarded to its end. */
+	EXCHANGE(fd, rep('x', 100), "Client Error: Line too long\n");
+	for (int i = 0; i < 20; i++) {
+		ck_assert_int_eq(itest_send_str(fd, rep('y', 1000)), 0);
+		itest_sleep_ms(2);
+	}
+	ck_assert(itest_quiet(fd, 100));
+	EXCHANGE(fd, "zzz\nping\n", "PONG\n");
+
+	/* Others are not affected. */
+	other = conn();
+	EXCHANGE(other, "ping\n", "PONG\n");
+	close(other);
+	close(fd);
+	stop();
+}
+END_TEST
+
+START_TEST(test_resp_bulk_too_long)
+{
+	int fd, other;
+
+	start(RESP_LIMITS, NULL);
+	other = conn();
+	EXCHANGE(other, "*1\r\n$4\r\nPING\r\n", "+PONG\r\n");
+	fd = conn();
+	/* 16 bytes is the limit and fine; 17 is refused as soon as its header is read. */
+	EXCHANGE(fd, "*3\r\n$9\r\nBF.EXISTS\r\n$1\r\nf\r\n$16\r\n0123456789abcdef\r\n", ":0\r\n");
+	EXCHANGE(fd, "*3\r\n$6\r\nBF.ADD\r\n$1\r\nf\r\n$17\r\n",
+		 "-ERR Protocol error: invalid bulk length\r\n");
+	CLOSED(fd);
+	close(fd);
+	EXCHANGE(other, "*1\r\n$4\r\nPING\r\n", "+PONG\r\n");
+	close(other);
+	stop();
+}
+END_TEST
+
+START_TEST(test_resp_too_many_args)
+{
+	int fd;
+
+	start(RESP_LIMITS, NULL);
+	fd = conn();
+	EXCHANGE(fd, "*4\r\n$7\r\nBF.MADD\r\n$1\r\nf\r\n$1\r\na\r\n$1\r\nb\r\n",
+		 "*2\r\n:1\r\n:1\r\n");
+	EXCHANGE(fd, "*5\r\n", "-ERR Protocol error: invalid multibulk length\r\n");
+	CLOSED(fd);
+	close(fd);
+
+	/* Others are served. */
+	fd = conn();
+	EXCHANGE(fd, "*1\r\n$4\r\nPING\r\n", "+PONG\r\n");
+	close(fd);
+	stop();
+}
+END_TEST
+
+START_TEST(test_resp_malformed)
+{
+	static const struct {
+		const char *req, *reply;
+	} cases[] = {
+	    {"*1\r\n+PING\r\n", "-ERR Protocol error: expected '$', got '+'\r\n"},
+	    {"*x\r\n", "-ERR Protocol error: invalid multibulk length\r\n"},
+	    {"*1\r\n$-5\r\n", "-ERR Protocol error: invalid bulk length\r\n"},
+	    {"*1\r\n$4\r\nPINGxx", "-ERR Protocol error: expected CRLF after bulk data\r\n"},
+	    /* A valid command, then one that does not start with '*'. */
+	    {"*1\r\n$4\r\nPING\r\nGET x\r\n",
+	     "+PONG\r\n-ERR Protocol error: expected '*', got 'G'\r\n"},
+	};
+	int fd;
+
+	start(NULL, NULL);
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		fd = conn();
+		EXCHANGE(fd, cases[i].req, cases[i].reply);
+		CLOSED(fd);
+		close(fd);
+	}
+	fd = conn();
+	EXCHANGE(fd, "*1\r\n$4\r\nPING\r\n", "+PONG\r\n");
+	close(fd);
+	stop();
+}
+END_TEST
+
+/* One RESP command may not grow past max(max_bulk_bytes, 16 MiB) + 128 KiB. */
+START_TEST(test_resp_command_too_large)
+{
+	static const char arg[] = "$16\r\n0123456789abcdef\r\n";
+	size_t n = 8192, al = sizeof(arg) - 1;
+	char *blob = malloc(n * al), buf[128];
+	int fd, other;
+
+	ck_assert_ptr_nonnull(blob);
+	for (size_t i = 0; i < n; i++)
+		memcpy(blob + i * al, arg, al);
+	start(CONF("max_bulk_bytes = 16\nmax_key_bytes = 16\n"), NULL);
+	fd = conn();
+	ck_assert_int_eq(itest_send_str(fd, "*1000000\r\n"), 0);
+	/* 17 MiB of 16-byte arguments: past the cap, which the daemon answers once, then it
+	 * discards the rest until it closes. */
+	for (size_t sent = 0; sent < (size_t)17 << 20; sent += n * al)
+		if (itest_send(fd, blob, n * al))
+			break;
+	ck_assert_int_gt(itest_recv_until(fd, buf, sizeof(buf), "\r\n", T), 0);
+	ck_assert_str_eq(buf, "-ERR Protocol error: command too large\r\n");
+	CLOSED(fd);
+	close(fd);
+	other = conn();
+	EXCHANGE(other, "*1\r\n$4\r\nPING\r\n", "+PONG\r\n");
+	close(other);
+	free(blob);
+	stop();
+}
+END_TEST
+
+/* Deterministic pseudo-random bytes. */
+static uint32_t garbage_state = 12345;
+
+static unsigned char garbage_byte(void)
+{
+	garbage_state = garbage_state * 1103515245u + 12345u;
+	return (unsigned char)(garbage_state >> 16);
+}
+
+START_TEST(test_binary_garbage)
+{
+	size_t n = 256 * 1024;
+	char *junk = malloc(n), *buf = malloc(4 * n);
+	ssize_t got;
+	int fd, other;
+
+	ck_assert(junk && buf);
+	start(NULL, NULL);
+	other = conn();
+	EXCHANGE(other, "create g\n", "Done\n");
+
+	/* Text connection: garbage lines get error replies, the connection keeps working. */
+	fd = conn();
+	junk[0] = 'x';
+	for (size_t i = 1; i < n; i++)
+		junk[i] = (char)garbage_byte();
+	ck_assert_int_eq(itest_send(fd, junk, n), 0);
+	ck_assert_int_eq(itest_send_str(fd, "\nping\n"), 0);
+	got = itest_recv_until(fd, buf, 4 * n, "\nPONG\n", T);
+	ck_assert_msg(got >= 6 && memcmp(buf + got - 6, "\nPONG\n", 6) == 0,
+		      "no PONG after garbage (%zd bytes)", got);
+	EXCHANGE(fd, "set g k\n", "Yes\n");
+	close(fd);
+
+	/* RESP connection: the first bad byte ends it with a protocol error. */
+	fd = conn();
+	junk[0] = '*';
+	junk[1] = '1';
+	junk[2] = '\r';
+	junk[3] = '\n';
+	junk[4] = '%';
+	ck_assert_int_eq(itest_send(fd, junk, n), 0);
+	got = itest_recv_until(fd, buf, 4 * n, "\r\n", T);
+	ck_assert_msg(got > 0 && strncmp(buf, "-ERR Protocol error: ", 21) == 0, "%s", buf);
+	CLOSED(fd);
+	close(fd);
+
+	EXCHANGE(other, "check g k\n", "Yes\n");
+	close(other);
+	free(junk);
+	free(buf);
+	stop();
+}
+END_TEST
+
+/* A client that sends without ever reading: others are served, it is closed later. */
+START_TEST(test_never_reader)
+{
+	static const char cmd[] = "check nofilter k\n"; /* 17 bytes in, 22 out */
+	size_t chunk = 64 * 1024, sent = 0;
+	char *blob = malloc(chunk);
+	int64_t t0;
+	int fd, other;
+
+	ck_assert_ptr_nonnull(blob);
+	for (size_t i = 0; i < chunk; i++)
+		blob[i] = cmd[i % (sizeof(cmd) - 1)];
+	start(CONF("request_timeout = 2\n"), NULL);
+	fd = conn();
+	ck_assert_int_eq(fcntl(fd, F_SETFL, O_NONBLOCK), 0);
+	/* Send until nothing more is taken for half a second: every buffer is full. */
+	for (;;) {
+		/* blob repeats cmd, so starting at sent % len keeps commands whole. */
+		size_t at = sent % (sizeof(cmd) - 1);
+		ssize_t w = send(fd, blob + at, chunk - at, MSG_NOSIGNAL);
+
+		if (w > 0) {
+			sent += (size_t)w;
+			ck_assert_msg(sent < ((size_t)1 << 30), "the daemon never stopped reading");
+			continue;
+		}
+		ck_assert(w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK));
+		struct pollfd p = {.fd = fd, .events = POLLOUT};
+
+		if (poll(&p, 1, 500) == 0)
+			break;
+	}
+	/* Everyone else is still served at once. */
+	other = conn();
+	t0 = itest_now_ms();
+	EXCHANGE(other, "ping\n", "PONG\n");
+	ck_assert_int_lt(itest_now_ms() - t0, 1000);
+
+	/* The stalled connection is closed after about request_timeout seconds. */
+	ck_assert_int_eq(itest_wait_hup(fd, 15000), 0);
+	ck_assert(itest_log_wait(&d, "not reading its replies; closing", T));
+	EXCHANGE(other, "ping\n", "PONG\n");
+	close(fd);
+	close(other);
+	free(blob);
+	stop();
+}
+END_TEST
+
+/* A batch whose replies pass max_output_bytes closes the connection. */
+START_TEST(test_output_cap)
+{
+	char line[4096];
+	size_t off;
+	int fd, other;
+
+	start(CONF("max_output_bytes = 1k\n"), NULL);
+	fd = conn();
+	EXCHANGE(fd, "create o\n", "Done\n");
+	off = (size_t)snprintf(line, sizeof(line), "multi o");
+	for (int i = 0; i < 500; i++)
+		off += (size_t)snprintf(line + off, sizeof(line) - off, " %c", 'a' + i % 26);
+	snprintf(line + off, sizeof(line) - off, "\n");
+	ck_assert_int_eq(itest_send_str(fd, line), 0);
+	CLOSED(fd);
+	close(fd);
+	ck_assert(itest_log_wait(&d, "passed max_output_bytes", T));
+	other = conn();
+	EXCHANGE(other, "ping\n", "PONG\n");
+	close(other);
+	stop();
+}
+END_TEST
+
+/* ---------------------------------------------------------------------------------------- */
+/* Connections and timeouts */
+
+START_TEST(test_many_connections)
+{
+	enum { N = 2000 };
+	static int fds[N];
+	char buf[8];
+	int other;
+
+	ck_assert_int_ge(itest_raise_fd_limit(), N + 64);
+	start(NULL, NULL);
+	other = conn();
+	EXCHANGE(other, "create many\n", "Done\n");
+	for (int i = 0; i < N; i++)
+		fds[i] = conn();
+	/* With all of them open, another client is answered at once. */
+	int64_t t0 = itest_now_ms();
+
+	EXCHANGE(other, "set many k\n", "Yes\n");
+	EXCHANGE(other, "check many k\n", "Yes\n");
+	ck_assert_int_lt(itest_now_ms() - t0, 1000);
+	/* And every one of them is served. */
+	for (int i = 0; i < N; i++)
+		ck_assert_int_eq(itest_send_str(fds[i], "check many k\n"), 0);
+	for (int i = 0; i < N; i++) {
+		ck_assert_int_eq(itest_recv_n(fds[i], buf, 4, T), 4);
+		ck_assert_mem_eq(buf, "Yes\n", 4);
+	}
+	for (int i = 0; i < N; i++)
+		close(fds[i]);
+	EXCHANGE(other, "ping\n", "PONG\n");
+	close(other);
+	ck_assert_ptr_null(strstr(itest_log(&d), "<4>"));
+	stop();
+}
+END_TEST
+
+START_TEST(test_max_connections)
+{
+	int fds[3], extra, again = -1;
+	size_t drained = 1;
+
+	start(CONF("max_connections = 3\n"), NULL);
+	for (int i = 0; i < 3; i++) {
+		fds[i] = conn();
+		EXCHANGE(fds[i], "ping\n", "PONG\n");
+	}
+	/* The fourth is accepted and closed without a word. */
+	extra = conn();
+	ck_assert_int_eq(itest_wait_closed(extra, T, &drained), 0);
+	ck_assert_uint_eq(drained, 0);
+	close(extra);
+	ck_assert(itest_log_wait(&d, "<4>blossomd: max_connections (3) reached", T));
+	for (int i = 0; i < 3; i++)
+		EXCHANGE(fds[i], "ping\n", "PONG\n");
+
+	/* Once one leaves, a new one is served. */
+	close(fds[0]);
+	for (int64_t end = itest_now_ms() + T; itest_now_ms() < end; itest_sleep_ms(20)) {
+		char buf[8];
+
+		again = conn();
+		if (itest_send_str(again, "ping\n") == 0 && itest_recv_n(again, buf, 5, 500) == 5 &&
+		    memcmp(buf, "PONG\n", 5) == 0)
+			break;
+		close(again);
+		again = -1;
+	}
+	ck_assert_int_ge(again, 0);
+	close(again);
+	close(fds[1]);
+	close(fds[2]);
+	stop();
+}
+END_TEST
+
+START_TEST(test_idle_timeout)
+{
+	int64_t t0, dt;
+	int idle, busy;
+
+	start(CONF("idle_timeout = 1\n"), NULL);
+	idle = conn();
+	busy = conn();
+	EXCHANGE(idle, "ping\n", "PONG\n");
+	t0 = itest_now_ms();
+	/* An active client is kept. */
+	for (int i = 0; i < 8; i++) {
+		EXCHANGE(busy, "ping\n", "PONG\n");
+		itest_sleep_ms(300);
+	}
+	CLOSED(idle);
+	dt = itest_now_ms() - t0;
+	ck_assert_msg(dt >= 900 && dt <= 3500, "idle connection closed after %lld ms",
+		      (long long)dt);
+	EXCHANGE(busy, "ping\n", "PONG\n");
+	close(idle);
+	close(busy);
+	stop();
+}
+END_TEST
+
+START_TEST(test_request_timeout)
+{
+	int64_t t0, dt;
+	int fd;
+
+	start(CONF("request_timeout = 1\nidle_timeout = 60\n"), NULL);
+	fd = conn();
+	EXCHANGE(fd, "ping\n", "PONG\n");
+	/* A command that trickles in a byte at a time still has to finish in time. */
+	t0 = itest_now_ms();
+	for (int i = 0; i < 20; i++) {
+		if (itest_send_str(fd, "c"))
+			break;
+		if (!itest_quiet(fd, 200))
+			break;
+	}
+	CLOSED(fd);
+	dt = itest_now_ms() - t0;
+	ck_assert_msg(dt >= 900 && dt <= 3500, "partial command closed after %lld ms",
+		      (long long)dt);
+	ck_assert(itest_log_wait(&d, "command incomplete after request_timeout", T));
+	close(fd);
+	stop();
+}
+END_TEST
+
+/* ---------------------------------------------------------------------------------------- */
+/* Signals */
+
+#define RELOAD_BASE CONF("max_line_bytes = 64\nmax_key_bytes = 64\n")
+
+/* A 75-byte line: too long for max_line_bytes 64. */
+static const char *long_check(void)
+{
+	static char line[4200];
+
+	snprintf(line, sizeof(line), "check nofilter %s\n", rep('k', 60));
+	return line;
+}
+
+START_TEST(test_sighup_bad_file)
+{
+	char expect[512];
+	int fd;
+
+	start(RELOAD_BASE, NULL);
+	fd = conn();
+	EXCHANGE(fd, long_check(), "Client Error: Line too long\n");
+	/* A good line, then a bad one: nothing of the file is applied. */
+	ck_assert_int_eq(itest_write_file(d.conf_path, CONF("max_line_bytes = 1k\nbogus = 1\n")),
+			 0);
+	ck_assert_int_eq(itest_signal(&d, SIGHUP), 0);
+	snprintf(expect, sizeof(expect),
+		 "<3>blossomd: reload failed: %s:3: unknown key 'bogus'; keeping the old "
+		 "configuration\n",
+		 d.conf_path);
+	ck_assert_msg(itest_log_wait(&d, expect, T), "%s", itest_log(&d));
+	EXCHANGE(fd, long_check(), "Client Error: Line too long\n");
+	EXCHANGE(fd, "ping\n", "PONG\n");
+
+	/* A missing file is also survived. */
+	ck_assert_int_eq(unlink(d.conf_path), 0);
+	ck_assert_int_eq(itest_signal(&d, SIGHUP), 0);
+	ck_assert(itest_log_wait(&d, "cannot open", T));
+	EXCHANGE(fd, "ping\n", "PONG\n");
+	close(fd);
+	stop();
+}
+END_TEST
+
+START_TEST(test_sighup_good_file)
+{
+	int fd;
+
+	start(RELOAD_BASE, NULL);
+	fd = conn();
+	EXCHANGE(fd, long_check(), "Client Error: Line too long\n");
+	ck_assert_int_eq(
+	    itest_write_file(d.conf_path, CONF("max_line_bytes = 1k\nmax_key_bytes = 64\n"
+					       "port = 1\nbind = 127.0.0.2\n")),
+	    0);
+	ck_assert_int_eq(itest_signal(&d, SIGHUP), 0);
+	ck_assert(itest_log_wait(&d, "configuration reloaded", T));
+	/* The new limit applies to the open connection. */
+	EXCHANGE(fd, long_check(), "Filter does not exist\n");
+	ck_assert(itest_log_wait(&d, "reload: max_line_bytes 64 -> 1024", T));
+	/* Listening addresses need a restart; the --port flag still wins over the file. */
+	ck_assert(itest_log_wait(&d, "<4>blossomd: reload: bind changed", T));
+	ck_assert_ptr_null(strstr(itest_log(&d), "port changed"));
+	close(fd);
+	fd = conn();
+	EXCHANGE(fd, "ping\n", "PONG\n");
+	close(fd);
+	stop();
+}
+END_TEST
+
+START_TEST(test_sighup_without_config)
+{
+	int fd;
+
+	start(NULL, NULL);
+	ck_assert_int_eq(itest_signal(&d, SIGHUP), 0);
+	ck_assert(itest_log_wait(&d, "SIGHUP: started without --config, nothing to re-read", T));
+	fd = conn();
+	EXCHANGE(fd, "ping\n", "PONG\n");
+	close(fd);
+	stop();
+}
+END_TEST
+
+START_TEST(test_sigterm_and_sigint)
+{
+	int fd, st;
+
+	start(NULL, NULL);
+	fd = conn();
+	EXCHANGE(fd, "ping\n", "PONG\n");
+	/* An open connection and a half-sent command do not hold the daemon up. */
+	ck_assert_int_eq(itest_send_str(fd, "chec"), 0);
+	itest_sleep_ms(50);
+	ck_assert_int_eq(itest_signal(&d, SIGTERM), 0);
+	st = itest_wait_exit(&d, T);
+	ck_assert_msg(st >= 0 && WIFEXITED(st) && WEXITSTATUS(st) == 0, "status %d", st);
+	ck_assert_ptr_nonnull(strstr(itest_log(&d), "<5>blossomd: SIGTERM received"));
+	ck_assert_ptr_nonnull(strstr(itest_log(&d), "<5>blossomd: stopped\n"));
+	CLOSED(fd);
+	close(fd);
+	itest_stop(&d, T);
+
+	start(NULL, NULL);
+	ck_assert_int_eq(itest_signal(&d, SIGINT), 0);
+	st = itest_wait_exit(&d, T);
+	ck_assert_msg(st >= 0 && WIFEXITED(st) && WEXITSTATUS(st) == 0, "status %d", st);
+	ck_assert_ptr_nonnull(strstr(itest_log(&d), "SIGINT received"));
+	itest_stop(&d, T);
+}
+END_TEST
+
+static Suite *server_suite(void)
+{
+	Suite *s = suite_create("server");
+	TCase *cli = tcase_create("cli");
+	TCase *proto = tcase_create("protocols");
+	TCase *bad = tcase_create("bad-input");
+	TCase *conns = tcase_create("connections");
+	TCase *sig = tcase_create("signals");
+
+	tcase_set_timeout(cli, 30);
+	tcase_add_test(cli, test_version);
+	tcase_add_test(cli, test_help_and_usage);
+	tcase_add_test(cli, test_test_config);
+	tcase_add_test(cli, test_port_taken);
+	tcase_add_test(cli, test_refuses_public_bind);
+	tcase_add_test(cli, test_startup_log);
+	tcase_add_test(cli, test_log_level);
+	suite_add_tcase(s, cli);
+
+	tcase_set_timeout(proto, 30);
+	tcase_add_test(proto, test_text_basic);
+	tcase_add_test(proto, test_resp_basic);
+	tcase_add_test(proto, test_protocol_detection);
+	tcase_add_test(proto, test_pipeline_text);
+	tcase_add_test(proto, test_pipeline_split);
+	tcase_add_test(proto, test_pipeline_resp);
+	tcase_add_test(proto, test_resp_large_bulk);
+	tcase_add_test(proto, test_quit);
+	tcase_add_test(proto, test_half_close);
+	tcase_add_test(proto, test_ipv6_and_two_listeners);
+	suite_add_tcase(s, proto);
+
+	tcase_set_timeout(bad, 60);
+	tcase_add_test(bad, test_line_too_long);
+	tcase_add_test(bad, test_resp_bulk_too_long);
+	tcase_add_test(bad, test_resp_too_many_args);
+	tcase_add_test(bad, test_resp_malformed);
+	tcase_add_test(bad, test_resp_command_too_large);
+	tcase_add_test(bad, test_binary_garbage);
+	tcase_add_test(bad, test_never_reader);
+	tcase_add_test(bad, test_output_cap);
+	suite_add_tcase(s, bad);
+
+	tcase_set_timeout(conns, 60);
+	tcase_add_test(conns, test_many_connections);
+	tcase_add_test(conns, test_max_connections);
+	tcase_add_test(conns, test_idle_timeout);
+	tcase_add_test(conns, test_request_timeout);
+	suite_add_tcase(s, conns);
+
+	tcase_set_timeout(sig, 30);
+	tcase_add_test(sig, test_sighup_bad_file);
+	tcase_add_test(sig, test_sighup_good_file);
+	tcase_add_test(sig, test_sighup_without_config);
+	tcase_add_test(sig, test_sigterm_and_sigint);
+	suite_add_tcase(s, sig);
+	return s;
+}
+
+CHECK_MAIN(server_suite)
