@@ -278,9 +278,10 @@ uint64_t bf_filter_capacity(const struct bf_filter *f)
 
 double bf_filter_fpr(const struct bf_filter *f)
 {
-	double pass = 1;
+	/* 1 - prod(1 - p_i), kept accurate for tiny p_i (1 - (1 - 1e-19) is 0 in doubles). */
+	double log_pass = 0;
 
 	for (unsigned i = 0; i < f->nlayers; i++)
-		pass *= 1 - bf_layer_fpr(&f->layers[i]);
-	return 1 - pass;
+		log_pass += log1p(-bf_layer_fpr(&f->layers[i]));
+	return -expm1(log_pass);
 }

@@ -287,6 +287,20 @@ START_TEST(stats_and_duplicates)
 }
 END_TEST
 
+START_TEST(fpr_estimate_keeps_tiny_rates)
+{
+	/* A few keys in a big filter: the rate is ~1e-19, not rounded to 0. */
+	struct bf_params params = { .capacity = 1000000, .error_rate = 0.001, .expansion = 2 };
+	struct bf_filter *f;
+	ck_assert_int_eq(bf_filter_new(&params, 8, NULL, &f), 0);
+	for (uint64_t i = 0; i < 4; i++)
+		ck_assert_int_eq(add(f, i), 1);
+	ck_assert_double_gt(bf_filter_fpr(f), 0);
+	ck_assert_double_lt(bf_filter_fpr(f), 1e-15);
+	bf_filter_free(f);
+}
+END_TEST
+
 START_TEST(batch_matches_single)
 {
 	struct bf_params params = { .capacity = 5000, .error_rate = 0.001, .expansion = 2 };
@@ -377,6 +391,7 @@ static Suite *filter_suite(void)
 	tcase_add_test(tc, counting_delete_absent_changes_nothing);
 	tcase_add_test(tc, plain_delete_not_supported);
 	tcase_add_test(tc, stats_and_duplicates);
+	tcase_add_test(tc, fpr_estimate_keeps_tiny_rates);
 	tcase_add_test(tc, batch_matches_single);
 	tcase_add_test(tc, batch_add_stops_at_first_error);
 	tcase_add_test(tc, params_validation);
