@@ -1,4 +1,5 @@
 #include "bf_filter.h"
+#include "bf_kernels.h"
 
 #include <errno.h>
 #include <math.h>
@@ -110,29 +111,66 @@ void bf_filter_free(struct bf_filter *f)
 	free(f);
 }
 
-/* Newest layer first: recent keys are the likeliest to be asked about. */
-static bool chain_check(const struct bf_filter *f, struct bf_hash h)
-{
-	for (unsigned i = f->nlayers; i-- > 0;)
-		if (bf_layer_check(&f->layers[i], h))
-			return true;
-	return false;
-}
-
-static void count_check(struct bf_filter *f, bool hit)
+/* Branch-free, for the reason given in bf_filter_paths.h. */
+static inline void count_check(struct bf_filter *f, bool hit)
 {
 	f->stats.checks++;
-	if (hit)
-		f->stats.check_hits++;
-	else
-		f->stats.check_misses++;
+	f->stats.check_hits += hit;
+	f->stats.check_misses += !hit;
 }
+
+/*
+ * Hash a key and prefetch its block in every layer. The empty asm keeps the two hash halves
+ * in registers: without it GCC stores them as two 8-byte halves and reloads 16 bytes for the
+ * prefetch address, a store-forwarding stall that costs more than the probe.
+ */
+static inline struct bf_hash hash_and_prefetch(const struct bf_filter *f, const void *key,
+					       size_t len)
+{
+	struct bf_hash h = bf_hash_key(key, len, f->seed);
+	__asm__("" : "+r"(h.lo), "+r"(h.hi));
+	for (unsigned l = 0; l < f->nlayers; l++)
+		bf_layer_prefetch(&f->layers[l], h);
+	return h;
+}
+
+#define PREFETCH_AHEAD 16
+
+#define PATH(name)   name##_scalar
+#define PATH_ATTR    /* none */
+#define KERNEL_CHECK bf_kernel_check_scalar
+#include "bf_filter_paths.h"
+#undef PATH
+#undef PATH_ATTR
+#undef KERNEL_CHECK
+
+#if defined(__x86_64__)
+#define PATH(name)   name##_avx2
+#define PATH_ATTR    __attribute__((target("avx2")))
+#define KERNEL_CHECK bf_kernel_check_avx2
+#include "bf_filter_paths.h"
+#undef PATH
+#undef PATH_ATTR
+#undef KERNEL_CHECK
+#define USE_AVX2() BF_HAVE_AVX2()
+#else
+#define USE_AVX2()                   0
+#define check_key_avx2(f, key, len)  check_key_scalar(f, key, len)
+#define check_batch_avx2(f, n, k, l, o) check_batch_scalar(f, n, k, l, o)
+#endif
 
 int bf_filter_check(struct bf_filter *f, const void *key, size_t len)
 {
-	bool hit = chain_check(f, bf_hash_key(key, len, f->seed));
-	count_check(f, hit);
-	return hit;
+	return USE_AVX2() ? check_key_avx2(f, key, len) : check_key_scalar(f, key, len);
+}
+
+void bf_filter_check_batch(struct bf_filter *f, size_t n, const void *const *keys,
+			   const size_t *lens, int *out)
+{
+	if (USE_AVX2())
+		check_batch_avx2(f, n, keys, lens, out);
+	else
+		check_batch_scalar(f, n, keys, lens, out);
 }
 
 static int add_hashed(struct bf_filter *f, struct bf_hash h)
@@ -201,32 +239,6 @@ int bf_filter_delete(struct bf_filter *f, const void *key, size_t len)
 	return 0;
 }
 
-static void hash_and_prefetch(const struct bf_filter *f, size_t n, const void *const *keys,
-			      const size_t *lens, struct bf_hash *h)
-{
-	for (size_t i = 0; i < n; i++) {
-		h[i] = bf_hash_key(keys[i], lens[i], f->seed);
-		for (unsigned l = 0; l < f->nlayers; l++)
-			bf_layer_prefetch(&f->layers[l], h[i]);
-	}
-}
-
-void bf_filter_check_batch(struct bf_filter *f, size_t n, const void *const *keys,
-			   const size_t *lens, int *out)
-{
-	struct bf_hash h[BATCH];
-
-	for (size_t base = 0; base < n; base += BATCH) {
-		size_t m = n - base < BATCH ? n - base : BATCH;
-		hash_and_prefetch(f, m, keys + base, lens + base, h);
-		for (size_t i = 0; i < m; i++) {
-			bool hit = chain_check(f, h[i]);
-			count_check(f, hit);
-			out[base + i] = hit;
-		}
-	}
-}
-
 size_t bf_filter_add_batch(struct bf_filter *f, size_t n, const void *const *keys,
 			   const size_t *lens, int *out)
 {
@@ -234,7 +246,8 @@ size_t bf_filter_add_batch(struct bf_filter *f, size_t n, const void *const *key
 
 	for (size_t base = 0; base < n; base += BATCH) {
 		size_t m = n - base < BATCH ? n - base : BATCH;
-		hash_and_prefetch(f, m, keys + base, lens + base, h);
+		for (size_t i = 0; i < m; i++)
+			h[i] = hash_and_prefetch(f, keys[base + i], lens[base + i]);
 		for (size_t i = 0; i < m; i++) {
 			out[base + i] = add_hashed(f, h[i]);
 			if (out[base + i] < 0)
