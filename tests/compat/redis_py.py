@@ -1,0 +1,388 @@
+#!/usr/bin/python3
+# SPDX-License-Identifier: MIT
+"""Debian's redis-py (python3-redis, r.bf()) against the real blossomd. Prints TAP.
+
+Starts $BLOSSOMD_BIN on a free loopback port with its own temporary directory (HTTP off),
+runs the cases, stops the daemon by PID with SIGTERM and checks that it exits 0. The daemon
+gets PR_SET_PDEATHSIG so it dies with this process whatever happens.
+$BLOSSOMD_WRAPPER, if set, is put in front of the binary (split at spaces).
+
+Run with Debian's /usr/bin/python3: it is the one with python3-redis.
+"""
+import ctypes
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import traceback
+
+N = 0
+FAILED = 0
+
+
+def ok(name):
+    global N
+    N += 1
+    print(f"ok {N} - {name}", flush=True)
+
+
+def not_ok(name, diag=""):
+    global N, FAILED
+    N += 1
+    FAILED += 1
+    print(f"not ok {N} - {name}", flush=True)
+    for line in str(diag).splitlines():
+        print(f"#   {line}", flush=True)
+
+
+def bail(msg):
+    print(f"Bail out! {msg}", flush=True)
+    sys.exit(1)
+
+
+def is_(name, got, want):
+    if got == want:
+        ok(name)
+    else:
+        not_ok(name, f"expected: {want!r}\ngot:      {got!r}")
+
+
+def raises(name, fn, exc_type, message):
+    """fn() must raise exc_type whose str() is exactly message."""
+    try:
+        got = fn()
+    except exc_type as e:
+        is_(name, str(e), message)
+        return
+    except Exception as e:  # noqa: BLE001 - reported as a failed case
+        not_ok(name, f"raised {type(e).__name__}: {e}")
+        return
+    not_ok(name, f"no exception; returned {got!r}")
+
+
+def case(name):
+    """Decorator: run the function as a group of cases; an unexpected exception fails one."""
+
+    def wrap(fn):
+        try:
+            fn()
+        except Exception:  # noqa: BLE001
+            not_ok(f"{name}: unexpected exception", traceback.format_exc())
+        return fn
+
+    return wrap
+
+
+try:
+    import redis
+    from redis.exceptions import ResponseError
+except ImportError as e:
+    bail(f"redis-py not importable by {sys.executable} ({e}); "
+         "install python3-redis and run with /usr/bin/python3")
+
+
+# ---- the daemon ------------------------------------------------------------------------
+
+def free_port():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+def pdeathsig():
+    PR_SET_PDEATHSIG = 1
+    ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+
+
+class Daemon:
+    def __init__(self):
+        self.bin = os.environ.get("BLOSSOMD_BIN")
+        if not self.bin or not os.access(self.bin, os.X_OK):
+            bail("BLOSSOMD_BIN is not set to an executable")
+        self.dir = tempfile.mkdtemp(prefix="blossomd-compat.")
+        os.mkdir(os.path.join(self.dir, "data"))
+        self.log_path = os.path.join(self.dir, "daemon.log")
+        self.proc = None
+        self.port = None
+
+    def log(self):
+        try:
+            with open(self.log_path, errors="replace") as f:
+                return f.read()
+        except OSError:
+            return ""
+
+    def start(self):
+        wrapper = os.environ.get("BLOSSOMD_WRAPPER", "").split()
+        for attempt in range(3):
+            self.port = free_port()
+            argv = wrapper + [self.bin, "--port", str(self.port), "--http-port", "0",
+                              "--data-dir", os.path.join(self.dir, "data")]
+            with open(self.log_path, "wb") as log:
+                self.proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log,
+                                             stderr=subprocess.STDOUT, preexec_fn=pdeathsig)
+            deadline = time.monotonic() + 20
+            while time.monotonic() < deadline:
+                if self.proc.poll() is not None:
+                    break
+                try:
+                    socket.create_connection(("127.0.0.1", self.port), timeout=1).close()
+                    print(f"# blossomd pid {self.proc.pid} on 127.0.0.1:{self.port}", flush=True)
+                    return
+                except OSError:
+                    time.sleep(0.05)
+            if self.proc.poll() is None:
+                self.kill()
+                bail("blossomd did not accept connections within 20 s\n" + self.log())
+            print(f"# blossomd exited during start-up (try {attempt + 1}):", flush=True)
+            for line in self.log().splitlines():
+                print(f"#   {line}")
+            self.proc = None
+        bail("blossomd did not start")
+
+    def stop(self, timeout=30):
+        """SIGTERM; the exit status, or None if it had to be killed."""
+        self.proc.send_signal(signal.SIGTERM)
+        try:
+            status = self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.kill()
+            return None
+        self.proc = None
+        return status
+
+    def kill(self):
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+        self.proc = None
+
+    def cleanup(self):
+        self.kill()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+class Text:
+    """A text-protocol connection: one line out, one reply (or START ... END) back."""
+
+    def __init__(self, port):
+        self.sock = socket.create_connection(("127.0.0.1", port), timeout=10)
+        self.f = self.sock.makefile("rb")
+
+    def cmd(self, line):
+        self.sock.sendall(line.encode() + b"\n")
+        reply = self.f.readline().decode()
+        if reply == "START\n":
+            while True:
+                more = self.f.readline().decode()
+                reply += more
+                if more in ("END\n", ""):
+                    break
+        return reply
+
+    def close(self):
+        self.f.close()
+        self.sock.close()
+
+
+# ---- the cases -------------------------------------------------------------------------
+
+def run(port):
+    r = redis.Redis(host="127.0.0.1", port=port, socket_timeout=30)
+    bf = r.bf()
+
+    @case("connection")
+    def _():
+        is_("PING", r.ping(), True)
+        is_("INFO has loading:0", r.info().get("loading"), 0)
+        is_("CLIENT SETNAME", r.client_setname("compat"), True)
+
+    @case("create/add/madd")
+    def _():
+        is_("bf().create('f', 0.01, 1000)", bf.create("f", 0.01, 1000), True)
+        raises("create on an existing name", lambda: bf.create("f", 0.01, 1000),
+               ResponseError, "item exists")
+        is_("add new", bf.add("f", "a"), 1)
+        is_("add again", bf.add("f", "a"), 0)
+        is_("madd", bf.madd("f", "a", "b", "c"), [0, 1, 1])
+        is_("add bytes with NUL and 0xff", bf.add("f", b"\x00\xff\x00"), 1)
+
+    @case("exists/mexists")
+    def _():
+        is_("exists present", bf.exists("f", "b"), 1)
+        is_("exists absent", bf.exists("f", "never-added"), 0)
+        is_("exists binary", bf.exists("f", b"\x00\xff\x00"), 1)
+        is_("exists binary prefix differs", bf.exists("f", b"\x00\xff"), 0)
+        is_("exists on a missing filter", bf.exists("missing", "x"), 0)
+        is_("mexists", bf.mexists("f", "a", "c", "never-added"), [1, 1, 0])
+        is_("mexists on a missing filter", bf.mexists("missing", "x", "y"), [0, 0])
+
+    @case("insert")
+    def _():
+        is_("insert with capacity and error creates",
+            bf.insert("g", ["x", "y", "x"], capacity=500, error=0.001), [1, 1, 0])
+        info = bf.info("g")
+        is_("insert's capacity is the filter's", info.capacity, 500)
+        is_("insert noCreate into an existing filter", bf.insert("g", ["x", "z"], noCreate=True),
+            [0, 1])
+        raises("insert noCreate on a missing filter",
+               lambda: bf.insert("nope", ["x"], noCreate=True), ResponseError, "not found")
+        is_("insert expansion", bf.insert("h", ["x"], expansion=4), [1])
+        is_("insert expansion is the filter's", bf.info("h").expansionRate, 4)
+        is_("insert noScale", bf.insert("ns", ["x"], capacity=10, noScale=True), [1])
+        is_("insert noScale: expansionRate None", bf.info("ns").expansionRate, None)
+        raises("insert bad capacity", lambda: bf.insert("bad", ["a"], capacity=0),
+               ResponseError, "Bad capacity")
+        raises("insert bad error", lambda: bf.insert("bad", ["a"], error=1.5),
+               ResponseError, "Bad error rate")
+
+    @case("info/card")
+    def _():
+        info = bf.info("f")
+        is_("info.capacity", info.capacity, 1000)
+        is_("info.size is a positive integer", isinstance(info.size, int) and info.size > 0, True)
+        is_("info.filterNum", info.filterNum, 1)
+        is_("info.insertedNum", info.insertedNum, 4)
+        is_("info.expansionRate", info.expansionRate, 2)
+        t = Text(port)
+        storage = [ln for ln in t.cmd("info f").splitlines() if ln.startswith("storage ")]
+        t.close()
+        is_("info.size equals the text protocol's storage", storage, [f"storage {info.size}"])
+        # r.bf() set BF.INFO's reply callback on r; a plain client reads the one-field form.
+        plain = redis.Redis(host="127.0.0.1", port=port, socket_timeout=30)
+        is_("BF.INFO f ITEMS", plain.execute_command("BF.INFO", "f", "ITEMS"), [4])
+        plain.close()
+        # redis-py 4.3.4's r.bf() has no card(); the command goes through execute_command.
+        is_("BF.CARD", r.execute_command("BF.CARD", "f"), 4)
+        is_("BF.CARD on a missing filter", r.execute_command("BF.CARD", "missing"), 0)
+        raises("info on a missing filter", lambda: bf.info("missing"), ResponseError, "not found")
+
+    @case("errors")
+    def _():
+        raises("create: error rate out of range", lambda: bf.create("e", 1.5, 100),
+               ResponseError, "error rate must be in the range (0.000000, 1.000000)")
+        raises("create: bad error rate", lambda: bf.create("e", "abc", 100),
+               ResponseError, "bad error rate")
+        raises("create: bad capacity", lambda: bf.create("e", 0.01, "lots"),
+               ResponseError, "bad capacity")
+        raises("create: capacity out of range", lambda: bf.create("e", 0.01, 0),
+               ResponseError, "capacity must be in the range [1, 1073741824]")
+        raises("BF.ADD wrong arity", lambda: r.execute_command("BF.ADD", "f"),
+               ResponseError, "wrong number of arguments for 'bf.add' command")
+        is_("create noScale", bf.create("n", 0.01, 2, noScale=True), True)
+        res = bf.madd("n", "a", "b", "c", "d")
+        is_("madd into a full non-scaling filter: two results and an error",
+            [type(x).__name__ for x in res], ["int", "int", "ResponseError"])
+        is_("the error element's message", str(res[2]), "non scaling filter is full")
+        raises("add into a full non-scaling filter", lambda: bf.add("n", "e"),
+               ResponseError, "non scaling filter is full")
+
+    @case("keyspace")
+    def _():
+        is_("TYPE", r.type("f"), b"MBbloom--")
+        is_("EXISTS", r.exists("f", "g", "missing"), 2)
+        is_("DEL", r.delete("h"), 1)
+        is_("KEYS", sorted(r.keys("*")), [b"f", b"g", b"n", b"ns"])
+
+    @case("scandump/loadchunk")
+    def _():
+        # A scaling filter with several layers, and a large one that needs several chunks.
+        p = r.pipeline(transaction=False)
+        p.bf().create("layers", 0.01, 1000)
+        for i in range(5000):
+            p.bf().add("layers", f"k{i}")
+        p.execute()
+        is_("the scaling filter grew", bf.info("layers").filterNum > 1, True)
+        bf.create("big", 0.001, 1500000)
+        bf.madd("big", *[f"b{i}" for i in range(2000)])
+
+        for name in ("layers", "big"):
+            chunks = []
+            it = 0
+            while True:
+                it, data = bf.scandump(name, it)
+                if it == 0:
+                    break
+                chunks.append((it, data))
+            if name == "big":
+                is_("the big dump has several chunks", len(chunks) > 2, True)
+            for it, data in chunks:
+                bf.loadchunk(name + "-copy", it, data)
+            a, b = bf.info(name), bf.info(name + "-copy")
+            is_(f"{name}: the copy's info is the same",
+                (b.capacity, b.size, b.filterNum, b.insertedNum, b.expansionRate),
+                (a.capacity, a.size, a.filterNum, a.insertedNum, a.expansionRate))
+            prefix, added = ("k", 5000) if name == "layers" else ("b", 2000)
+            keys = [f"{prefix}{i}" for i in range(0, 10000, 7)]
+            is_(f"{name}: the copy answers as the original for present and absent keys",
+                bf.mexists(name + "-copy", *keys), bf.mexists(name, *keys))
+            present = [f"{prefix}{i}" for i in range(added)]
+            is_(f"{name}: the copy holds every added key",
+                all(bf.mexists(name + "-copy", *present)), True)
+        raises("loadchunk of a bad header", lambda: bf.loadchunk("bad", 1, b"not a header"),
+               ResponseError, "received bad data")
+
+    @case("pipeline")
+    def _():
+        bf.create("p", 0.001, 100000)
+        p = r.pipeline(transaction=False)
+        for i in range(1000):
+            p.bf().add("p", f"pipe{i}")
+        res = p.execute()
+        is_("a pipeline of 1000 BF.ADD answers 1000 replies", len(res), 1000)
+        is_("every pipelined add was new", sum(res), 1000)
+        is_("BF.CARD after the pipeline", r.execute_command("BF.CARD", "p"), 1000)
+        is_("mexists of the 1000 keys", bf.mexists("p", *[f"pipe{i}" for i in range(1000)]),
+            [1] * 1000)
+
+    @case("text <-> RESP")
+    def _():
+        t = Text(port)
+        is_("text create", t.cmd("create x capacity=1000 prob=0.01"), "Done\n")
+        is_("text set", t.cmd("set x from-text"), "Yes\n")
+        is_("set over text, exists over redis-py", bf.exists("x", "from-text"), 1)
+        is_("add over redis-py", bf.add("x", "from-resp"), 1)
+        is_("add over redis-py, check over text", t.cmd("check x from-resp"), "Yes\n")
+        is_("madd over redis-py, multi over text",
+            (bf.madd("x", "m1", "m2"), t.cmd("multi x m1 m2 m3")), ([1, 1], "Yes Yes No\n"))
+        is_("a key with spaces: add over redis-py, check over text",
+            (bf.add("x", "two words"), t.cmd("check x two words")), (1, "Yes\n"))
+        is_("bulk over text, mexists over redis-py",
+            (t.cmd("bulk x t1 t2"), bf.mexists("x", "t1", "t2", "t3")), ("Yes Yes\n", [1, 1, 0]))
+        is_("insertedNum counts both protocols' adds", bf.info("x").insertedNum, 7)
+        t.close()
+
+
+def main():
+    d = Daemon()
+    try:
+        d.start()
+        try:
+            run(d.port)
+        except Exception:  # noqa: BLE001
+            not_ok("cases ran to the end", traceback.format_exc())
+        status = d.stop()
+        if status == 0:
+            ok("blossomd exits 0 on SIGTERM")
+        else:
+            not_ok("blossomd exits 0 on SIGTERM",
+                   f"status {status} (None: killed after 30 s)\n{d.log()}")
+        print(f"1..{N}", flush=True)
+        if FAILED:
+            print("# daemon log:")
+            for line in d.log().splitlines():
+                print(f"#   {line}")
+    finally:
+        d.cleanup()
+    sys.exit(1 if FAILED else 0)
+
+
+if __name__ == "__main__":
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    main()
