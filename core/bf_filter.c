@@ -159,6 +159,10 @@ static inline struct bf_hash hash_and_prefetch(const struct bf_filter *f, const 
 #define check_batch_avx2(f, n, k, l, o) check_batch_scalar(f, n, k, l, o)
 #endif
 
+/*
+ * A test and a tail jump: check_key returns int and is kept out of line, so neither variant's
+ * register saves land here.
+ */
 int bf_filter_check(struct bf_filter *f, const void *key, size_t len)
 {
 	return USE_AVX2() ? check_key_avx2(f, key, len) : check_key_scalar(f, key, len);

@@ -42,6 +42,24 @@ START_TEST(scalar_and_avx2_set_identical_bits)
 }
 END_TEST
 
+START_TEST(hash_is_xxh3_128_with_seed)
+{
+	/* bf_hash_key takes a shortcut into xxhash for short keys; it must equal the real thing. */
+	unsigned char key[300];
+	for (size_t i = 0; i < sizeof(key); i++)
+		key[i] = (unsigned char)(i * 131 + 7);
+	unsigned differ = 0;
+	for (uint64_t seed = 0; seed < 50; seed++) {
+		for (size_t len = 0; len <= sizeof(key); len++) {
+			XXH128_hash_t want = XXH3_128bits_withSeed(key, len, seed * 0x9e3779b97f4a7c15u);
+			struct bf_hash got = bf_hash_key(key, len, seed * 0x9e3779b97f4a7c15u);
+			differ += got.lo != want.low64 || got.hi != want.high64;
+		}
+	}
+	ck_assert_uint_eq(differ, 0);
+}
+END_TEST
+
 START_TEST(add_reports_change_and_sets_k_bits)
 {
 	struct bf_layer l;
@@ -171,6 +189,7 @@ static Suite *layer_suite(void)
 	TCase *tc = tcase_create("layer");
 	tcase_set_timeout(tc, 120);
 	tcase_add_test(tc, scalar_and_avx2_set_identical_bits);
+	tcase_add_test(tc, hash_is_xxh3_128_with_seed);
 	tcase_add_test(tc, add_reports_change_and_sets_k_bits);
 	tcase_add_test(tc, large_layer_is_mapped_and_zero);
 	tcase_add_test(tc, init_errors_leave_layer_untouched);
