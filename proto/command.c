@@ -83,6 +83,7 @@ struct bf_params cmd_default_params(const struct cmd_ctx *c)
 enum cmd_status cmd_create(struct cmd_ctx *c, const char *name, size_t len,
 			   const struct bf_params *p, struct bf_filter **out)
 {
+	c->ops[CMD_OP_CREATE]++;
 	if (!bf_name_valid(name, len))
 		return CMD_BAD_NAME;
 	uint64_t seed = c->hooks.seed ? c->hooks.seed(c->hooks.arg) : 0;
@@ -99,6 +100,7 @@ enum cmd_status cmd_create(struct cmd_ctx *c, const char *name, size_t len,
 
 enum cmd_status cmd_drop(struct cmd_ctx *c, const char *name, size_t len, bool remove_file)
 {
+	c->ops[CMD_OP_DROP]++;
 	struct bf_filter *f = bf_registry_get(c->reg, name, len);
 	if (!f)
 		return CMD_NOT_FOUND;
@@ -119,6 +121,8 @@ enum cmd_status cmd_add(struct cmd_ctx *c, struct bf_filter *f, size_t n, const 
 			const size_t *lens, int *out, size_t *done)
 {
 	*done = 0;
+	c->ops[CMD_OP_ADD]++;
+	c->keys[CMD_OP_ADD] += n;
 	if (!keys_fit(c, n, lens))
 		return CMD_KEY_TOO_LONG;
 	if (n == 0)
@@ -136,6 +140,8 @@ enum cmd_status cmd_add(struct cmd_ctx *c, struct bf_filter *f, size_t n, const 
 enum cmd_status cmd_check(struct cmd_ctx *c, struct bf_filter *f, size_t n,
 			  const void *const *keys, const size_t *lens, int *out)
 {
+	c->ops[CMD_OP_CHECK]++;
+	c->keys[CMD_OP_CHECK] += n;
 	if (!keys_fit(c, n, lens))
 		return CMD_KEY_TOO_LONG;
 	if (n == 1)
@@ -148,6 +154,8 @@ enum cmd_status cmd_check(struct cmd_ctx *c, struct bf_filter *f, size_t n,
 enum cmd_status cmd_delete(struct cmd_ctx *c, struct bf_filter *f, size_t n,
 			   const void *const *keys, const size_t *lens, int *out)
 {
+	c->ops[CMD_OP_DELETE]++;
+	c->keys[CMD_OP_DELETE] += n;
 	if (f->params.type != BF_TYPE_COUNTING)
 		return CMD_NOT_COUNTING;
 	if (!keys_fit(c, n, lens))
@@ -159,6 +167,7 @@ enum cmd_status cmd_delete(struct cmd_ctx *c, struct bf_filter *f, size_t n,
 
 enum cmd_status cmd_flush(struct cmd_ctx *c, struct bf_filter *f)
 {
+	c->ops[CMD_OP_FLUSH]++;
 	if (!c->hooks.flush)
 		return CMD_OK;
 	return c->hooks.flush(c->hooks.arg, f) == 0 ? CMD_OK : CMD_INTERNAL;

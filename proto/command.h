@@ -30,6 +30,17 @@ enum cmd_status {
 	CMD_INTERNAL,      /* anything else */
 };
 
+/* The command-layer operations, counted in cmd_ctx.ops / .keys for /metrics. */
+enum cmd_op {
+	CMD_OP_CREATE = 0,
+	CMD_OP_DROP, /* drop and clear */
+	CMD_OP_ADD,
+	CMD_OP_CHECK,
+	CMD_OP_DELETE,
+	CMD_OP_FLUSH,
+	CMD_OP_COUNT,
+};
+
 /* Hooks the server provides; any may be NULL. */
 struct cmd_hooks {
 	void *arg;
@@ -54,6 +65,9 @@ struct cmd_ctx {
 	struct cmd_hooks hooks;
 	/* Server-wide counters the front ends update. */
 	uint64_t commands, errors;
+	/* Calls of each cmd_* operation below, and the keys they were given (add, check,
+	 * delete), whichever front end made them. */
+	uint64_t ops[CMD_OP_COUNT], keys[CMD_OP_COUNT];
 	uint64_t started_unix; /* for uptime in INFO */
 	uint64_t last_save_unix;
 	const char *version;

@@ -21,7 +21,10 @@
 #include <unistd.h>
 #include <uv.h>
 
+#include "http.h"
 #include "log.h"
+#include "notify.h"
+#include "snapshot.h"
 #include "proto/buf.h"
 #include "proto/command.h"
 #include "proto/resp.h"
@@ -103,12 +106,16 @@ struct srv {
 	struct bf_registry *reg;
 	struct cmd_ctx ctx;
 	struct proto_limits lim;
+	struct srv_snap *snap; /* persistence: snapshot.c */
+	/* HTTP front end: http.c; NULL when http_port is 0. */
+	struct http_server *http;
 
 	uv_tcp_t *listeners;
 	size_t nlisteners;
 	uv_signal_t sig_term, sig_int, sig_hup;
 	uv_timer_t sweep;
-	bool handles_ready; /* signals and timer initialised */
+	struct srv_notify notify; /* sd_notify watchdog timer */
+	bool handles_ready;	  /* signals and timer initialised */
 
 	struct srv_conn *conns; /* list head */
 	size_t nconns;
@@ -122,6 +129,7 @@ struct srv {
 	uint64_t warned_full_at, warned_accept_at;
 	bool warned_full, warned_accept;
 	bool stopping;
+	uint64_t conns_rejected, bytes_in, bytes_out; /* text/RESP port, for /metrics */
 
 	char *rbuf; /* shared read buffer, SRV_READ_SIZE bytes */
 };
@@ -340,12 +348,84 @@ static uint64_t srv_seed(void *arg)
 	return v ^ (v >> 31);
 }
 
-/* Persistence is not wired in yet: there is nothing to make durable. */
+/* Persistence hooks: see snapshot.h. */
 static int srv_flush(void *arg, struct bf_filter *f)
 {
-	(void)arg;
-	(void)f;
-	return 0;
+	struct srv *s = arg;
+
+	return srv_snap_flush(s->snap, f);
+}
+
+static void srv_created(void *arg, struct bf_filter *f)
+{
+	struct srv *s = arg;
+
+	srv_snap_created(s->snap, f);
+}
+
+static void srv_dropping(void *arg, struct bf_filter *f, bool remove_file)
+{
+	struct srv *s = arg;
+
+	srv_snap_dropping(s->snap, f, remove_file);
+}
+
+/* HTTP front-end hooks: see http.h. */
+static const char *srv_http_not_ready(void *arg)
+{
+	struct srv *s = arg;
+	struct srv_snap_status st;
+
+	if (s->stopping)
+		return "shutting down";
+	srv_snap_get_status(s->snap, &st);
+	if (st.failing)
+		return "snapshot writes are failing; see the server log";
+	return NULL;
+}
+
+static void srv_http_stats(void *arg, struct metrics_server *out)
+{
+	struct srv *s = arg;
+	struct srv_snap_status st;
+
+	out->tcp = (struct metrics_conns){.open = s->nconns,
+					  .accepted = s->next_id,
+					  .rejected = s->conns_rejected,
+					  .bytes_in = s->bytes_in,
+					  .bytes_out = s->bytes_out};
+	srv_snap_get_status(s->snap, &st);
+	out->persist = (struct metrics_persist){.enabled = true,
+						.loaded = st.loaded,
+						.set_aside = st.set_aside,
+						.saves = st.saves,
+						.saved_bytes = st.saved_bytes,
+						.failures = st.failures,
+						.last_success_unix = st.last_success_unix,
+						.last_failure_unix = st.last_failure_unix,
+						.failing = st.failing,
+						.dirty = st.dirty,
+						.in_progress = st.in_progress};
+}
+
+static int srv_http_start(struct srv *s)
+{
+	struct http_server_options o = {.loop = &s->loop,
+					.cfg = &s->cfg,
+					.cmd = &s->ctx,
+					.version = s->ctx.version,
+					.arg = s,
+					.not_ready = srv_http_not_ready,
+					.server_stats = srv_http_stats};
+
+	return http_server_start(&o, &s->http);
+}
+
+/* Stop HTTP before the handles are closed: its poll handle must go before MHD's epoll fd. */
+static void srv_http_stop(struct srv *s)
+{
+	http_server_stop(s->http);
+	s->http = NULL;
 }
 
 /* ---------------------------------------------------------------------------------------- */
@@ -556,6 +636,7 @@ static void conn_flush(struct srv_conn *c)
 	}
 	b.base = c->out.data;
 	b.len = c->out.len;
+	c->srv->bytes_out += b.len;
 	n = uv_try_write(st, &b, 1);
 	if (n >= 0 && (size_t)n == c->out.len) {
 		c->last_active = srv_now(c->srv);
@@ -755,6 +836,7 @@ static void conn_on_read(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf)
 	}
 
 	c->last_active = srv_now(s);
+	s->bytes_in += (uint64_t)nread;
 	shared = buf->base == s->rbuf;
 	if (shared) {
 		data = s->rbuf;
@@ -893,6 +975,7 @@ static void srv_on_connection(uv_stream_t *server, int status)
 	}
 	if (s->stopping || s->nconns >= s->cfg.max_connections) {
 		/* The protocol is not known yet, so no error reply: just close. */
+		s->conns_rejected++;
 		if (srv_warn_due(s, &s->warned_full_at, &s->warned_full))
 			srv_log(SRV_LOG_WARNING,
 				"max_connections (%" PRIu32 ") reached; refusing new connections",
@@ -979,12 +1062,28 @@ static void srv_on_sweep(uv_timer_t *t)
 	}
 }
 
+/* READY=1 for the service manager, with what is served as its status line. */
+static void srv_notify_serving(const struct srv *s)
+{
+	size_t n = bf_registry_count(s->reg);
+
+	if (s->http)
+		srv_notify_ready("serving %zu filter%s on %s port %u, HTTP port %u", n,
+				 n == 1 ? "" : "s", s->cfg.bind, (unsigned)s->cfg.port,
+				 (unsigned)s->cfg.http_port);
+	else
+		srv_notify_ready("serving %zu filter%s on %s port %u", n, n == 1 ? "" : "s",
+				 s->cfg.bind, (unsigned)s->cfg.port);
+}
+
 static void srv_on_signal(uv_signal_t *h, int signum)
 {
 	struct srv *s = h->data;
 
 	if (signum == SIGHUP) {
+		srv_notify_reloading();
 		srv_reload(s);
+		srv_notify_serving(s);
 		return;
 	}
 	srv_log(SRV_LOG_NOTICE, "%s received; shutting down",
@@ -1012,7 +1111,11 @@ void srv_stop(struct srv *s)
 	if (s->stopping)
 		return;
 	s->stopping = true;
-	/* Snapshots on shutdown will be written here, before the loop winds down. */
+	srv_notify_stopping();
+	/* Dirty filters are written on the threadpool; their requests keep the loop running
+	 * after every handle below is closed. */
+	srv_snap_shutdown(s->snap);
+	srv_http_stop(s);
 	uv_walk(&s->loop, srv_walk_close, s);
 }
 
@@ -1099,6 +1202,7 @@ static int srv_listen_all(struct srv *s)
 /* Close every handle left and run the loop until their callbacks have run. */
 static void srv_drain_loop(struct srv *s)
 {
+	srv_http_stop(s);
 	uv_walk(&s->loop, srv_walk_close, s);
 	uv_run(&s->loop, UV_RUN_DEFAULT);
 }
@@ -1157,6 +1261,8 @@ int srv_new(const struct srv_options *opt, struct srv **out)
 	s->ctx.hooks.arg = s;
 	s->ctx.hooks.seed = srv_seed;
 	s->ctx.hooks.flush = srv_flush;
+	s->ctx.hooks.created = srv_created;
+	s->ctx.hooks.dropping = srv_dropping;
 	s->ctx.started_unix = (uint64_t)time(NULL);
 	s->ctx.version = opt->version;
 	srv_apply_limits(s);
@@ -1167,16 +1273,29 @@ int srv_new(const struct srv_options *opt, struct srv **out)
 		srv_log(SRV_LOG_ERR, "signals: %s", uv_strerror(rc));
 		goto fail_handles;
 	}
+	rc = srv_notify_init(&s->notify, &s->loop);
+	if (rc)
+		goto fail_handles;
+	srv_notify_status("loading snapshots from %s", s->cfg.data_dir);
+	/* Every snapshot is loaded before the first client can connect. */
+	rc = srv_snap_new(&s->loop, &s->cfg, &s->ctx, &s->snap);
+	if (rc)
+		goto fail_handles;
 	rc = srv_listen_all(s);
+	if (rc)
+		goto fail_handles;
+	rc = srv_http_start(s);
 	if (rc)
 		goto fail_handles;
 
 	srv_log(SRV_LOG_NOTICE, "blossomd %s ready (pid %ld)", opt->version, (long)getpid());
+	srv_notify_serving(s);
 	*out = s;
 	return 0;
 
 fail_handles:
 	srv_drain_loop(s);
+	srv_snap_free(s->snap);
 	free(s->listeners);
 	bf_registry_free(s->reg);
 fail_rbuf:
@@ -1219,6 +1338,7 @@ int srv_free(struct srv *s)
 		return rc;
 	}
 	free(s->listeners);
+	srv_snap_free(s->snap);
 	bf_registry_free(s->reg);
 	free(s->rbuf);
 	free(s);

@@ -1,8 +1,9 @@
 # shellcheck shell=bash
 # SPDX-License-Identifier: MIT
 #
-# Helpers for bench/serve-resp and bench/serve-text (sourced): a release build, servers on
-# free loopback ports stopped by PID at exit, and a process's CPU time from /proc/PID/stat.
+# Helpers for bench/serve-resp, bench/serve-text and bench/serve-http (sourced): a release
+# build, servers on free loopback ports stopped by PID at exit, and a process's CPU time from
+# /proc/PID/stat.
 
 set -euo pipefail
 
@@ -62,15 +63,25 @@ wait_port() {
 	die "nothing accepts on port $1"
 }
 
-# start_blossomd: sets BLOSSOMD_PORT and BLOSSOMD_PID (text + RESP, HTTP off).
+# start_blossomd: sets BLOSSOMD_PORT and BLOSSOMD_PID (text + RESP). HTTP is off unless
+# $BENCH_HTTP is 1, which also sets BLOSSOMD_HTTP_PORT. $BENCH_PIN (e.g. "taskset -c 0") is
+# put in front of the daemon.
 start_blossomd() {
+	local http=0 pin
+	read -r -a pin <<<"${BENCH_PIN:-}"
 	mkdir -p "$BENCH_TMP/blossomd"
 	BLOSSOMD_PORT=$(free_port)
-	"$BLOSSOMD_BIN" --port "$BLOSSOMD_PORT" --http-port 0 --data-dir "$BENCH_TMP/blossomd" \
-		--log-level warning </dev/null >"$BENCH_TMP/blossomd.log" 2>&1 &
+	if [[ ${BENCH_HTTP:-0} == 1 ]]; then
+		BLOSSOMD_HTTP_PORT=$(free_port)
+		http=$BLOSSOMD_HTTP_PORT
+	fi
+	"${pin[@]}" "$BLOSSOMD_BIN" --port "$BLOSSOMD_PORT" --http-port "$http" \
+		--data-dir "$BENCH_TMP/blossomd" --log-level warning </dev/null \
+		>"$BENCH_TMP/blossomd.log" 2>&1 &
 	BLOSSOMD_PID=$!
 	BENCH_PIDS+=("$BLOSSOMD_PID")
 	wait_port "$BLOSSOMD_PORT" "$BLOSSOMD_PID"
+	[[ $http == 0 ]] || wait_port "$http" "$BLOSSOMD_PID"
 }
 
 # start_redis: a plain redis-server without persistence; sets REDIS_PORT and REDIS_PID.

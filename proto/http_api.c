@@ -1,0 +1,1287 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The HTTP/JSON front end: routes, JSON in and out (cJSON), problem+json errors; see
+ * http_api.h for the contract. Every word a client sees (types, titles, details) is here.
+ *
+ * The hot answers ({"results":[...]}, {"present":...}, {"added":...}) are written straight
+ * into the response buffer: a fixed shape of booleans needs no escaping, and building a cJSON
+ * tree for it would cost two allocations per key. Everything that carries a string (filter
+ * names, problem details) is built with cJSON, which escapes it.
+ */
+#include "proto/http_api.h"
+
+#include <cjson/cJSON.h>
+#include <errno.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#define CT_JSON	   "application/json"
+#define CT_PROBLEM "application/problem+json"
+#define CT_METRICS "text/plain; version=0.0.4; charset=utf-8"
+
+/* Largest integer a JSON number (a double) holds exactly: the bound of "capacity". */
+#define JSON_INT_MAX 9007199254740992.0
+
+/* JSON values a body may hold beyond max_args keys (the object, its array, a few fields). */
+#define JSON_VALUES_SLACK 16
+
+/* Sent when not even a problem document can be built. */
+static const char oom_body[] = "{\"type\":\"insufficient_memory\",\"title\":\"Insufficient "
+			       "memory\",\"status\":507,\"detail\":\"out of memory\"}";
+
+/* ---------------------------------------------------------------------------------------- */
+/* Routes, statuses and problems */
+
+static const unsigned status_slots[HTTP_API_NSTATUS] = {
+    0, 200, 201, 204, 400, 401, 404, 405, 409, 413, 415, 500, 503, 507,
+};
+
+unsigned http_api_status_at(unsigned i)
+{
+	return i < HTTP_API_NSTATUS ? status_slots[i] : 0;
+}
+
+static unsigned status_slot(unsigned status)
+{
+	for (unsigned i = 1; i < HTTP_API_NSTATUS; i++)
+		if (status_slots[i] == status)
+			return i;
+	return 0;
+}
+
+static const struct {
+	const char *name;
+	const char *allow; /* methods the route takes, as the Allow header lists them */
+} routes[HTTP_ROUTE_COUNT] = {
+    [HTTP_ROUTE_NONE] = {"other", NULL},
+    [HTTP_ROUTE_HEALTHZ] = {"/healthz", "GET, HEAD"},
+    [HTTP_ROUTE_READYZ] = {"/readyz", "GET, HEAD"},
+    [HTTP_ROUTE_METRICS] = {"/metrics", "GET, HEAD"},
+    [HTTP_ROUTE_FILTERS] = {"/v1/filters", "GET, HEAD"},
+    [HTTP_ROUTE_FILTER] = {"/v1/filters/{name}", "GET, HEAD, PUT, DELETE"},
+    [HTTP_ROUTE_ADD] = {"/v1/filters/{name}/add", "POST"},
+    [HTTP_ROUTE_CHECK] = {"/v1/filters/{name}/check", "POST"},
+    [HTTP_ROUTE_DELETE] = {"/v1/filters/{name}/delete", "POST"},
+    [HTTP_ROUTE_KEY] = {"/v1/filters/{name}/keys/{key}", "GET, HEAD, PUT"},
+    [HTTP_ROUTE_SNAPSHOT] = {"/v1/filters/{name}/snapshot", "POST"},
+};
+
+const char *http_api_route_name(enum http_route r)
+{
+	return (unsigned)r < HTTP_ROUTE_COUNT ? routes[r].name : routes[HTTP_ROUTE_NONE].name;
+}
+
+enum problem {
+	P_BAD_REQUEST,
+	P_INVALID_NAME,
+	P_KEY_TOO_LONG,
+	P_UNAUTHORIZED,
+	P_NOT_FOUND,
+	P_FILTER_NOT_FOUND,
+	P_METHOD_NOT_ALLOWED,
+	P_FILTER_EXISTS,
+	P_FILTER_FULL,
+	P_NOT_COUNTING,
+	P_TOO_LARGE,
+	P_MEDIA_TYPE,
+	P_INTERNAL,
+	P_NOT_READY,
+	P_NO_MEMORY,
+};
+
+static const struct {
+	unsigned status;
+	const char *type;
+	const char *title;
+} problems[] = {
+    [P_BAD_REQUEST] = {400, "bad_request", "Bad request"},
+    [P_INVALID_NAME] = {400, "invalid_filter_name", "Invalid filter name"},
+    [P_KEY_TOO_LONG] = {400, "key_too_long", "Key too long"},
+    [P_UNAUTHORIZED] = {401, "unauthorized", "Unauthorized"},
+    [P_NOT_FOUND] = {404, "not_found", "Not found"},
+    [P_FILTER_NOT_FOUND] = {404, "filter_not_found", "Filter not found"},
+    [P_METHOD_NOT_ALLOWED] = {405, "method_not_allowed", "Method not allowed"},
+    [P_FILTER_EXISTS] = {409, "filter_exists", "Filter exists"},
+    [P_FILTER_FULL] = {409, "filter_full", "Filter is full"},
+    [P_NOT_COUNTING] = {409, "not_counting", "Not a counting filter"},
+    [P_TOO_LARGE] = {413, "payload_too_large", "Payload too large"},
+    [P_MEDIA_TYPE] = {415, "unsupported_media_type", "Unsupported media type"},
+    [P_INTERNAL] = {500, "internal_error", "Internal error"},
+    [P_NOT_READY] = {503, "not_ready", "Not ready"},
+    [P_NO_MEMORY] = {507, "insufficient_memory", "Insufficient memory"},
+};
+
+/* ---------------------------------------------------------------------------------------- */
+/* cJSON allocation, so that "out of memory" is not reported as "malformed JSON" */
+
+static bool json_alloc_failed;
+
+static void *json_malloc(size_t n)
+{
+	void *p = malloc(n);
+
+	if (!p)
+		json_alloc_failed = true;
+	return p;
+}
+
+static void json_free(void *p)
+{
+	free(p);
+}
+
+/* ---------------------------------------------------------------------------------------- */
+/* Setup */
+
+void http_api_init(struct http_api *api, struct cmd_ctx *cmd, const struct http_api_hooks *hooks)
+{
+	static cJSON_Hooks jh = {json_malloc, json_free};
+
+	memset(api, 0, sizeof(*api));
+	api->cmd = cmd;
+	if (hooks)
+		api->hooks = *hooks;
+	cmd_session_init(&api->sess, 0);
+	proto_buf_init(&api->path);
+	cJSON_InitHooks(&jh);
+}
+
+void http_api_free(struct http_api *api)
+{
+	cmd_session_free(&api->sess);
+	proto_buf_free(&api->path);
+}
+
+void http_api_response_init(struct http_api_response *r)
+{
+	memset(r, 0, sizeof(*r));
+	proto_buf_init(&r->body);
+}
+
+void http_api_response_free(struct http_api_response *r)
+{
+	proto_buf_free(&r->body);
+	r->data = NULL;
+	r->len = 0;
+}
+
+/* ---------------------------------------------------------------------------------------- */
+/* Small codecs */
+
+bool http_api_utf8_valid(const void *p, size_t n)
+{
+	const unsigned char *s = p, *end = s + n;
+
+	while (s < end) {
+		unsigned c = *s, need;
+		uint32_t cp, min;
+
+		if (c < 0x80) {
+			s++;
+			continue;
+		}
+		if (c >= 0xc2 && c <= 0xdf) {
+			need = 1;
+			cp = c & 0x1f;
+			min = 0x80;
+		} else if (c >= 0xe0 && c <= 0xef) {
+			need = 2;
+			cp = c & 0x0f;
+			min = 0x800;
+		} else if (c >= 0xf0 && c <= 0xf4) {
+			need = 3;
+			cp = c & 0x07;
+			min = 0x10000;
+		} else {
+			return false;
+		}
+		if ((size_t)(end - s) <= need)
+			return false;
+		for (unsigned i = 1; i <= need; i++) {
+			if ((s[i] & 0xc0) != 0x80)
+				return false;
+			cp = (cp << 6) | (s[i] & 0x3f);
+		}
+		if (cp < min || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff))
+			return false;
+		s += need + 1;
+	}
+	return true;
+}
+
+static int b64_value(unsigned char c)
+{
+	if (c >= 'A' && c <= 'Z')
+		return c - 'A';
+	if (c >= 'a' && c <= 'z')
+		return c - 'a' + 26;
+	if (c >= '0' && c <= '9')
+		return c - '0' + 52;
+	if (c == '+')
+		return 62;
+	if (c == '/')
+		return 63;
+	return -1;
+}
+
+long http_api_base64_decode(const char *in, size_t n, unsigned char *out)
+{
+	uint32_t acc = 0;
+	size_t bits = 0, o = 0, pad = 0;
+
+	/* Up to two '=' at the very end, and only to complete a group of four. */
+	while (pad < 2 && n > 0 && in[n - 1] == '=') {
+		n--;
+		pad++;
+	}
+	if (pad && (n + pad) % 4)
+		return -EINVAL;
+	if (n % 4 == 1)
+		return -EINVAL;
+	for (size_t i = 0; i < n; i++) {
+		int v = b64_value((unsigned char)in[i]);
+
+		if (v < 0)
+			return -EINVAL;
+		acc = (acc << 6) | (uint32_t)v;
+		bits += 6;
+		if (bits >= 8) {
+			bits -= 8;
+			out[o++] = (unsigned char)(acc >> bits);
+		}
+	}
+	/* The bits left over must be zero, so that every key has one encoding. */
+	if (acc & ((1u << bits) - 1))
+		return -EINVAL;
+	return (long)o;
+}
+
+void http_api_base64_encode(struct proto_buf *out, const void *p, size_t n)
+{
+	static const char abc[] =
+	    "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+	const unsigned char *s = p;
+	size_t i;
+
+	if (proto_buf_reserve(out, (n + 2) / 3 * 4))
+		return;
+	for (i = 0; i + 3 <= n; i += 3) {
+		uint32_t v = (uint32_t)s[i] << 16 | (uint32_t)s[i + 1] << 8 | s[i + 2];
+		char q[4] = {abc[v >> 18], abc[(v >> 12) & 63], abc[(v >> 6) & 63], abc[v & 63]};
+
+		proto_buf_append(out, q, 4);
+	}
+	if (i < n) {
+		uint32_t v = (uint32_t)s[i] << 16 | (i + 1 < n ? (uint32_t)s[i + 1] << 8 : 0);
+		char q[4] = {abc[v >> 18], abc[(v >> 12) & 63],
+			     i + 1 < n ? abc[(v >> 6) & 63] : '=', '='};
+
+		proto_buf_append(out, q, 4);
+	}
+}
+
+static int hex_value(unsigned char c)
+{
+	if (c >= '0' && c <= '9')
+		return c - '0';
+	c |= 0x20;
+	if (c >= 'a' && c <= 'f')
+		return c - 'a' + 10;
+	return -1;
+}
+
+/* Percent-decode p[0..n) into out (room for n bytes). Returns the length, or -EINVAL for a
+ * '%' not followed by two hex digits. */
+static long pct_decode(const char *p, size_t n, char *out)
+{
+	size_t o = 0;
+
+	for (size_t i = 0; i < n; i++) {
+		if (p[i] != '%') {
+			out[o++] = p[i];
+			continue;
+		}
+		int hi = i + 2 < n ? hex_value((unsigned char)p[i + 1]) : -1;
+		int lo = i + 2 < n ? hex_value((unsigned char)p[i + 2]) : -1;
+
+		if (hi < 0 || lo < 0)
+			return -EINVAL;
+		out[o++] = (char)(hi << 4 | lo);
+		i += 2;
+	}
+	return (long)o;
+}
+
+/* ---------------------------------------------------------------------------------------- */
+/* Building responses */
+
+/* Start a response: no headers, empty body. */
+static void resp_reset(struct http_api_response *r)
+{
+	if (r->body.failed)
+		proto_buf_free(&r->body);
+	proto_buf_reset(&r->body);
+	r->status = 200;
+	r->content_type = NULL;
+	r->allow = NULL;
+	r->www_authenticate = NULL;
+	r->close = false;
+	r->location[0] = '\0';
+	r->data = NULL;
+	r->len = 0;
+}
+
+static void resp_oom(struct http_api_response *r)
+{
+	r->status = 507;
+	r->content_type = CT_PROBLEM;
+	r->location[0] = '\0';
+	r->data = oom_body;
+	r->len = sizeof(oom_body) - 1;
+}
+
+/* Print j (deleting it) as the body. False (and a 507) when memory ran out. */
+static bool resp_json(struct http_api_response *r, cJSON *j)
+{
+	char *text = j ? cJSON_PrintUnformatted(j) : NULL;
+
+	cJSON_Delete(j);
+	if (!text) {
+		resp_oom(r);
+		return false;
+	}
+	proto_buf_append_str(&r->body, text);
+	cJSON_free(text);
+	return true;
+}
+
+/* A problem document; results (may be NULL) are the answers of the first n keys. */
+static void problem_results(struct http_api_response *r, enum problem p, const int *results,
+			    size_t n, const char *fmt, va_list ap)
+{
+	char detail[256];
+	cJSON *j = cJSON_CreateObject(), *arr;
+	bool ok = j != NULL;
+
+	vsnprintf(detail, sizeof(detail), fmt, ap);
+	proto_buf_reset(&r->body);
+	r->status = problems[p].status;
+	r->content_type = CT_PROBLEM;
+	ok = ok && cJSON_AddStringToObject(j, "type", problems[p].type);
+	ok = ok && cJSON_AddStringToObject(j, "title", problems[p].title);
+	ok = ok && cJSON_AddNumberToObject(j, "status", problems[p].status);
+	ok = ok && cJSON_AddStringToObject(j, "detail", detail);
+	if (ok && results) {
+		ok = (arr = cJSON_AddArrayToObject(j, "results")) != NULL;
+		for (size_t i = 0; ok && i < n; i++) {
+			cJSON *b = cJSON_CreateBool(results[i] > 0);
+
+			ok = b && cJSON_AddItemToArray(arr, b);
+			if (!ok)
+				cJSON_Delete(b);
+		}
+	}
+	if (!ok) {
+		cJSON_Delete(j);
+		resp_oom(r);
+		return;
+	}
+	resp_json(r, j);
+}
+
+static void problem(struct http_api_response *r, enum problem p, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static void problem_partial(struct http_api_response *r, enum problem p, const int *results,
+			    size_t n, const char *fmt, ...) __attribute__((format(printf, 5, 6)));
+
+static void problem(struct http_api_response *r, enum problem p, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	problem_results(r, p, NULL, 0, fmt, ap);
+	va_end(ap);
+}
+
+static void problem_partial(struct http_api_response *r, enum problem p, const int *results,
+			    size_t n, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	problem_results(r, p, results, n, fmt, ap);
+	va_end(ap);
+}
+
+/* The problem for a failed command-layer call. */
+static void problem_status(struct http_api *api, struct http_api_response *r, enum cmd_status st,
+			   const int *results, size_t done)
+{
+	switch (st) {
+	case CMD_NOT_FOUND:
+		problem(r, P_FILTER_NOT_FOUND, "no filter of that name");
+		break;
+	case CMD_EXISTS:
+		problem(r, P_FILTER_EXISTS, "a filter of that name exists");
+		break;
+	case CMD_BAD_NAME:
+		problem(r, P_INVALID_NAME,
+			"a filter name is 1 to %d bytes of printable characters, no spaces",
+			BF_NAME_MAX);
+		break;
+	case CMD_BAD_ARGS:
+		problem(r, P_BAD_REQUEST, "bad filter parameters");
+		break;
+	case CMD_KEY_TOO_LONG:
+		problem(r, P_KEY_TOO_LONG, "a key is longer than max_key_bytes (%zu)",
+			api->cmd->max_key_bytes);
+		break;
+	case CMD_FULL:
+		problem_partial(r, P_FILTER_FULL, results, done,
+				"the filter is full (non-scaling, or %d layers); keys answered "
+				"before it: %zu",
+				BF_MAX_LAYERS, done);
+		break;
+	case CMD_NO_MEMORY:
+		if (results)
+			problem_partial(r, P_NO_MEMORY, results, done,
+					"growing the filter would pass max_memory; keys answered "
+					"before it: %zu",
+					done);
+		else
+			problem(r, P_NO_MEMORY, "the filter would pass max_memory");
+		break;
+	case CMD_NOT_COUNTING:
+		problem(r, P_NOT_COUNTING, "delete needs a counting filter");
+		break;
+	default:
+		problem(r, P_INTERNAL, "internal error; see the server log");
+		break;
+	}
+}
+
+/* {"<field>":[true,false,...]} or {"<field>":bool} for one answer (array false). */
+static void emit_bools(struct http_api_response *r, const char *field, const int *res, size_t n,
+		       bool array)
+{
+	struct proto_buf *b = &r->body;
+
+	r->content_type = CT_JSON;
+	proto_buf_reserve(b, strlen(field) + 8 + 6 * n);
+	proto_buf_append_str(b, "{\"");
+	proto_buf_append_str(b, field);
+	proto_buf_append_str(b, array ? "\":[" : "\":");
+	for (size_t i = 0; i < n; i++) {
+		if (i)
+			proto_buf_append_char(b, ',');
+		if (res[i] > 0)
+			proto_buf_append(b, "true", 4);
+		else
+			proto_buf_append(b, "false", 5);
+	}
+	proto_buf_append_str(b, array ? "]}" : "}");
+}
+
+/* A filter's name as a JSON string: itself when it is UTF-8, else U+FFFD for each bad byte
+ * (the exact bytes then go in "name_b64"). */
+static bool add_name(cJSON *j, const struct bf_filter *f)
+{
+	char fixed[BF_NAME_MAX * 3 + 1];
+	size_t o = 0;
+
+	if (http_api_utf8_valid(f->name, f->name_len))
+		return cJSON_AddStringToObject(j, "name", f->name) != NULL;
+	for (size_t i = 0; i < f->name_len;) {
+		size_t run = 1;
+
+		/* The longest valid sequence starting here (1 to 4 bytes), else one bad byte. */
+		for (size_t k = 4; k >= 1; k--) {
+			if (i + k <= f->name_len && http_api_utf8_valid(f->name + i, k)) {
+				run = k;
+				break;
+			}
+		}
+		if (run == 1 && (unsigned char)f->name[i] >= 0x80) {
+			memcpy(fixed + o, "\xef\xbf\xbd", 3);
+			o += 3;
+		} else {
+			memcpy(fixed + o, f->name + i, run);
+			o += run;
+		}
+		i += run;
+	}
+	fixed[o] = '\0';
+
+	struct proto_buf b64;
+	bool ok;
+
+	proto_buf_init(&b64);
+	http_api_base64_encode(&b64, f->name, f->name_len);
+	proto_buf_append_char(&b64, '\0');
+	ok = !b64.failed && cJSON_AddStringToObject(j, "name", fixed) &&
+	     cJSON_AddStringToObject(j, "name_b64", b64.data);
+	proto_buf_free(&b64);
+	return ok;
+}
+
+/* The FILTER object of a filter (detail: DETAIL, with parameters and stats). NULL on OOM. */
+static cJSON *filter_json(const struct bf_filter *f, bool detail)
+{
+	cJSON *j = cJSON_CreateObject(), *st;
+	bool ok = j && add_name(j, f);
+	double fpr;
+
+	ok = ok && cJSON_AddStringToObject(
+		       j, "type", f->params.type == BF_TYPE_COUNTING ? "counting" : "bloom");
+	ok = ok && cJSON_AddNumberToObject(j, "capacity", (double)bf_filter_capacity(f));
+	ok = ok && cJSON_AddNumberToObject(j, "error_rate", f->params.error_rate);
+	ok = ok && cJSON_AddNumberToObject(j, "items", (double)f->items);
+	ok = ok && cJSON_AddNumberToObject(j, "bytes", (double)f->bytes);
+	ok = ok && cJSON_AddNumberToObject(j, "layers", f->nlayers);
+	if (ok && detail) {
+		const struct bf_stats *s = &f->stats;
+
+		fpr = bf_filter_fpr(f);
+		ok = cJSON_AddNumberToObject(j, "initial_capacity", (double)f->params.capacity) &&
+		     cJSON_AddNumberToObject(j, "expansion", f->params.expansion) &&
+		     cJSON_AddBoolToObject(j, "persist", f->params.persist) &&
+		     /* -0.0 for an empty filter would print as "-0" */
+		     cJSON_AddNumberToObject(j, "fpr_estimate", fpr > 0 ? fpr : 0) &&
+		     (st = cJSON_AddObjectToObject(j, "stats")) &&
+		     cJSON_AddNumberToObject(st, "checks", (double)s->checks) &&
+		     cJSON_AddNumberToObject(st, "check_hits", (double)s->check_hits) &&
+		     cJSON_AddNumberToObject(st, "check_misses", (double)s->check_misses) &&
+		     cJSON_AddNumberToObject(st, "sets", (double)s->sets) &&
+		     cJSON_AddNumberToObject(st, "set_hits", (double)s->set_hits) &&
+		     cJSON_AddNumberToObject(st, "set_misses", (double)s->set_misses) &&
+		     cJSON_AddNumberToObject(st, "deletes", (double)s->deletes) &&
+		     cJSON_AddNumberToObject(st, "delete_hits", (double)s->delete_hits) &&
+		     cJSON_AddNumberToObject(st, "delete_misses", (double)s->delete_misses);
+	}
+	if (!ok) {
+		cJSON_Delete(j);
+		return NULL;
+	}
+	return j;
+}
+
+/* "/v1/filters/" + the name with every byte outside [A-Za-z0-9._~-] percent-encoded. */
+static void set_location(struct http_api_response *r, const struct bf_filter *f)
+{
+	static const char hex[] = "0123456789ABCDEF";
+	size_t o = strlen(strcpy(r->location, "/v1/filters/"));
+
+	for (size_t i = 0; i < f->name_len; i++) {
+		unsigned char c = (unsigned char)f->name[i];
+
+		if ((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||
+		    c == '.' || c == '_' || c == '~' || c == '-') {
+			r->location[o++] = (char)c;
+		} else {
+			r->location[o++] = '%';
+			r->location[o++] = hex[c >> 4];
+			r->location[o++] = hex[c & 15];
+		}
+	}
+	r->location[o] = '\0';
+}
+
+/* ---------------------------------------------------------------------------------------- */
+/* Request parsing */
+
+struct span {
+	const char *p;
+	size_t n;
+};
+
+static bool span_is(struct span s, const char *lit)
+{
+	size_t n = strlen(lit);
+
+	return s.n == n && memcmp(s.p, lit, n) == 0;
+}
+
+/* The route of a raw path, with its raw {name} and {key} segments. */
+static enum http_route route_match(struct span path, struct span *name, struct span *key)
+{
+	static const char v1[] = "/v1/filters";
+	const size_t v1n = sizeof(v1) - 1;
+	const char *slash;
+	struct span rest;
+
+	if (span_is(path, "/healthz"))
+		return HTTP_ROUTE_HEALTHZ;
+	if (span_is(path, "/readyz"))
+		return HTTP_ROUTE_READYZ;
+	if (span_is(path, "/metrics"))
+		return HTTP_ROUTE_METRICS;
+	if (path.n < v1n || memcmp(path.p, v1, v1n) != 0)
+		return HTTP_ROUTE_NONE;
+	if (path.n == v1n)
+		return HTTP_ROUTE_FILTERS;
+	if (path.p[v1n] != '/')
+		return HTTP_ROUTE_NONE;
+	name->p = path.p + v1n + 1;
+	name->n = path.n - v1n - 1;
+	slash = memchr(name->p, '/', name->n);
+	if (!slash)
+		return HTTP_ROUTE_FILTER;
+	rest.p = slash + 1;
+	rest.n = name->n - (size_t)(rest.p - name->p);
+	name->n = (size_t)(slash - name->p);
+	if (span_is(rest, "add"))
+		return HTTP_ROUTE_ADD;
+	if (span_is(rest, "check"))
+		return HTTP_ROUTE_CHECK;
+	if (span_is(rest, "delete"))
+		return HTTP_ROUTE_DELETE;
+	if (span_is(rest, "snapshot"))
+		return HTTP_ROUTE_SNAPSHOT;
+	if (rest.n >= 5 && memcmp(rest.p, "keys/", 5) == 0 &&
+	    !memchr(rest.p + 5, '/', rest.n - 5)) {
+		key->p = rest.p + 5;
+		key->n = rest.n - 5;
+		return HTTP_ROUTE_KEY;
+	}
+	return HTTP_ROUTE_NONE;
+}
+
+static bool method_allowed(enum http_route route, const char *m)
+{
+	const char *allow = routes[route].allow;
+	size_t n = strlen(m);
+
+	/* The Allow list is "A, B, C": match one whole word of it. */
+	for (const char *p = allow; (p = strstr(p, m)) != NULL; p += n)
+		if ((p == allow || p[-1] == ' ') && (p[n] == ',' || p[n] == '\0'))
+			return true;
+	return false;
+}
+
+/* "application/json" or "application/<anything>+json", any case, parameters ignored. */
+static bool is_json_type(const char *ct)
+{
+	size_t n;
+
+	if (!ct)
+		return false;
+	while (*ct == ' ' || *ct == '\t')
+		ct++;
+	n = strcspn(ct, "; \t");
+	if (n < 16 || strncasecmp(ct, "application/", 12) != 0)
+		return false;
+	return (n == 16 && strncasecmp(ct + 12, "json", 4) == 0) ||
+	       strncasecmp(ct + n - 5, "+json", 5) == 0;
+}
+
+/* Constant-time comparison of "Bearer <token>" with the expected token. */
+static bool auth_ok(const char *hdr, const char *token)
+{
+	size_t tl = strlen(token), hl;
+	unsigned char diff;
+
+	if (!hdr || strncasecmp(hdr, "Bearer ", 7) != 0)
+		return false;
+	hdr += 7;
+	while (*hdr == ' ')
+		hdr++;
+	hl = strlen(hdr);
+	while (hl && (hdr[hl - 1] == ' ' || hdr[hl - 1] == '\t'))
+		hl--;
+	diff = tl != hl;
+	for (size_t i = 0; i < tl; i++)
+		diff |= (unsigned char)token[i] ^ (unsigned char)(i < hl ? hdr[i] : 0);
+	return diff == 0;
+}
+
+/* A field name fit to quote in a detail: printable ASCII ('?' for other bytes), at most 64
+ * bytes. */
+static const char *field_label(const char *s, char *buf, size_t len)
+{
+	size_t i;
+
+	for (i = 0; s[i] && i < 64 && i + 1 < len; i++)
+		buf[i] = s[i] >= 0x20 && s[i] < 0x7f ? s[i] : '?';
+	buf[i] = '\0';
+	return buf;
+}
+
+/*
+ * The body as a JSON value (or a problem, and NULL). Before cJSON sees it: a NUL byte or a
+ * \u0000 escape is refused (a C string would cut the key there), and the values are counted
+ * (every value but the root follows a '[', '{' or ',') so a huge array is refused before a
+ * node is allocated for it.
+ */
+static cJSON *parse_body(struct http_api *api, const struct http_api_request *req,
+			 struct http_api_response *r)
+{
+	const char *p = req->body, *end;
+	size_t n = req->body_len, values = 1;
+	bool in_str = false;
+	cJSON *j;
+
+	if (!is_json_type(req->content_type)) {
+		problem(r, P_MEDIA_TYPE, "the body must be application/json");
+		return NULL;
+	}
+	for (size_t i = 0; i < n; i++) {
+		char c = p[i];
+
+		if (c == '\0')
+			goto nul;
+		if (in_str) {
+			if (c == '\\') {
+				if (i + 5 < n && memcmp(p + i + 1, "u0000", 5) == 0)
+					goto nul;
+				i++;
+			} else if (c == '"') {
+				in_str = false;
+			}
+		} else if (c == '"') {
+			in_str = true;
+		} else if (c == ',' || c == '[' || c == '{') {
+			values++;
+		}
+	}
+	if (values > api->cmd->max_args + JSON_VALUES_SLACK) {
+		problem(r, P_TOO_LARGE, "more than max_args (%zu) keys", api->cmd->max_args);
+		return NULL;
+	}
+	json_alloc_failed = false;
+	j = cJSON_ParseWithLengthOpts(p, n, &end, 0);
+	if (!j) {
+		if (json_alloc_failed)
+			problem(r, P_NO_MEMORY, "out of memory parsing the body");
+		else
+			problem(r, P_BAD_REQUEST, "malformed JSON");
+		return NULL;
+	}
+	for (; end < p + n; end++) {
+		if (*end != ' ' && *end != '\t' && *end != '\r' && *end != '\n') {
+			cJSON_Delete(j);
+			problem(r, P_BAD_REQUEST, "malformed JSON: text after the value");
+			return NULL;
+		}
+	}
+	if (!cJSON_IsObject(j)) {
+		cJSON_Delete(j);
+		problem(r, P_BAD_REQUEST, "the body must be a JSON object");
+		return NULL;
+	}
+	return j;
+nul:
+	problem(r, P_BAD_REQUEST,
+		"JSON strings must not contain NUL (\\u0000); send such keys as keys_b64");
+	return NULL;
+}
+
+/*
+ * The keys of a {"keys":[...]} / {"keys_b64":[...]} body, into api->sess (keys point into
+ * the returned tree, which the caller deletes after use). NULL with a problem set otherwise.
+ */
+static cJSON *parse_keys(struct http_api *api, const struct http_api_request *req,
+			 struct http_api_response *r, size_t *count)
+{
+	cJSON *j, *arr = NULL, *e;
+	const char *field = NULL;
+	char label[72];
+	bool b64 = false;
+	size_t n = 0, i;
+
+	if (req->body_len == 0) {
+		problem(r, P_BAD_REQUEST,
+			"the body must be a JSON object with \"keys\" or "
+			"\"keys_b64\"");
+		return NULL;
+	}
+	j = parse_body(api, req, r);
+	if (!j)
+		return NULL;
+	/* One pass, stopping at the first unknown or repeated field (cJSON keeps repeats). */
+	for (e = j->child; e; e = e->next) {
+		if (strcmp(e->string, "keys") && strcmp(e->string, "keys_b64")) {
+			problem(r, P_BAD_REQUEST, "unknown field \"%s\"",
+				field_label(e->string, label, sizeof(label)));
+			goto fail;
+		}
+		if (arr && strcmp(arr->string, e->string) == 0) {
+			problem(r, P_BAD_REQUEST, "field \"%s\" appears twice", e->string);
+			goto fail;
+		}
+		if (arr) {
+			problem(r, P_BAD_REQUEST, "give \"keys\" or \"keys_b64\", not both");
+			goto fail;
+		}
+		arr = e;
+		field = e->string;
+		b64 = strcmp(field, "keys_b64") == 0;
+	}
+	if (!arr) {
+		problem(r, P_BAD_REQUEST, "missing field \"keys\" (or \"keys_b64\")");
+		goto fail;
+	}
+	if (!cJSON_IsArray(arr)) {
+		problem(r, P_BAD_REQUEST, "\"%s\" must be an array of strings", field);
+		goto fail;
+	}
+	for (e = arr->child; e; e = e->next)
+		n++;
+	if (n > api->cmd->max_args) {
+		problem(r, P_TOO_LARGE, "more than max_args (%zu) keys", api->cmd->max_args);
+		goto fail;
+	}
+	if (cmd_session_reserve(&api->sess, n)) {
+		problem(r, P_NO_MEMORY, "out of memory for %zu keys", n);
+		goto fail;
+	}
+	for (i = 0, e = arr->child; e; e = e->next, i++) {
+		size_t len;
+
+		if (!cJSON_IsString(e)) {
+			problem(r, P_BAD_REQUEST, "%s[%zu] must be a string", field, i);
+			goto fail;
+		}
+		len = strlen(e->valuestring);
+		if (b64) {
+			/* Decoding only shrinks: decode in place, in the tree's own copy. */
+			long m = http_api_base64_decode(e->valuestring, len,
+							(unsigned char *)e->valuestring);
+
+			if (m < 0) {
+				problem(r, P_BAD_REQUEST, "%s[%zu] is not valid base64", field, i);
+				goto fail;
+			}
+			len = (size_t)m;
+		}
+		api->sess.keys[i] = e->valuestring;
+		api->sess.lens[i] = len;
+	}
+	*count = n;
+	return j;
+fail:
+	cJSON_Delete(j);
+	return NULL;
+}
+
+/* A JSON number that is an integer in [lo, hi]. */
+static bool json_int(const cJSON *v, double lo, double hi, double *out)
+{
+	if (!cJSON_IsNumber(v) || !isfinite(v->valuedouble) ||
+	    v->valuedouble != floor(v->valuedouble) || v->valuedouble < lo || v->valuedouble > hi)
+		return false;
+	*out = v->valuedouble;
+	return true;
+}
+
+enum param_field { PF_CAPACITY, PF_ERROR_RATE, PF_TYPE, PF_EXPANSION, PF_NONSCALING, PF_PERSIST };
+
+static const char *const param_fields[] = {
+    [PF_CAPACITY] = "capacity",	  [PF_ERROR_RATE] = "error_rate", [PF_TYPE] = "type",
+    [PF_EXPANSION] = "expansion", [PF_NONSCALING] = "nonscaling", [PF_PERSIST] = "persist",
+};
+
+/* One field of the PUT body into p (nonscaling apart). False with a problem set. */
+static bool parse_param(struct http_api_response *r, enum param_field f, const cJSON *e,
+			struct bf_params *p, bool *nonscaling)
+{
+	double v;
+
+	switch (f) {
+	case PF_CAPACITY:
+		if (!json_int(e, 1, JSON_INT_MAX, &v)) {
+			problem(r, P_BAD_REQUEST, "\"capacity\" must be an integer >= 1");
+			return false;
+		}
+		p->capacity = (uint64_t)v;
+		return true;
+	case PF_ERROR_RATE:
+		if (!cJSON_IsNumber(e) || !(e->valuedouble > 0 && e->valuedouble < 1)) {
+			problem(r, P_BAD_REQUEST,
+				"\"error_rate\" must be a number between 0 and 1 (exclusive)");
+			return false;
+		}
+		p->error_rate = e->valuedouble;
+		return true;
+	case PF_TYPE:
+		if (cJSON_IsString(e) && strcmp(e->valuestring, "bloom") == 0) {
+			p->type = BF_TYPE_BLOOM;
+		} else if (cJSON_IsString(e) && strcmp(e->valuestring, "counting") == 0) {
+			p->type = BF_TYPE_COUNTING;
+		} else {
+			problem(r, P_BAD_REQUEST, "\"type\" must be \"bloom\" or \"counting\"");
+			return false;
+		}
+		return true;
+	case PF_EXPANSION:
+		if (!json_int(e, 0, BF_MAX_EXPANSION, &v)) {
+			problem(r, P_BAD_REQUEST, "\"expansion\" must be an integer from 0 to %d",
+				BF_MAX_EXPANSION);
+			return false;
+		}
+		p->expansion = (uint32_t)v;
+		return true;
+	default:
+		if (!cJSON_IsBool(e)) {
+			problem(r, P_BAD_REQUEST, "\"%s\" must be true or false", param_fields[f]);
+			return false;
+		}
+		if (f == PF_NONSCALING)
+			*nonscaling = cJSON_IsTrue(e);
+		else
+			p->persist = cJSON_IsTrue(e);
+		return true;
+	}
+}
+
+/* The parameters of PUT /v1/filters/{name}: defaults, then the body's fields. */
+static bool parse_params(struct http_api *api, const struct http_api_request *req,
+			 struct http_api_response *r, struct bf_params *p)
+{
+	const size_t nfields = sizeof(param_fields) / sizeof(param_fields[0]);
+	bool nonscaling = false, ok = true;
+	unsigned seen = 0;
+	char label[72];
+	cJSON *j, *e;
+
+	*p = cmd_default_params(api->cmd);
+	if (req->body_len == 0)
+		return true;
+	j = parse_body(api, req, r);
+	if (!j)
+		return false;
+	/* One pass, stopping at the first unknown, repeated or bad field. */
+	for (e = j->child; ok && e; e = e->next) {
+		size_t f = 0;
+
+		while (f < nfields && strcmp(e->string, param_fields[f]) != 0)
+			f++;
+		if (f == nfields) {
+			problem(r, P_BAD_REQUEST, "unknown field \"%s\"",
+				field_label(e->string, label, sizeof(label)));
+			ok = false;
+		} else if (seen & (1u << f)) {
+			problem(r, P_BAD_REQUEST, "field \"%s\" appears twice", param_fields[f]);
+			ok = false;
+		} else {
+			seen |= 1u << f;
+			ok = parse_param(r, (enum param_field)f, e, p, &nonscaling);
+		}
+	}
+	if (ok && nonscaling) {
+		if ((seen & (1u << PF_EXPANSION)) && p->expansion != 0) {
+			problem(r, P_BAD_REQUEST,
+				"\"nonscaling\": true and a non-zero \"expansion\" contradict");
+			ok = false;
+		}
+		p->expansion = 0;
+	}
+	cJSON_Delete(j);
+	return ok;
+}
+
+/* ---------------------------------------------------------------------------------------- */
+/* Handlers */
+
+static void do_list(struct http_api *api, struct http_api_response *r)
+{
+	struct bf_filter **list;
+	cJSON *j, *arr;
+	size_t n;
+
+	if (bf_registry_list(api->cmd->reg, "", 0, &list, &n)) {
+		resp_oom(r);
+		return;
+	}
+	j = cJSON_CreateObject();
+	arr = j ? cJSON_AddArrayToObject(j, "filters") : NULL;
+	for (size_t i = 0; arr && i < n; i++) {
+		cJSON *f = filter_json(list[i], false);
+
+		if (!f || !cJSON_AddItemToArray(arr, f)) {
+			cJSON_Delete(f);
+			arr = NULL;
+		}
+	}
+	free(list);
+	if (!arr) {
+		cJSON_Delete(j);
+		resp_oom(r);
+		return;
+	}
+	r->content_type = CT_JSON;
+	resp_json(r, j);
+}
+
+static void do_filter_get(struct http_api_response *r, const struct bf_filter *f)
+{
+	cJSON *j = filter_json(f, true);
+
+	if (!j) {
+		resp_oom(r);
+		return;
+	}
+	r->content_type = CT_JSON;
+	resp_json(r, j);
+}
+
+static void do_create(struct http_api *api, const struct http_api_request *req,
+		      struct http_api_response *r, struct span name)
+{
+	struct bf_filter *f;
+	struct bf_params p;
+	enum cmd_status st;
+
+	if (!bf_name_valid(name.p, name.n)) {
+		problem_status(api, r, CMD_BAD_NAME, NULL, 0);
+		return;
+	}
+	if (!parse_params(api, req, r, &p))
+		return;
+	st = cmd_create(api->cmd, name.p, name.n, &p, &f);
+	if (st != CMD_OK) {
+		problem_status(api, r, st, NULL, 0);
+		return;
+	}
+	do_filter_get(r, f);
+	if (r->status == 200) {
+		r->status = 201;
+		set_location(r, f);
+	}
+}
+
+enum key_op { OP_ADD, OP_CHECK, OP_DELETE };
+
+/* Run op over api->sess's n keys and answer with field = the results. */
+static void run_keys(struct http_api *api, struct http_api_response *r, struct bf_filter *f,
+		     enum key_op op, size_t n, const char *field, bool array)
+{
+	struct cmd_session *s = &api->sess;
+	enum cmd_status st;
+	size_t done = 0;
+
+	switch (op) {
+	case OP_ADD:
+		st = cmd_add(api->cmd, f, n, s->keys, s->lens, s->results, &done);
+		break;
+	case OP_CHECK:
+		st = cmd_check(api->cmd, f, n, s->keys, s->lens, s->results);
+		break;
+	default:
+		st = cmd_delete(api->cmd, f, n, s->keys, s->lens, s->results);
+		break;
+	}
+	if (st != CMD_OK) {
+		problem_status(api, r, st, op == OP_ADD ? s->results : NULL, done);
+		return;
+	}
+	emit_bools(r, field, s->results, n, array);
+}
+
+static void do_keys(struct http_api *api, const struct http_api_request *req,
+		    struct http_api_response *r, struct bf_filter *f, enum key_op op)
+{
+	size_t n;
+	cJSON *j = parse_keys(api, req, r, &n);
+
+	if (!j)
+		return;
+	run_keys(api, r, f, op, n, "results", true);
+	cJSON_Delete(j);
+}
+
+static void do_key(struct http_api *api, struct http_api_response *r, struct bf_filter *f,
+		   struct span key, bool put)
+{
+	if (cmd_session_reserve(&api->sess, 1)) {
+		resp_oom(r);
+		return;
+	}
+	api->sess.keys[0] = key.p;
+	api->sess.lens[0] = key.n;
+	run_keys(api, r, f, put ? OP_ADD : OP_CHECK, 1, put ? "added" : "present", false);
+}
+
+static void do_snapshot(struct http_api *api, struct http_api_response *r, struct bf_filter *f)
+{
+	if (cmd_flush(api->cmd, f) != CMD_OK) {
+		problem(r, P_INTERNAL, "the snapshot failed; see the server log");
+		return;
+	}
+	r->content_type = CT_JSON;
+	proto_buf_append_str(&r->body, "{\"flushed\":true}");
+}
+
+static void do_static(struct http_api_response *r, const char *json)
+{
+	r->content_type = CT_JSON;
+	proto_buf_append_str(&r->body, json);
+}
+
+/* Route, check and run the request; counting is left to the caller. */
+static void dispatch(struct http_api *api, const struct http_api_request *req,
+		     struct http_api_response *r, enum http_route route, struct span name,
+		     struct span key)
+{
+	const char *m = req->method, *why;
+	struct bf_filter *f = NULL;
+	bool get = strcmp(m, "GET") == 0 || strcmp(m, "HEAD") == 0;
+	long nl, kl;
+	char *buf;
+
+	if (route == HTTP_ROUTE_NONE) {
+		problem(r, P_NOT_FOUND, "no such route");
+		return;
+	}
+	if (!method_allowed(route, m)) {
+		problem(r, P_METHOD_NOT_ALLOWED, "%s takes %s", routes[route].name,
+			routes[route].allow);
+		r->allow = routes[route].allow;
+		return;
+	}
+	if (api->token && api->token[0] && route != HTTP_ROUTE_HEALTHZ &&
+	    route != HTTP_ROUTE_READYZ && !auth_ok(req->authorization, api->token)) {
+		problem(r, P_UNAUTHORIZED, "send \"Authorization: Bearer <token>\"");
+		r->www_authenticate = "Bearer";
+		return;
+	}
+	switch (route) {
+	case HTTP_ROUTE_HEALTHZ:
+		do_static(r, "{\"status\":\"ok\"}");
+		return;
+	case HTTP_ROUTE_READYZ:
+		why = api->hooks.not_ready ? api->hooks.not_ready(api->hooks.arg) : NULL;
+		if (why)
+			problem(r, P_NOT_READY, "%s", why);
+		else
+			do_static(r, "{\"status\":\"ready\"}");
+		return;
+	case HTTP_ROUTE_METRICS:
+		if (!api->hooks.metrics) {
+			problem(r, P_NOT_FOUND, "no such route");
+			return;
+		}
+		r->content_type = CT_METRICS;
+		api->hooks.metrics(api->hooks.arg, &r->body);
+		return;
+	case HTTP_ROUTE_FILTERS:
+		do_list(api, r);
+		return;
+	default:
+		break;
+	}
+
+	/* The routes below name a filter (and maybe a key): decode them. */
+	if (proto_buf_reserve(&api->path, name.n + key.n)) {
+		proto_buf_free(&api->path);
+		resp_oom(r);
+		return;
+	}
+	buf = api->path.data;
+	nl = pct_decode(name.p, name.n, buf);
+	kl = nl < 0 ? -1 : pct_decode(key.p, key.n, buf + nl);
+	if (nl < 0 || kl < 0) {
+		problem(r, P_BAD_REQUEST, "malformed percent-encoding in the path");
+		return;
+	}
+	name = (struct span){buf, (size_t)nl};
+	key = (struct span){buf + nl, (size_t)kl};
+
+	if (route == HTTP_ROUTE_FILTER && strcmp(m, "PUT") == 0) {
+		do_create(api, req, r, name);
+		return;
+	}
+	if (route == HTTP_ROUTE_FILTER && strcmp(m, "DELETE") == 0) {
+		enum cmd_status st = cmd_drop(api->cmd, name.p, name.n, true);
+
+		if (st == CMD_OK)
+			r->status = 204;
+		else
+			problem_status(api, r, st, NULL, 0);
+		return;
+	}
+	f = bf_registry_get(api->cmd->reg, name.p, name.n);
+	if (!f) {
+		problem_status(api, r, CMD_NOT_FOUND, NULL, 0);
+		return;
+	}
+	switch (route) {
+	case HTTP_ROUTE_FILTER:
+		do_filter_get(r, f);
+		break;
+	case HTTP_ROUTE_ADD:
+		do_keys(api, req, r, f, OP_ADD);
+		break;
+	case HTTP_ROUTE_CHECK:
+		do_keys(api, req, r, f, OP_CHECK);
+		break;
+	case HTTP_ROUTE_DELETE:
+		do_keys(api, req, r, f, OP_DELETE);
+		break;
+	case HTTP_ROUTE_KEY:
+		do_key(api, r, f, key, !get);
+		break;
+	default:
+		do_snapshot(api, r, f);
+		break;
+	}
+}
+
+/* Count the answered request and fix data/len. */
+static void finish(struct http_api *api, struct http_api_response *r, enum http_route route)
+{
+	if (r->body.failed) {
+		resp_oom(r);
+	} else if (!r->data) {
+		r->data = r->body.data;
+		r->len = r->body.len;
+	}
+	if (!r->data)
+		r->data = "";
+	api->requests[route][status_slot(r->status)]++;
+	if (route >= HTTP_ROUTE_FILTERS) {
+		api->cmd->commands++;
+		if (r->status >= 400)
+			api->cmd->errors++;
+	}
+}
+
+void http_api_handle(struct http_api *api, const struct http_api_request *req,
+		     struct http_api_response *resp)
+{
+	struct span path = {req->path, req->path_len}, name = {"", 0}, key = {"", 0};
+	enum http_route route = route_match(path, &name, &key);
+
+	resp_reset(resp);
+	dispatch(api, req, resp, route, name, key);
+	finish(api, resp, route);
+}
+
+void http_api_refuse(struct http_api *api, const struct http_api_request *req,
+		     enum http_api_refusal why, uint64_t max_body_bytes,
+		     struct http_api_response *resp)
+{
+	struct span path = {req->path, req->path_len}, name, key;
+	enum http_route route = route_match(path, &name, &key);
+
+	resp_reset(resp);
+	switch (why) {
+	case HTTP_REFUSE_TOO_LARGE:
+		problem(resp, P_TOO_LARGE, "the body is larger than max_body_bytes (%llu)",
+			(unsigned long long)max_body_bytes);
+		break;
+	case HTTP_REFUSE_FRAMING:
+		problem(resp, P_BAD_REQUEST,
+			"conflicting body framing (repeated Content-Length, or Content-Length "
+			"with Transfer-Encoding)");
+		break;
+	default:
+		problem(resp, P_NO_MEMORY, "out of memory for the request body");
+		break;
+	}
+	resp->close = true;
+	finish(api, resp, route);
+}

@@ -1,0 +1,201 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The HTTP/JSON front end as a pure function (DESIGN.md §4.3): a method, a raw path and the
+ * whole request body go in; a status, a content type, a few headers and the body bytes come
+ * out. No sockets and no HTTP parsing here: server/http.c feeds it from libmicrohttpd, the
+ * unit tests call it directly. Every filter operation goes through the command layer
+ * (proto/command.h), so HTTP sees the same filters, limits and error kinds as text and RESP.
+ *
+ * Routes (GET routes also answer HEAD; anything else on a route is 405 with Allow):
+ *
+ *	GET    /healthz                          200 {"status":"ok"}
+ *	GET    /readyz                           200 {"status":"ready"}, 503 not_ready
+ *	GET    /metrics                          200 Prometheus text 0.0.4 (hooks.metrics)
+ *	GET    /v1/filters                       200 {"filters":[FILTER, ...]} sorted by name
+ *	PUT    /v1/filters/{name}                201 DETAIL (+ Location), 409, 400
+ *	GET    /v1/filters/{name}                200 DETAIL, 404
+ *	DELETE /v1/filters/{name}                204, 404
+ *	POST   /v1/filters/{name}/add            200 {"results":[true,false,...]} (true = new)
+ *	POST   /v1/filters/{name}/check          200 {"results":[...]} (true = may be present)
+ *	POST   /v1/filters/{name}/delete         200 {"results":[...]} (true = removed; counting)
+ *	GET    /v1/filters/{name}/keys/{key}     200 {"present":bool}
+ *	PUT    /v1/filters/{name}/keys/{key}     200 {"added":bool}
+ *	POST   /v1/filters/{name}/snapshot       200 {"flushed":true} once the snapshot is durable
+ *
+ * FILTER is {"name","type","capacity","error_rate","items","bytes","layers"} (capacity: of the
+ * whole chain as built so far); DETAIL adds "initial_capacity", "expansion" (0: non-scaling),
+ * "persist", "fpr_estimate" and "stats":{checks, check_hits, check_misses, sets, set_hits,
+ * set_misses, deletes, delete_hits, delete_misses}. A name that is not valid UTF-8 is shown
+ * with U+FFFD for each bad byte, plus "name_b64" with its exact bytes.
+ *
+ * Paths are raw (still percent-encoded, without the query string): {name} and {key} are one
+ * segment each, percent-decoded here, so a key holding '/' is sent as %2F and any byte as %XX.
+ * "+" is a plus sign. The key bodies are {"keys":[string, ...]} (UTF-8 as the bytes of the
+ * key) or {"keys_b64":[string, ...]} (RFC 4648 base64, padding optional) for binary keys;
+ * exactly one of them. JSON strings must not contain \u0000 (use keys_b64 for such keys).
+ * PUT /v1/filters/{name} takes an empty body (all defaults) or an object with any of
+ * "capacity" (integer >= 1), "error_rate" (0 < p < 1), "type" ("bloom"|"counting"),
+ * "expansion" (integer 0..1024, 0 = non-scaling), "nonscaling" (bool), "persist" (bool);
+ * defaults come from cmd_default_params(). Unknown or repeated fields are 400.
+ *
+ * Errors are application/problem+json (RFC 9457): {"type","title","status","detail"}, with
+ * "results" added when an add stopped part way (the answers for the keys before the failure).
+ * type and status, stable:
+ *
+ *	bad_request 400            malformed JSON or percent-encoding, wrong types, missing or
+ *	                           unknown fields, bad parameter values, bad framing
+ *	invalid_filter_name 400    PUT of a name that breaks the naming rules
+ *	key_too_long 400           a key over max_key_bytes (nothing was changed)
+ *	unauthorized 401           token set and no matching "Authorization: Bearer" (+ header
+ *	                           WWW-Authenticate: Bearer); /healthz and /readyz stay open
+ *	not_found 404              no such route
+ *	filter_not_found 404       no filter of that name (every route but PUT /v1/filters/{name})
+ *	method_not_allowed 405     (+ header Allow)
+ *	filter_exists 409          PUT of a name that is taken
+ *	filter_full 409            non-scaling filter full, or 32 layers reached
+ *	not_counting 409           delete on a plain filter
+ *	payload_too_large 413      body over max_body_bytes, or more JSON values than max_args
+ *	unsupported_media_type 415 a non-empty body whose Content-Type is not JSON
+ *	internal_error 500         a snapshot failed, or anything unexpected
+ *	not_ready 503              /readyz while loading or stopping
+ *	insufficient_memory 507    max_memory would be passed, or an allocation failed
+ *
+ * Counters: each /v1 request counts one command in the cmd_ctx (and one error when it is
+ * answered with 4xx/5xx); every request counts in requests[route][status] for /metrics.
+ *
+ * Threading: the loop thread only, like the command layer.
+ */
+#ifndef BLOSSOMD_PROTO_HTTP_API_H
+#define BLOSSOMD_PROTO_HTTP_API_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "proto/buf.h"
+#include "proto/command.h"
+
+/* The routes, for counting and for messages. */
+enum http_route {
+	HTTP_ROUTE_NONE = 0, /* no route matched (404) */
+	HTTP_ROUTE_HEALTHZ,
+	HTTP_ROUTE_READYZ,
+	HTTP_ROUTE_METRICS,
+	HTTP_ROUTE_FILTERS,
+	HTTP_ROUTE_FILTER,
+	HTTP_ROUTE_ADD,
+	HTTP_ROUTE_CHECK,
+	HTTP_ROUTE_DELETE,
+	HTTP_ROUTE_KEY,
+	HTTP_ROUTE_SNAPSHOT,
+	HTTP_ROUTE_COUNT,
+};
+
+/* The statuses counted one by one; any other lands in the last slot ("other"). */
+#define HTTP_API_NSTATUS 14
+
+/* The status counted in slot i (0 for the "other" slot), i < HTTP_API_NSTATUS. */
+unsigned http_api_status_at(unsigned i);
+
+/* The route's path template ("/v1/filters/{name}/add"; "other" for HTTP_ROUTE_NONE). */
+const char *http_api_route_name(enum http_route r);
+
+/* Bytes of the Location header of a 201: "/v1/filters/" + the name, every byte encoded. */
+#define HTTP_API_LOCATION_MAX (sizeof("/v1/filters/") + 3 * BF_NAME_MAX)
+
+struct http_api_request {
+	const char *method; /* NUL-terminated, case-sensitive ("GET") */
+	const char *path;   /* raw path: percent-encoded, no query; need not be NUL-ended */
+	size_t path_len;
+	const char *content_type;  /* the Content-Type header, or NULL */
+	const char *authorization; /* the Authorization header, or NULL */
+	const char *body;	   /* may be NULL when body_len is 0 */
+	size_t body_len;
+};
+
+struct http_api_response {
+	unsigned status;
+	const char *content_type;     /* static string; NULL when there is no body (204) */
+	const char *allow;	      /* 405: the route's methods ("GET, HEAD"); else NULL */
+	const char *www_authenticate; /* 401: "Bearer"; else NULL */
+	bool close;		      /* close the connection after this response */
+	char location[HTTP_API_LOCATION_MAX]; /* 201: the new filter's path; else "" */
+	/* The bytes to send: body.data, or a static text when body ran out of memory. */
+	const char *data;
+	size_t len;
+	/* Scratch the body is built in; init once, reused across calls, freed by the owner. */
+	struct proto_buf body;
+};
+
+struct http_api_hooks {
+	void *arg;
+	/* NULL while ready; else why not, for /readyz ("loading snapshots", "shutting down"). */
+	const char *(*not_ready)(void *arg);
+	/* Append the Prometheus exposition text to out. NULL: /metrics is 404. */
+	void (*metrics)(void *arg, struct proto_buf *out);
+};
+
+struct http_api {
+	struct cmd_ctx *cmd;
+	struct http_api_hooks hooks;
+	/* Bearer token every route but /healthz and /readyz requires; NULL or "": none. */
+	const char *token;
+	/* Scratch of the multi-key routes (the loop thread serves one request at a time). */
+	struct cmd_session sess;
+	struct proto_buf path; /* percent-decoded segments */
+	/* requests[route][slot]: answered requests by route and status slot. */
+	uint64_t requests[HTTP_ROUTE_COUNT][HTTP_API_NSTATUS];
+};
+
+/* Set api up over cmd with hooks (copied; may be NULL: no hooks). Cannot fail. */
+void http_api_init(struct http_api *api, struct cmd_ctx *cmd, const struct http_api_hooks *hooks);
+
+/* Release the scratch memory. The api can be initialised again afterwards. */
+void http_api_free(struct http_api *api);
+
+/* Prepare a response for its first use (empty body, no allocation). Cannot fail. */
+void http_api_response_init(struct http_api_response *r);
+
+/* Release the response's scratch. */
+void http_api_response_free(struct http_api_response *r);
+
+/*
+ * Answer one complete request: fills every field of resp (data/len valid until the next
+ * call with resp, or until http_api_response_free()). Never fails: every problem becomes a
+ * problem+json response; when even that cannot be built, a static 507 text is sent.
+ */
+void http_api_handle(struct http_api *api, const struct http_api_request *req,
+		     struct http_api_response *resp);
+
+/* Why a request is refused before its body is read (the server's framing checks). */
+enum http_api_refusal {
+	HTTP_REFUSE_TOO_LARGE, /* 413 payload_too_large: Content-Length or body over the limit */
+	HTTP_REFUSE_FRAMING,   /* 400 bad_request: repeated Content-Length, or with chunked */
+	HTTP_REFUSE_NO_MEMORY, /* 507 insufficient_memory: no memory to hold the body */
+};
+
+/*
+ * Answer req (method and path; the body is not looked at) with the refusal's problem, set
+ * resp->close (the rest of the request is not read), and count it as http_api_handle()
+ * would. Never fails.
+ */
+void http_api_refuse(struct http_api *api, const struct http_api_request *req,
+		     enum http_api_refusal why, uint64_t max_body_bytes,
+		     struct http_api_response *resp);
+
+/*
+ * Helpers, exposed for tests and for server/metrics.c.
+ */
+
+/* Decode RFC 4648 base64 (standard alphabet; '=' padding optional, but only at the end) of
+ * in[0..n) into out (room for n * 3 / 4 bytes; may equal in). Returns the decoded length, or
+ * -EINVAL on any other character or a bad length. */
+long http_api_base64_decode(const char *in, size_t n, unsigned char *out);
+
+/* Append the base64 of p[0..n) (with padding) to out. */
+void http_api_base64_encode(struct proto_buf *out, const void *p, size_t n);
+
+/* True if p[0..n) is well-formed UTF-8 (no overlongs, surrogates or values over U+10FFFF). */
+bool http_api_utf8_valid(const void *p, size_t n);
+
+#endif /* BLOSSOMD_PROTO_HTTP_API_H */

@@ -1,0 +1,655 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * libmicrohttpd inside the libuv loop; see http.h for the behaviour and the limits. The
+ * request bodies are collected here (bounded), the answers come from proto/http_api.c.
+ */
+#include "http.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <microhttpd.h>
+#include <netinet/in.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/socket.h>
+
+#include "log.h"
+#include "proto/http_api.h"
+
+/* Body buffers up to this size are kept for the connection's next request. */
+#define HTTP_KEEP_BYTES (64 * 1024)
+#define HTTP_SWEEP_MS	1000
+#define HTTP_BACKLOG	1024u
+/* Shortest interval between two "max_connections reached" warnings. */
+#define HTTP_WARN_MS 1000
+
+struct http_server;
+
+/* One MHD daemon: one listening address. */
+struct http_listener {
+	struct http_server *srv;
+	struct MHD_Daemon *mhd;
+	uv_poll_t poll;	  /* on the daemon's epoll descriptor */
+	uv_timer_t timer; /* MHD_get_timeout() */
+	bool handles;	  /* poll and timer initialised */
+};
+
+/* One client connection (MHD's socket context). */
+struct http_conn {
+	struct http_conn *prev, *next;
+	int fd;
+	uint64_t request_ms; /* start of the request not yet done (loop ms), 0 between requests */
+	bool in_request;     /* the handler has seen the current request's headers */
+	bool too_large;	     /* body past max_body_bytes: the rest is read and dropped */
+	bool no_memory;	     /* the body could not be stored */
+	bool cut;	     /* shut down by request_timeout */
+	uint64_t body_bytes; /* body bytes received for the current request */
+	struct proto_buf body;
+	uint64_t bytes_in, bytes_out; /* TCP_INFO as last read */
+};
+
+struct http_server {
+	uv_loop_t *loop;
+	const struct config *cfg;
+	struct cmd_ctx *cmd;
+	const char *version;
+	void *arg;
+	const char *(*not_ready)(void *arg);
+	void (*server_stats)(void *arg, struct metrics_server *out);
+
+	struct http_listener *ls;
+	size_t nls;
+	uv_timer_t sweep;
+	bool sweep_init;
+	unsigned pending_closes; /* handle close callbacks still to come before the free */
+	bool starting;		 /* MHD messages are start-up errors */
+	bool closed;		 /* a connection closed during this MHD_run() */
+
+	struct http_api api;
+	struct http_api_response resp;
+
+	struct http_conn *conns;
+	struct metrics_conns stats; /* bytes_in/out: of closed connections only */
+	uint64_t warned_at;
+	bool warned;
+};
+
+/* ---------------------------------------------------------------------------------------- */
+/* Connections */
+
+/* Refresh c's byte counts from the kernel (never backwards). */
+static void http_conn_tcp(struct http_conn *c)
+{
+	uint64_t in, out;
+
+	if (metrics_tcp_bytes(c->fd, &in, &out))
+		return;
+	if (in > c->bytes_in)
+		c->bytes_in = in;
+	if (out > c->bytes_out)
+		c->bytes_out = out;
+}
+
+static struct http_conn *http_conn_of(struct MHD_Connection *conn)
+{
+	const union MHD_ConnectionInfo *ci =
+	    MHD_get_connection_info(conn, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+
+	return ci ? ci->socket_context : NULL;
+}
+
+static void http_on_connection(void *cls, struct MHD_Connection *conn, void **socket_context,
+			       enum MHD_ConnectionNotificationCode code)
+{
+	struct http_server *h = cls;
+	struct http_conn *c;
+
+	if (code == MHD_CONNECTION_NOTIFY_STARTED) {
+		const union MHD_ConnectionInfo *ci;
+
+		/* Without memory the handler finds no context and MHD closes the connection. */
+		c = calloc(1, sizeof(*c));
+		*socket_context = c;
+		if (!c) {
+			srv_log(SRV_LOG_ERR, "http: out of memory for a connection; closing it");
+			return;
+		}
+		ci = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+		c->fd = ci ? ci->connect_fd : -1;
+		/* The first request must arrive within request_timeout of the connection. */
+		c->request_ms = uv_now(h->loop);
+		proto_buf_init(&c->body);
+		c->next = h->conns;
+		if (h->conns)
+			h->conns->prev = c;
+		h->conns = c;
+		h->stats.open++;
+		h->stats.accepted++;
+		return;
+	}
+	c = *socket_context;
+	if (!c)
+		return;
+	http_conn_tcp(c);
+	h->stats.bytes_in += c->bytes_in;
+	h->stats.bytes_out += c->bytes_out;
+	if (c->prev)
+		c->prev->next = c->next;
+	else
+		h->conns = c->next;
+	if (c->next)
+		c->next->prev = c->prev;
+	h->stats.open--;
+	h->closed = true;
+	proto_buf_free(&c->body);
+	free(c);
+	*socket_context = NULL;
+}
+
+/* Accept policy: max_connections over every listener (MHD counts per daemon). */
+static enum MHD_Result http_on_accept(void *cls, const struct sockaddr *addr, socklen_t addrlen)
+{
+	struct http_server *h = cls;
+	uint64_t now = uv_now(h->loop);
+
+	(void)addr;
+	(void)addrlen;
+	if (h->stats.open < h->cfg->max_connections)
+		return MHD_YES;
+	h->stats.rejected++;
+	if (!h->warned || now - h->warned_at >= HTTP_WARN_MS) {
+		h->warned = true;
+		h->warned_at = now;
+		srv_log(SRV_LOG_WARNING,
+			"http: max_connections (%" PRIu32 ") reached; refusing new connections",
+			h->cfg->max_connections);
+	}
+	return MHD_NO;
+}
+
+/* A new request line: its clock starts (unless it is the connection's first request). */
+static void *http_on_uri(void *cls, const char *uri, struct MHD_Connection *conn)
+{
+	struct http_server *h = cls;
+	struct http_conn *c = http_conn_of(conn);
+
+	(void)uri;
+	if (c) {
+		if (!c->request_ms)
+			c->request_ms = uv_now(h->loop);
+		c->in_request = false;
+	}
+	return c; /* the request's context: the handler gets it in *con_cls */
+}
+
+static void http_on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
+			      enum MHD_RequestTerminationCode toe)
+{
+	struct http_conn *c = *con_cls;
+
+	(void)cls;
+	(void)conn;
+	(void)toe;
+	if (!c)
+		return;
+	c->request_ms = 0;
+	c->in_request = false;
+	if (c->body.cap > HTTP_KEEP_BYTES || c->body.failed)
+		proto_buf_free(&c->body);
+	else
+		proto_buf_reset(&c->body);
+	*con_cls = NULL;
+}
+
+/* Paths reach the API still percent-encoded: it splits segments first, then decodes each,
+ * so %2F stays inside a key and %00 does not end it. */
+static size_t http_unescape_none(void *cls, struct MHD_Connection *conn, char *s)
+{
+	(void)cls;
+	(void)conn;
+	return strlen(s);
+}
+
+static void http_on_mhd_log(void *cls, const char *fmt, va_list ap)
+{
+	struct http_server *h = cls;
+	char msg[512];
+	size_t n;
+
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	n = strlen(msg);
+	while (n && (msg[n - 1] == '\n' || msg[n - 1] == ' '))
+		msg[--n] = '\0';
+	/* At start-up these explain a failure (bind); later they are about one client. */
+	srv_log(h->starting ? SRV_LOG_ERR : SRV_LOG_DEBUG, "http: %s", msg);
+}
+
+/* ---------------------------------------------------------------------------------------- */
+/* Requests */
+
+/* Add a header unless value is NULL. False when MHD has no memory for it. */
+static bool http_header(struct MHD_Response *resp, const char *name, const char *value)
+{
+	return !value || MHD_add_response_header(resp, name, value) == MHD_YES;
+}
+
+static enum MHD_Result http_send(struct MHD_Connection *conn, const struct http_api_response *r)
+{
+	struct MHD_Response *resp;
+	enum MHD_Result ret = MHD_NO; /* MHD closes the connection */
+
+	resp = MHD_create_response_from_buffer(r->len, (void *)r->data, MHD_RESPMEM_MUST_COPY);
+	if (!resp)
+		return MHD_NO;
+	if (http_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, r->content_type) &&
+	    http_header(resp, MHD_HTTP_HEADER_ALLOW, r->allow) &&
+	    http_header(resp, MHD_HTTP_HEADER_WWW_AUTHENTICATE, r->www_authenticate) &&
+	    http_header(resp, MHD_HTTP_HEADER_LOCATION, r->location[0] ? r->location : NULL) &&
+	    http_header(resp, MHD_HTTP_HEADER_CONNECTION, r->close ? "close" : NULL))
+		ret = MHD_queue_response(conn, r->status, resp);
+	MHD_destroy_response(resp);
+	return ret;
+}
+
+static enum MHD_Result http_answer(struct http_server *h, struct MHD_Connection *conn,
+				   struct http_conn *c, const char *url, const char *method)
+{
+	struct http_api_request req = {
+	    .method = method,
+	    .path = url,
+	    .path_len = strlen(url),
+	    .content_type =
+		MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_TYPE),
+	    .authorization =
+		MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION),
+	    .body = c->body.data,
+	    .body_len = c->body.len,
+	};
+
+	http_api_handle(&h->api, &req, &h->resp);
+	return http_send(conn, &h->resp);
+}
+
+static enum MHD_Result http_refuse(struct http_server *h, struct MHD_Connection *conn,
+				   const char *url, const char *method, enum http_api_refusal why)
+{
+	struct http_api_request req = {.method = method, .path = url, .path_len = strlen(url)};
+
+	http_api_refuse(&h->api, &req, why, h->cfg->max_body_bytes, &h->resp);
+	return http_send(conn, &h->resp);
+}
+
+struct http_framing {
+	unsigned content_length, transfer_encoding;
+};
+
+static enum MHD_Result http_count_framing(void *cls, enum MHD_ValueKind kind, const char *key,
+					  const char *value)
+{
+	struct http_framing *f = cls;
+
+	(void)kind;
+	(void)value;
+	if (strcasecmp(key, MHD_HTTP_HEADER_CONTENT_LENGTH) == 0)
+		f->content_length++;
+	else if (strcasecmp(key, MHD_HTTP_HEADER_TRANSFER_ENCODING) == 0)
+		f->transfer_encoding++;
+	return MHD_YES;
+}
+
+/*
+ * Look at the framing headers before any body byte is read: true if they are fine, else
+ * false with the refusal to answer with in *why.
+ */
+static bool http_framing_ok(struct http_server *h, struct MHD_Connection *conn,
+			    enum http_api_refusal *why)
+{
+	struct http_framing f = {0, 0};
+	const char *cl;
+	unsigned long long len;
+	char *end;
+
+	MHD_get_connection_values(conn, MHD_HEADER_KIND, http_count_framing, &f);
+	*why = HTTP_REFUSE_FRAMING;
+	if (f.content_length > 1 || (f.content_length && f.transfer_encoding))
+		return false;
+	if (!f.content_length)
+		return true;
+	cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
+	errno = 0;
+	len = cl ? strtoull(cl, &end, 10) : 0;
+	if (!cl || end == cl || *end || errno || cl[0] == '-')
+		return false;
+	*why = HTTP_REFUSE_TOO_LARGE;
+	return len <= h->cfg->max_body_bytes;
+}
+
+/*
+ * MHD calls this once when the headers are in (framing checked, refused at once if bad),
+ * then once per piece of body, then once more with *upload_data_size 0: the answer.
+ */
+static enum MHD_Result http_on_request(void *cls, struct MHD_Connection *conn, const char *url,
+				       const char *method, const char *version,
+				       const char *upload_data, size_t *upload_data_size,
+				       void **con_cls)
+{
+	struct http_server *h = cls;
+	struct http_conn *c = *con_cls;
+	size_t n = *upload_data_size;
+	enum http_api_refusal why;
+
+	(void)version;
+	if (!c)
+		return MHD_NO; /* no memory for the connection */
+	if (!c->in_request) {
+		c->in_request = true;
+		c->body_bytes = 0;
+		c->too_large = false;
+		c->no_memory = false;
+		proto_buf_reset(&c->body);
+		if (!http_framing_ok(h, conn, &why))
+			return http_refuse(h, conn, url, method, why);
+		/* Even without a body, answer on the next call: a response queued now is an
+		 * "early" one to libmicrohttpd, which then closes the connection after it. */
+		return MHD_YES;
+	}
+	if (n) {
+		*upload_data_size = 0;
+		c->body_bytes += n;
+		if (c->too_large || c->no_memory)
+			return MHD_YES;
+		if (c->body_bytes > h->cfg->max_body_bytes) {
+			/* Keep reading (the client is sending it anyway) but store nothing. */
+			c->too_large = true;
+			proto_buf_free(&c->body);
+			return MHD_YES;
+		}
+		proto_buf_append(&c->body, upload_data, n);
+		if (c->body.failed) {
+			c->no_memory = true;
+			proto_buf_free(&c->body);
+		}
+		return MHD_YES;
+	}
+	if (c->too_large)
+		return http_refuse(h, conn, url, method, HTTP_REFUSE_TOO_LARGE);
+	if (c->no_memory)
+		return http_refuse(h, conn, url, method, HTTP_REFUSE_NO_MEMORY);
+	return http_answer(h, conn, c, url, method);
+}
+
+/* ---------------------------------------------------------------------------------------- */
+/* /metrics */
+
+static void http_metrics(void *arg, struct proto_buf *out)
+{
+	struct http_server *h = arg;
+	struct metrics_server server;
+	struct metrics_source src = {
+	    .cmd = h->cmd,
+	    .version = h->version ? h->version : "unknown",
+	    .not_ready = h->not_ready ? h->not_ready(h->arg) : NULL,
+	    .server = &server,
+	    .http = h->stats,
+	    .api = &h->api,
+	};
+
+	memset(&server, 0, sizeof(server));
+	if (h->server_stats)
+		h->server_stats(h->arg, &server);
+	/* Closed connections' bytes, plus what the open ones have moved so far. */
+	for (struct http_conn *c = h->conns; c; c = c->next) {
+		http_conn_tcp(c);
+		src.http.bytes_in += c->bytes_in;
+		src.http.bytes_out += c->bytes_out;
+	}
+	metrics_render(&src, out);
+}
+
+static const char *http_not_ready(void *arg)
+{
+	struct http_server *h = arg;
+
+	return h->not_ready ? h->not_ready(h->arg) : NULL;
+}
+
+/* ---------------------------------------------------------------------------------------- */
+/* The loop */
+
+static void http_on_timer(uv_timer_t *t);
+
+/*
+ * Let MHD do its work, then wake up when it next needs to. After a connection closed, run
+ * again on the next loop iteration whatever MHD_get_timeout() says: a daemon that stopped
+ * accepting (at its connection limit, or out of descriptors) only puts its listening socket
+ * back into its epoll set at the start of an MHD_run(), and nothing else would wake it.
+ */
+static void http_run(struct http_listener *l)
+{
+	struct http_server *h = l->srv;
+	MHD_UNSIGNED_LONG_LONG ms;
+
+	h->closed = false;
+	MHD_run(l->mhd);
+	if (h->closed)
+		uv_timer_start(&l->timer, http_on_timer, 0, 0);
+	else if (MHD_get_timeout(l->mhd, &ms) == MHD_YES)
+		uv_timer_start(&l->timer, http_on_timer, ms, 0);
+	else
+		uv_timer_stop(&l->timer);
+}
+
+static void http_on_poll(uv_poll_t *p, int status, int events)
+{
+	(void)status;
+	(void)events;
+	http_run(p->data);
+}
+
+static void http_on_timer(uv_timer_t *t)
+{
+	http_run(t->data);
+}
+
+/* Once a second: cut off requests older than request_timeout. */
+static void http_on_sweep(uv_timer_t *t)
+{
+	struct http_server *h = t->data;
+	uint64_t limit = (uint64_t)h->cfg->request_timeout * 1000, now = uv_now(h->loop);
+
+	if (!limit)
+		return;
+	for (struct http_conn *c = h->conns; c; c = c->next) {
+		if (!c->request_ms || c->cut || now - c->request_ms < limit)
+			continue;
+		srv_log(SRV_LOG_INFO,
+			"http: request not done after request_timeout (%" PRIu32
+			" s); closing the connection",
+			h->cfg->request_timeout);
+		/* MHD owns the descriptor: shut it down, and MHD sees the end and closes it. */
+		c->cut = true;
+		shutdown(c->fd, SHUT_RDWR);
+	}
+}
+
+/* One close callback less to wait for; the last one frees the server. */
+static void http_release(struct http_server *h)
+{
+	if (h->pending_closes && --h->pending_closes)
+		return;
+	http_api_free(&h->api);
+	http_api_response_free(&h->resp);
+	free(h->ls);
+	free(h);
+}
+
+static void http_on_listener_closed(uv_handle_t *handle)
+{
+	http_release(((struct http_listener *)handle->data)->srv);
+}
+
+static void http_on_sweep_closed(uv_handle_t *handle)
+{
+	http_release(handle->data);
+}
+
+void http_server_stop(struct http_server *h)
+{
+	if (!h)
+		return;
+	for (size_t i = 0; i < h->nls; i++) {
+		struct http_listener *l = &h->ls[i];
+
+		/* First stop watching the epoll descriptor, while it is still open. */
+		if (l->handles) {
+			uv_close((uv_handle_t *)&l->poll, http_on_listener_closed);
+			uv_close((uv_handle_t *)&l->timer, http_on_listener_closed);
+			h->pending_closes += 2;
+		}
+		if (l->mhd)
+			MHD_stop_daemon(l->mhd);
+		l->mhd = NULL;
+	}
+	if (h->sweep_init) {
+		uv_close((uv_handle_t *)&h->sweep, http_on_sweep_closed);
+		h->pending_closes++;
+	}
+	if (!h->pending_closes)
+		http_release(h);
+}
+
+/* Start one daemon on addr:port and hook it to the loop. */
+static int http_listen(struct http_server *h, struct http_listener *l, const char *addr)
+{
+	union {
+		struct sockaddr sa;
+		struct sockaddr_in in4;
+		struct sockaddr_in6 in6;
+	} sa;
+	unsigned port = h->cfg->http_port;
+	unsigned flags = MHD_USE_EPOLL | MHD_USE_ERROR_LOG;
+	const union MHD_DaemonInfo *di;
+	char where[INET6_ADDRSTRLEN + 16];
+	int rc;
+
+	if (uv_ip4_addr(addr, (int)port, &sa.in4) == 0) {
+		snprintf(where, sizeof(where), "%s:%u", addr, port);
+	} else if (uv_ip6_addr(addr, (int)port, &sa.in6) == 0) {
+		flags |= MHD_USE_IPv6;
+		snprintf(where, sizeof(where), "[%s]:%u", addr, port);
+	} else {
+		srv_log(SRV_LOG_ERR, "http: bind %s: not an IPv4 or IPv6 address", addr);
+		return -EINVAL;
+	}
+	l->srv = h;
+	h->starting = true;
+	errno = 0;
+	l->mhd = MHD_start_daemon(
+	    flags, (uint16_t)port, http_on_accept, h, http_on_request, h,
+	    MHD_OPTION_EXTERNAL_LOGGER, http_on_mhd_log, h, MHD_OPTION_SOCK_ADDR, &sa.sa,
+	    /* One over ours: the accept policy refuses first, closing at once, instead of
+	     * MHD leaving connections in the backlog while it is at its limit. */
+	    MHD_OPTION_CONNECTION_LIMIT,
+	    (unsigned)h->cfg->max_connections + (h->cfg->max_connections < UINT_MAX),
+	    MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)h->cfg->idle_timeout,
+	    MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)HTTP_CONN_MEMORY,
+	    MHD_OPTION_LISTEN_BACKLOG_SIZE, HTTP_BACKLOG, MHD_OPTION_NOTIFY_CONNECTION,
+	    http_on_connection, h, MHD_OPTION_NOTIFY_COMPLETED, http_on_completed, h,
+	    MHD_OPTION_URI_LOG_CALLBACK, http_on_uri, h, MHD_OPTION_UNESCAPE_CALLBACK,
+	    http_unescape_none, h, MHD_OPTION_SIGPIPE_HANDLED_BY_APP, 1, MHD_OPTION_END);
+	rc = errno;
+	h->starting = false;
+	if (!l->mhd) {
+		srv_log(SRV_LOG_ERR, "http: cannot listen on %s%s%s", where, rc ? ": " : "",
+			rc ? strerror(rc) : "");
+		return rc ? -rc : -EIO;
+	}
+	di = MHD_get_daemon_info(l->mhd, MHD_DAEMON_INFO_EPOLL_FD);
+	if (!di) {
+		srv_log(SRV_LOG_ERR, "http: %s: no epoll descriptor", where);
+		return -EIO;
+	}
+	/* The daemon is stopped by http_server_stop() if anything below fails. */
+	rc = uv_poll_init(h->loop, &l->poll, di->epoll_fd);
+	if (rc) {
+		srv_log(SRV_LOG_ERR, "http: %s: %s", where, uv_strerror(rc));
+		return rc;
+	}
+	uv_timer_init(h->loop, &l->timer); /* cannot fail */
+	l->poll.data = l;
+	l->timer.data = l;
+	l->handles = true;
+	rc = uv_poll_start(&l->poll, UV_READABLE, http_on_poll);
+	if (rc) {
+		srv_log(SRV_LOG_ERR, "http: %s: %s", where, uv_strerror(rc));
+		return rc;
+	}
+	http_run(l);
+	srv_log(SRV_LOG_NOTICE, "listening on %s (HTTP)", where);
+	return 0;
+}
+
+int http_server_start(const struct http_server_options *opt, struct http_server **out)
+{
+	const struct config *cfg = opt->cfg;
+	char list[sizeof(cfg->bind)], *save = NULL;
+	struct http_api_hooks hooks;
+	struct http_server *h;
+	size_t n = 1;
+	int rc;
+
+	*out = NULL;
+	if (cfg->http_port == 0) {
+		srv_log(SRV_LOG_INFO, "http_port is 0: HTTP disabled");
+		return 0;
+	}
+	h = calloc(1, sizeof(*h));
+	for (const char *p = cfg->bind; *p; p++)
+		n += *p == ',';
+	if (h)
+		h->ls = calloc(n, sizeof(*h->ls));
+	if (!h || !h->ls) {
+		free(h);
+		srv_log(SRV_LOG_ERR, "http: out of memory");
+		return -ENOMEM;
+	}
+	h->loop = opt->loop;
+	h->cfg = cfg;
+	h->cmd = opt->cmd;
+	h->version = opt->version;
+	h->arg = opt->arg;
+	h->not_ready = opt->not_ready;
+	h->server_stats = opt->server_stats;
+	hooks =
+	    (struct http_api_hooks){.arg = h, .not_ready = http_not_ready, .metrics = http_metrics};
+	http_api_init(&h->api, opt->cmd, &hooks);
+	http_api_response_init(&h->resp);
+
+	rc = uv_timer_init(h->loop, &h->sweep);
+	if (rc)
+		goto fail;
+	h->sweep.data = h;
+	h->sweep_init = true;
+	rc = uv_timer_start(&h->sweep, http_on_sweep, HTTP_SWEEP_MS, HTTP_SWEEP_MS);
+	if (rc)
+		goto fail;
+
+	snprintf(list, sizeof(list), "%s", cfg->bind);
+	for (char *a = strtok_r(list, ",", &save); a; a = strtok_r(NULL, ",", &save)) {
+		rc = http_listen(h, &h->ls[h->nls++], a);
+		if (rc)
+			goto fail;
+	}
+	*out = h;
+	return 0;
+
+fail:
+	http_server_stop(h);
+	return rc;
+}

@@ -1,0 +1,85 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The HTTP front end: libmicrohttpd driven by the daemon's libuv loop, answering through
+ * proto/http_api.h (routes, JSON, problem+json) on the loop thread, so handlers call the same
+ * command layer as text and RESP with no locks.
+ *
+ * Driving. One MHD daemon per address of `bind`, each started with MHD_USE_EPOLL and no
+ * internal thread: a uv_poll_t watches the daemon's epoll descriptor
+ * (MHD_DAEMON_INFO_EPOLL_FD) and calls MHD_run(); a uv_timer_t is re-armed after every
+ * MHD_run() from MHD_get_timeout() (timeouts, and work MHD has buffered).
+ *
+ * Limits, each set explicitly (libmicrohttpd 0.9.75 has no body limit, no timeout and allows
+ * 1020 connections by default):
+ *   max_body_bytes   a Content-Length over it is answered 413 at once, before any byte of
+ *                    the body is read, and the connection is closed; a chunked body is counted
+ *                    while it streams in and dropped (not stored) past the limit, then 413.
+ *                    Bodies are held in memory up to the limit, never beyond.
+ *   max_connections  HTTP connections open at once, over all addresses (accept policy; also
+ *                    MHD_OPTION_CONNECTION_LIMIT); more are accepted and closed at once. This
+ *                    budget is separate from the text/RESP port's.
+ *   idle_timeout     MHD_OPTION_CONNECTION_TIMEOUT: a connection with no traffic that long is
+ *                    closed (0 = never).
+ *   request_timeout  a request (from the connection's start for the first one, else from its
+ *                    request line) not answered and sent within it is cut off: the socket is
+ *                    shut down and MHD closes the connection (0 = never). Slow senders and
+ *                    clients that never read their response both end this way.
+ *   HTTP_CONN_MEMORY MHD_OPTION_CONNECTION_MEMORY_LIMIT: the request line and headers must fit
+ *                    in it (MHD itself answers 414 or 431 otherwise); keys longer than fit in a
+ *                    URL (about 32000 bytes, percent-encoded) go in a POST body.
+ * Repeated Content-Length, or Content-Length with Transfer-Encoding, is 400 and closes the
+ * connection (no guessing where the next request starts). What libmicrohttpd refuses by itself
+ * (a malformed request line or Content-Length, headers over HTTP_CONN_MEMORY: 400, 414, 431)
+ * gets its own short HTML answer and is not counted in /metrics.
+ *
+ * The loop thread only. max_body_bytes, request_timeout and max_connections (up to its value
+ * at start, MHD's own limit) are read from the live config at each use, so SIGHUP changes
+ * them; bind, http_port and idle_timeout are fixed at start.
+ */
+#ifndef BLOSSOMD_SERVER_HTTP_H
+#define BLOSSOMD_SERVER_HTTP_H
+
+#include <uv.h>
+
+#include "conf/config.h"
+#include "metrics.h"
+#include "proto/command.h"
+
+/*
+ * Per-connection memory of libmicrohttpd (request line, headers, read buffer): URLs of up to
+ * about 32000 bytes fit. It is zeroed for every request, so more costs time on every request
+ * (64 KiB: about 1 µs more each, measured).
+ */
+#define HTTP_CONN_MEMORY (32 * 1024)
+
+struct http_server;
+
+struct http_server_options {
+	uv_loop_t *loop;
+	const struct config *cfg; /* live: must outlive the server */
+	struct cmd_ctx *cmd;
+	const char *version; /* for blossomd_build_info */
+	void *arg;	     /* passed to the hooks */
+	/* /readyz: NULL while ready, else why not (static text). May be NULL. */
+	const char *(*not_ready)(void *arg);
+	/* /metrics: what the rest of the server knows (text/RESP port, persistence). May be
+	 * NULL. */
+	void (*server_stats)(void *arg, struct metrics_server *out);
+};
+
+/*
+ * Start serving on cfg->http_port at every address of cfg->bind. With http_port 0, does
+ * nothing: returns 0 with *out NULL. Returns 0 with *out set, or a negative errno with every
+ * step undone (the reason logged: "http: bind 127.0.0.1:8674: Address already in use").
+ */
+int http_server_start(const struct http_server_options *opt, struct http_server **out);
+
+/*
+ * Stop: close the loop handles, then every connection and listener (MHD_stop_daemon(); a
+ * request in progress is dropped). The memory is released by the handles' close callbacks,
+ * so the loop must run once more (srv_free()'s drain does). NULL is ignored; h must not be
+ * used afterwards.
+ */
+void http_server_stop(struct http_server *h);
+
+#endif /* BLOSSOMD_SERVER_HTTP_H */

@@ -1,0 +1,1162 @@
+/* SPDX-License-Identifier: MIT */
+/* Snapshot scheduling, flush, shutdown save and the start-up load; see snapshot.h. */
+#include "snapshot.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "bf_snapshot.h"
+#include "log.h"
+
+#define SNAP_TICK_MS 1000
+/* Added to the nice value of a threadpool thread once it runs snapshot work (see below). */
+#define SNAP_WORKER_NICE 10
+/* Copies of at least this many bytes have their memory faulted in on the threadpool. */
+#define SNAP_PREFAULT_MIN (2u << 20)
+/* Suffix of a file set aside at start; ".1" ... up to this many more are tried. */
+#define SNAP_CORRUPT_SUFFIX ".corrupt"
+#define SNAP_CORRUPT_TRIES  100
+
+/* What this module knows about one persistent filter. */
+struct snap_entry {
+	struct bf_filter *f;	/* NULL once the filter is gone ("dead", no longer in ents) */
+	uint64_t saved_changes; /* f->changes that the snapshot on disk holds, if on_disk */
+	uint64_t generation;	/* of the snapshot on disk */
+	bool on_disk;		/* a snapshot of this filter (as it is now, bar changes) exists */
+	bool failed;		/* the latest write failed */
+	bool queued;		/* listed in sn->pending */
+	bool busy;		/* held by the copy in progress or by a job not yet applied */
+	char file[BF_SNAPSHOT_NAME_MAX];
+};
+
+/* One background write: a copy (or, at shutdown, the live filter) and its file. */
+struct snap_job {
+	uv_work_t req; /* req.data = the job */
+	struct srv_snap *sn;
+	struct snap_entry *e;
+	struct bf_filter *f; /* what the worker writes */
+	bool owned;	     /* f is a copy, freed with the job */
+	uint64_t cut;	     /* e->f->changes that f holds (at least) */
+	uint64_t generation;
+	char file[BF_SNAPSHOT_NAME_MAX]; /* e->file: the worker never reads e */
+	bool remove_after;		 /* dropped meanwhile: remove the file once written */
+	/* Preparing and copying (sn->copy == this job). */
+	bool prefaulting; /* its memory is being faulted in on the threadpool */
+	bool aborted;	  /* given up while prefaulting: freed when that ends */
+	unsigned copy_layer;
+	size_t copy_off;
+	uint64_t copy_ns, copy_max_ns; /* loop time spent copying, longest single pause */
+	/* Written by the worker, read by the loop once done (under lock) or after after_work. */
+	uv_mutex_t lock;
+	uv_cond_t cond;
+	bool sync_ready; /* lock and cond initialised */
+	bool done;
+	int rc;
+	const char *step;
+	uint64_t write_ns;
+	bool applied; /* loop only: its result has been recorded */
+};
+
+struct srv_snap {
+	uv_loop_t *loop;
+	const struct config *cfg;
+	struct cmd_ctx *ctx;
+	int dirfd;
+	char dir[sizeof(((struct config *)0)->data_dir)];
+
+	struct snap_entry **ents; /* live entries, unordered */
+	size_t nents, ents_cap;
+
+	/* The cycle (or the shutdown pass): entries still to write, in order. */
+	struct snap_entry **pending;
+	size_t npending, pending_pos, pending_cap;
+	bool cycle_running;
+	uint64_t cycle_started_ms, next_due_ms;
+	uint64_t cycle_saved, cycle_failed;
+
+	struct snap_job *copy; /* being prepared (prefault) or copied in slices */
+	struct snap_job *job;  /* queued on the threadpool, until its after_work */
+
+	uv_timer_t timer;
+	uv_idle_t idle;
+	bool stopping;
+
+	struct srv_snap_status st;
+};
+
+static void snap_step(struct srv_snap *sn);
+
+/* ---------------------------------------------------------------------------------------- */
+/* Entries */
+
+static bool snap_dirty(const struct snap_entry *e)
+{
+	return e->f && (!e->on_disk || e->f->changes != e->saved_changes);
+}
+
+static struct snap_entry *snap_find(const struct srv_snap *sn, const struct bf_filter *f)
+{
+	for (size_t i = 0; i < sn->nents; i++)
+		if (sn->ents[i]->f == f)
+			return sn->ents[i];
+	return NULL;
+}
+
+/* A new entry for f, listed in ents. NULL on allocation failure (logged). */
+static struct snap_entry *snap_track(struct srv_snap *sn, struct bf_filter *f)
+{
+	struct snap_entry *e;
+
+	if (sn->nents == sn->ents_cap) {
+		size_t cap = sn->ents_cap ? sn->ents_cap * 2 : 16;
+		struct snap_entry **p = realloc(sn->ents, cap * sizeof(*p));
+
+		if (!p)
+			goto nomem;
+		sn->ents = p;
+		sn->ents_cap = cap;
+	}
+	e = calloc(1, sizeof(*e));
+	if (!e)
+		goto nomem;
+	e->f = f;
+	bf_snapshot_filename(f->name, f->name_len, e->file);
+	sn->ents[sn->nents++] = e;
+	return e;
+nomem:
+	srv_log(SRV_LOG_CRIT, "filter '%s': out of memory; it will NOT be persisted", f->name);
+	return NULL;
+}
+
+/* Free a dead entry once nothing refers to it any more. */
+static void snap_release(struct snap_entry *e)
+{
+	if (!e->f && !e->busy && !e->queued)
+		free(e);
+}
+
+static void snap_unlink(struct srv_snap *sn, const char *file, const char *why)
+{
+	if (unlinkat(sn->dirfd, file, 0) == 0)
+		srv_log(SRV_LOG_DEBUG, "removed %s/%s (%s)", sn->dir, file, why);
+	else if (errno != ENOENT)
+		srv_log(SRV_LOG_WARNING, "cannot remove %s/%s (%s): %s", sn->dir, file, why,
+			strerror(errno));
+}
+
+/* ---------------------------------------------------------------------------------------- */
+/* Results */
+
+static uint64_t snap_ms(uint64_t ns)
+{
+	return ns / 1000000;
+}
+
+/* Count and log a failed write of e (may be dead) as file. */
+static void snap_record_failure(struct srv_snap *sn, struct snap_entry *e, const char *file,
+				const char *name, int rc, const char *step)
+{
+	/* Only a failed fsync of the directory comes after the rename. */
+	bool renamed = step && !strcmp(step, "fsync dir");
+	uint32_t interval = sn->cfg->snapshot_interval;
+	char retry[64] = "";
+
+	sn->st.failures++;
+	sn->st.last_failure_unix = (uint64_t)time(NULL);
+	sn->st.last_error = rc;
+	snprintf(sn->st.last_error_msg, sizeof(sn->st.last_error_msg), "filter '%s' (%s): %s: %s",
+		 name, file, step ? step : "?", strerror(-rc));
+	sn->cycle_failed++;
+	if (e->f)
+		e->failed = true;
+	if (sn->stopping)
+		snprintf(retry, sizeof(retry), "; not retried (shutting down)");
+	else if (interval)
+		snprintf(retry, sizeof(retry), "; retrying in %" PRIu32 " s", interval);
+	srv_log(SRV_LOG_ERR, "snapshot of filter '%s' failed: %s/%s: %s: %s; %s%s", name, sn->dir,
+		file, step ? step : "?", strerror(-rc),
+		renamed ? "the new snapshot is in place but may not survive a power loss"
+			: "the previous snapshot is kept",
+		retry);
+}
+
+/*
+ * Record the outcome of writing e (may be dead) as file: counters, the entry's state, the
+ * log. cut/generation: what the file holds if rc is 0. kind names the trigger for the log.
+ */
+static void snap_record(struct srv_snap *sn, struct snap_entry *e, const char *file,
+			const char *name, int rc, const char *step, uint64_t cut,
+			uint64_t generation, uint64_t bytes, uint64_t write_ns, const char *kind)
+{
+	uint64_t now = (uint64_t)time(NULL);
+
+	if (rc) {
+		snap_record_failure(sn, e, file, name, rc, step);
+		return;
+	}
+	sn->st.saves++;
+	sn->st.saved_bytes += bytes;
+	sn->st.last_success_unix = now;
+	sn->ctx->last_save_unix = now;
+	sn->cycle_saved++;
+	if (e->failed && e->f)
+		srv_log(SRV_LOG_NOTICE, "snapshot of filter '%s' (%s) written again after failures",
+			name, file);
+	else
+		srv_log(SRV_LOG_DEBUG,
+			"%s snapshot of filter '%s' (%s): %" PRIu64 " bytes in %" PRIu64 " ms",
+			kind, name, file, bytes, snap_ms(write_ns));
+	if (e->f) {
+		e->on_disk = true;
+		e->saved_changes = cut;
+		e->generation = generation;
+		e->failed = false;
+	}
+}
+
+/* ---------------------------------------------------------------------------------------- */
+/* Background jobs */
+
+static void snap_job_free(struct snap_job *job)
+{
+	if (job->owned)
+		bf_filter_free(job->f);
+	if (job->sync_ready) {
+		uv_cond_destroy(&job->cond);
+		uv_mutex_destroy(&job->lock);
+	}
+	free(job);
+}
+
+static struct snap_job *snap_job_new(struct srv_snap *sn, struct snap_entry *e)
+{
+	struct snap_job *job = calloc(1, sizeof(*job));
+
+	if (!job)
+		return NULL;
+	if (uv_mutex_init(&job->lock)) {
+		free(job);
+		return NULL;
+	}
+	if (uv_cond_init(&job->cond)) {
+		uv_mutex_destroy(&job->lock);
+		free(job);
+		return NULL;
+	}
+	job->sync_ready = true;
+	job->sn = sn;
+	job->e = e;
+	job->cut = e->f->changes;
+	job->generation = e->generation + 1;
+	job->req.data = job;
+	memcpy(job->file, e->file, sizeof(job->file));
+	return job;
+}
+
+/*
+ * Threadpool: lower this thread's priority (Linux nice values are per thread), once, so the
+ * loop thread and the clients on a small machine get the CPU before snapshot work does (the
+ * checksum, the copy into the page cache, the prefault). Best effort. The thread keeps it:
+ * an unprivileged process cannot undo it, and blossomd uses the threadpool for snapshots only.
+ */
+static void snap_worker_nice(void)
+{
+	static __thread bool done;
+	id_t tid = (id_t)gettid();
+	int now;
+
+	if (done)
+		return;
+	done = true;
+	errno = 0;
+	now = getpriority(PRIO_PROCESS, tid);
+	if (now == -1 && errno)
+		return;
+	setpriority(PRIO_PROCESS, tid, now + SNAP_WORKER_NICE > 19 ? 19 : now + SNAP_WORKER_NICE);
+}
+
+/* Threadpool: write the job's filter. */
+static void snap_work(uv_work_t *req)
+{
+	struct snap_job *job = req->data;
+	const char *step = NULL;
+	uint64_t t0;
+	int rc;
+
+	snap_worker_nice();
+	t0 = uv_hrtime();
+	rc = bf_snapshot_write(job->f, job->generation, job->sn->dirfd, job->file, &step);
+
+	uv_mutex_lock(&job->lock);
+	job->rc = rc;
+	job->step = step;
+	job->write_ns = uv_hrtime() - t0;
+	job->done = true;
+	uv_cond_signal(&job->cond);
+	uv_mutex_unlock(&job->lock);
+}
+
+/* Loop: record a finished job's result (once). */
+static void snap_apply(struct srv_snap *sn, struct snap_job *job)
+{
+	struct snap_entry *e = job->e;
+
+	if (job->applied)
+		return;
+	job->applied = true;
+	snap_record(sn, e, job->file, job->f->name, job->rc, job->step, job->cut, job->generation,
+		    BF_SNAPSHOT_HEADER_LEN + job->f->bytes, job->write_ns,
+		    sn->stopping ? "final" : "periodic");
+	if (job->rc == 0 && job->copy_ns)
+		sn->st.last_copy_pause_us = job->copy_max_ns / 1000;
+	if (job->rc == 0 && job->copy_ns)
+		srv_log(SRV_LOG_DEBUG,
+			"snapshot of filter '%s': copy took %" PRIu64 " ms of loop time, longest "
+			"pause %" PRIu64 " us",
+			job->f->name, snap_ms(job->copy_ns), job->copy_max_ns / 1000);
+	if (job->remove_after)
+		snap_unlink(sn, job->file, "filter dropped");
+	e->busy = false;
+	snap_release(e);
+}
+
+/* Wait for the job on the threadpool to finish writing, then record its result. */
+static void snap_settle(struct srv_snap *sn)
+{
+	struct snap_job *job = sn->job;
+
+	if (!job || job->applied)
+		return;
+	uv_mutex_lock(&job->lock);
+	while (!job->done)
+		uv_cond_wait(&job->cond, &job->lock);
+	uv_mutex_unlock(&job->lock);
+	snap_apply(sn, job);
+}
+
+static void snap_after_work(uv_work_t *req, int status)
+{
+	struct snap_job *job = req->data;
+	struct srv_snap *sn = job->sn;
+
+	if (status == UV_ECANCELED && !job->done) {
+		job->rc = -ECANCELED;
+		job->step = "queue";
+		job->done = true;
+	}
+	snap_apply(sn, job);
+	if (sn->job == job)
+		sn->job = NULL;
+	snap_job_free(job);
+	snap_step(sn);
+}
+
+/* Hand a job whose filter is ready to the threadpool. */
+static void snap_queue(struct srv_snap *sn, struct snap_job *job)
+{
+	int rc = uv_queue_work(sn->loop, &job->req, snap_work, snap_after_work);
+
+	if (rc) {
+		job->rc = rc;
+		job->step = "queue";
+		job->done = true;
+		snap_apply(sn, job);
+		snap_job_free(job);
+		return;
+	}
+	sn->job = job;
+}
+
+/* Allocate the copy's layers for the live filter's geometry, from layer c->nlayers on (the
+ * filter may have grown since the copy was allocated). 0 or -ENOMEM. */
+static int snap_copy_alloc(struct bf_filter *c, const struct bf_filter *f)
+{
+	for (unsigned i = c->nlayers; i < f->nlayers; i++) {
+		const struct bf_layer *l = &f->layers[i];
+		int rc = bf_layer_alloc(&c->layers[i], l->counting, l->nblocks, l->b, l->capacity,
+					l->error_rate);
+
+		if (rc)
+			return rc;
+		c->nlayers = i + 1;
+		c->bytes += bf_layer_bytes(l);
+	}
+	return 0;
+}
+
+/* Everything but the blocks, as the filter is now (same geometry). */
+static void snap_copy_meta(struct bf_filter *c, const struct bf_filter *f)
+{
+	memcpy(c->name, f->name, sizeof(c->name));
+	c->name_len = f->name_len;
+	c->params = f->params;
+	c->seed = f->seed;
+	c->items = f->items;
+	c->changes = f->changes;
+	c->stats = f->stats;
+	for (unsigned i = 0; i < f->nlayers; i++)
+		c->layers[i].items = f->layers[i].items;
+}
+
+/* End a job that will not be written (nothing is recorded). */
+static void snap_job_drop(struct snap_job *job)
+{
+	if (job->e) {
+		job->e->busy = false;
+		snap_release(job->e);
+	}
+	snap_job_free(job);
+}
+
+/* Give up a copy in progress; its filter stays dirty. */
+static void snap_copy_abort(struct srv_snap *sn)
+{
+	struct snap_job *job = sn->copy;
+
+	if (!job)
+		return;
+	sn->copy = NULL;
+	job->e->busy = false;
+	snap_release(job->e);
+	job->e = NULL;
+	if (job->prefaulting) {
+		job->aborted = true; /* the threadpool still writes its memory: freed after */
+		return;
+	}
+	uv_idle_stop(&sn->idle);
+	snap_job_free(job);
+}
+
+/* One slice of a plain filter's copy; the last one hands the copy to the threadpool. */
+static void snap_on_idle(uv_idle_t *h)
+{
+	struct srv_snap *sn = h->data;
+	struct snap_job *job = sn->copy;
+	const struct bf_filter *live;
+	struct bf_filter *c;
+	size_t budget = SRV_SNAP_SLICE;
+	uint64_t t0, dt;
+
+	if (!job || job->prefaulting) {
+		uv_idle_stop(h);
+		return;
+	}
+	live = job->e->f;
+	c = job->f;
+	t0 = uv_hrtime();
+	while (budget && job->copy_layer < c->nlayers) {
+		const struct bf_layer *from = &live->layers[job->copy_layer];
+		size_t left = bf_layer_bytes(from) - job->copy_off;
+		size_t n = left < budget ? left : budget;
+
+		memcpy((char *)c->layers[job->copy_layer].blocks + job->copy_off,
+		       (const char *)from->blocks + job->copy_off, n);
+		job->copy_off += n;
+		budget -= n;
+		if (job->copy_off == bf_layer_bytes(from)) {
+			job->copy_layer++;
+			job->copy_off = 0;
+		}
+	}
+	if (job->copy_layer == c->nlayers) {
+		/* Counts as of now: never fewer than the bits copied hold. */
+		c->items = 0;
+		for (unsigned i = 0; i < c->nlayers; i++) {
+			c->layers[i].items = live->layers[i].items;
+			c->items += c->layers[i].items;
+		}
+		c->stats = live->stats;
+	}
+	dt = uv_hrtime() - t0;
+	job->copy_ns += dt;
+	if (dt > job->copy_max_ns)
+		job->copy_max_ns = dt;
+	if (job->copy_layer < c->nlayers)
+		return;
+
+	uv_idle_stop(h);
+	sn->copy = NULL;
+	if (job->e->on_disk && job->e->saved_changes >= job->cut) {
+		/* A flush wrote a newer state while we copied. */
+		snap_job_drop(job);
+		snap_step(sn);
+		return;
+	}
+	snap_queue(sn, job);
+	if (!sn->job)
+		snap_step(sn);
+}
+
+/*
+ * Take the cut of a job whose memory is ready: a counting or small filter is copied whole,
+ * now (exact); a large plain one in slices from the next loop iterations on. Returns 0 if the
+ * job goes on (slicing, or queued for its write), -1 if it ended (failure recorded, or the
+ * filter is clean by now). Does not start other jobs.
+ */
+static int snap_copy_begin(struct srv_snap *sn, struct snap_job *job)
+{
+	struct snap_entry *e = job->e;
+	const struct bf_filter *f = e->f;
+	struct bf_filter *c = job->f;
+	uint64_t t0 = uv_hrtime();
+	int rc;
+
+	if (!snap_dirty(e)) {
+		snap_job_drop(job); /* a flush wrote it meanwhile */
+		return -1;
+	}
+	rc = snap_copy_alloc(c, f);
+	if (rc) {
+		snap_record(sn, e, e->file, f->name, rc, "copy", 0, 0, 0, 0, "periodic");
+		snap_job_drop(job);
+		return -1;
+	}
+	snap_copy_meta(c, f);
+	job->cut = f->changes;
+	if (f->params.type == BF_TYPE_COUNTING || f->bytes <= SRV_SNAP_SLICE) {
+		for (unsigned i = 0; i < f->nlayers; i++)
+			memcpy(c->layers[i].blocks, f->layers[i].blocks,
+			       bf_layer_bytes(&f->layers[i]));
+		job->copy_ns = job->copy_max_ns = uv_hrtime() - t0;
+		snap_queue(sn, job);
+		return sn->job ? 0 : -1;
+	}
+	job->copy_layer = 0;
+	job->copy_off = 0;
+	sn->copy = job;
+	uv_idle_start(&sn->idle, snap_on_idle);
+	return 0;
+}
+
+/* Threadpool: fault in the copy's memory, so the loop's copy is a plain memcpy. */
+static void snap_prefault_work(uv_work_t *req)
+{
+	struct snap_job *job = req->data;
+	struct bf_filter *c = job->f;
+
+	snap_worker_nice();
+	for (unsigned i = 0; i < c->nlayers; i++)
+		memset(c->layers[i].blocks, 0, bf_layer_bytes(&c->layers[i]));
+}
+
+static void snap_prefault_after(uv_work_t *req, int status)
+{
+	struct snap_job *job = req->data;
+	struct srv_snap *sn = job->sn;
+
+	(void)status; /* cancelled or not, the memory is usable */
+	job->prefaulting = false;
+	if (job->aborted) {
+		snap_job_free(job);
+		return;
+	}
+	sn->copy = NULL;
+	if (snap_copy_begin(sn, job))
+		snap_step(sn);
+}
+
+/*
+ * Start the background write of e: at shutdown the live filter itself; else a copy, whose
+ * memory is allocated here and (if large) faulted in on the threadpool before the loop copies
+ * into it. Returns 0 if something now runs (preparation, copy or write), -1 if not (a failure
+ * is recorded). Does not start other jobs.
+ */
+static int snap_start(struct srv_snap *sn, struct snap_entry *e)
+{
+	const struct bf_filter *f = e->f;
+	struct snap_job *job = snap_job_new(sn, e);
+	int rc;
+
+	if (!job) {
+		snap_record(sn, e, e->file, f->name, -ENOMEM, "copy", 0, 0, 0, 0, "periodic");
+		return -1;
+	}
+	e->busy = true;
+	if (sn->stopping) {
+		job->f = e->f;
+		job->owned = false;
+		snap_queue(sn, job);
+		return sn->job ? 0 : -1;
+	}
+	job->owned = true;
+	job->f = calloc(1, sizeof(*job->f));
+	rc = job->f ? snap_copy_alloc(job->f, f) : -ENOMEM;
+	if (rc) {
+		snap_record(sn, e, e->file, f->name, rc, "copy", 0, 0, 0, 0, "periodic");
+		snap_job_drop(job);
+		return -1;
+	}
+	if (job->f->bytes >= SNAP_PREFAULT_MIN &&
+	    uv_queue_work(sn->loop, &job->req, snap_prefault_work, snap_prefault_after) == 0) {
+		job->prefaulting = true;
+		sn->copy = job;
+		return 0;
+	}
+	return snap_copy_begin(sn, job);
+}
+
+/* ---------------------------------------------------------------------------------------- */
+/* Cycles */
+
+static void snap_pending_clear(struct srv_snap *sn)
+{
+	for (size_t i = sn->pending_pos; i < sn->npending; i++) {
+		struct snap_entry *e = sn->pending[i];
+
+		e->queued = false;
+		snap_release(e);
+	}
+	sn->npending = sn->pending_pos = 0;
+}
+
+/* List every dirty entry for the cycle. 0 or -ENOMEM. */
+static int snap_pending_fill(struct srv_snap *sn)
+{
+	snap_pending_clear(sn);
+	if (sn->pending_cap < sn->nents) {
+		struct snap_entry **p = realloc(sn->pending, sn->nents * sizeof(*p));
+
+		if (!p)
+			return -ENOMEM;
+		sn->pending = p;
+		sn->pending_cap = sn->nents;
+	}
+	for (size_t i = 0; i < sn->nents; i++) {
+		struct snap_entry *e = sn->ents[i];
+
+		if (snap_dirty(e)) {
+			e->queued = true;
+			sn->pending[sn->npending++] = e;
+		}
+	}
+	return 0;
+}
+
+static void snap_cycle_end(struct srv_snap *sn)
+{
+	uint64_t now = uv_now(sn->loop);
+	uint64_t ms = now - sn->cycle_started_ms;
+
+	sn->cycle_running = false;
+	sn->next_due_ms = sn->cycle_started_ms + (uint64_t)sn->cfg->snapshot_interval * 1000;
+	if (sn->stopping) {
+		if (sn->cycle_failed)
+			srv_log(SRV_LOG_ERR,
+				"final snapshot: %" PRIu64 " filters written, %" PRIu64 " failed",
+				sn->cycle_saved, sn->cycle_failed);
+		else if (sn->cycle_saved)
+			srv_log(SRV_LOG_INFO,
+				"final snapshot: %" PRIu64 " filters written in %" PRIu64 " ms",
+				sn->cycle_saved, ms);
+		return;
+	}
+	if (sn->cycle_saved || sn->cycle_failed)
+		srv_log(SRV_LOG_DEBUG,
+			"snapshot cycle: %" PRIu64 " filters written, %" PRIu64
+			" failed, in %" PRIu64 " ms",
+			sn->cycle_saved, sn->cycle_failed, ms);
+}
+
+/* Start the next pending write if nothing runs; end the cycle when none is left. */
+static void snap_step(struct srv_snap *sn)
+{
+	while (!sn->job && !sn->copy) {
+		struct snap_entry *e;
+
+		if (sn->pending_pos == sn->npending) {
+			sn->npending = sn->pending_pos = 0;
+			if (sn->cycle_running)
+				snap_cycle_end(sn);
+			return;
+		}
+		e = sn->pending[sn->pending_pos++];
+		e->queued = false;
+		if (!e->f) {
+			snap_release(e);
+			continue;
+		}
+		if (!snap_dirty(e) || e->busy)
+			continue;
+		snap_start(sn, e);
+	}
+}
+
+static void snap_cycle_start(struct srv_snap *sn)
+{
+	if (snap_pending_fill(sn)) {
+		srv_log(SRV_LOG_ERR, "snapshot cycle: out of memory; retrying at the next tick");
+		return;
+	}
+	sn->cycle_started_ms = uv_now(sn->loop);
+	sn->cycle_saved = sn->cycle_failed = 0;
+	if (!sn->npending) {
+		sn->next_due_ms =
+		    sn->cycle_started_ms + (uint64_t)sn->cfg->snapshot_interval * 1000;
+		return;
+	}
+	sn->cycle_running = true;
+	snap_step(sn);
+}
+
+static void snap_on_tick(uv_timer_t *t)
+{
+	struct srv_snap *sn = t->data;
+	uint32_t interval = sn->cfg->snapshot_interval;
+	uint64_t now = uv_now(sn->loop);
+
+	if (sn->stopping || !interval || sn->cycle_running)
+		return;
+	/* A shorter interval set by a reload takes effect at once. */
+	if (sn->next_due_ms > now + (uint64_t)interval * 1000)
+		sn->next_due_ms = now + (uint64_t)interval * 1000;
+	if (now + SNAP_TICK_MS / 2 < sn->next_due_ms)
+		return;
+	snap_cycle_start(sn);
+}
+
+/* ---------------------------------------------------------------------------------------- */
+/* Hooks */
+
+void srv_snap_created(struct srv_snap *sn, struct bf_filter *f)
+{
+	if (!f->params.persist)
+		return;
+	snap_track(sn, f);
+}
+
+void srv_snap_dropping(struct srv_snap *sn, struct bf_filter *f, bool remove_file)
+{
+	struct snap_entry *e;
+	bool restart = false;
+	size_t i;
+
+	if (!f->params.persist)
+		return;
+	for (i = 0; i < sn->nents && sn->ents[i]->f != f; i++)
+		;
+	if (i == sn->nents)
+		return;
+	e = sn->ents[i];
+	sn->ents[i] = sn->ents[--sn->nents];
+
+	if (sn->copy && sn->copy->e == e) {
+		snap_copy_abort(sn);
+		restart = true;
+	}
+	if (remove_file) {
+		/* A write of this file still running would put it back: it removes it instead. */
+		if (sn->job && !sn->job->applied && !strcmp(sn->job->file, e->file))
+			sn->job->remove_after = true;
+		else
+			snap_unlink(sn, e->file, "filter dropped");
+	}
+	e->f = NULL;
+	snap_release(e);
+	if (restart)
+		snap_step(sn);
+}
+
+/* Write e now, on the loop thread, from the live filter. */
+static int snap_write_now(struct srv_snap *sn, struct snap_entry *e)
+{
+	const struct bf_filter *f = e->f;
+	const char *step = NULL;
+	uint64_t t0, gen;
+	int rc;
+
+	/* Never two writers of one file, never an older state over a newer one. */
+	if (sn->job && !sn->job->applied && !strcmp(sn->job->file, e->file))
+		snap_settle(sn);
+	gen = e->generation + 1;
+	t0 = uv_hrtime();
+	rc = bf_snapshot_write(f, gen, sn->dirfd, e->file, &step);
+	snap_record(sn, e, e->file, f->name, rc, step, f->changes, gen,
+		    BF_SNAPSHOT_HEADER_LEN + f->bytes, uv_hrtime() - t0, "flush");
+	return rc;
+}
+
+int srv_snap_flush(struct srv_snap *sn, struct bf_filter *f)
+{
+	struct snap_entry *e;
+	int rc = 0;
+
+	if (f) {
+		if (!f->params.persist)
+			return 0;
+		e = snap_find(sn, f);
+		if (!e)
+			e = snap_track(sn, f);
+		if (!e)
+			return -ENOMEM;
+		return snap_dirty(e) ? snap_write_now(sn, e) : 0;
+	}
+	for (size_t i = 0; i < sn->nents; i++) {
+		int r;
+
+		e = sn->ents[i];
+		if (!snap_dirty(e))
+			continue;
+		r = snap_write_now(sn, e);
+		if (r && !rc)
+			rc = r;
+	}
+	return rc;
+}
+
+void srv_snap_shutdown(struct srv_snap *sn)
+{
+	if (!sn || sn->stopping)
+		return;
+	sn->stopping = true;
+	snap_copy_abort(sn);
+	if (snap_pending_fill(sn)) {
+		/* No room for a list: write them one by one here, on the loop. */
+		srv_log(SRV_LOG_ERR, "final snapshot: out of memory; writing on the loop thread");
+		srv_snap_flush(sn, NULL);
+		return;
+	}
+	sn->cycle_started_ms = uv_now(sn->loop);
+	sn->cycle_saved = sn->cycle_failed = 0;
+	sn->cycle_running = true;
+	if (sn->npending)
+		srv_log(SRV_LOG_INFO, "writing %zu changed filters before exit", sn->npending);
+	snap_step(sn);
+}
+
+void srv_snap_get_status(const struct srv_snap *sn, struct srv_snap_status *out)
+{
+	*out = sn->st;
+	out->failing = out->dirty = 0;
+	for (size_t i = 0; i < sn->nents; i++) {
+		out->failing += sn->ents[i]->failed;
+		out->dirty += snap_dirty(sn->ents[i]);
+	}
+	out->in_progress = sn->copy || sn->job;
+}
+
+/* ---------------------------------------------------------------------------------------- */
+/* Start-up */
+
+/* mkdir -p: the missing parents 0755, the directory itself 0700. 0 or -errno. */
+static int snap_mkdirs(const char *path)
+{
+	char buf[sizeof(((struct config *)0)->data_dir)];
+	size_t len = strlen(path);
+
+	if (len == 0 || len >= sizeof(buf))
+		return -ENAMETOOLONG;
+	memcpy(buf, path, len + 1);
+	for (char *p = buf + 1; *p; p++) {
+		if (*p != '/')
+			continue;
+		*p = '\0';
+		if (mkdir(buf, 0755) && errno != EEXIST)
+			return -errno;
+		*p = '/';
+	}
+	if (mkdir(buf, 0700) && errno != EEXIST)
+		return -errno;
+	return 0;
+}
+
+static bool snap_has_suffix(const char *s, const char *suffix)
+{
+	size_t n = strlen(s), k = strlen(suffix);
+
+	return n > k && !strcmp(s + n - k, suffix);
+}
+
+static int snap_cmp_names(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/*
+ * The snapshot files in the directory, sorted, as a malloc'd array of malloc'd names; leftover
+ * temp files are removed on the way. 0 or -errno.
+ */
+static int snap_list(struct srv_snap *sn, char ***out, size_t *n)
+{
+	char **names = NULL;
+	size_t cap = 0, count = 0;
+	struct dirent *de;
+	int fd = dup(sn->dirfd), rc = 0;
+	DIR *d;
+
+	if (fd < 0)
+		return -errno;
+	d = fdopendir(fd);
+	if (!d) {
+		rc = -errno;
+		close(fd);
+		return rc;
+	}
+	rewinddir(d);
+	while ((errno = 0, de = readdir(d))) {
+		struct stat sb;
+
+		if (de->d_name[0] == '.')
+			continue;
+		if (snap_has_suffix(de->d_name, BF_SNAPSHOT_SUFFIX BF_SNAPSHOT_TMP_SUFFIX)) {
+			if (unlinkat(sn->dirfd, de->d_name, 0) == 0)
+				srv_log(SRV_LOG_NOTICE, "removed leftover temp file %s/%s", sn->dir,
+					de->d_name);
+			else
+				srv_log(SRV_LOG_WARNING,
+					"cannot remove leftover temp file %s/%s: %s", sn->dir,
+					de->d_name, strerror(errno));
+			continue;
+		}
+		if (!snap_has_suffix(de->d_name, BF_SNAPSHOT_SUFFIX))
+			continue;
+		if (fstatat(sn->dirfd, de->d_name, &sb, AT_SYMLINK_NOFOLLOW) ||
+		    !S_ISREG(sb.st_mode)) {
+			srv_log(SRV_LOG_WARNING, "%s/%s is not a regular file; ignored", sn->dir,
+				de->d_name);
+			continue;
+		}
+		if (count == cap) {
+			size_t ncap = cap ? cap * 2 : 16;
+			char **p = realloc(names, ncap * sizeof(*p));
+
+			if (!p) {
+				rc = -ENOMEM;
+				break;
+			}
+			names = p;
+			cap = ncap;
+		}
+		names[count] = strdup(de->d_name);
+		if (!names[count]) {
+			rc = -ENOMEM;
+			break;
+		}
+		count++;
+	}
+	if (!rc && errno)
+		rc = -errno;
+	closedir(d);
+	if (rc) {
+		for (size_t i = 0; i < count; i++)
+			free(names[i]);
+		free(names);
+		return rc;
+	}
+	if (count)
+		qsort(names, count, sizeof(*names), snap_cmp_names);
+	*out = names;
+	*n = count;
+	return 0;
+}
+
+/* Rename a bad file to FILE.corrupt (or .corrupt.N if taken). */
+static void snap_set_aside(struct srv_snap *sn, const char *file, const char *why)
+{
+	char to[BF_SNAPSHOT_NAME_MAX + 32];
+
+	for (int i = 0; i < SNAP_CORRUPT_TRIES; i++) {
+		if (i)
+			snprintf(to, sizeof(to), "%s" SNAP_CORRUPT_SUFFIX ".%d", file, i);
+		else
+			snprintf(to, sizeof(to), "%s" SNAP_CORRUPT_SUFFIX, file);
+		if (faccessat(sn->dirfd, to, F_OK, AT_SYMLINK_NOFOLLOW) == 0 &&
+		    i + 1 < SNAP_CORRUPT_TRIES)
+			continue;
+		break;
+	}
+	sn->st.set_aside++;
+	if (renameat(sn->dirfd, file, sn->dirfd, to)) {
+		srv_log(SRV_LOG_ERR,
+			"snapshot %s/%s: %s; not loaded, and it cannot be renamed to %s: %s",
+			sn->dir, file, why, to, strerror(errno));
+		return;
+	}
+	srv_log(SRV_LOG_ERR, "snapshot %s/%s: %s; renamed to %s, filter not loaded", sn->dir, file,
+		why, to);
+}
+
+/* Load one file. 0 (loaded or set aside) or a negative errno that must stop the start. */
+static int snap_load_one(struct srv_snap *sn, const char *file, uint64_t *newest)
+{
+	char why[640], expect[BF_SNAPSHOT_NAME_MAX];
+	struct bf_filter *f = NULL;
+	uint64_t gen = 0;
+	struct stat sb;
+	struct snap_entry *e;
+	int rc;
+
+	rc = bf_snapshot_read(sn->dirfd, file, &f, &gen, why, sizeof(why));
+	if (rc == -EINVAL || rc == -ENOTSUP) {
+		snap_set_aside(sn, file, why);
+		return 0;
+	}
+	if (rc) {
+		srv_log(SRV_LOG_ERR, "snapshot %s/%s: %s; not starting (fix or move the file)",
+			sn->dir, file, why);
+		return rc;
+	}
+	bf_snapshot_filename(f->name, f->name_len, expect);
+	if (strcmp(expect, file)) {
+		snprintf(why, sizeof(why), "holds filter '%s', whose file name is %s", f->name,
+			 expect);
+		bf_filter_free(f);
+		snap_set_aside(sn, file, why);
+		return 0;
+	}
+	if (!f->params.persist) {
+		bf_filter_free(f);
+		snap_set_aside(sn, file, "holds a filter that is not persistent");
+		return 0;
+	}
+	rc = bf_registry_adopt(sn->ctx->reg, f->name, f->name_len, f);
+	if (rc == -ENOMEM) {
+		srv_log(SRV_LOG_ERR,
+			"snapshot %s/%s: filter '%s' needs %" PRIu64 " bytes; with %" PRIu64
+			" loaded that passes max_memory (%" PRIu64
+			"); not starting (raise max_memory)",
+			sn->dir, file, f->name, f->bytes, bf_registry_memory(sn->ctx->reg),
+			bf_registry_max_memory(sn->ctx->reg));
+		bf_filter_free(f);
+		return rc;
+	}
+	if (rc) {
+		snprintf(why, sizeof(why), "cannot add filter '%s': %s", f->name,
+			 rc == -EEXIST ? "a filter of that name is already loaded" : strerror(-rc));
+		bf_filter_free(f);
+		snap_set_aside(sn, file, why);
+		return 0;
+	}
+	e = snap_track(sn, f);
+	if (!e)
+		return -ENOMEM;
+	e->on_disk = true;
+	e->saved_changes = f->changes;
+	e->generation = gen;
+	sn->st.loaded++;
+	if (fstatat(sn->dirfd, file, &sb, 0) == 0) {
+		sn->st.loaded_bytes += (uint64_t)sb.st_size;
+		if ((uint64_t)sb.st_mtime > *newest)
+			*newest = (uint64_t)sb.st_mtime;
+	}
+	srv_log(SRV_LOG_DEBUG,
+		"loaded filter '%s' from %s/%s (%" PRIu64 " bytes, generation %" PRIu64 ")",
+		f->name, sn->dir, file, f->bytes, gen);
+	return 0;
+}
+
+static int snap_load_all(struct srv_snap *sn)
+{
+	uint64_t t0 = uv_hrtime(), newest = 0, ns;
+	char **names = NULL;
+	size_t n = 0, i;
+	int rc;
+
+	rc = snap_list(sn, &names, &n);
+	if (rc) {
+		srv_log(SRV_LOG_ERR, "data_dir %s: cannot list: %s", sn->dir, strerror(-rc));
+		return rc;
+	}
+	for (i = 0; i < n && !rc; i++)
+		rc = snap_load_one(sn, names[i], &newest);
+	for (i = 0; i < n; i++)
+		free(names[i]);
+	free(names);
+	if (rc)
+		return rc;
+	ns = uv_hrtime() - t0;
+	sn->st.load_ms = snap_ms(ns);
+	if (newest)
+		sn->ctx->last_save_unix = newest;
+	if (n)
+		srv_log(SRV_LOG_INFO,
+			"loaded %" PRIu64 " filters (%" PRIu64 " bytes) from %s in %" PRIu64
+			" ms (%.2f GB/s)%s",
+			sn->st.loaded, sn->st.loaded_bytes, sn->dir, sn->st.load_ms,
+			ns ? (double)sn->st.loaded_bytes / (double)ns : 0.0,
+			sn->st.set_aside ? "; some files were set aside, see above" : "");
+	return 0;
+}
+
+int srv_snap_new(uv_loop_t *loop, const struct config *cfg, struct cmd_ctx *ctx,
+		 struct srv_snap **out)
+{
+	struct srv_snap *sn;
+	int rc;
+
+	sn = calloc(1, sizeof(*sn));
+	if (!sn) {
+		srv_log(SRV_LOG_ERR, "out of memory");
+		return -ENOMEM;
+	}
+	sn->loop = loop;
+	sn->cfg = cfg;
+	sn->ctx = ctx;
+	snprintf(sn->dir, sizeof(sn->dir), "%s", cfg->data_dir);
+
+	rc = snap_mkdirs(sn->dir);
+	if (rc) {
+		srv_log(SRV_LOG_ERR, "data_dir %s: cannot create: %s", sn->dir, strerror(-rc));
+		goto fail;
+	}
+	sn->dirfd = open(sn->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (sn->dirfd < 0) {
+		rc = -errno;
+		srv_log(SRV_LOG_ERR, "data_dir %s: cannot open: %s", sn->dir, strerror(-rc));
+		goto fail;
+	}
+	if (flock(sn->dirfd, LOCK_EX | LOCK_NB)) {
+		rc = errno == EWOULDBLOCK ? -EBUSY : -errno;
+		srv_log(SRV_LOG_ERR, "data_dir %s: %s", sn->dir,
+			rc == -EBUSY ? "in use by another blossomd (locked)" : strerror(-rc));
+		goto fail_fd;
+	}
+	rc = snap_load_all(sn);
+	if (rc)
+		goto fail_fd;
+
+	/* Neither can fail on an initialised loop. */
+	uv_timer_init(loop, &sn->timer);
+	uv_idle_init(loop, &sn->idle);
+	sn->timer.data = sn;
+	sn->idle.data = sn;
+	sn->next_due_ms = uv_now(loop) + (uint64_t)cfg->snapshot_interval * 1000;
+	uv_timer_start(&sn->timer, snap_on_tick, SNAP_TICK_MS, SNAP_TICK_MS);
+	*out = sn;
+	return 0;
+
+fail_fd:
+	close(sn->dirfd);
+fail:
+	for (size_t i = 0; i < sn->nents; i++)
+		free(sn->ents[i]);
+	free(sn->ents);
+	free(sn);
+	return rc;
+}
+
+void srv_snap_free(struct srv_snap *sn)
+{
+	if (!sn)
+		return;
+	if (sn->copy)
+		snap_copy_abort(sn);
+	/* A job still here means its after_work never ran: the loop was not drained. Its
+	 * memory may still be in use by the threadpool, so it is left alone. */
+	snap_pending_clear(sn);
+	for (size_t i = 0; i < sn->nents; i++)
+		free(sn->ents[i]);
+	free(sn->ents);
+	free(sn->pending);
+	close(sn->dirfd);
+	free(sn);
+}

@@ -1,0 +1,134 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Persistence (DESIGN.md §6): the snapshot files in data_dir, loaded at start and kept up to
+ * date while the daemon runs. The file format and the crash-safe write are core's
+ * (bf_snapshot.h: temp file with O_EXCL, fallocate, pwrite, fsync, rename, fsync of the
+ * directory; on failure the temp file is removed and the previous snapshot stays). This module
+ * decides when each persistent filter is written, where that work runs, and what happens to
+ * the files at start. persist=false filters never touch the disk.
+ *
+ * When a filter is written. A filter is dirty when it has no snapshot yet, or when its
+ * bf_filter.changes differs from the value its last good snapshot holds.
+ *   - Cycles: every snapshot_interval seconds (read from the live config, so SIGHUP changes
+ *     it; 0 = no periodic snapshots) every dirty filter is written, one at a time. A failed
+ *     write leaves the filter dirty, so the next cycle retries it, with a new temp file.
+ *   - Flush (text `flush [NAME]`, RESP SAVE/BGSAVE, via cmd_flush()): see srv_snap_flush().
+ *   - Shutdown (srv_snap_shutdown(), from srv_stop()): every dirty filter, before the loop ends.
+ *
+ * Where the work runs.
+ *   - Cycle: the copy's memory is allocated on the loop and, for copies of 2 MiB or more,
+ *     faulted in on the libuv threadpool (so the loop's copy is a plain memcpy, with no page
+ *     faults). Then the cut is taken on the loop thread. A counting filter, or any filter of
+ *     at most SRV_SNAP_SLICE bytes, is copied whole at once: an exact cut in one pause of the
+ *     loop (about 0.1-0.2 s per GiB here; bench/snapshot measures it). A larger plain filter is
+ *     copied in slices of SRV_SNAP_SLICE bytes, one slice per loop iteration (a uv_idle
+ *     handle), so clients are served between slices (about 0.5 ms each). Such a copy is a
+ *     valid snapshot because plain bits only go from 0 to 1: it holds every key added before
+ *     the copy began (the cut recorded for it), and the filter stays dirty for whatever came
+ *     after; its item counts are taken when the copy ends, so they never undercount the bits
+ *     and the chain never overfills after a restart. Then the write (checksum, pwrite, fsync,
+ *     rename, fsync of the directory) runs on the threadpool with uv_queue_work() while the
+ *     loop keeps serving.
+ *   - Flush runs on the loop thread (see srv_snap_flush()).
+ *   - Shutdown uses the cycle machinery with no copies (no command runs once stopping): the
+ *     threadpool writes the live filters while the loop runs on until the last write is done.
+ * No two threads ever write the same file, and a file never goes back in time: a flush of a
+ * filter whose background write is in flight first waits for that write and applies its
+ * result, and a sliced copy overtaken by a flush is dropped.
+ *
+ * Start (srv_snap_new()): data_dir is created if missing (mode 0700) and locked (flock) so a
+ * second daemon cannot share it; leftover "*.bsnap.tmp" files are removed; every "*.bsnap" is
+ * read and validated (bf_snapshot_read()) and adopted into the registry. A corrupt, truncated
+ * or unknown-version file, or one whose name is not the encoding of the filter name inside it,
+ * is logged with its name and the reason and renamed to NAME.bsnap.corrupt (or .corrupt.1 ...
+ * .corrupt.99 if taken), and the others load. Anything that is not a property of the file
+ * (cannot read it, out of memory, the filter does not fit in max_memory) stops the start
+ * instead: starting without an intact snapshot would lose acknowledged keys.
+ *
+ * Dropping a filter removes its file (after the write in flight, if any, has finished);
+ * clear keeps it, so the filter comes back at the next start, as in bloomd.
+ *
+ * Threading: every function here runs on the loop thread. The threadpool only runs
+ * bf_snapshot_write() on a copy it owns (or, at shutdown, on a filter nothing else touches).
+ */
+#ifndef BLOSSOMD_SERVER_SNAPSHOT_H
+#define BLOSSOMD_SERVER_SNAPSHOT_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <uv.h>
+
+#include "conf/config.h"
+#include "proto/command.h"
+
+/* Bytes copied per loop iteration when a plain filter is copied in slices. */
+#define SRV_SNAP_SLICE (4u << 20)
+
+struct srv_snap;
+
+/* What persistence has done, for logs, metrics and readiness. */
+struct srv_snap_status {
+	uint64_t loaded;	     /* filters loaded at start */
+	uint64_t loaded_bytes;	     /* bytes of the files loaded at start */
+	uint64_t load_ms;	     /* time the start-up load took */
+	uint64_t set_aside;	     /* files renamed to *.corrupt at start */
+	uint64_t saves;		     /* snapshot files written */
+	uint64_t saved_bytes;	     /* bytes of those files */
+	uint64_t failures;	     /* snapshot writes that failed (each filter, each attempt) */
+	uint64_t last_success_unix;  /* time of the last good write, 0 = none since start */
+	uint64_t last_failure_unix;  /* time of the last failed write, 0 = none since start */
+	int last_error;		     /* -errno of the last failed write, 0 = none */
+	char last_error_msg[320];    /* "filter 'NAME' (FILE): STEP: REASON" of that failure */
+	uint64_t failing;	     /* persistent filters whose latest write failed */
+	uint64_t dirty;		     /* persistent filters with changes not on disk yet */
+	bool in_progress;	     /* a background copy or write is running */
+	uint64_t last_copy_pause_us; /* longest loop pause of the last background copy */
+};
+
+/*
+ * Open (creating it, 0700, with any missing parents) and lock cfg->data_dir, remove leftover
+ * temp files, load every snapshot into ctx->reg (set aside the bad ones, see above), set
+ * ctx->last_save_unix to the newest loaded file's mtime, and start the cycle timer on loop.
+ * cfg and ctx must outlive the module; cfg->snapshot_interval is read at every tick.
+ * Every problem is logged with the path and reason. Returns 0 with *out set, or a negative
+ * errno: -EBUSY (data_dir locked by another process), -ENOMEM (allocation, or a filter that
+ * does not fit in max_memory), or the errno of a failed mkdir/open/read; then nothing is left
+ * behind except filters already adopted into ctx->reg (freed with the registry).
+ */
+int srv_snap_new(uv_loop_t *loop, const struct config *cfg, struct cmd_ctx *ctx,
+		 struct srv_snap **out);
+
+/* Command-layer hooks (struct cmd_hooks): a filter was created / is about to be dropped. */
+void srv_snap_created(struct srv_snap *sn, struct bf_filter *f);
+void srv_snap_dropping(struct srv_snap *sn, struct bf_filter *f, bool remove_file);
+
+/*
+ * The flush hook: make f's snapshot (f NULL: every dirty persistent filter's) durable before
+ * returning, since the command layer replies as soon as this returns. The write runs here, on
+ * the loop thread, from the live filter (no copy): the loop stalls for its duration
+ * (milliseconds for a typical filter, about 1-2 s per GiB to disk), the price of an explicit
+ * durability request, as with Redis's SAVE. A background write of the same file in flight is
+ * waited for first. A clean or non-persistent filter costs nothing. Returns 0, or the first
+ * failure's negative errno (each failure is logged and counted; the other filters are still
+ * written, and a failed one stays dirty for the next cycle).
+ */
+int srv_snap_flush(struct srv_snap *sn, struct bf_filter *f);
+
+/*
+ * Shutdown: drop a copy in progress and write every dirty filter on the threadpool; the loop
+ * stays alive until the last write has finished (the work requests keep uv_run() going).
+ * Failures are logged. Later cycles and timer ticks do nothing. Safe to call twice; NULL is
+ * ignored.
+ */
+void srv_snap_shutdown(struct srv_snap *sn);
+
+/* Current figures (computed on call). */
+void srv_snap_get_status(const struct srv_snap *sn, struct srv_snap_status *out);
+
+/*
+ * Release everything. The loop must have closed this module's handles and finished its work
+ * requests first (uv_walk + uv_close, then uv_run(), as srv_free() does). NULL is ignored.
+ */
+void srv_snap_free(struct srv_snap *sn);
+
+#endif /* BLOSSOMD_SERVER_SNAPSHOT_H */

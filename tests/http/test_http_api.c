@@ -1,0 +1,955 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The HTTP/JSON front end (proto/http_api.c) without sockets: method, path and body in; the
+ * exact status, headers and body bytes out, for every route and every error.
+ */
+#include <check.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "check_main.h"
+#include "proto/http_api.h"
+
+#define CT_JSON	   "application/json"
+#define CT_PROBLEM "application/problem+json"
+
+#define PROBLEM(type, title, status, detail)                                                       \
+	"{\"type\":\"" type "\",\"title\":\"" title "\",\"status\":" #status                       \
+	",\"detail\":\"" detail "\"}"
+
+#define NOT_FOUND PROBLEM("not_found", "Not found", 404, "no such route")
+#define FILTER_NOT_FOUND                                                                           \
+	PROBLEM("filter_not_found", "Filter not found", 404, "no filter of that name")
+#define BAD(detail) PROBLEM("bad_request", "Bad request", 400, detail)
+
+static struct bf_registry *reg;
+static struct cmd_ctx ctx;
+static struct http_api api;
+static struct http_api_response resp;
+static char got[1 << 16];
+static const char *not_ready_reason;
+static const char *authorization;
+static int flushes, flush_rc;
+static struct bf_filter *flushed;
+
+static int flush_hook(void *arg, struct bf_filter *f)
+{
+	(void)arg;
+	flushes++;
+	flushed = f;
+	return flush_rc;
+}
+
+static const char *not_ready(void *arg)
+{
+	(void)arg;
+	return not_ready_reason;
+}
+
+static void metrics(void *arg, struct proto_buf *out)
+{
+	(void)arg;
+	proto_buf_append_str(out, "blossomd_up 1\n");
+}
+
+static void setup(void)
+{
+	struct http_api_hooks hooks = {.not_ready = not_ready, .metrics = metrics};
+
+	ck_assert_int_eq(bf_registry_new(0, &reg), 0);
+	ctx = (struct cmd_ctx){
+	    .reg = reg,
+	    .default_capacity = 1000,
+	    .default_error_rate = 0.01,
+	    .default_expansion = 2,
+	    .max_key_bytes = 16,
+	    .max_args = 8,
+	    .hooks = {.flush = flush_hook},
+	};
+	http_api_init(&api, &ctx, &hooks);
+	http_api_response_init(&resp);
+	not_ready_reason = NULL;
+	authorization = NULL;
+	flushes = 0;
+	flush_rc = 0;
+	flushed = NULL;
+}
+
+static void teardown(void)
+{
+	http_api_response_free(&resp);
+	http_api_free(&api);
+	bf_registry_free(reg);
+}
+
+/* One request with an n-byte body; the answer's body, NUL-terminated, in got. */
+static const char *call_n(const char *method, const char *path, const char *ctype, const char *body,
+			  size_t n)
+{
+	struct http_api_request req = {
+	    .method = method,
+	    .path = path,
+	    .path_len = strlen(path),
+	    .content_type = ctype,
+	    .authorization = authorization,
+	    .body = body,
+	    .body_len = n,
+	};
+
+	http_api_handle(&api, &req, &resp);
+	ck_assert_uint_lt(resp.len, sizeof(got));
+	ck_assert(resp.len == 0 || resp.data != NULL);
+	memcpy(got, resp.data, resp.len);
+	got[resp.len] = '\0';
+	return got;
+}
+
+static const char *call(const char *method, const char *path, const char *ctype, const char *body)
+{
+	return call_n(method, path, ctype, body, body ? strlen(body) : 0);
+}
+
+#define EXPECT(st, ct, text)                                                                       \
+	do {                                                                                       \
+		ck_assert_uint_eq(resp.status, (st));                                              \
+		if ((ct) == NULL)                                                                  \
+			ck_assert_ptr_null(resp.content_type);                                     \
+		else                                                                               \
+			ck_assert_str_eq(resp.content_type, (const char *)(ct));                   \
+		ck_assert_str_eq(got, (text));                                                     \
+	} while (0)
+
+/* Exchanges: request, then the exact status, content type and body. */
+#define GET(path, st, text)                                                                        \
+	do {                                                                                       \
+		call("GET", (path), NULL, NULL);                                                   \
+		EXPECT((st), (st) < 400 ? CT_JSON : CT_PROBLEM, (text));                           \
+	} while (0)
+#define POST(path, body, st, text)                                                                 \
+	do {                                                                                       \
+		call("POST", (path), CT_JSON, (body));                                             \
+		EXPECT((st), (st) < 400 ? CT_JSON : CT_PROBLEM, (text));                           \
+	} while (0)
+#define PUT(path, body, st, text)                                                                  \
+	do {                                                                                       \
+		call("PUT", (path), (body) ? CT_JSON : NULL, (body));                              \
+		EXPECT((st), (st) < 400 ? CT_JSON : CT_PROBLEM, (text));                           \
+	} while (0)
+
+/* The DETAIL object of a fresh filter with these parameters. */
+static const char *fresh_detail(const char *name, const char *type, unsigned long capacity,
+				const char *rate, unsigned expansion, const char *persist)
+{
+	static char buf[1024];
+	struct bf_filter *f = bf_registry_get(reg, name, strlen(name));
+
+	ck_assert_ptr_nonnull(f);
+	snprintf(buf, sizeof(buf),
+		 "{\"name\":\"%s\",\"type\":\"%s\",\"capacity\":%lu,\"error_rate\":%s,\"items\":0,"
+		 "\"bytes\":%llu,\"layers\":1,\"initial_capacity\":%lu,\"expansion\":%u,"
+		 "\"persist\":%s,\"fpr_estimate\":0,\"stats\":{\"checks\":0,\"check_hits\":0,"
+		 "\"check_misses\":0,\"sets\":0,\"set_hits\":0,\"set_misses\":0,\"deletes\":0,"
+		 "\"delete_hits\":0,\"delete_misses\":0}}",
+		 name, type, capacity, rate, (unsigned long long)f->bytes, capacity, expansion,
+		 persist);
+	return buf;
+}
+
+/* ---------------------------------------------------------------------------------------- */
+
+START_TEST(health_and_ready)
+{
+	GET("/healthz", 200, "{\"status\":\"ok\"}");
+	GET("/readyz", 200, "{\"status\":\"ready\"}");
+	not_ready_reason = "loading snapshots";
+	GET("/readyz", 503, PROBLEM("not_ready", "Not ready", 503, "loading snapshots"));
+	/* Liveness does not depend on readiness. */
+	GET("/healthz", 200, "{\"status\":\"ok\"}");
+	/* HEAD is answered like GET (the server drops the body). */
+	call("HEAD", "/healthz", NULL, NULL);
+	EXPECT(200, CT_JSON, "{\"status\":\"ok\"}");
+}
+END_TEST
+
+START_TEST(metrics_route)
+{
+	call("GET", "/metrics", NULL, NULL);
+	EXPECT(200, "text/plain; version=0.0.4; charset=utf-8", "blossomd_up 1\n");
+
+	/* Without a metrics hook there is no such route. */
+	http_api_free(&api);
+	http_api_init(&api, &ctx, NULL);
+	GET("/metrics", 404, NOT_FOUND);
+	GET("/readyz", 200, "{\"status\":\"ready\"}");
+}
+END_TEST
+
+START_TEST(unknown_routes)
+{
+	static const char *const paths[] = {
+	    "/",
+	    "",
+	    "/v1",
+	    "/v1/",
+	    "/v1/filtersx",
+	    "/v1/filters/f/",
+	    "/v1/filters/f/x",
+	    "/v1/filters/f/add/",
+	    "/v1/filters/f/keys",
+	    "/v1/filters/f/keys/a/b",
+	    "/healthz/",
+	    "/HEALTHZ",
+	};
+
+	for (size_t i = 0; i < sizeof(paths) / sizeof(paths[0]); i++) {
+		call("GET", paths[i], NULL, NULL);
+		ck_assert_msg(resp.status == 404 && strcmp(got, NOT_FOUND) == 0, "%s: %u %s",
+			      paths[i], resp.status, got);
+		ck_assert_str_eq(resp.content_type, CT_PROBLEM);
+		ck_assert_ptr_null(resp.allow);
+	}
+}
+END_TEST
+
+START_TEST(methods_not_allowed)
+{
+	static const struct {
+		const char *method, *path, *allow, *route;
+	} t[] = {
+	    {"POST", "/healthz", "GET, HEAD", "/healthz"},
+	    {"PUT", "/readyz", "GET, HEAD", "/readyz"},
+	    {"DELETE", "/metrics", "GET, HEAD", "/metrics"},
+	    {"POST", "/v1/filters", "GET, HEAD", "/v1/filters"},
+	    {"POST", "/v1/filters/f", "GET, HEAD, PUT, DELETE", "/v1/filters/{name}"},
+	    {"PATCH", "/v1/filters/f", "GET, HEAD, PUT, DELETE", "/v1/filters/{name}"},
+	    {"GET", "/v1/filters/f/add", "POST", "/v1/filters/{name}/add"},
+	    {"PUT", "/v1/filters/f/check", "POST", "/v1/filters/{name}/check"},
+	    {"GET", "/v1/filters/f/delete", "POST", "/v1/filters/{name}/delete"},
+	    {"DELETE", "/v1/filters/f/keys/k", "GET, HEAD, PUT", "/v1/filters/{name}/keys/{key}"},
+	    {"POST", "/v1/filters/f/keys/k", "GET, HEAD, PUT", "/v1/filters/{name}/keys/{key}"},
+	    {"GET", "/v1/filters/f/snapshot", "POST", "/v1/filters/{name}/snapshot"},
+	    /* Methods are case-sensitive (RFC 9110): "get" is not GET. */
+	    {"get", "/healthz", "GET, HEAD", "/healthz"},
+	    /* A method that is a substring of an allowed one. */
+	    {"HEA", "/healthz", "GET, HEAD", "/healthz"},
+	    {"OST", "/v1/filters/f/add", "POST", "/v1/filters/{name}/add"},
+	};
+	char expect[512];
+
+	for (size_t i = 0; i < sizeof(t) / sizeof(t[0]); i++) {
+		call(t[i].method, t[i].path, NULL, NULL);
+		snprintf(expect, sizeof(expect),
+			 PROBLEM("method_not_allowed", "Method not allowed", 405, "%s takes %s"),
+			 t[i].route, t[i].allow);
+		ck_assert_msg(resp.status == 405, "%s %s: %u", t[i].method, t[i].path, resp.status);
+		ck_assert_str_eq(got, expect);
+		ck_assert_str_eq(resp.allow, t[i].allow);
+	}
+}
+END_TEST
+
+START_TEST(create_defaults_and_params)
+{
+	PUT("/v1/filters/f", NULL, 201, fresh_detail("f", "bloom", 1000, "0.01", 2, "true"));
+	ck_assert_str_eq(resp.location, "/v1/filters/f");
+
+	PUT("/v1/filters/g",
+	    "{\"capacity\":5000,\"error_rate\":0.001,\"type\":\"counting\",\"expansion\":4,"
+	    "\"persist\":false}",
+	    201, fresh_detail("g", "counting", 5000, "0.001", 4, "false"));
+
+	/* nonscaling, or expansion 0, makes a fixed-size filter. */
+	PUT("/v1/filters/n1", "{\"nonscaling\":true}", 201,
+	    fresh_detail("n1", "bloom", 1000, "0.01", 0, "true"));
+	PUT("/v1/filters/n2", "{\"expansion\":0,\"nonscaling\":true}", 201,
+	    fresh_detail("n2", "bloom", 1000, "0.01", 0, "true"));
+	PUT("/v1/filters/n3", " { \"expansion\" : 0 , \"nonscaling\" : false } \r\n", 201,
+	    fresh_detail("n3", "bloom", 1000, "0.01", 0, "true"));
+	/* An empty object is all defaults; integral numbers may be written as 1e3 or 1000.0. */
+	PUT("/v1/filters/e", "{}", 201, fresh_detail("e", "bloom", 1000, "0.01", 2, "true"));
+	PUT("/v1/filters/x", "{\"capacity\":2e3,\"expansion\":1.0}", 201,
+	    fresh_detail("x", "bloom", 2000, "0.01", 1, "true"));
+
+	/* The same name again. */
+	PUT("/v1/filters/f", NULL, 409,
+	    PROBLEM("filter_exists", "Filter exists", 409, "a filter of that name exists"));
+	PUT("/v1/filters/f", "{\"capacity\":7}", 409,
+	    PROBLEM("filter_exists", "Filter exists", 409, "a filter of that name exists"));
+	ck_assert_str_eq(resp.location, "");
+	ck_assert_uint_eq(bf_registry_count(reg), 7);
+}
+END_TEST
+
+START_TEST(create_location_encodes_the_name)
+{
+	call("PUT", "/v1/filters/a%2Fb%C3%A9~_.-%25", NULL, NULL);
+	ck_assert_uint_eq(resp.status, 201);
+	ck_assert_str_eq(resp.location, "/v1/filters/a%2Fb%C3%A9~_.-%25");
+	ck_assert_ptr_nonnull(bf_registry_get(reg, "a/b\xc3\xa9~_.-%", 10));
+	ck_assert_ptr_nonnull(strstr(got, "\"name\":\"a/b\xc3\xa9~_.-%\""));
+}
+END_TEST
+
+START_TEST(create_bad_names)
+{
+	static const char *const paths[] = {
+	    "/v1/filters/",	 /* empty */
+	    "/v1/filters/a%20b", /* space */
+	    "/v1/filters/a%00b", /* NUL */
+	    "/v1/filters/a%0Ab", /* control byte */
+	};
+	char name[256];
+
+	for (size_t i = 0; i < sizeof(paths) / sizeof(paths[0]); i++) {
+		PUT(paths[i], NULL, 400,
+		    PROBLEM("invalid_filter_name", "Invalid filter name", 400,
+			    "a filter name is 1 to 200 bytes of printable characters, no spaces"));
+	}
+	/* 200 bytes is the longest name. */
+	memcpy(name, "/v1/filters/", 12);
+	memset(name + 12, 'n', 201);
+	name[12 + 201] = '\0';
+	call("PUT", name, NULL, NULL);
+	ck_assert_uint_eq(resp.status, 400);
+	name[12 + 200] = '\0';
+	call("PUT", name, NULL, NULL);
+	ck_assert_uint_eq(resp.status, 201);
+	ck_assert_uint_eq(bf_registry_count(reg), 1);
+	/* A lookup of a name that cannot exist is simply not found. */
+	GET("/v1/filters/a%20b", 404, FILTER_NOT_FOUND);
+}
+END_TEST
+
+START_TEST(create_bad_bodies)
+{
+	static const struct {
+		const char *body, *detail;
+	} t[] = {
+	    {"{\"capacity\":0}", "\\\"capacity\\\" must be an integer >= 1"},
+	    {"{\"capacity\":-5}", "\\\"capacity\\\" must be an integer >= 1"},
+	    {"{\"capacity\":1.5}", "\\\"capacity\\\" must be an integer >= 1"},
+	    {"{\"capacity\":\"100\"}", "\\\"capacity\\\" must be an integer >= 1"},
+	    {"{\"capacity\":1e300}", "\\\"capacity\\\" must be an integer >= 1"},
+	    {"{\"capacity\":null}", "\\\"capacity\\\" must be an integer >= 1"},
+	    {"{\"error_rate\":0}",
+	     "\\\"error_rate\\\" must be a number between 0 and 1 (exclusive)"},
+	    {"{\"error_rate\":1}",
+	     "\\\"error_rate\\\" must be a number between 0 and 1 (exclusive)"},
+	    {"{\"error_rate\":\"0.1\"}",
+	     "\\\"error_rate\\\" must be a number between 0 and 1 (exclusive)"},
+	    {"{\"error_rate\":1e999}",
+	     "\\\"error_rate\\\" must be a number between 0 and 1 (exclusive)"},
+	    {"{\"type\":\"cuckoo\"}", "\\\"type\\\" must be \\\"bloom\\\" or \\\"counting\\\""},
+	    {"{\"type\":1}", "\\\"type\\\" must be \\\"bloom\\\" or \\\"counting\\\""},
+	    {"{\"expansion\":1025}", "\\\"expansion\\\" must be an integer from 0 to 1024"},
+	    {"{\"expansion\":-1}", "\\\"expansion\\\" must be an integer from 0 to 1024"},
+	    {"{\"expansion\":true}", "\\\"expansion\\\" must be an integer from 0 to 1024"},
+	    {"{\"nonscaling\":1}", "\\\"nonscaling\\\" must be true or false"},
+	    {"{\"persist\":\"yes\"}", "\\\"persist\\\" must be true or false"},
+	    {"{\"nonscaling\":true,\"expansion\":2}",
+	     "\\\"nonscaling\\\": true and a non-zero \\\"expansion\\\" contradict"},
+	    {"{\"capacity\":10,\"prob\":0.1}", "unknown field \\\"prob\\\""},
+	    {"{\"Capacity\":10}", "unknown field \\\"Capacity\\\""},
+	    {"{\"capacity\":10,\"capacity\":20}", "field \\\"capacity\\\" appears twice"},
+	    {"{\"caf\xc3\xa9\\n\":1}", "unknown field \\\"caf???\\\""},
+	    {"[]", "the body must be a JSON object"},
+	    {"\"capacity\"", "the body must be a JSON object"},
+	    {"null", "the body must be a JSON object"},
+	    {"{", "malformed JSON"},
+	    {"{\"capacity\":10,}", "malformed JSON"},
+	    {"{'capacity':10}", "malformed JSON"},
+	    {"  ", "malformed JSON"},
+	    {"{} {}", "malformed JSON: text after the value"},
+	    {"{}x", "malformed JSON: text after the value"},
+	};
+	char expect[512];
+
+	for (size_t i = 0; i < sizeof(t) / sizeof(t[0]); i++) {
+		call("PUT", "/v1/filters/f", CT_JSON, t[i].body);
+		snprintf(expect, sizeof(expect), BAD("%s"), t[i].detail);
+		ck_assert_msg(resp.status == 400 && strcmp(got, expect) == 0, "%s -> %u %s",
+			      t[i].body, resp.status, got);
+	}
+	ck_assert_uint_eq(bf_registry_count(reg), 0);
+}
+END_TEST
+
+START_TEST(media_types)
+{
+	static const char *const bad[] = {
+	    "text/plain",   "application/x-www-form-urlencoded", "application/jsonx", "json", "",
+	    "application/", "multipart/form-data; boundary=x"};
+	static const char *const good[] = {"application/json",
+					   "Application/JSON",
+					   "application/json; charset=utf-8",
+					   " application/json",
+					   "application/merge-patch+json",
+					   "application/json\t;x=y"};
+	char path[64];
+
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		call("PUT", "/v1/filters/f", bad[i], "{}");
+		EXPECT(415, CT_PROBLEM,
+		       PROBLEM("unsupported_media_type", "Unsupported media type", 415,
+			       "the body must be application/json"));
+	}
+	/* A body with no Content-Type at all. */
+	call("PUT", "/v1/filters/f", NULL, "{}");
+	ck_assert_uint_eq(resp.status, 415);
+	for (size_t i = 0; i < sizeof(good) / sizeof(good[0]); i++) {
+		snprintf(path, sizeof(path), "/v1/filters/f%zu", i);
+		call("PUT", path, good[i], "{}");
+		ck_assert_msg(resp.status == 201, "%s: %u", good[i], resp.status);
+	}
+	/* An empty body needs no Content-Type. */
+	call("PUT", "/v1/filters/z", "text/plain", "");
+	ck_assert_uint_eq(resp.status, 201);
+	/* The key routes look at no body. */
+	call("PUT", "/v1/filters/z/keys/k", "text/plain", "ignored");
+	EXPECT(200, CT_JSON, "{\"added\":true}");
+}
+END_TEST
+
+START_TEST(get_list_delete)
+{
+	char expect[1024];
+	struct bf_filter *f;
+
+	GET("/v1/filters", 200, "{\"filters\":[]}");
+	PUT("/v1/filters/b", "{\"type\":\"counting\",\"capacity\":100}", 201,
+	    fresh_detail("b", "counting", 100, "0.01", 2, "true"));
+	PUT("/v1/filters/a", NULL, 201, fresh_detail("a", "bloom", 1000, "0.01", 2, "true"));
+	GET("/v1/filters/a", 200, fresh_detail("a", "bloom", 1000, "0.01", 2, "true"));
+	call("HEAD", "/v1/filters/a", NULL, NULL);
+	ck_assert_uint_eq(resp.status, 200);
+
+	snprintf(expect, sizeof(expect),
+		 "{\"filters\":[{\"name\":\"a\",\"type\":\"bloom\",\"capacity\":1000,"
+		 "\"error_rate\":0.01,\"items\":0,\"bytes\":%llu,\"layers\":1},{\"name\":\"b\","
+		 "\"type\":\"counting\",\"capacity\":100,\"error_rate\":0.01,\"items\":0,"
+		 "\"bytes\":%llu,\"layers\":1}]}",
+		 (unsigned long long)bf_registry_get(reg, "a", 1)->bytes,
+		 (unsigned long long)bf_registry_get(reg, "b", 1)->bytes);
+	GET("/v1/filters", 200, expect);
+
+	/* Stats after some traffic. */
+	POST("/v1/filters/a/add", "{\"keys\":[\"x\",\"y\",\"x\"]}", 200,
+	     "{\"results\":[true,true,false]}");
+	POST("/v1/filters/a/check", "{\"keys\":[\"x\",\"nope\"]}", 200,
+	     "{\"results\":[true,false]}");
+	f = bf_registry_get(reg, "a", 1);
+	call("GET", "/v1/filters/a", NULL, NULL);
+	ck_assert_uint_eq(resp.status, 200);
+	snprintf(expect, sizeof(expect),
+		 "\"items\":2,\"bytes\":%llu,\"layers\":1,\"initial_capacity\":1000,"
+		 "\"expansion\":2,\"persist\":true,\"fpr_estimate\":",
+		 (unsigned long long)f->bytes);
+	ck_assert_msg(strstr(got, expect), "%s", got);
+	ck_assert_msg(strstr(got, "\"stats\":{\"checks\":2,\"check_hits\":1,\"check_misses\":1,"
+				  "\"sets\":3,\"set_hits\":2,\"set_misses\":1,\"deletes\":0,"
+				  "\"delete_hits\":0,\"delete_misses\":0}}"),
+		      "%s", got);
+
+	call("DELETE", "/v1/filters/a", NULL, NULL);
+	EXPECT(204, NULL, "");
+	call("DELETE", "/v1/filters/a", NULL, NULL);
+	EXPECT(404, CT_PROBLEM, FILTER_NOT_FOUND);
+	GET("/v1/filters/a", 404, FILTER_NOT_FOUND);
+	ck_assert_uint_eq(bf_registry_count(reg), 1);
+}
+END_TEST
+
+START_TEST(non_utf8_names)
+{
+	/* Names may hold any byte >= 0x80; JSON shows them as U+FFFD plus the exact bytes. */
+	static const char head[] =
+	    "{\"name\":\"a\xef\xbf\xbd"
+	    "b\xc3\xa9\xef\xbf\xbd\xef\xbf\xbd\",\"name_b64\":\"Yf9iw6nigg==\","
+	    "\"type\":\"bloom\",";
+
+	call("PUT", "/v1/filters/a%FFb%C3%A9%E2%82", NULL, NULL);
+	ck_assert_uint_eq(resp.status, 201);
+	ck_assert_msg(strncmp(got, head, sizeof(head) - 1) == 0, "%s", got);
+	ck_assert_str_eq(resp.location, "/v1/filters/a%FFb%C3%A9%E2%82");
+	call("GET", "/v1/filters", NULL, NULL);
+	ck_assert_ptr_nonnull(strstr(got, "\"name_b64\":\"Yf9iw6nigg==\""));
+}
+END_TEST
+
+START_TEST(add_check_keys)
+{
+	PUT("/v1/filters/f", NULL, 201, fresh_detail("f", "bloom", 1000, "0.01", 2, "true"));
+	POST("/v1/filters/f/add", "{\"keys\":[\"a\",\"b\",\"a\",\"\"]}", 200,
+	     "{\"results\":[true,true,false,true]}");
+	POST("/v1/filters/f/check", "{\"keys\":[\"a\",\"c\",\"\",\"b\"]}", 200,
+	     "{\"results\":[true,false,true,true]}");
+	POST("/v1/filters/f/check", "{\"keys\":[]}", 200, "{\"results\":[]}");
+	POST("/v1/filters/f/add", "{\"keys\":[]}", 200, "{\"results\":[]}");
+	/* base64: "YQ==" is "a"; padding optional. */
+	POST("/v1/filters/f/check", "{\"keys_b64\":[\"YQ==\",\"YQ\",\"Yw==\",\"\"]}", 200,
+	     "{\"results\":[true,true,false,true]}");
+	/* Binary keys: NUL and 0xFF bytes. */
+	POST("/v1/filters/f/add", "{\"keys_b64\":[\"AP8A\",\"AP8A\"]}", 200,
+	     "{\"results\":[true,false]}");
+	GET("/v1/filters/f/keys/%00%FF%00", 200, "{\"present\":true}");
+	GET("/v1/filters/f/keys/%00%FF", 200, "{\"present\":false}");
+	/* UTF-8 keys are their bytes, whichever way they are sent. */
+	POST("/v1/filters/f/add",
+	     "{\"keys\":[\"caf\xc3\xa9\",\"\\u00e9t\\u00e9\",\"\xf0\x9f\x8c\xb8\"]}", 200,
+	     "{\"results\":[true,true,true]}");
+	GET("/v1/filters/f/keys/caf%C3%A9", 200, "{\"present\":true}");
+	GET("/v1/filters/f/keys/%c3%a9t%c3%a9", 200, "{\"present\":true}");
+	POST("/v1/filters/f/check", "{\"keys_b64\":[\"8J+MuA==\"]}", 200, "{\"results\":[true]}");
+	/* Escapes decode before hashing: "\/" and "/" are one key. */
+	POST("/v1/filters/f/add", "{\"keys\":[\"a\\/b\",\"a/b\"]}", 200,
+	     "{\"results\":[true,false]}");
+	GET("/v1/filters/f/keys/a%2Fb", 200, "{\"present\":true}");
+}
+END_TEST
+
+START_TEST(key_routes)
+{
+	PUT("/v1/filters/f", NULL, 201, fresh_detail("f", "bloom", 1000, "0.01", 2, "true"));
+	GET("/v1/filters/f/keys/k", 200, "{\"present\":false}");
+	PUT("/v1/filters/f/keys/k", NULL, 200, "{\"added\":true}");
+	PUT("/v1/filters/f/keys/k", NULL, 200, "{\"added\":false}");
+	GET("/v1/filters/f/keys/k", 200, "{\"present\":true}");
+	call("HEAD", "/v1/filters/f/keys/k", NULL, NULL);
+	EXPECT(200, CT_JSON, "{\"present\":true}");
+	/* "+" is a plus; %2B the same byte; an empty key is a key. */
+	PUT("/v1/filters/f/keys/a+b", NULL, 200, "{\"added\":true}");
+	GET("/v1/filters/f/keys/a%2bb", 200, "{\"present\":true}");
+	GET("/v1/filters/f/keys/a%20b", 200, "{\"present\":false}");
+	PUT("/v1/filters/f/keys/", NULL, 200, "{\"added\":true}");
+	GET("/v1/filters/f/keys/", 200, "{\"present\":true}");
+	/* Malformed escapes. */
+	GET("/v1/filters/f/keys/a%zz", 400, BAD("malformed percent-encoding in the path"));
+	GET("/v1/filters/f/keys/a%2", 400, BAD("malformed percent-encoding in the path"));
+	GET("/v1/filters/f/keys/%", 400, BAD("malformed percent-encoding in the path"));
+	GET("/v1/filters/f%/keys/a", 400, BAD("malformed percent-encoding in the path"));
+	/* A missing filter. */
+	GET("/v1/filters/g/keys/k", 404, FILTER_NOT_FOUND);
+	PUT("/v1/filters/g/keys/k", NULL, 404, FILTER_NOT_FOUND);
+	ck_assert_uint_eq(bf_registry_count(reg), 1);
+}
+END_TEST
+
+START_TEST(key_limits)
+{
+	PUT("/v1/filters/f", NULL, 201, fresh_detail("f", "bloom", 1000, "0.01", 2, "true"));
+	/* max_key_bytes is 16 here. */
+	PUT("/v1/filters/f/keys/0123456789abcdef", NULL, 200, "{\"added\":true}");
+	PUT("/v1/filters/f/keys/0123456789abcdefg", NULL, 400,
+	    PROBLEM("key_too_long", "Key too long", 400,
+		    "a key is longer than max_key_bytes (16)"));
+	GET("/v1/filters/f/keys/0123456789abcdefg", 400,
+	    PROBLEM("key_too_long", "Key too long", 400,
+		    "a key is longer than max_key_bytes (16)"));
+	/* One long key refuses the whole batch, and nothing is added. */
+	POST("/v1/filters/f/add", "{\"keys\":[\"new\",\"0123456789abcdefg\"]}", 400,
+	     PROBLEM("key_too_long", "Key too long", 400,
+		     "a key is longer than max_key_bytes (16)"));
+	GET("/v1/filters/f/keys/new", 200, "{\"present\":false}");
+	/* max_args is 8: 8 keys pass, 9 are too many. */
+	POST("/v1/filters/f/check", "{\"keys\":[\"1\",\"2\",\"3\",\"4\",\"5\",\"6\",\"7\",\"8\"]}",
+	     200, "{\"results\":[false,false,false,false,false,false,false,false]}");
+	POST("/v1/filters/f/check",
+	     "{\"keys\":[\"1\",\"2\",\"3\",\"4\",\"5\",\"6\",\"7\",\"8\",\"9\"]}", 413,
+	     PROBLEM("payload_too_large", "Payload too large", 413, "more than max_args (8) keys"));
+}
+END_TEST
+
+START_TEST(huge_arrays_refused_before_parsing)
+{
+	struct proto_buf b;
+
+	PUT("/v1/filters/f", NULL, 201, fresh_detail("f", "bloom", 1000, "0.01", 2, "true"));
+	proto_buf_init(&b);
+	proto_buf_append_str(&b, "{\"keys\":[");
+	for (int i = 0; i < 100000; i++)
+		proto_buf_append_str(&b, i ? ",[]" : "[]");
+	proto_buf_append_str(&b, "]}");
+	ck_assert(!b.failed);
+	call_n("POST", "/v1/filters/f/check", CT_JSON, b.data, b.len);
+	EXPECT(
+	    413, CT_PROBLEM,
+	    PROBLEM("payload_too_large", "Payload too large", 413, "more than max_args (8) keys"));
+	/* Many fields: answered at the first bad one, in one pass (no quadratic scan). */
+	ctx.max_args = 1 << 20;
+	for (int route = 0; route < 2; route++) {
+		proto_buf_reset(&b);
+		proto_buf_append_char(&b, '{');
+		for (int i = 0; i < 200000; i++)
+			proto_buf_append_fmt(&b, "%s\"keys\":[]", i ? "," : "");
+		proto_buf_append_char(&b, '}');
+		call_n(route ? "PUT" : "POST", route ? "/v1/filters/g" : "/v1/filters/f/add",
+		       CT_JSON, b.data, b.len);
+		EXPECT(400, CT_PROBLEM,
+		       route ? BAD("unknown field \\\"keys\\\"")
+			     : BAD("field \\\"keys\\\" appears twice"));
+	}
+	/* Nesting deeper than cJSON's limit is malformed, not a crash. */
+	proto_buf_reset(&b);
+	for (int i = 0; i < 5000; i++)
+		proto_buf_append_char(&b, '[');
+	call_n("POST", "/v1/filters/f/check", CT_JSON, b.data, b.len);
+	EXPECT(400, CT_PROBLEM, BAD("malformed JSON"));
+	proto_buf_free(&b);
+}
+END_TEST
+
+START_TEST(bad_key_bodies)
+{
+	static const struct {
+		const char *body, *detail;
+	} t[] = {
+	    {"{}", "missing field \\\"keys\\\" (or \\\"keys_b64\\\")"},
+	    {"{\"keys\":[\"a\"],\"keys_b64\":[\"YQ==\"]}",
+	     "give \\\"keys\\\" or \\\"keys_b64\\\", not both"},
+	    {"{\"keys\":[\"a\"],\"extra\":1}", "unknown field \\\"extra\\\""},
+	    {"{\"key\":[\"a\"]}", "unknown field \\\"key\\\""},
+	    {"{\"keys\":[\"a\"],\"keys\":[\"b\"]}", "field \\\"keys\\\" appears twice"},
+	    {"{\"keys\":\"a\"}", "\\\"keys\\\" must be an array of strings"},
+	    {"{\"keys\":{\"a\":1}}", "\\\"keys\\\" must be an array of strings"},
+	    {"{\"keys_b64\":null}", "\\\"keys_b64\\\" must be an array of strings"},
+	    {"{\"keys\":[\"a\",1]}", "keys[1] must be a string"},
+	    {"{\"keys\":[null]}", "keys[0] must be a string"},
+	    {"{\"keys\":[[\"a\"]]}", "keys[0] must be a string"},
+	    {"{\"keys_b64\":[\"YQ==\",\"Y\"]}", "keys_b64[1] is not valid base64"},
+	    {"{\"keys_b64\":[\"Y===\"]}", "keys_b64[0] is not valid base64"},
+	    {"{\"keys_b64\":[\"YQ=\"]}", "keys_b64[0] is not valid base64"},
+	    {"{\"keys_b64\":[\"YR==\"]}", "keys_b64[0] is not valid base64"},
+	    {"{\"keys_b64\":[\"Y Q==\"]}", "keys_b64[0] is not valid base64"},
+	    {"{\"keys_b64\":[\"YQ-_\"]}", "keys_b64[0] is not valid base64"},
+	    {"{\"keys_b64\":[\"=YQ=\"]}", "keys_b64[0] is not valid base64"},
+	    {"{\"keys\":[\"a\\u0000b\"]}",
+	     "JSON strings must not contain NUL (\\\\u0000); send such keys as keys_b64"},
+	    {"[\"a\"]", "the body must be a JSON object"},
+	    {"{\"keys\":[\"a\"", "malformed JSON"},
+	    {"{\"keys\":[\"a\",]}", "malformed JSON"},
+	    {"{\"keys\":[\"\\x\"]}", "malformed JSON"},
+	    {"{\"keys\":[\"\\ud800\"]}", "malformed JSON"},
+	};
+	char expect[512];
+
+	PUT("/v1/filters/f", NULL, 201, fresh_detail("f", "bloom", 1000, "0.01", 2, "true"));
+	for (size_t i = 0; i < sizeof(t) / sizeof(t[0]); i++) {
+		call("POST", "/v1/filters/f/add", CT_JSON, t[i].body);
+		snprintf(expect, sizeof(expect), BAD("%s"), t[i].detail);
+		ck_assert_msg(resp.status == 400 && strcmp(got, expect) == 0, "%s -> %u %s",
+			      t[i].body, resp.status, got);
+	}
+	/* A raw NUL byte in the body. */
+	call_n("POST", "/v1/filters/f/check", CT_JSON, "{\"keys\":[\"a\0b\"]}", 16);
+	EXPECT(400, CT_PROBLEM,
+	       BAD("JSON strings must not contain NUL (\\\\u0000); send such keys as keys_b64"));
+	/* "\\u0000" is a backslash and "u0000", not a NUL. */
+	POST("/v1/filters/f/add", "{\"keys\":[\"\\\\u0000\"]}", 200, "{\"results\":[true]}");
+	GET("/v1/filters/f/keys/%5Cu0000", 200, "{\"present\":true}");
+	/* No body, or one that is not JSON. */
+	POST("/v1/filters/f/check", "", 400,
+	     BAD("the body must be a JSON object with \\\"keys\\\" or \\\"keys_b64\\\""));
+	call("POST", "/v1/filters/f/check", "text/plain", "{\"keys\":[]}");
+	EXPECT(415, CT_PROBLEM,
+	       PROBLEM("unsupported_media_type", "Unsupported media type", 415,
+		       "the body must be application/json"));
+	/* A missing filter is reported before the body is looked at. */
+	POST("/v1/filters/g/check", "nonsense", 404, FILTER_NOT_FOUND);
+	/* Nothing was added by the refused requests. */
+	GET("/v1/filters/f/keys/a", 200, "{\"present\":false}");
+}
+END_TEST
+
+START_TEST(delete_counting)
+{
+	PUT("/v1/filters/c", "{\"type\":\"counting\"}", 201,
+	    fresh_detail("c", "counting", 1000, "0.01", 2, "true"));
+	PUT("/v1/filters/p", NULL, 201, fresh_detail("p", "bloom", 1000, "0.01", 2, "true"));
+	POST("/v1/filters/c/add", "{\"keys\":[\"a\",\"a\",\"b\"]}", 200,
+	     "{\"results\":[true,false,true]}");
+	POST("/v1/filters/c/delete", "{\"keys\":[\"a\",\"b\",\"b\",\"z\"]}", 200,
+	     "{\"results\":[true,true,false,false]}");
+	/* "a" was added twice: one delete left it. */
+	GET("/v1/filters/c/keys/a", 200, "{\"present\":true}");
+	POST("/v1/filters/c/delete", "{\"keys_b64\":[\"YQ==\"]}", 200, "{\"results\":[true]}");
+	GET("/v1/filters/c/keys/a", 200, "{\"present\":false}");
+	POST("/v1/filters/p/delete", "{\"keys\":[\"a\"]}", 409,
+	     PROBLEM("not_counting", "Not a counting filter", 409,
+		     "delete needs a counting filter"));
+	POST("/v1/filters/q/delete", "{\"keys\":[\"a\"]}", 404, FILTER_NOT_FOUND);
+}
+END_TEST
+
+START_TEST(full_and_out_of_memory)
+{
+	struct proto_buf b;
+	char key[64];
+	int added = 0;
+
+	/* A non-scaling filter of capacity 1 holds only a few keys before it refuses. */
+	PUT("/v1/filters/n", "{\"capacity\":1,\"nonscaling\":true}", 201,
+	    fresh_detail("n", "bloom", 1, "0.01", 0, "true"));
+	for (int round = 0; round < 1000; round++) {
+		snprintf(key, sizeof(key), "/v1/filters/n/keys/k%d", round);
+		call("PUT", key, NULL, NULL);
+		if (resp.status != 200)
+			break;
+		added++;
+	}
+	ck_assert_int_ge(added, 1);
+	EXPECT(409, CT_PROBLEM,
+	       "{\"type\":\"filter_full\",\"title\":\"Filter is full\",\"status\":409,\"detail\":"
+	       "\"the filter is full (non-scaling, or 32 layers); keys answered before it: 0\","
+	       "\"results\":[]}");
+	/* In a batch, the answers before the failure come back with the problem. */
+	proto_buf_init(&b);
+	proto_buf_append_str(&b, "{\"keys\":[\"k0\",\"zz1\"]}");
+	proto_buf_append_char(&b, '\0');
+	POST("/v1/filters/n/add", b.data, 409,
+	     "{\"type\":\"filter_full\",\"title\":\"Filter is full\",\"status\":409,\"detail\":"
+	     "\"the filter is full (non-scaling, or 32 layers); keys answered before it: 1\","
+	     "\"results\":[false]}");
+	proto_buf_free(&b);
+
+	/* max_memory: a filter that does not fit is refused and nothing changes. */
+	bf_registry_set_max_memory(reg, bf_registry_memory(reg) + 1000);
+	PUT("/v1/filters/big", "{\"capacity\":1000000}", 507,
+	    PROBLEM("insufficient_memory", "Insufficient memory", 507,
+		    "the filter would pass max_memory"));
+	GET("/v1/filters/big", 404, FILTER_NOT_FOUND);
+}
+END_TEST
+
+START_TEST(snapshot_route)
+{
+	PUT("/v1/filters/f", NULL, 201, fresh_detail("f", "bloom", 1000, "0.01", 2, "true"));
+	POST("/v1/filters/f/snapshot", NULL, 200, "{\"flushed\":true}");
+	ck_assert_int_eq(flushes, 1);
+	ck_assert_ptr_eq(flushed, bf_registry_get(reg, "f", 1));
+	/* The body is not looked at. */
+	call("POST", "/v1/filters/f/snapshot", "text/plain", "whatever");
+	EXPECT(200, CT_JSON, "{\"flushed\":true}");
+	flush_rc = -5;
+	POST("/v1/filters/f/snapshot", NULL, 500,
+	     PROBLEM("internal_error", "Internal error", 500,
+		     "the snapshot failed; see the server log"));
+	ck_assert_int_eq(flushes, 3);
+	POST("/v1/filters/g/snapshot", NULL, 404, FILTER_NOT_FOUND);
+	ck_assert_int_eq(flushes, 3);
+}
+END_TEST
+
+START_TEST(bearer_token)
+{
+	api.token = "s3cret";
+	call("GET", "/v1/filters", NULL, NULL);
+	EXPECT(401, CT_PROBLEM,
+	       PROBLEM("unauthorized", "Unauthorized", 401,
+		       "send \\\"Authorization: Bearer <token>\\\""));
+	ck_assert_str_eq(resp.www_authenticate, "Bearer");
+	authorization = "Bearer wrong!";
+	GET("/metrics", 401,
+	    PROBLEM("unauthorized", "Unauthorized", 401,
+		    "send \\\"Authorization: Bearer <token>\\\""));
+	authorization = "Bearer s3cre";
+	call("GET", "/v1/filters", NULL, NULL);
+	ck_assert_uint_eq(resp.status, 401);
+	authorization = "Basic s3cret";
+	call("GET", "/v1/filters", NULL, NULL);
+	ck_assert_uint_eq(resp.status, 401);
+	/* Probes stay open; 404 and 405 come before the token is asked for. */
+	authorization = NULL;
+	GET("/healthz", 200, "{\"status\":\"ok\"}");
+	GET("/readyz", 200, "{\"status\":\"ready\"}");
+	GET("/nope", 404, NOT_FOUND);
+	authorization = "bearer s3cret";
+	GET("/v1/filters", 200, "{\"filters\":[]}");
+	ck_assert_ptr_null(resp.www_authenticate);
+	authorization = "Bearer  s3cret ";
+	GET("/v1/filters", 200, "{\"filters\":[]}");
+}
+END_TEST
+
+START_TEST(counters)
+{
+	uint64_t c0 = ctx.commands, e0 = ctx.errors;
+
+	GET("/healthz", 200, "{\"status\":\"ok\"}");
+	GET("/nope", 404, NOT_FOUND);
+	ck_assert_uint_eq(ctx.commands,
+			  c0); /* probes, metrics and unknown routes are not commands */
+	PUT("/v1/filters/f", NULL, 201, fresh_detail("f", "bloom", 1000, "0.01", 2, "true"));
+	GET("/v1/filters/g", 404, FILTER_NOT_FOUND);
+	POST("/v1/filters/f/check", "{\"keys\":[\"a\"]}", 200, "{\"results\":[false]}");
+	call("POST", "/v1/filters/f/check", "text/plain", "x");
+	ck_assert_uint_eq(ctx.commands, c0 + 4);
+	ck_assert_uint_eq(ctx.errors, e0 + 2);
+	ck_assert_uint_eq(ctx.ops[CMD_OP_CREATE], 1);
+	ck_assert_uint_eq(ctx.ops[CMD_OP_CHECK], 1);
+	ck_assert_uint_eq(ctx.keys[CMD_OP_CHECK], 1);
+
+	ck_assert_uint_eq(api.requests[HTTP_ROUTE_HEALTHZ][1], 1); /* slot 1: 200 */
+	ck_assert_uint_eq(http_api_status_at(1), 200);
+	ck_assert_uint_eq(api.requests[HTTP_ROUTE_NONE][6], 1); /* slot 6: 404 */
+	ck_assert_uint_eq(http_api_status_at(6), 404);
+	ck_assert_uint_eq(api.requests[HTTP_ROUTE_FILTER][2], 1);
+	ck_assert_uint_eq(api.requests[HTTP_ROUTE_FILTER][6], 1);
+	ck_assert_uint_eq(api.requests[HTTP_ROUTE_CHECK][1], 1);
+	ck_assert_uint_eq(api.requests[HTTP_ROUTE_CHECK][10], 1);
+	ck_assert_uint_eq(http_api_status_at(10), 415);
+	ck_assert_uint_eq(http_api_status_at(0), 0);
+	ck_assert_uint_eq(http_api_status_at(HTTP_API_NSTATUS), 0);
+	ck_assert_str_eq(http_api_route_name(HTTP_ROUTE_KEY), "/v1/filters/{name}/keys/{key}");
+	ck_assert_str_eq(http_api_route_name(HTTP_ROUTE_NONE), "other");
+}
+END_TEST
+
+START_TEST(refusals)
+{
+	struct http_api_request req = {
+	    .method = "POST", .path = "/v1/filters/f/add", .path_len = 17};
+	uint64_t e0 = ctx.errors;
+
+	http_api_refuse(&api, &req, HTTP_REFUSE_TOO_LARGE, 1024, &resp);
+	ck_assert_uint_eq(resp.status, 413);
+	ck_assert(resp.close);
+	ck_assert_str_eq(resp.content_type, CT_PROBLEM);
+	ck_assert_uint_eq(resp.len,
+			  strlen(PROBLEM("payload_too_large", "Payload too large", 413,
+					 "the body is larger than max_body_bytes (1024)")));
+	ck_assert(memcmp(resp.data,
+			 PROBLEM("payload_too_large", "Payload too large", 413,
+				 "the body is larger than max_body_bytes (1024)"),
+			 resp.len) == 0);
+	http_api_refuse(&api, &req, HTTP_REFUSE_FRAMING, 1024, &resp);
+	ck_assert_uint_eq(resp.status, 400);
+	ck_assert(resp.close);
+	ck_assert(memcmp(resp.data,
+			 BAD("conflicting body framing (repeated Content-Length, or "
+			     "Content-Length with Transfer-Encoding)"),
+			 resp.len) == 0);
+	http_api_refuse(&api, &req, HTTP_REFUSE_NO_MEMORY, 1024, &resp);
+	ck_assert_uint_eq(resp.status, 507);
+	ck_assert(memcmp(resp.data,
+			 PROBLEM("insufficient_memory", "Insufficient memory", 507,
+				 "out of memory for the request body"),
+			 resp.len) == 0);
+	ck_assert_uint_eq(api.requests[HTTP_ROUTE_ADD][9], 1); /* 413 */
+	ck_assert_uint_eq(ctx.errors, e0 + 3);
+	/* The next request starts clean. */
+	GET("/healthz", 200, "{\"status\":\"ok\"}");
+	ck_assert(!resp.close);
+}
+END_TEST
+
+/* ---------------------------------------------------------------------------------------- */
+/* Codecs */
+
+START_TEST(base64)
+{
+	static const struct {
+		const char *in;
+		long len;
+		const char *out;
+	} t[] = {
+	    {"", 0, ""},
+	    {"YQ==", 1, "a"},
+	    {"YQ", 1, "a"},
+	    {"YWI=", 2, "ab"},
+	    {"YWI", 2, "ab"},
+	    {"YWJj", 3, "abc"},
+	    {"AP8A", 3, "\0\xff\0"},
+	    {"+/+/", 3, "\xfb\xff\xbf"},
+	    {"Y", -1, NULL},
+	    {"YQ=", -1, NULL},
+	    {"YQ===", -1, NULL},
+	    {"YR==", -1, NULL},
+	    {"YWJ=", -1, NULL},
+	    {"Y=Q=", -1, NULL},
+	    {"YQ==YQ==", -1, NULL},
+	    {"-_", -1, NULL},
+	    {"YW\nJj", -1, NULL},
+	};
+	unsigned char out[16];
+	struct proto_buf b;
+
+	for (size_t i = 0; i < sizeof(t) / sizeof(t[0]); i++) {
+		long n = http_api_base64_decode(t[i].in, strlen(t[i].in), out);
+
+		ck_assert_msg(n == (t[i].len < 0 ? -22 : t[i].len), "%s: %ld", t[i].in, n);
+		if (n > 0)
+			ck_assert(memcmp(out, t[i].out, (size_t)n) == 0);
+	}
+	proto_buf_init(&b);
+	http_api_base64_encode(&b, "", 0);
+	http_api_base64_encode(&b, "a", 1);
+	proto_buf_append_char(&b, ' ');
+	http_api_base64_encode(&b, "ab", 2);
+	proto_buf_append_char(&b, ' ');
+	http_api_base64_encode(&b, "abc", 3);
+	proto_buf_append_char(&b, ' ');
+	http_api_base64_encode(&b, "\xfb\xff\xbf\x00", 4);
+	proto_buf_append_char(&b, '\0');
+	ck_assert_str_eq(b.data, "YQ== YWI= YWJj +/+/AA==");
+	proto_buf_free(&b);
+}
+END_TEST
+
+START_TEST(utf8)
+{
+	ck_assert(http_api_utf8_valid("", 0));
+	ck_assert(http_api_utf8_valid("abc", 3));
+	ck_assert(http_api_utf8_valid("caf\xc3\xa9", 5));
+	ck_assert(http_api_utf8_valid("\xe2\x82\xac", 3));
+	ck_assert(http_api_utf8_valid("\xf0\x9f\x8c\xb8", 4));
+	ck_assert(http_api_utf8_valid("\xf4\x8f\xbf\xbf", 4));
+	ck_assert(!http_api_utf8_valid("\xff", 1));
+	ck_assert(!http_api_utf8_valid("\xc3", 1));		/* truncated */
+	ck_assert(!http_api_utf8_valid("\xc0\xaf", 2));		/* overlong */
+	ck_assert(!http_api_utf8_valid("\xe0\x80\xaf", 3));	/* overlong */
+	ck_assert(!http_api_utf8_valid("\xed\xa0\x80", 3));	/* surrogate */
+	ck_assert(!http_api_utf8_valid("\xf4\x90\x80\x80", 4)); /* > U+10FFFF */
+	ck_assert(!http_api_utf8_valid("\xe2\x82", 2));
+	ck_assert(!http_api_utf8_valid("a\x80", 2));
+}
+END_TEST
+
+static Suite *http_api_suite(void)
+{
+	Suite *s = suite_create("http-api");
+	TCase *tc = tcase_create("routes");
+
+	tcase_add_checked_fixture(tc, setup, teardown);
+	tcase_add_test(tc, health_and_ready);
+	tcase_add_test(tc, metrics_route);
+	tcase_add_test(tc, unknown_routes);
+	tcase_add_test(tc, methods_not_allowed);
+	tcase_add_test(tc, create_defaults_and_params);
+	tcase_add_test(tc, create_location_encodes_the_name);
+	tcase_add_test(tc, create_bad_names);
+	tcase_add_test(tc, create_bad_bodies);
+	tcase_add_test(tc, media_types);
+	tcase_add_test(tc, get_list_delete);
+	tcase_add_test(tc, non_utf8_names);
+	tcase_add_test(tc, add_check_keys);
+	tcase_add_test(tc, key_routes);
+	tcase_add_test(tc, key_limits);
+	tcase_add_test(tc, huge_arrays_refused_before_parsing);
+	tcase_add_test(tc, bad_key_bodies);
+	tcase_add_test(tc, delete_counting);
+	tcase_add_test(tc, full_and_out_of_memory);
+	tcase_add_test(tc, snapshot_route);
+	tcase_add_test(tc, bearer_token);
+	tcase_add_test(tc, counters);
+	tcase_add_test(tc, refusals);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("codecs");
+	tcase_add_test(tc, base64);
+	tcase_add_test(tc, utf8);
+	suite_add_tcase(s, tc);
+	return s;
+}
+
+CHECK_MAIN(http_api_suite)

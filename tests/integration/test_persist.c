@@ -1,0 +1,1127 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Integration tests of persistence (DESIGN.md §6, server/snapshot.h) against the real daemon:
+ * restart after SIGTERM with filters of every type, kill -9 at random moments under a steady
+ * add load, corrupt files at start, start-up housekeeping, periodic snapshots, a full disk
+ * (tmpfs) and injected I/O errors (strace). Each case uses its own data directory, outside
+ * the harness's per-start directory, so several daemons in a row share it.
+ */
+#include <check.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+#include <xxhash.h>
+
+#include "../check_main.h"
+#include "harness.h"
+
+/* Patience for one reply; generous so a loaded CI machine or a sanitizer build passes. */
+#define T 10000
+
+#define CONF(body) "[blossomd]\n" body
+
+/* snprintf into an array, asserting nothing was cut. */
+#define FMT(buf, ...) ck_assert_int_lt(snprintf((buf), sizeof(buf), __VA_ARGS__), (int)sizeof(buf))
+
+static struct itest_daemon d;
+static char dir[256]; /* this case's data directory */
+static char top[256]; /* the directory data_dir_new() made, removed at the end */
+static char mnt[128]; /* a tmpfs mounted by the case, unmounted at exit */
+
+/* ---------------------------------------------------------------------------------------- */
+/* Helpers */
+
+static int rm_entry(const char *path, const struct stat *st, int type, struct FTW *ftw)
+{
+	(void)st;
+	(void)type;
+	(void)ftw;
+	remove(path);
+	return 0;
+}
+
+/* Unmount the tmpfs and remove the data directory, whichever exist. */
+static void cleanup(void)
+{
+	if (mnt[0]) {
+		umount2(mnt, MNT_DETACH);
+		rmdir(mnt);
+		mnt[0] = '\0';
+	}
+	if (top[0]) {
+		nftw(top, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+		top[0] = '\0';
+	}
+	dir[0] = '\0';
+}
+
+/* Run cleanup() when the case's process exits, also after a failed assertion. */
+static void cleanup_at_exit(void)
+{
+	static bool registered;
+
+	if (!registered) {
+		atexit(cleanup);
+		registered = true;
+	}
+}
+
+/* A fresh data directory for this case (the previous one of the case is removed). */
+static void data_dir_new(void)
+{
+	cleanup_at_exit();
+	cleanup();
+	snprintf(dir, sizeof(dir), "/tmp/blossomd-persist-XXXXXX");
+	ck_assert_ptr_nonnull(mkdtemp(dir));
+	memcpy(top, dir, sizeof(top));
+}
+
+static const char *path_in(const char *name)
+{
+	static char buf[4][1024];
+	static int i;
+
+	i = (i + 1) % 4;
+	FMT(buf[i], "%s/%s", dir, name);
+	return buf[i];
+}
+
+static bool exists(const char *name)
+{
+	return access(path_in(name), F_OK) == 0;
+}
+
+/* Start on this case's data directory; returns the harness's result. */
+static int try_start(const char *conf)
+{
+	const char *extra[] = {"--data-dir", dir, NULL};
+
+	return itest_start(&d, conf, extra);
+}
+
+static void start(const char *conf)
+{
+	int rc = try_start(conf);
+
+	if (rc)
+		fprintf(stderr, "daemon log:\n%s\n", itest_log(&d));
+	ck_assert_msg(rc == 0, "blossomd did not start: %s", strerror(-rc));
+}
+
+/* SIGTERM must end the daemon cleanly with status 0. */
+static void stop(void)
+{
+	int st = itest_stop(&d, 30000);
+
+	ck_assert_msg(st >= 0 && WIFEXITED(st) && WEXITSTATUS(st) == 0,
+		      "blossomd did not exit 0 after SIGTERM (wait status %d)", st);
+}
+
+/* The daemon's own pid, from its start-up line (differs from d.pid under a wrapper). */
+static pid_t daemon_pid(void)
+{
+	const char *p;
+
+	ck_assert(itest_log_wait(&d, "ready (pid ", T));
+	p = strstr(itest_log(&d), "ready (pid ");
+	return (pid_t)atol(p + strlen("ready (pid "));
+}
+
+/* kill -9 and reap (through the wrapper, if any). */
+static void kill9(void)
+{
+	int st;
+
+	kill(daemon_pid(), SIGKILL);
+	st = itest_wait_exit(&d, T);
+	ck_assert_msg(st >= 0, "daemon did not die: %d", st);
+	d.status = st;
+	itest_stop(&d, T); /* removes the harness's directory */
+}
+
+static int conn(void)
+{
+	int fd = itest_connect(d.port);
+
+	ck_assert_msg(fd >= 0, "connect: %s", strerror(-fd));
+	return fd;
+}
+
+#define EXCHANGE(fd, req, expect) ck_assert(itest_exchange((fd), (req), (expect), T))
+
+/*
+ * One text command and its reply (one line, or START ... END), NUL-terminated in a static
+ * buffer of 64 KiB.
+ */
+static const char *txt(int fd, const char *line)
+{
+	static char buf[64 * 1024];
+	size_t n = 0;
+
+	ck_assert_int_eq(itest_send_str(fd, line), 0);
+	ck_assert_int_eq(itest_send_str(fd, "\n"), 0);
+	for (;;) {
+		ssize_t r = itest_recv_until(fd, buf + n, sizeof(buf) - n, "\n", T);
+
+		ck_assert_msg(r > 0, "no reply to '%s'", line);
+		n += (size_t)r;
+		if (strncmp(buf, "START\n", n < 6 ? n : 6))
+			break; /* not a START ... END reply */
+		if (n >= 4 && !strcmp(buf + n - 4, "END\n"))
+			break;
+	}
+	return buf;
+}
+
+#define TXT(fd, line, expect) ck_assert_str_eq(txt((fd), (line)), (expect))
+
+/* A RESP command from space-separated words, in a static buffer. */
+static const char *resp(const char *words)
+{
+	static char out[8192];
+	char copy[4096], *save = NULL;
+	const char *w[64];
+	size_t n = 0, len = 0;
+
+	snprintf(copy, sizeof(copy), "%s", words);
+	for (char *t = strtok_r(copy, " ", &save); t && n < 64; t = strtok_r(NULL, " ", &save))
+		w[n++] = t;
+	len += (size_t)snprintf(out + len, sizeof(out) - len, "*%zu\r\n", n);
+	for (size_t i = 0; i < n; i++)
+		len += (size_t)snprintf(out + len, sizeof(out) - len, "$%zu\r\n%s\r\n",
+					strlen(w[i]), w[i]);
+	return out;
+}
+
+/* A growing line of keys "PREFIX<from> ... PREFIX<to-1>" after head, ending in "\n". */
+static char *key_line(const char *head, const char *prefix, unsigned long from, unsigned long to)
+{
+	size_t cap = strlen(head) + (to - from) * (strlen(prefix) + 22) + 2, len;
+	char *s = malloc(cap);
+
+	ck_assert_ptr_nonnull(s);
+	len = (size_t)snprintf(s, cap, "%s", head);
+	for (unsigned long k = from; k < to; k++)
+		len += (size_t)snprintf(s + len, cap - len, " %s%lu", prefix, k);
+	snprintf(s + len, cap - len, "\n");
+	return s;
+}
+
+/* bulk-add keys [from, to) to filter over text, 500 per line. */
+static void add_keys(int fd, const char *filter, const char *prefix, unsigned long from,
+		     unsigned long to)
+{
+	char head[256], reply[8192];
+
+	snprintf(head, sizeof(head), "bulk %s", filter);
+	for (unsigned long k = from; k < to; k += 500) {
+		unsigned long end = k + 500 < to ? k + 500 : to;
+		char *line = key_line(head, prefix, k, end);
+
+		ck_assert_int_eq(itest_send_str(fd, line), 0);
+		free(line);
+		ck_assert_int_gt(itest_recv_until(fd, reply, sizeof(reply), "\n", T), 0);
+		ck_assert_msg(reply[0] == 'Y' || reply[0] == 'N', "bulk: %s", reply);
+	}
+}
+
+/* How many of the keys [from, to) the filter does not have (multi, 500 per line). */
+static unsigned long count_missing(int fd, const char *filter, const char *prefix,
+				   unsigned long from, unsigned long to)
+{
+	char head[256], reply[8192];
+	unsigned long missing = 0;
+
+	snprintf(head, sizeof(head), "multi %s", filter);
+	for (unsigned long k = from; k < to; k += 500) {
+		unsigned long end = k + 500 < to ? k + 500 : to;
+		char *line = key_line(head, prefix, k, end);
+
+		ck_assert_int_eq(itest_send_str(fd, line), 0);
+		free(line);
+		ck_assert_int_gt(itest_recv_until(fd, reply, sizeof(reply), "\n", T), 0);
+		ck_assert_msg(reply[0] == 'Y' || reply[0] == 'N', "multi: %s", reply);
+		for (const char *p = reply; (p = strstr(p, "No")); p += 2)
+			missing++;
+	}
+	return missing;
+}
+
+/* The bytes of a file in the data directory (malloc'd), or NULL. */
+static unsigned char *slurp(const char *name, size_t *len)
+{
+	FILE *f = fopen(path_in(name), "rb");
+	unsigned char *buf;
+	long n;
+
+	if (!f)
+		return NULL;
+	fseek(f, 0, SEEK_END);
+	n = ftell(f);
+	fseek(f, 0, SEEK_SET);
+	buf = malloc((size_t)n + 1);
+	ck_assert_ptr_nonnull(buf);
+	ck_assert_uint_eq(fread(buf, 1, (size_t)n, f), (size_t)n);
+	fclose(f);
+	*len = (size_t)n;
+	return buf;
+}
+
+static void spit(const char *name, const void *p, size_t len)
+{
+	FILE *f = fopen(path_in(name), "wb");
+
+	ck_assert_ptr_nonnull(f);
+	ck_assert_uint_eq(fwrite(p, 1, len, f), len);
+	ck_assert_int_eq(fclose(f), 0);
+}
+
+static bool same_file(const char *name, const unsigned char *p, size_t len)
+{
+	size_t n;
+	unsigned char *now = slurp(name, &n);
+	bool same = now && n == len && !memcmp(now, p, len);
+
+	free(now);
+	return same;
+}
+
+/* The number of entries in the data directory whose name ends in suffix. */
+static int count_suffix(const char *suffix)
+{
+	char cmd[512], out[64] = "";
+	FILE *p;
+
+	snprintf(cmd, sizeof(cmd), "ls -1 '%s' | grep -c -- '%s$'", dir, suffix);
+	p = popen(cmd, "r");
+	ck_assert_ptr_nonnull(p);
+	if (!fgets(out, sizeof(out), p))
+		out[0] = '\0';
+	pclose(p);
+	return atoi(out);
+}
+
+static ino_t inode_of(const char *name)
+{
+	struct stat sb;
+
+	return stat(path_in(name), &sb) ? 0 : sb.st_ino;
+}
+
+/* ---------------------------------------------------------------------------------------- */
+/* Restart */
+
+static const char *const persisted[] = {
+    "plain", "counting", "fixed", "exp3", "cleared", "../we%ird/", "r1", "r2", "rc", "auto",
+};
+#define NPERSISTED (sizeof(persisted) / sizeof(persisted[0]))
+
+START_TEST(test_restart_every_type)
+{
+	static char info[NPERSISTED][4096];
+	char cmd[512], list[8192], resp_info[2][512];
+	int fd, rfd;
+
+	data_dir_new();
+	/* No periodic snapshots: everything below reaches the disk through SIGTERM or flush. */
+	start(CONF("snapshot_interval = 0\n"));
+	fd = conn();
+	rfd = conn();
+
+	TXT(fd, "create plain capacity=1000 prob=0.01", "Done\n");
+	add_keys(fd, "plain", "k", 0, 5000);
+	TXT(fd, "create counting capacity=2000 prob=0.001 type=counting", "Done\n");
+	add_keys(fd, "counting", "k", 0, 3000);
+	for (int i = 0; i < 100; i++) {
+		snprintf(cmd, sizeof(cmd), "delete counting k%d", i);
+		TXT(fd, cmd, "Yes\n");
+	}
+	TXT(fd, "create fixed capacity=3000 nonscaling=1", "Done\n");
+	add_keys(fd, "fixed", "k", 0, 1000);
+	TXT(fd, "create exp3 capacity=500 expansion=3", "Done\n");
+	add_keys(fd, "exp3", "k", 0, 4000);
+	TXT(fd, "create mem capacity=1000 in_memory=1", "Done\n");
+	TXT(fd, "set mem k1", "Yes\n");
+	TXT(fd, "create ../we%ird/ capacity=100", "Done\n");
+	TXT(fd, "set ../we%ird/ k1", "Yes\n");
+
+	/* Over RESP, into filters made over both protocols. */
+	EXCHANGE(rfd, resp("BF.RESERVE r1 0.001 1000 EXPANSION 3"), "+OK\r\n");
+	EXCHANGE(rfd, resp("BF.MADD r1 a b c"), "*3\r\n:1\r\n:1\r\n:1\r\n");
+	TXT(fd, "set r1 text-key", "Yes\n");
+	EXCHANGE(rfd, resp("BF.INSERT r2 CAPACITY 100 ERROR 0.01 NONSCALING ITEMS x y z"),
+		 "*3\r\n:1\r\n:1\r\n:1\r\n");
+	EXCHANGE(rfd, resp("BF.RESERVE rc 0.01 1000 COUNTING"), "+OK\r\n");
+	EXCHANGE(rfd, resp("BF.ADD rc x"), ":1\r\n");
+	EXCHANGE(rfd, resp("BF.ADD rc x"), ":0\r\n");
+	EXCHANGE(rfd, resp("BF.ADD rc y"), ":1\r\n");
+	EXCHANGE(rfd, resp("BF.ADD plain resp-key"), ":1\r\n");
+	EXCHANGE(rfd, resp("BF.ADD auto k1"), ":1\r\n"); /* auto-created with the defaults */
+
+	/* A flushed filter: dropping it removes its file; clearing keeps it (bloomd). */
+	TXT(fd, "create dropme", "Done\n");
+	TXT(fd, "set dropme k1", "Yes\n");
+	TXT(fd, "flush dropme", "Done\n");
+	ck_assert(exists("dropme.bsnap"));
+	TXT(fd, "drop dropme", "Done\n");
+	ck_assert(!exists("dropme.bsnap"));
+	TXT(fd, "create cleared capacity=100", "Done\n");
+	TXT(fd, "set cleared k1", "Yes\n");
+	TXT(fd, "flush cleared", "Done\n");
+	/* A memory-only filter never touches the disk, flushed or not. */
+	TXT(fd, "flush mem", "Done\n");
+	ck_assert(!exists("mem.bsnap"));
+
+	for (size_t i = 0; i < NPERSISTED; i++) {
+		snprintf(cmd, sizeof(cmd), "info %s", persisted[i]);
+		snprintf(info[i], sizeof(info[i]), "%s", txt(fd, cmd));
+		ck_assert_msg(!strncmp(info[i], "START\n", 6), "%s: %s", cmd, info[i]);
+	}
+	TXT(fd, "clear cleared", "Done\n");
+	ck_assert(exists("cleared.bsnap"));
+	snprintf(list, sizeof(list), "%s", txt(fd, "list"));
+	ck_assert_ptr_nonnull(strstr(list, "\nmem "));
+	ck_assert_ptr_null(strstr(list, "\ncleared "));
+	for (int i = 0; i < 2; i++) {
+		char reply[512] = "";
+
+		ck_assert_int_eq(itest_send_str(rfd, resp(i ? "BF.INFO r2" : "BF.INFO r1")), 0);
+		itest_sleep_ms(100);
+		ck_assert_int_gt(itest_recv_until(rfd, reply, sizeof(reply), "\r\n", T), 0);
+		snprintf(resp_info[i], sizeof(resp_info[i]), "%s", reply);
+	}
+	close(fd);
+	close(rfd);
+	stop();
+
+	/* Exactly the persistent filters are on disk (cleared included), and no temp file. */
+	ck_assert_int_eq(count_suffix(".bsnap"), (int)NPERSISTED);
+	ck_assert_int_eq(count_suffix(".tmp"), 0);
+	ck_assert(exists("%2E%2E%2Fwe%25ird%2F.bsnap"));
+
+	start(NULL);
+	fd = conn();
+	rfd = conn();
+	ck_assert(itest_log_wait(&d, "loaded 10 filters", T));
+	for (size_t i = 0; i < NPERSISTED; i++) {
+		snprintf(cmd, sizeof(cmd), "info %s", persisted[i]);
+		ck_assert_str_eq(txt(fd, cmd), info[i]);
+	}
+	/* list: the same lines, plus cleared (back from its file), minus mem. */
+	{
+		char expect[8192], *p = strstr(list, "\nmem "), *q = strchr(p + 1, '\n');
+		char now[8192];
+
+		snprintf(expect, sizeof(expect), "%.*s%s", (int)(p - list), list, q);
+		snprintf(now, sizeof(now), "%s", txt(fd, "list"));
+		p = strstr(now, "\ncleared ");
+		ck_assert_ptr_nonnull(p);
+		q = strchr(p + 1, '\n');
+		memmove(p, q, strlen(q) + 1);
+		ck_assert_str_eq(now, expect);
+	}
+	TXT(fd, "info mem", "Filter does not exist\n");
+	TXT(fd, "info dropme", "Filter does not exist\n");
+
+	ck_assert_uint_eq(count_missing(fd, "plain", "k", 0, 5000), 0);
+	ck_assert_uint_eq(count_missing(fd, "counting", "k", 100, 3000), 0);
+	ck_assert_uint_eq(count_missing(fd, "fixed", "k", 0, 1000), 0);
+	ck_assert_uint_eq(count_missing(fd, "exp3", "k", 0, 4000), 0);
+	TXT(fd, "check ../we%ird/ k1", "Yes\n");
+	TXT(fd, "check cleared k1", "Yes\n");
+	TXT(fd, "check r1 text-key", "Yes\n");
+	EXCHANGE(rfd, resp("BF.MEXISTS r1 a b c"), "*3\r\n:1\r\n:1\r\n:1\r\n");
+	EXCHANGE(rfd, resp("BF.MEXISTS r2 x y z"), "*3\r\n:1\r\n:1\r\n:1\r\n");
+	EXCHANGE(rfd, resp("BF.EXISTS plain resp-key"), ":1\r\n");
+	EXCHANGE(rfd, resp("BF.EXISTS auto k1"), ":1\r\n");
+	/* Counting: x was added twice, so it takes two deletes. */
+	EXCHANGE(rfd, resp("BF.DEL rc x"), ":1\r\n");
+	EXCHANGE(rfd, resp("BF.EXISTS rc x"), ":1\r\n");
+	EXCHANGE(rfd, resp("BF.DEL rc x"), ":1\r\n");
+	EXCHANGE(rfd, resp("BF.EXISTS rc y"), ":1\r\n");
+	EXCHANGE(rfd, resp("BF.INFO r1"), resp_info[0]);
+	EXCHANGE(rfd, resp("BF.INFO r2"), resp_info[1]);
+	close(fd);
+	close(rfd);
+	stop();
+}
+END_TEST
+
+/* ---------------------------------------------------------------------------------------- */
+/* kill -9 under load */
+
+#define KILL_ROUNDS 24
+#define KILL_BATCH  100 /* keys per bulk line */
+#define KILL_FLUSH  25	/* bulk lines between flushes */
+
+/* Fork a child that sends SIGKILL to pid after ms milliseconds. */
+static pid_t killer(pid_t pid, int ms)
+{
+	pid_t k = fork();
+
+	ck_assert_int_ge(k, 0);
+	if (k == 0) {
+		itest_sleep_ms(ms);
+		kill(pid, SIGKILL);
+		_exit(0);
+	}
+	return k;
+}
+
+/* Send one line and wait for its one-line reply; false once the connection is gone. */
+static bool try_line(int fd, const char *line, char *reply, size_t cap)
+{
+	ssize_t n;
+
+	if (itest_send_str(fd, line))
+		return false;
+	n = itest_recv_until(fd, reply, cap, "\n", T);
+	return n > 0 && reply[n - 1] == '\n';
+}
+
+START_TEST(test_kill9_loop)
+{
+	/* Round r added keys k<n> for n in [start[r], acked[r]); those below durable[r] were
+	 * acknowledged before a flush that completed, and must survive every crash after it. */
+	unsigned long start_at[KILL_ROUNDS], durable[KILL_ROUNDS], acked[KILL_ROUNDS];
+	unsigned long next = 0, lost = 0, at_risk = 0;
+	unsigned seed = (unsigned)time(NULL) ^ (unsigned)getpid();
+	const char *const filters[] = {"kp", "kc"};
+	char reply[4096];
+	int64_t t0 = itest_now_ms();
+	int fd;
+
+	printf("# kill -9 loop: seed %u\n", seed);
+	fflush(stdout);
+	srand(seed);
+	data_dir_new();
+	for (int round = 0; round <= KILL_ROUNDS; round++) {
+		int st, lines = 0;
+		pid_t k;
+
+		start(CONF("snapshot_interval = 1\n"));
+		fd = conn();
+		if (round == 0) {
+			TXT(fd, "create kp capacity=3000000 prob=0.0001", "Done\n");
+			TXT(fd, "create kc capacity=500000 prob=0.001 type=counting", "Done\n");
+		} else {
+			int r = round - 1;
+
+			for (int i = 0; i < 2; i++) {
+				/* Every durable key of the last round and of the one before. */
+				for (int p = r; p >= 0 && p >= r - 1; p--)
+					ck_assert_uint_eq(count_missing(fd, filters[i], "k",
+									start_at[p], durable[p]),
+							  0);
+				/* Acknowledged after the last flush: may be missing (the bound a
+				 * write-ahead log would close). */
+				lost += count_missing(fd, filters[i], "k", durable[r], acked[r]);
+				at_risk += acked[r] - durable[r];
+			}
+		}
+		if (round == KILL_ROUNDS)
+			break;
+
+		start_at[round] = durable[round] = acked[round] = next;
+		k = killer(daemon_pid(), 300 + rand() % 1200);
+		for (;;) {
+			char *line = key_line("bulk kp", "k", next, next + KILL_BATCH);
+			bool ok = try_line(fd, line, reply, sizeof(reply));
+			unsigned long flushing;
+
+			if (ok) {
+				memcpy(line, "bulk kc", 7);
+				ok = try_line(fd, line, reply, sizeof(reply));
+			}
+			free(line);
+			if (!ok)
+				break;
+			next += KILL_BATCH;
+			acked[round] = next;
+			if (++lines % KILL_FLUSH)
+				continue;
+			flushing = next;
+			if (!try_line(fd, "flush\n", reply, sizeof(reply)))
+				break;
+			ck_assert_str_eq(reply, "Done\n");
+			durable[round] = flushing;
+		}
+		close(fd);
+		waitpid(k, NULL, 0);
+		st = itest_wait_exit(&d, T);
+		ck_assert_msg(st >= 0 && WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL,
+			      "daemon ended with status %d", st);
+		itest_stop(&d, T);
+		/* The next round's keys come after everything sent, lost or not. */
+		next += KILL_BATCH;
+	}
+	/* The last daemon holds every durable key of every round. */
+	for (int i = 0; i < 2; i++)
+		for (int r = 0; r < KILL_ROUNDS; r++)
+			ck_assert_uint_eq(
+			    count_missing(fd, filters[i], "k", start_at[r], durable[r]), 0);
+	close(fd);
+	stop();
+	printf("# lost %lu keys added after the last snapshot (of %lu acknowledged after the "
+	       "last flush; %d kills, %lu keys per filter, %.1f s)\n",
+	       lost, at_risk, KILL_ROUNDS, next, (double)(itest_now_ms() - t0) / 1000);
+	fflush(stdout);
+}
+END_TEST
+
+/* ---------------------------------------------------------------------------------------- */
+/* Corruption */
+
+static unsigned char *pristine;
+static size_t pristine_len;
+
+/* Three filters on disk: good1 (plain), good2 (counting), victim; keep victim's bytes. */
+static void corrupt_setup(void)
+{
+	int fd;
+
+	data_dir_new();
+	start(CONF("snapshot_interval = 0\n"));
+	fd = conn();
+	TXT(fd, "create good1 capacity=1000", "Done\n");
+	TXT(fd, "create good2 capacity=1000 type=counting", "Done\n");
+	TXT(fd, "create victim capacity=5000", "Done\n");
+	add_keys(fd, "good1", "g", 0, 500);
+	add_keys(fd, "good2", "g", 0, 500);
+	add_keys(fd, "victim", "v", 0, 2000);
+	close(fd);
+	stop();
+	pristine = slurp("victim.bsnap", &pristine_len);
+	ck_assert_ptr_nonnull(pristine);
+	ck_assert_uint_gt(pristine_len, 8192);
+}
+
+/* Start with file = bytes; expect it set aside with reason, good1 and good2 loaded, and
+ * (victim_gone) no filter victim. */
+static void expect_set_aside(const char *file, const void *bytes, size_t len, const char *reason,
+			     bool victim_gone)
+{
+	char aside[300];
+	const char *log;
+	int fd;
+
+	spit(file, bytes, len);
+	FMT(aside, "%s.corrupt", file);
+	unlink(path_in(aside));
+	start(NULL);
+	log = itest_log(&d);
+	ck_assert_msg(strstr(log, file) && strstr(log, reason) && strstr(log, "renamed to"),
+		      "expected '%s' and '%s' in the log:\n%s", file, reason, log);
+	ck_assert_msg(exists(aside) && !exists(file), "%s not set aside", file);
+	fd = conn();
+	if (victim_gone)
+		TXT(fd, "info victim", "Filter does not exist\n");
+	ck_assert_uint_eq(count_missing(fd, "good1", "g", 0, 500), 0);
+	ck_assert_uint_eq(count_missing(fd, "good2", "g", 0, 500), 0);
+	close(fd);
+	stop();
+	unlink(path_in(aside));
+}
+
+static void expect_victim_aside(const void *bytes, size_t len, const char *reason)
+{
+	expect_set_aside("victim.bsnap", bytes, len, reason, true);
+}
+
+START_TEST(test_corrupt_header_and_body)
+{
+	unsigned char *b;
+
+	corrupt_setup();
+	b = malloc(pristine_len);
+	ck_assert_ptr_nonnull(b);
+
+	/* One flipped byte in the magic, in a parameter, in the layer table, in the body. */
+	memcpy(b, pristine, pristine_len);
+	b[0] ^= 0x20;
+	expect_victim_aside(b, pristine_len, "bad magic");
+	memcpy(b, pristine, pristine_len);
+	b[30] ^= 0x01;
+	expect_victim_aside(b, pristine_len, "header checksum mismatch");
+	memcpy(b, pristine, pristine_len);
+	b[370] ^= 0x80;
+	expect_victim_aside(b, pristine_len, "header checksum mismatch");
+	memcpy(b, pristine, pristine_len);
+	b[4096 + 100] ^= 0x04;
+	expect_victim_aside(b, pristine_len, "body checksum mismatch");
+	memcpy(b, pristine, pristine_len);
+	b[pristine_len - 1] ^= 0xff;
+	expect_victim_aside(b, pristine_len, "body checksum mismatch");
+
+	/* The original still loads, with its keys. */
+	spit("victim.bsnap", pristine, pristine_len);
+	start(NULL);
+	{
+		int fd = conn();
+
+		ck_assert_uint_eq(count_missing(fd, "victim", "v", 0, 2000), 0);
+		close(fd);
+	}
+	stop();
+	free(b);
+	free(pristine);
+}
+END_TEST
+
+START_TEST(test_corrupt_truncated)
+{
+	size_t cuts[] = {0, 1, 8, 100, 1648, 4095};
+	char reason[128];
+
+	corrupt_setup();
+	for (size_t i = 0; i < sizeof(cuts) / sizeof(cuts[0]); i++)
+		expect_victim_aside(pristine, cuts[i], "shorter than the header");
+	{
+		size_t body[] = {4096, 4097, 4096 + 64, pristine_len / 2, pristine_len - 1};
+
+		for (size_t i = 0; i < sizeof(body) / sizeof(body[0]); i++) {
+			snprintf(reason, sizeof(reason), "truncated: %zu of %zu bytes", body[i],
+				 pristine_len);
+			expect_victim_aside(pristine, body[i], reason);
+		}
+	}
+	/* Longer than the header says: also refused. */
+	{
+		unsigned char *b = calloc(1, pristine_len + 64);
+
+		ck_assert_ptr_nonnull(b);
+		memcpy(b, pristine, pristine_len);
+		snprintf(reason, sizeof(reason), "%zu of %zu bytes", pristine_len + 64,
+			 pristine_len);
+		expect_victim_aside(b, pristine_len + 64, reason);
+		free(b);
+	}
+	free(pristine);
+}
+END_TEST
+
+START_TEST(test_corrupt_future_version_and_names)
+{
+	unsigned char *b;
+	uint32_t v = 2;
+	uint64_t sum;
+	size_t len;
+
+	corrupt_setup();
+	/* A well-formed file of a later format version (checksum recomputed). */
+	b = malloc(pristine_len);
+	ck_assert_ptr_nonnull(b);
+	memcpy(b, pristine, pristine_len);
+	memcpy(b + 8, &v, 4);
+	sum = XXH3_64bits(b, 1648);
+	memcpy(b + 1648, &sum, 8);
+	expect_victim_aside(b, pristine_len, "unknown format version 2");
+	free(b);
+
+	/* A valid file under another filter's name: the name inside decides, so it is set aside
+	 * and good1 still loads from its own file. */
+	b = slurp("good1.bsnap", &len);
+	ck_assert_ptr_nonnull(b);
+	spit("victim.bsnap", pristine, pristine_len);
+	expect_set_aside("other.bsnap", b, len, "holds filter 'good1'", false);
+	free(b);
+
+	/* A second bad file of the same name does not overwrite the first one set aside. */
+	spit("victim.bsnap", "garbage", 7);
+	spit("victim.bsnap.corrupt", "older", 5);
+	start(NULL);
+	ck_assert(itest_log_wait(&d, "victim.bsnap.corrupt.1", T));
+	ck_assert(exists("victim.bsnap.corrupt") && exists("victim.bsnap.corrupt.1"));
+	stop();
+	free(pristine);
+}
+END_TEST
+
+/* ---------------------------------------------------------------------------------------- */
+/* Start-up housekeeping */
+
+START_TEST(test_startup_housekeeping)
+{
+	char nested[256], saved[256];
+	struct itest_daemon other;
+	const char *extra[] = {"--data-dir", NULL, NULL};
+	struct stat sb;
+	int fd, rc;
+
+	data_dir_new();
+	/* A missing data_dir (with missing parents) is created, 0700. */
+	FMT(saved, "%s", dir);
+	FMT(nested, "%s/a/b/data", dir);
+	FMT(dir, "%s", nested);
+	start(NULL);
+	ck_assert_int_eq(stat(dir, &sb), 0);
+	ck_assert(S_ISDIR(sb.st_mode));
+	ck_assert_uint_eq(sb.st_mode & 0777, 0700);
+
+	/* A second daemon on the same data_dir refuses to start. */
+	extra[1] = dir;
+	rc = itest_start(&other, NULL, extra);
+	ck_assert_int_eq(rc, -ECHILD);
+	ck_assert_ptr_nonnull(strstr(itest_log(&other), "in use by another blossomd"));
+	itest_stop(&other, T);
+	fd = conn();
+	TXT(fd, "create keep", "Done\n");
+	TXT(fd, "set keep k", "Yes\n");
+	close(fd);
+	stop();
+
+	/* Leftover temp files go; files that are not ours stay. */
+	spit("keep.bsnap.tmp", "half-written", 12);
+	spit("x~0123456789abcdef.bsnap.tmp", "", 0);
+	spit("notes.txt", "mine", 4);
+	start(NULL);
+	ck_assert(itest_log_wait(&d, "removed leftover temp file", T));
+	ck_assert(!exists("keep.bsnap.tmp") && !exists("x~0123456789abcdef.bsnap.tmp"));
+	ck_assert(exists("notes.txt") && exists("keep.bsnap"));
+	fd = conn();
+	TXT(fd, "check keep k", "Yes\n");
+	close(fd);
+	stop();
+	FMT(dir, "%s", saved);
+
+	/* A data_dir that cannot be created stops the start, with the reason. */
+	{
+		char file[256];
+
+		FMT(file, "%s/file", dir);
+		spit("file", "x", 1);
+		extra[1] = file;
+		rc = itest_start(&other, NULL, extra);
+		ck_assert_int_eq(rc, -ECHILD);
+		ck_assert_ptr_nonnull(strstr(itest_log(&other), "cannot"));
+		itest_stop(&other, T);
+	}
+}
+END_TEST
+
+/* ---------------------------------------------------------------------------------------- */
+/* Periodic snapshots, SAVE/BGSAVE, drop and flush while a write is in flight */
+
+START_TEST(test_periodic)
+{
+	ino_t ino;
+	int fd, rfd;
+	char reply[256];
+	long long before;
+
+	data_dir_new();
+	start(CONF("snapshot_interval = 1\n"));
+	fd = conn();
+	/* big: a plain filter copied in slices (about 9 MB); cnt: counting, cloned. */
+	TXT(fd, "create big capacity=3000000 prob=0.0001", "Done\n");
+	TXT(fd, "create cnt capacity=100000 type=counting", "Done\n");
+	TXT(fd, "create small capacity=100", "Done\n");
+	add_keys(fd, "big", "k", 0, 20000);
+	add_keys(fd, "cnt", "k", 0, 20000);
+	TXT(fd, "set small k", "Yes\n");
+	/* No flush: within two intervals a cycle has written them all. */
+	for (int i = 0;
+	     i < 200 && !(exists("big.bsnap") && exists("cnt.bsnap") && exists("small.bsnap")); i++)
+		itest_sleep_ms(50);
+	itest_sleep_ms(1500);
+	/* A clean filter is not written again. */
+	ino = inode_of("small.bsnap");
+	ck_assert_uint_ne(ino, 0);
+	itest_sleep_ms(2500);
+	ck_assert_uint_eq(inode_of("small.bsnap"), ino);
+	TXT(fd, "set small k2", "Yes\n");
+	for (int i = 0; i < 200 && inode_of("small.bsnap") == ino; i++)
+		itest_sleep_ms(50);
+	ck_assert_uint_ne(inode_of("small.bsnap"), ino);
+	close(fd);
+	kill9();
+
+	start(CONF("snapshot_interval = 1\n"));
+	fd = conn();
+	ck_assert_uint_eq(count_missing(fd, "big", "k", 0, 20000), 0);
+	ck_assert_uint_eq(count_missing(fd, "cnt", "k", 0, 20000), 0);
+	TXT(fd, "check small k2", "Yes\n");
+
+	/* SAVE, BGSAVE, LASTSAVE. */
+	rfd = conn();
+	EXCHANGE(rfd, resp("BF.ADD small r"), ":1\r\n");
+	EXCHANGE(rfd, resp("SAVE"), "+OK\r\n");
+	EXCHANGE(rfd, resp("BF.ADD small r2"), ":1\r\n");
+	EXCHANGE(rfd, resp("BGSAVE"), "+Background saving started\r\n");
+	ck_assert_int_eq(itest_send_str(rfd, resp("LASTSAVE")), 0);
+	ck_assert_int_gt(itest_recv_until(rfd, reply, sizeof(reply), "\r\n", T), 0);
+	before = atoll(reply + 1);
+	ck_assert_msg(reply[0] == ':' && before >= (long long)time(NULL) - 5, "%s", reply);
+
+	/* Drop and flush while background writes run: a dropped filter's file goes (also if
+	 * its write was in flight) and never comes back; a flush is never overtaken. */
+	TXT(fd, "create huge capacity=20000000 prob=0.001", "Done\n");
+	TXT(fd, "create huge2 capacity=20000000 prob=0.001", "Done\n");
+	for (int round = 0; round < 3; round++) {
+		char line[64];
+
+		snprintf(line, sizeof(line), "set huge x%d", round);
+		TXT(fd, line, "Yes\n");
+		snprintf(line, sizeof(line), "set huge2 x%d", round);
+		TXT(fd, line, "Yes\n");
+		itest_sleep_ms(900 + 150 * round);
+		snprintf(line, sizeof(line), "set huge2 y%d", round);
+		TXT(fd, line, "Yes\n");
+		TXT(fd, "flush huge2", "Done\n");
+	}
+	TXT(fd, "drop huge", "Done\n");
+	itest_sleep_ms(3000);
+	ck_assert(!exists("huge.bsnap"));
+	/* Same name again right away: its own snapshots are unaffected by the old one's. */
+	TXT(fd, "create huge capacity=1000", "Done\n");
+	TXT(fd, "set huge again", "Yes\n");
+	TXT(fd, "flush huge", "Done\n");
+	close(fd);
+	close(rfd);
+	kill9();
+
+	start(NULL);
+	fd = conn();
+	TXT(fd, "check small r", "Yes\n");
+	TXT(fd, "check small r2", "Yes\n");
+	TXT(fd, "check huge again", "Yes\n");
+	TXT(fd, "check huge x0", "No\n");
+	for (int round = 0; round < 3; round++) {
+		char line[64];
+
+		snprintf(line, sizeof(line), "check huge2 y%d", round);
+		TXT(fd, line, "Yes\n");
+	}
+	close(fd);
+	stop();
+	ck_assert_int_eq(count_suffix(".tmp"), 0);
+}
+END_TEST
+
+/* ---------------------------------------------------------------------------------------- */
+/* Full disk and injected I/O errors */
+
+/* Fill the file system of the data directory with a file named filler. */
+static void fill_disk(void)
+{
+	static char block[4096];
+	int fd = open(path_in("filler"), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+
+	ck_assert_int_ge(fd, 0);
+	while (write(fd, block, sizeof(block)) > 0)
+		;
+	while (write(fd, block, 1) > 0)
+		;
+	close(fd);
+}
+
+START_TEST(test_disk_full)
+{
+	unsigned char *orig;
+	size_t len;
+	int fd;
+
+	cleanup_at_exit();
+	snprintf(mnt, sizeof(mnt), "/tmp/blossomd-tmpfs-XXXXXX");
+	ck_assert_ptr_nonnull(mkdtemp(mnt));
+	if (mount("tmpfs", mnt, "tmpfs", 0, "size=1m,mode=0700")) {
+		printf("# SKIP disk-full test: cannot mount a tmpfs on %s: %s\n", mnt,
+		       strerror(errno));
+		fflush(stdout);
+		rmdir(mnt);
+		mnt[0] = '\0';
+		return;
+	}
+	snprintf(dir, sizeof(dir), "%s", mnt);
+
+	start(CONF("snapshot_interval = 1\n"));
+	fd = conn();
+	TXT(fd, "create a capacity=20000", "Done\n");
+	add_keys(fd, "a", "k", 0, 1000);
+	TXT(fd, "flush a", "Done\n");
+	orig = slurp("a.bsnap", &len);
+	ck_assert_ptr_nonnull(orig);
+
+	fill_disk();
+	add_keys(fd, "a", "k", 1000, 2000);
+	/* The cycle fails at fallocate: logged with the file and step, the old file intact. */
+	ck_assert(itest_log_wait(&d, "a.bsnap: fallocate: No space left on device", T));
+	TXT(fd, "flush a", "Internal Error\n");
+	{
+		int rfd = conn();
+
+		EXCHANGE(rfd, resp("SAVE"), "-ERR snapshot failed, see the server log\r\n");
+		close(rfd);
+	}
+	ck_assert(same_file("a.bsnap", orig, len));
+	ck_assert(!exists("a.bsnap.tmp"));
+	/* Still serving, reads and writes. */
+	ck_assert_uint_eq(count_missing(fd, "a", "k", 0, 2000), 0);
+	TXT(fd, "create b capacity=10 in_memory=1", "Done\n");
+	TXT(fd, "set a k2000", "Yes\n");
+
+	/* Space again: the next cycle succeeds. */
+	ck_assert_int_eq(unlink(path_in("filler")), 0);
+	ck_assert(itest_log_wait(&d, "written again after failures", T));
+	ck_assert(!same_file("a.bsnap", orig, len));
+	TXT(fd, "flush a", "Done\n");
+	close(fd);
+	stop();
+	free(orig);
+
+	/* Full again, then a crash: the snapshot from before the failures is what loads. */
+	start(CONF("snapshot_interval = 1\n"));
+	fd = conn();
+	ck_assert_uint_eq(count_missing(fd, "a", "k", 0, 2001), 0);
+	orig = slurp("a.bsnap", &len);
+	fill_disk();
+	add_keys(fd, "a", "n", 0, 1000);
+	ck_assert(itest_log_wait(&d, "No space left on device", T));
+	ck_assert(same_file("a.bsnap", orig, len));
+	close(fd);
+	kill9();
+	start(NULL);
+	fd = conn();
+	ck_assert_uint_eq(count_missing(fd, "a", "k", 0, 2001), 0);
+	close(fd);
+	ck_assert_int_eq(unlink(path_in("filler")), 0);
+	stop();
+	free(orig);
+	cleanup();
+	ck_assert(!mnt[0]);
+}
+END_TEST
+
+static bool have_strace(void)
+{
+	/* Installed, and allowed to trace here (ptrace may be forbidden in a container). */
+	return system("strace -f -qq -o /dev/null true >/dev/null 2>&1") == 0;
+}
+
+/*
+ * Under strace, make syscall fail with err (from the when-th call of each thread on, or only
+ * that call with "when=N"); a flush must fail at step with message, the old file must stay
+ * (or, for a failed directory fsync, the new one is in place), the daemon must go on, and the
+ * file must load afterwards.
+ */
+static void inject(const char *syscall, const char *err, const char *when, const char *logged,
+		   bool renamed)
+{
+	char wrapper[512], asan[512];
+	const char *prev = getenv("ASAN_OPTIONS");
+	unsigned char *orig;
+	size_t len;
+	int fd;
+
+	data_dir_new();
+	start(NULL);
+	fd = conn();
+	TXT(fd, "create a capacity=1000", "Done\n");
+	add_keys(fd, "a", "k", 0, 100);
+	close(fd);
+	stop();
+	orig = slurp("a.bsnap", &len);
+	ck_assert_ptr_nonnull(orig);
+
+	snprintf(wrapper, sizeof(wrapper),
+		 "strace -f -qq --seccomp-bpf -o /dev/null -e trace=%s -e inject=%s:error=%s%s%s",
+		 syscall, syscall, err, when ? ":when=" : "", when ? when : "");
+	/* LeakSanitizer cannot run under a tracer. */
+	snprintf(asan, sizeof(asan), "%s%sdetect_leaks=0", prev ? prev : "", prev ? ":" : "");
+	setenv("BLOSSOMD_WRAPPER", wrapper, 1);
+	setenv("ASAN_OPTIONS", asan, 1);
+	/* No periodic snapshot may write the filter before the flush below. */
+	start(CONF("snapshot_interval = 0\n"));
+	unsetenv("BLOSSOMD_WRAPPER");
+	fd = conn();
+	add_keys(fd, "a", "k", 100, 200);
+	TXT(fd, "flush a", "Internal Error\n");
+	ck_assert_msg(itest_log_wait(&d, logged, T), "expected '%s' in the log:\n%s", logged,
+		      itest_log(&d));
+	if (renamed)
+		ck_assert(!same_file("a.bsnap", orig, len));
+	else
+		ck_assert(same_file("a.bsnap", orig, len));
+	ck_assert(!exists("a.bsnap.tmp"));
+	ck_assert_uint_eq(count_missing(fd, "a", "k", 0, 200), 0);
+	TXT(fd, "set a k200", "Yes\n");
+	if (when && !strchr(when, '+'))
+		TXT(fd, "flush a", "Done\n"); /* the fault was one call: the retry works */
+	close(fd);
+	kill9();
+	if (prev)
+		setenv("ASAN_OPTIONS", prev, 1);
+	else
+		unsetenv("ASAN_OPTIONS");
+
+	start(NULL);
+	fd = conn();
+	ck_assert_uint_eq(count_missing(fd, "a", "k", 0, 100), 0);
+	if (when && !strchr(when, '+'))
+		TXT(fd, "check a k200", "Yes\n");
+	close(fd);
+	stop();
+	free(orig);
+}
+
+START_TEST(test_inject_errors)
+{
+	if (!have_strace()) {
+		printf("# SKIP fault injection: strace not found\n");
+		fflush(stdout);
+		return;
+	}
+	inject("pwrite64", "ENOSPC", NULL, "a.bsnap: write: No space left on device", false);
+	inject("fallocate", "ENOSPC", NULL, "a.bsnap: fallocate: No space left on device", false);
+	inject("fsync", "EIO", NULL, "a.bsnap: fsync: Input/output error", false);
+	inject("/^rename", "EIO", NULL, "a.bsnap: rename: Input/output error", false);
+	/* The second fsync of the loop thread is the directory's, after the rename. */
+	inject("fsync", "EIO", "2", "a.bsnap: fsync dir: Input/output error", true);
+}
+END_TEST
+
+static Suite *persist_suite(void)
+{
+	Suite *s = suite_create("persist");
+	TCase *restart = tcase_create("restart");
+	TCase *crash = tcase_create("crash");
+	TCase *corrupt = tcase_create("corrupt");
+	TCase *misc = tcase_create("misc");
+	TCase *faults = tcase_create("faults");
+
+	tcase_set_timeout(restart, 60);
+	tcase_add_test(restart, test_restart_every_type);
+	suite_add_tcase(s, restart);
+
+	tcase_set_timeout(crash, 240);
+	tcase_add_test(crash, test_kill9_loop);
+	suite_add_tcase(s, crash);
+
+	tcase_set_timeout(corrupt, 120);
+	tcase_add_test(corrupt, test_corrupt_header_and_body);
+	tcase_add_test(corrupt, test_corrupt_truncated);
+	tcase_add_test(corrupt, test_corrupt_future_version_and_names);
+	suite_add_tcase(s, corrupt);
+
+	tcase_set_timeout(misc, 120);
+	tcase_add_test(misc, test_startup_housekeeping);
+	tcase_add_test(misc, test_periodic);
+	suite_add_tcase(s, misc);
+
+	tcase_set_timeout(faults, 180);
+	tcase_add_test(faults, test_disk_full);
+	tcase_add_test(faults, test_inject_errors);
+	suite_add_tcase(s, faults);
+	return s;
+}
+
+CHECK_MAIN(persist_suite)

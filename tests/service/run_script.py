@@ -1,0 +1,125 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
+"""The README's first command, scripts/run: it starts a daemon that answers PING, and that
+daemon stops cleanly by its PID (the script execs blossomd, so the script's PID is the
+daemon's).
+
+scripts/run normally installs packages and builds ./build first. Here it must neither touch
+the checkout nor rebuild the build under test while that build's tests run, so the test runs
+a copy of scripts/ and conf/ in a temporary directory (the script's ./data lands there) with
+BLOSSOMD_RUN_BIN naming the binary under test, which makes scripts/run skip bootstrap and
+build. Free ports are passed as extra arguments, which scripts/run hands to blossomd.
+
+Usage: run_script.py (with $BLOSSOMD_BIN and $BLOSSOMD_SOURCE_ROOT set); prints TAP."""
+import os
+import shutil
+import signal
+import subprocess
+
+from servicetest import (Tap, env_path, exchange, free_port, read, spawn, stop, tempdir,
+                         wait_port)
+
+BIN = os.path.abspath(env_path("BLOSSOMD_BIN"))
+SRC = env_path("BLOSSOMD_SOURCE_ROOT")
+
+
+class Run:
+    """scripts/run from a copy of the checkout's scripts/ and conf/ in tmp."""
+
+    def __init__(self, tmp, *args):
+        self.root = os.path.join(tmp, "checkout")
+        shutil.copytree(os.path.join(SRC, "scripts"), os.path.join(self.root, "scripts"))
+        shutil.copytree(os.path.join(SRC, "conf"), os.path.join(self.root, "conf"))
+        self.port = free_port()
+        self.err = os.path.join(tmp, "stderr")
+        with open(self.err, "wb") as err, open(os.path.join(tmp, "stdout"), "wb") as out:
+            self.proc = spawn([os.path.join(self.root, "scripts", "run"), "--port",
+                               str(self.port), "--http-port", str(free_port()), *args],
+                              env={"BLOSSOMD_RUN_BIN": BIN}, stdin=subprocess.DEVNULL,
+                              stdout=out, stderr=err)
+
+    def stderr(self):
+        return read(self.err)
+
+    def kill(self):
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+
+
+def case_serves(r):
+    wait_port(r.port, r.proc)
+    exchange(r.port, b"ping\n", b"PONG\n")
+    exchange(r.port, b"*1\r\n$4\r\nPING\r\n", b"+PONG\r\n")
+
+
+def case_pid_is_daemon(r):
+    exe = os.readlink(f"/proc/{r.proc.pid}/exe")
+    assert exe == os.path.realpath(BIN), f"pid {r.proc.pid} runs {exe}"
+
+
+def case_message_and_data(r):
+    err = r.stderr()
+    assert f"blossomd on 127.0.0.1:{r.port} (text and RESP), data in ./data" in err, err
+    assert f"nc -q1 127.0.0.1 {r.port}" in err and f"redis-cli -h 127.0.0.1 -p {r.port}" in err
+    assert os.path.isdir(os.path.join(r.root, "data"))
+
+
+def case_sigterm(r):
+    code = stop(r.proc, signal.SIGTERM)
+    assert code == 0, f"exit {code}\n{r.stderr()}"
+
+
+def case_sigint():
+    # What Ctrl-C sends, as the script's message promises.
+    with tempdir("run") as tmp:
+        r = Run(tmp)
+        try:
+            wait_port(r.port, r.proc)
+            exchange(r.port, b"ping\n", b"PONG\n")
+            code = stop(r.proc, signal.SIGINT)
+            assert code == 0, f"exit {code}\n{r.stderr()}"
+        finally:
+            r.kill()
+
+
+def case_bad_flag():
+    # A bad setting stops the script at its --test-config step: exit 1, the reason shown.
+    with tempdir("run") as tmp:
+        r = Run(tmp, "--max-bogus")
+        try:
+            code = r.proc.wait(30)
+            assert code != 0 and "--max-bogus" in r.stderr(), (code, r.stderr())
+        finally:
+            r.kill()
+        r = Run(tmp + "/2", "--log-level", "loud")
+        try:
+            code = r.proc.wait(30)
+            assert code == 1 and "bad value for log_level: 'loud'" in r.stderr(), \
+                (code, r.stderr())
+        finally:
+            r.kill()
+
+
+def main():
+    tap = Tap()
+    with tempdir("run") as tmp:
+        r = Run(tmp)
+        try:
+            tap.case("scripts/run starts a daemon that answers PING (text and RESP)",
+                     case_serves, r)
+            tap.case("the script's PID is the daemon's (it execs blossomd)",
+                     case_pid_is_daemon, r)
+            tap.case("it prints where it listens, and keeps data in ./data",
+                     case_message_and_data, r)
+            tap.case("SIGTERM to that PID: clean exit 0", case_sigterm, r)
+        finally:
+            r.kill()
+    tap.case("Ctrl-C (SIGINT): clean exit 0", case_sigint)
+    tap.case("a bad flag or setting: no daemon, non-zero exit with the reason",
+             case_bad_flag)
+    tap.done()
+
+
+if __name__ == "__main__":
+    main()
