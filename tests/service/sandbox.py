@@ -84,7 +84,13 @@ class Session:
                               stdin=subprocess.DEVNULL, stdout=log, stderr=log)
 
     def daemon_pid(self):
-        m = re.search(r"ready \(pid (\d+)\)", read(self.log))
+        # The text port opens before the HTTP port and the "ready" line: wait for the line.
+        deadline = time.monotonic() + 30
+        while True:
+            m = re.search(r"ready \(pid (\d+)\)", read(self.log))
+            if m or time.monotonic() > deadline or self.proc.poll() is not None:
+                break
+            time.sleep(0.05)
         assert m, read(self.log)
         return int(m.group(1))
 
