@@ -102,7 +102,7 @@ size_t proto_resp_need(const struct proto_resp_state *st)
  * digits; at most 20 bytes; the value fits in long long. Returns true and sets *out if s[0..n)
  * is such a number.
  */
-static bool resp_parse_ll(const char *s, size_t n, long long *out)
+bool proto_resp_parse_ll(const char *s, size_t n, long long *out)
 {
 	unsigned long long v = 0;
 	bool neg = false;
@@ -208,7 +208,7 @@ ssize_t proto_resp_parse(struct proto_resp_state *st, const char *buf, size_t le
 			return resp_fail_got(st, errmsg, '*', buf[0]);
 		if (!resp_find_eol(st, buf, len, &eol, &toobig))
 			return toobig ? resp_fail(errmsg, err_mbulk_big) : 0;
-		if (buf[eol + 1] != '\n' || !resp_parse_ll(buf + 1, eol - 1, &ll) ||
+		if (buf[eol + 1] != '\n' || !proto_resp_parse_ll(buf + 1, eol - 1, &ll) ||
 		    (ll > 0 && (unsigned long long)ll > lim->max_args))
 			return resp_fail(errmsg, err_mbulk_len);
 		if (ll <= 0) {
@@ -230,7 +230,7 @@ ssize_t proto_resp_parse(struct proto_resp_state *st, const char *buf, size_t le
 			if (buf[st->pos] != '$')
 				return resp_fail_got(st, errmsg, '$', buf[st->pos]);
 			if (buf[eol + 1] != '\n' ||
-			    !resp_parse_ll(buf + st->pos + 1, eol - st->pos - 1, &ll) || ll < 0 ||
+			    !proto_resp_parse_ll(buf + st->pos + 1, eol - st->pos - 1, &ll) || ll < 0 ||
 			    (unsigned long long)ll > lim->max_bulk_bytes ||
 			    (unsigned long long)ll > SIZE_MAX - 2)
 				return resp_fail(errmsg, err_bulk_len);

@@ -75,6 +75,13 @@ struct proto_argv {
 			 * byte, kept while a command is incomplete (the buffer may move) */
 };
 
+/*
+ * Redis's string2ll() grammar: an optional '-', then "0" alone or a digit 1-9 followed by
+ * digits, at most 20 bytes, within long long (no '+', no spaces, no leading zeros). Returns
+ * true and sets *out if s[0..n) is such a number; false otherwise (*out untouched).
+ */
+bool proto_resp_parse_ll(const char *s, size_t n, long long *out);
+
 /* Make av empty with no allocation. Cannot fail. */
 void proto_argv_init(struct proto_argv *av);
 

@@ -134,51 +134,9 @@ static bool arg_is(const struct proto_argv *av, size_t i, const char *word)
 	return av->argvlen[i] == n && strncasecmp(av->argv[i], word, n) == 0;
 }
 
-/*
- * Redis's string2ll: an optional '-', then digits without leading zeros ("0" alone is fine),
- * no '+', no spaces, within long long.
- */
-static bool parse_ll(const char *p, size_t n, long long *out)
-{
-	size_t i = 0;
-	bool neg = false;
-	unsigned long long v = 0;
-
-	if (n == 0 || n > 20)
-		return false;
-	if (n == 1 && p[0] == '0') {
-		*out = 0;
-		return true;
-	}
-	if (p[0] == '-') {
-		neg = true;
-		i = 1;
-	}
-	if (i == n || p[i] < '1' || p[i] > '9')
-		return false;
-	for (; i < n; i++) {
-		if (p[i] < '0' || p[i] > '9')
-			return false;
-		unsigned d = (unsigned)(p[i] - '0');
-		if (v > (ULLONG_MAX - d) / 10)
-			return false;
-		v = v * 10 + d;
-	}
-	if (neg) {
-		if (v > (unsigned long long)LLONG_MAX + 1)
-			return false;
-		*out = v == (unsigned long long)LLONG_MAX + 1 ? LLONG_MIN : -(long long)v;
-	} else {
-		if (v > (unsigned long long)LLONG_MAX)
-			return false;
-		*out = (long long)v;
-	}
-	return true;
-}
-
 static bool arg_ll(const struct proto_argv *av, size_t i, long long *out)
 {
-	return parse_ll(av->argv[i], av->argvlen[i], out);
+	return proto_resp_parse_ll(av->argv[i], av->argvlen[i], out);
 }
 
 /*
