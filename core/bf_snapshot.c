@@ -296,6 +296,10 @@ static int check_header(const unsigned char *h, uint64_t file_size, struct bf_pa
 		return reason(why, whylen, -EINVAL, "header checksum mismatch");
 	if (get32(h, OFF_HEADER_LEN) != BF_SNAPSHOT_HEADER_LEN)
 		return reason(why, whylen, -EINVAL, "bad header length %u", get32(h, OFF_HEADER_LEN));
+	/* The checksum covers the fields; the padding after it must be what the writer wrote. */
+	for (size_t i = OFF_HEADER_SUM + 8; i < BF_SNAPSHOT_HEADER_LEN; i++)
+		if (h[i])
+			return reason(why, whylen, -EINVAL, "header padding not zero at byte %zu", i);
 
 	uint32_t persist = get32(h, OFF_PERSIST);
 	*p = (struct bf_params){
@@ -332,7 +336,8 @@ static int check_header(const unsigned char *h, uint64_t file_size, struct bf_pa
 	if (get64(h, OFF_BODY_LEN) != body || get64(h, OFF_ITEMS) != items)
 		return reason(why, whylen, -EINVAL, "body length or item count inconsistent");
 	if (file_size != BF_SNAPSHOT_HEADER_LEN + body)
-		return reason(why, whylen, -EINVAL, "truncated: %llu of %llu bytes",
+		return reason(why, whylen, -EINVAL, "%s: %llu of %llu bytes",
+			      file_size < BF_SNAPSHOT_HEADER_LEN + body ? "truncated" : "too long",
 			      (unsigned long long)file_size,
 			      (unsigned long long)(BF_SNAPSHOT_HEADER_LEN + body));
 	return 0;

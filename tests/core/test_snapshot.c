@@ -189,6 +189,12 @@ START_TEST(header_corruption_detected)
 	ck_assert_int_eq(load("s.bsnap", why, sizeof(why)), -ENOTSUP);
 
 	static const off_t offsets[] = { 0, 7, 13, 20, 30, 40, 60, 75, 85, 100, 170, 370, 420, 1650 };
+
+	/* The padding after the header checksum is checked too. */
+	write_sample("s.bsnap");
+	flip("s.bsnap", 3000);
+	ck_assert_int_eq(load("s.bsnap", why, sizeof(why)), -EINVAL);
+	ck_assert_str_eq(why, "header padding not zero at byte 3000");
 	for (size_t i = 0; i < sizeof(offsets) / sizeof(offsets[0]); i++) {
 		write_sample("s.bsnap");
 		flip("s.bsnap", offsets[i]);
@@ -235,6 +241,7 @@ START_TEST(truncation_detected_at_every_region)
 	write_sample("s.bsnap");
 	patch("s.bsnap", size, "x", 1);
 	ck_assert_int_eq(load("s.bsnap", why, sizeof(why)), -EINVAL);
+	ck_assert_msg(strncmp(why, "too long", 8) == 0, "%s", why);
 }
 END_TEST
 
