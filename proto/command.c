@@ -46,6 +46,32 @@ int cmd_session_reserve(struct cmd_session *s, size_t n)
 	return 0;
 }
 
+bool cmd_token_equal(const void *token, size_t token_len, const void *p, size_t n)
+{
+	const unsigned char *a = token, *b = p;
+	size_t max = n > token_len ? n : token_len;
+	volatile unsigned char diff = (unsigned char)(n != token_len);
+
+	for (size_t i = 0; i < max; i++) {
+		unsigned char x = i < token_len ? a[i] : 0, y = i < n ? b[i] : 0;
+		diff |= (unsigned char)(x ^ y);
+	}
+	return diff == 0;
+}
+
+bool cmd_auth_check(const struct cmd_ctx *c, struct cmd_session *s, const void *p, size_t n)
+{
+	if (!c->token)
+		return false;
+	if (cmd_token_equal(c->token, c->token_len, p, n)) {
+		s->authed = true;
+		return true;
+	}
+	if (++s->auth_failures >= CMD_AUTH_MAX_FAILURES)
+		s->close_after = true;
+	return false;
+}
+
 enum cmd_status cmd_status_from_errno(int rc)
 {
 	switch (rc) {

@@ -71,7 +71,14 @@ struct cmd_ctx {
 	uint64_t started_unix; /* for uptime in INFO */
 	uint64_t last_save_unix;
 	const char *version;
+	/* Shared secret text and RESP clients must AUTH with (and HTTP's Bearer token): token_len
+	 * bytes, NUL-terminated; NULL = no authentication. Owned by the server. */
+	const char *token;
+	size_t token_len;
 };
+
+/* Failed AUTH attempts after which a connection is closed. */
+#define CMD_AUTH_MAX_FAILURES 3
 
 /* Per connection state. */
 struct cmd_session {
@@ -79,6 +86,8 @@ struct cmd_session {
 	bool close_after;  /* QUIT: close once the replies are written */
 	uint64_t id;       /* client id (CLIENT ID, HELLO) */
 	char name[64];     /* CLIENT SETNAME */
+	bool authed;       /* AUTH succeeded (only matters when cmd_ctx.token is set) */
+	unsigned auth_failures; /* failed AUTH attempts; CMD_AUTH_MAX_FAILURES closes */
 	/* Scratch arrays reused by multi-key commands, grown as needed: no allocation per
 	 * command once a connection has seen its largest one. */
 	const void **keys;
@@ -92,6 +101,25 @@ void cmd_session_free(struct cmd_session *s);
 
 /* Make room for n keys in the session's scratch arrays. 0 or -ENOMEM. */
 int cmd_session_reserve(struct cmd_session *s, size_t n);
+
+/* Whether s may run commands other than AUTH, PING and QUIT. */
+static inline bool cmd_session_authed(const struct cmd_ctx *c, const struct cmd_session *s)
+{
+	return !c->token || s->authed;
+}
+
+/*
+ * Check a presented token against c->token in constant time (every byte of the longer of the
+ * two is compared, whatever matches). Success marks s authenticated; failure counts, and the
+ * CMD_AUTH_MAX_FAILURES-th sets s->close_after. With no token configured: false.
+ */
+bool cmd_auth_check(const struct cmd_ctx *c, struct cmd_session *s, const void *p, size_t n);
+
+/*
+ * Compare a presented secret with the token in time that depends only on the longer of the two
+ * lengths, never on where they differ. True if they are equal.
+ */
+bool cmd_token_equal(const void *token, size_t token_len, const void *p, size_t n);
 
 /* Map a negative errno from core to a status. */
 enum cmd_status cmd_status_from_errno(int rc);

@@ -681,8 +681,7 @@ static bool is_json_type(const char *ct)
 /* Constant-time comparison of "Bearer <token>" with the expected token. */
 static bool auth_ok(const char *hdr, const char *token)
 {
-	size_t tl = strlen(token), hl;
-	unsigned char diff;
+	size_t hl;
 
 	if (!hdr || strncasecmp(hdr, "Bearer ", 7) != 0)
 		return false;
@@ -692,10 +691,7 @@ static bool auth_ok(const char *hdr, const char *token)
 	hl = strlen(hdr);
 	while (hl && (hdr[hl - 1] == ' ' || hdr[hl - 1] == '\t'))
 		hl--;
-	diff = tl != hl;
-	for (size_t i = 0; i < tl; i++)
-		diff |= (unsigned char)token[i] ^ (unsigned char)(i < hl ? hdr[i] : 0);
-	return diff == 0;
+	return cmd_token_equal(token, strlen(token), hdr, hl);
 }
 
 /* A field name fit to quote in a detail: printable ASCII ('?' for other bytes), at most 64

@@ -35,9 +35,11 @@
  * Differences from Redis 7.0: CLIENT SETINFO is answered +OK (it is 7.2's; clients send it on
  * connect); client names are at most 63 bytes; COMMAND DOCS is an empty map; SCAN returns
  * every match in one reply with cursor 0; SAVE/BGSAVE report a failed snapshot as "ERR
- * snapshot failed, see the server log" rather than a bare "ERR". No password is known here:
- * AUTH and HELLO ... AUTH answer as a Redis without requirepass does; a server with a token
- * must handle AUTH before calling this.
+ * snapshot failed, see the server log" rather than a bare "ERR". Without a token (cmd_ctx.token)
+ * AUTH and HELLO ... AUTH answer as a Redis without requirepass does; with one, as a Redis with
+ * requirepass: only AUTH, HELLO (with AUTH to authenticate), PING and QUIT before AUTH, others
+ * "-NOAUTH Authentication required."; the connection closes after CMD_AUTH_MAX_FAILURES
+ * failed attempts.
  */
 #include "proto/command.h"
 
@@ -950,30 +952,48 @@ static void cmd_quit(struct cmd_ctx *c, struct cmd_session *s, const struct prot
 	proto_resp_ok(out);
 }
 
-/* With no password configured, as Redis 7.0: the default user takes any password. */
-static bool auth_ok(const struct proto_argv *av, size_t user)
+static bool user_is_default(const struct proto_argv *av, size_t user)
 {
 	return av->argvlen[user] == 7 && memcmp(av->argv[user], "default", 7) == 0;
 }
 
+/*
+ * Credentials of AUTH / HELLO ... AUTH: the password at argv[pass], the user at argv[user] (0:
+ * none given, the default user). With no token configured, as Redis 7.0 without requirepass:
+ * the default user takes any password. With one: only the default user, with the token
+ * (compared in constant time); a failure counts towards the close (cmd_auth_check).
+ */
+static bool auth_ok(struct cmd_ctx *c, struct cmd_session *s, const struct proto_argv *av,
+		    size_t user, size_t pass)
+{
+	if (!c->token)
+		return user && user_is_default(av, user);
+	if (user && !user_is_default(av, user)) {
+		if (++s->auth_failures >= CMD_AUTH_MAX_FAILURES)
+			s->close_after = true;
+		return false;
+	}
+	return cmd_auth_check(c, s, av->argv[pass], av->argvlen[pass]);
+}
+
 static const char err_wrongpass[] =
     "-WRONGPASS invalid username-password pair or user is disabled.";
+static const char err_noauth[] = "-NOAUTH Authentication required.";
 
 static void cmd_auth(struct cmd_ctx *c, struct cmd_session *s, const struct proto_argv *av,
 		     struct proto_buf *out)
 {
-	(void)s;
 	if (av->argc > 3) {
 		reply_error(c, out, err_syntax);
 		return;
 	}
-	if (av->argc == 2) {
+	if (av->argc == 2 && !c->token) {
 		reply_error(c, out,
 			    "ERR AUTH <password> called without any password configured for "
 			    "the default user. Are you sure your configuration is correct?");
 		return;
 	}
-	if (!auth_ok(av, 1)) {
+	if (!auth_ok(c, s, av, av->argc == 3 ? 1 : 0, av->argc - 1)) {
 		reply_error(c, out, err_wrongpass);
 		return;
 	}
@@ -1038,8 +1058,16 @@ static void cmd_hello(struct cmd_ctx *c, struct cmd_session *s, const struct pro
 		}
 	}
 	/* As Redis: options are all checked before the credentials. */
-	if (user && !auth_ok(av, user)) {
+	if (user && !auth_ok(c, s, av, user, user + 1)) {
 		reply_error(c, out, err_wrongpass);
+		return;
+	}
+	if (!cmd_session_authed(c, s)) {
+		reply_error(c, out,
+			    "-NOAUTH HELLO must be called with the client already authenticated, "
+			    "otherwise the HELLO <proto> AUTH <user> <pass> option can be used to "
+			    "authenticate the client and select the RESP protocol version at the "
+			    "same time");
 		return;
 	}
 	if (name)
@@ -1697,6 +1725,11 @@ void cmd_resp_exec(struct cmd_ctx *c, struct cmd_session *s, const struct proto_
 		return;
 	c->commands++;
 	const struct resp_cmd *e = lookup(av->argv[0], av->argvlen[0]);
+	if (!cmd_session_authed(c, s) && (!e || (e->run != cmd_auth && e->run != cmd_hello &&
+						 e->run != cmd_ping && e->run != cmd_quit))) {
+		reply_error(c, out, err_noauth);
+		return;
+	}
 	if (!e) {
 		reply_unknown(c, av, out);
 		return;

@@ -384,6 +384,20 @@ static void do_multi(struct cmd_ctx *c, struct cmd_session *s, enum key_op op, s
 	run_keys(c, s, op, f, n, out);
 }
 
+/* auth TOKEN: the token is every byte after the space that follows "auth". */
+static void do_auth(struct cmd_ctx *c, struct cmd_session *s, struct span args,
+		    struct proto_buf *out)
+{
+	if (!c->token) {
+		client_error(c, out, CLIENT_ERR("Authentication is not configured"));
+		return;
+	}
+	if (cmd_auth_check(c, s, args.n ? args.p + 1 : args.p, args.n ? args.n - 1 : 0))
+		proto_buf_append_str(out, "Done\n");
+	else
+		client_error(c, out, CLIENT_ERR("Invalid token"));
+}
+
 void cmd_text_exec(struct cmd_ctx *c, struct cmd_session *s, const char *line, size_t len,
 		   struct proto_buf *out)
 {
@@ -393,6 +407,11 @@ void cmd_text_exec(struct cmd_ctx *c, struct cmd_session *s, const char *line, s
 	struct span args = { sp ? sp : line + len, sp ? len - cmd.n : 0 };
 
 	c->commands++;
+	if (!cmd_session_authed(c, s) && !word_is(cmd, "auth") && !word_is(cmd, "ping") &&
+	    !word_is(cmd, "quit")) {
+		client_error(c, out, CLIENT_ERR("Authentication required"));
+		return;
+	}
 	if (word_is(cmd, "c") || word_is(cmd, "check"))
 		do_single(c, s, OP_CHECK, args, out);
 	else if (word_is(cmd, "s") || word_is(cmd, "set"))
@@ -422,7 +441,7 @@ void cmd_text_exec(struct cmd_ctx *c, struct cmd_session *s, const char *line, s
 	else if (word_is(cmd, "quit"))
 		s->close_after = true;
 	else if (word_is(cmd, "auth"))
-		client_error(c, out, CLIENT_ERR("Authentication is not configured"));
+		do_auth(c, s, args, out);
 	else
 		client_error(c, out, CLIENT_ERR("Command not supported"));
 }

@@ -272,6 +272,8 @@ static enum MHD_Result http_answer(struct http_server *h, struct MHD_Connection 
 	    .body_len = c->body.len,
 	};
 
+	/* The token can change on SIGHUP: take the current one. */
+	h->api.token = h->cmd->token;
 	http_api_handle(&h->api, &req, &h->resp);
 	return http_send(conn, &h->resp);
 }

@@ -7,6 +7,7 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <netinet/in.h>
 #include <signal.h>
@@ -132,6 +133,7 @@ struct srv {
 	uint64_t conns_rejected, bytes_in, bytes_out; /* text/RESP port, for /metrics */
 
 	char *rbuf; /* shared read buffer, SRV_READ_SIZE bytes */
+	char *token; /* from auth_token_file, NUL-terminated; NULL: no auth (ctx.token) */
 };
 
 static void conn_close(struct srv_conn *c);
@@ -254,12 +256,114 @@ static bool srv_bind_is_loopback(const char *bind, char *first_public, size_t le
 		}                                                                                  \
 	} while (0)
 
+/* ---------------------------------------------------------------------------------------- */
+/* Authentication token */
+
+#define SRV_TOKEN_MIN 32
+#define SRV_TOKEN_MAX 4096
+
+/*
+ * Read the token from path: the whole file less one trailing newline ("\n" or "\r\n"), at
+ * least SRV_TOKEN_MIN bytes, printable ASCII without spaces (so that it survives the text
+ * protocol and an HTTP header unchanged). *out is malloc'd and NUL-terminated. 0 or a negative
+ * errno, logged with what (the caller's context).
+ */
+static int srv_token_read(const char *path, const char *what, char **out, size_t *outlen)
+{
+	char *buf;
+	size_t len = 0;
+	int fd, rc = 0;
+
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0) {
+		rc = -errno;
+		srv_log(SRV_LOG_ERR, "%sauth_token_file %s: %s", what, path, strerror(-rc));
+		return rc;
+	}
+	buf = malloc(SRV_TOKEN_MAX + 3);
+	if (!buf) {
+		close(fd);
+		srv_log(SRV_LOG_ERR, "%sout of memory", what);
+		return -ENOMEM;
+	}
+	for (;;) {
+		ssize_t n = read(fd, buf + len, SRV_TOKEN_MAX + 3 - len);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0) {
+			rc = -errno;
+			srv_log(SRV_LOG_ERR, "%sauth_token_file %s: %s", what, path, strerror(-rc));
+			goto fail;
+		}
+		if (n == 0)
+			break;
+		len += (size_t)n;
+		if (len == SRV_TOKEN_MAX + 3)
+			break;
+	}
+	close(fd);
+	fd = -1;
+	if (len && buf[len - 1] == '\n') {
+		len--;
+		if (len && buf[len - 1] == '\r')
+			len--;
+	}
+	if (len > SRV_TOKEN_MAX) {
+		srv_log(SRV_LOG_ERR, "%sauth_token_file %s: token longer than %d bytes", what, path,
+			SRV_TOKEN_MAX);
+		rc = -EINVAL;
+		goto fail;
+	}
+	if (len < SRV_TOKEN_MIN) {
+		srv_log(SRV_LOG_ERR,
+			"%sauth_token_file %s: token is %zu bytes, at least %d are required", what,
+			path, len, SRV_TOKEN_MIN);
+		rc = -EINVAL;
+		goto fail;
+	}
+	for (size_t i = 0; i < len; i++) {
+		if (buf[i] < '!' || buf[i] > '~') {
+			srv_log(SRV_LOG_ERR,
+				"%sauth_token_file %s: the token may hold only printable ASCII "
+				"without spaces (byte %zu is not)",
+				what, path, i);
+			rc = -EINVAL;
+			goto fail;
+		}
+	}
+	buf[len] = '\0';
+	*out = buf;
+	*outlen = len;
+	return 0;
+
+fail:
+	if (fd >= 0)
+		close(fd);
+	explicit_bzero(buf, SRV_TOKEN_MAX + 3);
+	free(buf);
+	return rc;
+}
+
+/* Install token (may be NULL) as the server's, wiping the old one. */
+static void srv_token_set(struct srv *s, char *token, size_t len)
+{
+	if (s->token) {
+		explicit_bzero(s->token, s->ctx.token_len);
+		free(s->token);
+	}
+	s->token = token;
+	s->ctx.token = token;
+	s->ctx.token_len = token ? len : 0;
+}
+
 /* SIGHUP: re-read the file (with the command-line overrides) and apply what can change live. */
 static void srv_reload(struct srv *s)
 {
 	struct config ncfg, *nc = &ncfg;
 	const struct config *old = &s->cfg;
-	char err[768], pub[64];
+	char err[768], pub[64], *token = NULL;
+	size_t token_len = 0;
 	int rc;
 
 	if (!s->config_path) {
@@ -279,11 +383,11 @@ static void srv_reload(struct srv *s)
 			pub);
 		return;
 	}
-	if (nc->auth_token_file[0]) {
-		srv_log(SRV_LOG_ERR, "reload failed: auth_token_file is set, but this build cannot "
-				     "check tokens yet; keeping the old configuration");
+	/* The token is re-read even when the path is unchanged: SIGHUP is how it is rotated. */
+	if (nc->auth_token_file[0] &&
+	    srv_token_read(nc->auth_token_file, "reload failed (keeping the old configuration): ",
+			   &token, &token_len))
 		return;
-	}
 
 	/* Bound at start: kept until a restart. */
 	SRV_RESTART_STR(bind);
@@ -312,6 +416,13 @@ static void srv_reload(struct srv *s)
 	if (strcmp(old->auth_token_file, nc->auth_token_file))
 		srv_log(SRV_LOG_INFO, "reload: auth_token_file '%s' -> '%s'", old->auth_token_file,
 			nc->auth_token_file);
+
+	if (!token != !s->token)
+		srv_log(SRV_LOG_NOTICE, "reload: authentication %s",
+			token ? "enabled" : "disabled");
+	else if (token)
+		srv_log(SRV_LOG_INFO, "reload: auth token re-read from %s", nc->auth_token_file);
+	srv_token_set(s, token, token_len);
 
 	s->cfg = *nc;
 	srv_apply_limits(s);
@@ -1232,12 +1343,15 @@ int srv_new(const struct srv_options *opt, struct srv **out)
 		goto fail_free;
 	}
 	if (s->cfg.auth_token_file[0]) {
+		char *token;
+		size_t len;
+
 		/* Running without the protection the operator asked for would be worse than not
-		 * running: refuse until token checking is built. */
-		srv_log(SRV_LOG_ERR, "auth_token_file is set, but this build cannot check tokens "
-				     "yet; refusing to start unprotected");
-		rc = -ENOTSUP;
-		goto fail_free;
+		 * running: an unreadable or weak token refuses the start. */
+		rc = srv_token_read(s->cfg.auth_token_file, "refusing to start: ", &token, &len);
+		if (rc)
+			goto fail_free;
+		srv_token_set(s, token, len);
 	}
 
 	rc = uv_loop_init(&s->loop);
@@ -1306,6 +1420,7 @@ fail_loop:
 		return rc; /* s leaks: the loop may still point into it */
 	}
 fail_free:
+	srv_token_set(s, NULL, 0);
 	free(s);
 	return rc;
 }
@@ -1341,6 +1456,7 @@ int srv_free(struct srv *s)
 	srv_snap_free(s->snap);
 	bf_registry_free(s->reg);
 	free(s->rbuf);
+	srv_token_set(s, NULL, 0);
 	free(s);
 	srv_log(SRV_LOG_NOTICE, "stopped");
 	return 0;

@@ -138,6 +138,56 @@ START_TEST(unknown_commands)
 }
 END_TEST
 
+#define TOKEN "0123456789abcdef0123456789abcdef"
+
+/* With a token: only auth, ping and quit before auth; three failures close. */
+START_TEST(auth_with_token)
+{
+	SAYS("auth x", "Client Error: Authentication is not configured\n");
+	ctx.token = TOKEN;
+	ctx.token_len = strlen(TOKEN);
+	SAYS("ping", "PONG\n");
+	SAYS("create f", "Client Error: Authentication required\n");
+	SAYS("list", "Client Error: Authentication required\n");
+	SAYS("", "Client Error: Authentication required\n");
+	SAYS("frobnicate", "Client Error: Authentication required\n");
+	SAYS("auth", "Client Error: Invalid token\n");
+	SAYS("auth " TOKEN " ", "Client Error: Invalid token\n");
+	ck_assert(!sess.close_after);
+	SAYS("auth " TOKEN, "Done\n");
+	ck_assert(sess.authed);
+	SAYS("create f", "Done\n");
+	SAYS("check f k", "No\n");
+
+	cmd_session_free(&sess);
+	cmd_session_init(&sess, 2);
+	SAYS("auth 0123456789abcdef0123456789abcdeF", "Client Error: Invalid token\n");
+	SAYS("auth 0123456789abcdef0123456789abcde", "Client Error: Invalid token\n");
+	ck_assert(!sess.close_after);
+	SAYS("auth  " TOKEN, "Client Error: Invalid token\n"); /* the token is the rest */
+	ck_assert(sess.close_after);
+	ck_assert(!sess.authed);
+	SAYS("check f k", "Client Error: Authentication required\n");
+}
+END_TEST
+
+/* cmd_auth_check itself: exact bytes only, whatever the lengths. */
+START_TEST(auth_check_compare)
+{
+	ck_assert(!cmd_auth_check(&ctx, &sess, "", 0)); /* no token: never */
+	ck_assert_uint_eq(sess.auth_failures, 0);
+	ctx.token = TOKEN;
+	ctx.token_len = strlen(TOKEN);
+	ck_assert(!cmd_auth_check(&ctx, &sess, "", 0));
+	ck_assert(!cmd_auth_check(&ctx, &sess, TOKEN "\0", strlen(TOKEN) + 1));
+	ck_assert(!sess.authed);
+	ck_assert(cmd_auth_check(&ctx, &sess, TOKEN, strlen(TOKEN)));
+	ck_assert(sess.authed);
+	ck_assert_uint_eq(sess.auth_failures, 2);
+	ck_assert(!sess.close_after);
+}
+END_TEST
+
 START_TEST(create_options)
 {
 	SAYS("create a capacity=5000 prob=0.001", "Done\n");
@@ -333,6 +383,8 @@ static Suite *text_suite(void)
 	tcase_add_test(tc, multi_and_bulk);
 	tcase_add_test(tc, missing_arguments);
 	tcase_add_test(tc, unknown_commands);
+	tcase_add_test(tc, auth_with_token);
+	tcase_add_test(tc, auth_check_compare);
 	tcase_add_test(tc, create_options);
 	tcase_add_test(tc, create_bad_options_change_nothing);
 	tcase_add_test(tc, list_and_prefix);

@@ -1086,6 +1086,59 @@ START_TEST(hello)
 }
 END_TEST
 
+#define TOKEN "0123456789abcdef0123456789abcdef"
+#define NOAUTH "-NOAUTH Authentication required.\r\n"
+#define WRONGPASS "-WRONGPASS invalid username-password pair or user is disabled.\r\n"
+
+/* With a token: only AUTH, HELLO, PING and QUIT before AUTH; three failures close. */
+START_TEST(auth_with_token)
+{
+	ctx.token = TOKEN;
+	ctx.token_len = strlen(TOKEN);
+	SAYS("+PONG\r\n", "PING");
+	SAYS(NOAUTH, "BF.ADD", "f", "k");
+	SAYS(NOAUTH, "BF.EXISTS", "f");	   /* before the arity check */
+	SAYS(NOAUTH, "nosuchcommand", "x"); /* before the unknown-command error */
+	SAYS(NOAUTH, "CLIENT", "ID");
+	SAYS("-NOAUTH HELLO must be called with the client already authenticated, otherwise the "
+	     "HELLO <proto> AUTH <user> <pass> option can be used to authenticate the client and "
+	     "select the RESP protocol version at the same time\r\n",
+	     "HELLO", "3");
+	ck_assert_int_eq(sess.resp, 2);
+	SAYS("-ERR wrong number of arguments for 'auth' command\r\n", "AUTH");
+	SAYS("-ERR syntax error\r\n", "AUTH", "a", "b", "c");
+	ck_assert_uint_eq(sess.auth_failures, 0);
+	SAYS(WRONGPASS, "AUTH", TOKEN "x");
+	SAYS(WRONGPASS, "HELLO", "3", "AUTH", "alice", TOKEN);
+	ck_assert(!sess.close_after);
+	ck_assert_uint_eq(sess.auth_failures, 2);
+	ck_assert_int_eq(sess.resp, 2);
+	SAYS("+OK\r\n", "AUTH", TOKEN);
+	ck_assert(sess.authed);
+	SAYS(":1\r\n", "BF.ADD", "f", "k");
+	/* A failure after success keeps the session authenticated but still counts. */
+	SAYS(WRONGPASS, "AUTH", "default", "");
+	ck_assert(sess.close_after);
+	SAYS(":1\r\n", "BF.EXISTS", "f", "k");
+
+	cmd_session_free(&sess);
+	cmd_session_init(&sess, 7);
+	SAYS(HELLO3 HELLO_REST("3"), "HELLO", "3", "AUTH", "default", TOKEN);
+	ck_assert(sess.authed);
+	ck_assert_int_eq(sess.resp, 3);
+
+	cmd_session_free(&sess);
+	cmd_session_init(&sess, 7);
+	SAYS(WRONGPASS, "AUTH", "x");
+	SAYS(WRONGPASS, "AUTH", "default", "x");
+	ck_assert(!sess.close_after);
+	SAYS(WRONGPASS, "AUTH", TOKEN "\n");
+	ck_assert(sess.close_after);
+	ck_assert(!sess.authed);
+	SAYS("+OK\r\n", "QUIT");
+}
+END_TEST
+
 START_TEST(auth_select)
 {
 	SAYS("-ERR AUTH <password> called without any password configured for the default user. "
@@ -1446,6 +1499,7 @@ static Suite *resp_cmd_suite(void)
 	tcase_add_test(conn, ping_echo_quit);
 	tcase_add_test(conn, hello);
 	tcase_add_test(conn, auth_select);
+	tcase_add_test(conn, auth_with_token);
 	tcase_add_test(conn, client);
 	tcase_add_test(conn, command_and_config);
 	tcase_add_test(conn, info_command);
