@@ -1170,8 +1170,9 @@ static void dispatch(struct http_api *api, const struct http_api_request *req,
 		break;
 	}
 
-	/* The routes below name a filter (and maybe a key): decode them. */
-	if (proto_buf_reserve(&api->path, name.n + key.n)) {
+	/* The routes below name a filter (and maybe a key): decode them. One byte more than
+	 * they need, so the buffer exists even for an empty name and key (NULL + 0 is UB). */
+	if (proto_buf_reserve(&api->path, name.n + key.n + 1)) {
 		proto_buf_free(&api->path);
 		resp_oom(r);
 		return;

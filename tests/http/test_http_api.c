@@ -212,6 +212,17 @@ START_TEST(unknown_routes)
 }
 END_TEST
 
+/* Found by fuzzing: an empty name and key as the first request of a fresh api decoded into a
+ * scratch buffer that did not exist yet (NULL + 0, undefined behaviour under UBSan). */
+START_TEST(empty_name_first_request)
+{
+	call("GET", "/v1/filters/", NULL, NULL);
+	ck_assert_uint_eq(resp.status, 404);
+	ck_assert_str_eq(resp.content_type, CT_PROBLEM);
+	ck_assert_ptr_nonnull(strstr(got, "\"status\":404"));
+}
+END_TEST
+
 START_TEST(methods_not_allowed)
 {
 	static const struct {
@@ -924,6 +935,7 @@ static Suite *http_api_suite(void)
 	tcase_add_test(tc, health_and_ready);
 	tcase_add_test(tc, metrics_route);
 	tcase_add_test(tc, unknown_routes);
+	tcase_add_test(tc, empty_name_first_request);
 	tcase_add_test(tc, methods_not_allowed);
 	tcase_add_test(tc, create_defaults_and_params);
 	tcase_add_test(tc, create_location_encodes_the_name);

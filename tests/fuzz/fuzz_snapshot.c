@@ -1,0 +1,93 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The snapshot reader (core/bf_snapshot.h). The input minus its last byte is the file; the
+ * last byte is a control byte: with bit 0 set, the target first writes the correct body and
+ * header checksums into the file (when it is long enough to hold them), so mutations reach
+ * the field checks behind the checksums instead of all failing at "header checksum mismatch".
+ * A filter that loads is then used (check, add, delete) and freed.
+ *
+ * The file is a memfd, opened by bf_snapshot_read() through /proc/self/fd: no disk I/O.
+ */
+#include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+#include <xxhash.h>
+
+#include "core/bf_snapshot.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+#define OFF_BODY_LEN   72
+#define OFF_BODY_SUM   80
+#define OFF_HEADER_SUM 1648
+
+static int memfd = -1;
+static char path[64];
+
+static uint64_t get64(const unsigned char *p)
+{
+	uint64_t v = 0;
+	for (int i = 7; i >= 0; i--)
+		v = (v << 8) | p[i];
+	return v;
+}
+
+static void put64(unsigned char *p, uint64_t v)
+{
+	for (int i = 0; i < 8; i++)
+		p[i] = (unsigned char)(v >> (8 * i));
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+	if (size == 0)
+		return 0;
+	if (memfd < 0) {
+		memfd = memfd_create("fuzz-snapshot", MFD_CLOEXEC);
+		if (memfd < 0)
+			abort();
+		snprintf(path, sizeof(path), "/proc/self/fd/%d", memfd);
+	}
+	uint8_t ctrl = data[size - 1];
+	size--;
+
+	unsigned char *file = malloc(size ? size : 1);
+	if (!file)
+		abort();
+	memcpy(file, data, size);
+	if ((ctrl & 1) && size >= OFF_HEADER_SUM + 8) {
+		if (size > BF_SNAPSHOT_HEADER_LEN) {
+			uint64_t body = get64(file + OFF_BODY_LEN);
+			uint64_t have = size - BF_SNAPSHOT_HEADER_LEN;
+			put64(file + OFF_BODY_SUM,
+			      XXH3_64bits(file + BF_SNAPSHOT_HEADER_LEN, body < have ? body : have));
+		}
+		put64(file + OFF_HEADER_SUM, XXH3_64bits(file, OFF_HEADER_SUM));
+	}
+	if (ftruncate(memfd, 0) < 0 || pwrite(memfd, file, size, 0) != (ssize_t)size)
+		abort();
+	free(file);
+
+	struct bf_filter *f = NULL;
+	uint64_t gen;
+	char why[256];
+	int rc = bf_snapshot_read(AT_FDCWD, path, &f, &gen, why, sizeof(why));
+	if (rc == 0) {
+		if (!f)
+			abort();
+		static const char *const keys[] = { "a", "key", "another key", "" };
+		for (size_t i = 0; i < 4; i++) {
+			bf_filter_check(f, keys[i], strlen(keys[i]));
+			int added = bf_filter_add(f, keys[i], strlen(keys[i]));
+			if (added >= 0 && bf_filter_check(f, keys[i], strlen(keys[i])) != 1)
+				abort(); /* an added key must be found */
+			bf_filter_delete(f, keys[i], strlen(keys[i]));
+		}
+		bf_filter_free(f);
+	} else if (memchr(why, '\0', sizeof(why)) == NULL) {
+		abort();
+	}
+	return 0;
+}
