@@ -142,6 +142,9 @@ int main(int argc, char **argv)
 			fprintf(stderr, "blossomd: %s\n", err);
 			goto out_ov;
 		}
+		/* A start would refuse a missing or weak token: so does the check. */
+		if (cfg.auth_token_file[0] && srv_token_check(cfg.auth_token_file))
+			goto out_ov;
 		printf("configuration OK\n");
 		status = 0;
 		goto out_ov;

@@ -80,6 +80,12 @@ int srv_config_read(const char *path, const struct srv_override *ov, size_t nov,
  */
 int srv_new(const struct srv_options *opt, struct srv **out);
 
+/*
+ * Check the token file as a start would (readable, 32..4096 printable bytes without spaces,
+ * one trailing newline ignored). Returns 0, or a negative errno after logging why.
+ */
+int srv_token_check(const char *path);
+
 /* Serve until stopped (signal or srv_stop()). Returns 0 after a clean stop, or a negative
  * libuv error if the loop could not run. */
 int srv_run(struct srv *s);

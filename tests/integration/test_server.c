@@ -151,6 +151,24 @@ START_TEST(test_test_config)
 	ck_assert(WIFEXITED(st) && WEXITSTATUS(st) == 1);
 	ck_assert_msg(strstr(err, "/nonexistent/blossomd.conf") && strstr(err, "cannot open"), "%s",
 		      err);
+
+	/* The token file is checked as a start would check it. */
+	char tok[] = "/tmp/blossomd-itest-token-XXXXXX", conf[512];
+	fd = mkstemp(tok);
+	ck_assert_int_ge(fd, 0);
+	close(fd);
+	snprintf(conf, sizeof(conf), CONF("auth_token_file = %s\n"), tok);
+	ck_assert_int_eq(itest_write_file(path, conf), 0);
+	ck_assert_int_eq(itest_write_file(tok, "short\n"), 0);
+	st = itest_run(good, out, sizeof(out), err, sizeof(err), T);
+	ck_assert(WIFEXITED(st) && WEXITSTATUS(st) == 1);
+	ck_assert_msg(strstr(err, tok) && strstr(err, "token is 5 bytes"), "%s", err);
+	ck_assert_str_eq(out, "");
+	ck_assert_int_eq(itest_write_file(tok, "0123456789abcdef0123456789abcdef\n"), 0);
+	st = itest_run(good, out, sizeof(out), err, sizeof(err), T);
+	ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "%s", err);
+	ck_assert_str_eq(out, "configuration OK\n");
+	unlink(tok);
 	unlink(path);
 }
 END_TEST
