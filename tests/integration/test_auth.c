@@ -17,18 +17,12 @@
 #include <unistd.h>
 
 #include "../check_main.h"
-#include "harness.h"
-
-/* Patience for one reply; generous so a loaded CI machine or a sanitizer build passes. */
-#define T 5000
-
-#define CONF(body) "[blossomd]\n" body
+#include "itest_check.h"
 
 #define TOKEN_A "0123456789abcdefghijklmnopqrstuvwxyzABCD" /* 40 bytes */
 #define TOKEN_B "B-second-token-B-second-token-B-second-token"
 
-static struct itest_daemon d;
-static char tdir[64];	/* per-test directory for token files (unchecked fixture) */
+static char tdir[64]; /* per-test directory for token files (unchecked fixture) */
 static char tok1[128], tok2[128], conf[512];
 
 static void setup(void)
@@ -54,30 +48,13 @@ static const char *conf_with(const char *path)
 	return conf;
 }
 
-static void start(const char *text)
-{
-	int rc = itest_start(&d, text, NULL);
-
-	if (rc)
-		fprintf(stderr, "daemon log:\n%s\n", itest_log(&d));
-	ck_assert_msg(rc == 0, "blossomd did not start: %s", strerror(-rc));
-	/* HTTP listens once start-up has finished. */
-	ck_assert(itest_log_wait(&d, " ready (pid ", T));
-}
-
 /* Start with a token file holding TOKEN_A (and a newline). */
 static void start_a(void)
 {
 	ck_assert_int_eq(itest_write_file(tok1, TOKEN_A "\n"), 0);
-	start(conf_with(tok1));
-}
-
-static void stop(void)
-{
-	int st = itest_stop(&d, 10000);
-
-	ck_assert_msg(st >= 0 && WIFEXITED(st) && WEXITSTATUS(st) == 0,
-		      "blossomd did not exit 0 after SIGTERM (wait status %d)", st);
+	start(conf_with(tok1), NULL);
+	/* HTTP listens once start-up has finished. */
+	ck_assert(itest_log_wait(&d, " ready (pid ", T));
 }
 
 /* The start must fail, with needle in the log. */
@@ -89,17 +66,6 @@ static void start_refused(const char *text, const char *const *extra, const char
 	ck_assert_msg(strstr(itest_log(&d), needle), "log lacks '%s':\n%s", needle, itest_log(&d));
 	itest_stop(&d, T);
 }
-
-static int conn(void)
-{
-	int fd = itest_connect(d.port);
-
-	ck_assert_msg(fd >= 0, "connect: %s", strerror(-fd));
-	return fd;
-}
-
-#define EXCHANGE(fd, req, expect) ck_assert(itest_exchange((fd), (req), (expect), T))
-#define CLOSED(fd)		  ck_assert_int_eq(itest_wait_closed((fd), T, NULL), 0)
 
 /* A RESP command from NULL-terminated words, in a static buffer. */
 static const char *resp(const char *w0, ...)

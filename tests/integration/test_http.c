@@ -21,12 +21,7 @@
 #include <unistd.h>
 
 #include "../check_main.h"
-#include "harness.h"
-
-/* Patience for one reply; generous so a loaded CI machine or a sanitizer build passes. */
-#define T 5000
-
-#define CONF(body) "[blossomd]\n" body
+#include "itest_check.h"
 
 #define CT_JSON	   "Content-Type: application/json\r\n"
 #define CT_PROBLEM "Content-Type: application/problem+json\r\n"
@@ -37,25 +32,7 @@
 #define FILTER_NOT_FOUND                                                                           \
 	PROBLEM("filter_not_found", "Filter not found", 404, "no filter of that name")
 
-static struct itest_daemon d, d2;
-
-static void start(const char *conf, const char *const *extra)
-{
-	int rc = itest_start(&d, conf, extra);
-
-	if (rc)
-		fprintf(stderr, "daemon log:\n%s\n", itest_log(&d));
-	ck_assert_msg(rc == 0, "blossomd did not start: %s", strerror(-rc));
-}
-
-/* SIGTERM must end the daemon cleanly with status 0. */
-static void stop(void)
-{
-	int st = itest_stop(&d, 10000);
-
-	ck_assert_msg(st >= 0 && WIFEXITED(st) && WEXITSTATUS(st) == 0,
-		      "blossomd did not exit 0 after SIGTERM (wait status %d)", st);
-}
+static struct itest_daemon d2;
 
 /* ---------------------------------------------------------------------------------------- */
 /* A minimal HTTP/1.1 client */
@@ -264,19 +241,6 @@ static void closed_after(struct hconn *c)
 	ck_assert_msg(c->eof, "connection still open");
 }
 
-/* Text and RESP exchanges on the main port. */
-static int main_conn(void)
-{
-	int fd = itest_connect(d.port);
-
-	ck_assert_msg(fd >= 0, "connect: %s", strerror(-fd));
-	return fd;
-}
-
-#define EXCHANGE(fd, req, expect) ck_assert(itest_exchange((fd), (req), (expect), T))
-#define EXCHANGE_N(fd, req, rn, expect, en)                                                        \
-	ck_assert(itest_exchange_n((fd), (req), (rn), (expect), (en), T))
-
 /* ---------------------------------------------------------------------------------------- */
 /* Routes */
 
@@ -436,8 +400,8 @@ START_TEST(test_cross_protocol)
 
 	start(NULL, NULL);
 	c = hc_open(0);
-	fd_text = main_conn();
-	fd_resp = main_conn();
+	fd_text = conn();
+	fd_resp = conn();
 
 	/* HTTP creates and adds; text and RESP find the key. */
 	rq(c, "PUT", "/v1/filters/shared", NULL);
@@ -483,8 +447,8 @@ START_TEST(test_utf8_and_binary_keys)
 
 	start(NULL, NULL);
 	c = hc_open(0);
-	fd_text = main_conn();
-	fd_resp = main_conn();
+	fd_text = conn();
+	fd_resp = conn();
 	rq(c, "PUT", "/v1/filters/k", NULL);
 	ck_assert_int_eq(R.status, 201);
 
@@ -980,7 +944,7 @@ START_TEST(test_connection_limit)
 	    strstr(R.body, "\nblossomd_connections_rejected_total{protocol=\"http\"} 0\n"));
 	/* The text/RESP port has its own budget. */
 	{
-		int fd = main_conn();
+		int fd = conn();
 
 		EXCHANGE(fd, "ping\n", "PONG\n");
 		close(fd);

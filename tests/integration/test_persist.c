@@ -22,17 +22,13 @@
 #include <xxhash.h>
 
 #include "../check_main.h"
-#include "harness.h"
-
-/* Patience for one reply; generous so a loaded CI machine or a sanitizer build passes. */
-#define T 10000
-
-#define CONF(body) "[blossomd]\n" body
+#define ITEST_T	      10000 /* snapshots of big filters under a sanitizer take a while */
+#define ITEST_STOP_MS 30000
+#include "itest_check.h"
 
 /* snprintf into an array, asserting nothing was cut. */
 #define FMT(buf, ...) ck_assert_int_lt(snprintf((buf), sizeof(buf), __VA_ARGS__), (int)sizeof(buf))
 
-static struct itest_daemon d;
 static char dir[256]; /* this case's data directory */
 static char top[256]; /* the directory data_dir_new() made, removed at the end */
 static char mnt[128]; /* a tmpfs mounted by the case, unmounted at exit */
@@ -100,30 +96,12 @@ static bool exists(const char *name)
 	return access(path_in(name), F_OK) == 0;
 }
 
-/* Start on this case's data directory; returns the harness's result. */
-static int try_start(const char *conf)
+/* Start on this case's data directory. */
+static void start_in_dir(const char *conf)
 {
 	const char *extra[] = {"--data-dir", dir, NULL};
 
-	return itest_start(&d, conf, extra);
-}
-
-static void start(const char *conf)
-{
-	int rc = try_start(conf);
-
-	if (rc)
-		fprintf(stderr, "daemon log:\n%s\n", itest_log(&d));
-	ck_assert_msg(rc == 0, "blossomd did not start: %s", strerror(-rc));
-}
-
-/* SIGTERM must end the daemon cleanly with status 0. */
-static void stop(void)
-{
-	int st = itest_stop(&d, 30000);
-
-	ck_assert_msg(st >= 0 && WIFEXITED(st) && WEXITSTATUS(st) == 0,
-		      "blossomd did not exit 0 after SIGTERM (wait status %d)", st);
+	start(conf, extra);
 }
 
 /* The daemon's own pid, from its start-up line (differs from d.pid under a wrapper). */
@@ -147,16 +125,6 @@ static void kill9(void)
 	d.status = st;
 	itest_stop(&d, T); /* removes the harness's directory */
 }
-
-static int conn(void)
-{
-	int fd = itest_connect(d.port);
-
-	ck_assert_msg(fd >= 0, "connect: %s", strerror(-fd));
-	return fd;
-}
-
-#define EXCHANGE(fd, req, expect) ck_assert(itest_exchange((fd), (req), (expect), T))
 
 /*
  * One text command and its reply (one line, or START ... END), NUL-terminated in a static
@@ -333,7 +301,7 @@ START_TEST(test_restart_every_type)
 
 	data_dir_new();
 	/* No periodic snapshots: everything below reaches the disk through SIGTERM or flush. */
-	start(CONF("snapshot_interval = 0\n"));
+	start_in_dir(CONF("snapshot_interval = 0\n"));
 	fd = conn();
 	rfd = conn();
 
@@ -408,7 +376,7 @@ START_TEST(test_restart_every_type)
 	ck_assert_int_eq(count_suffix(".tmp"), 0);
 	ck_assert(exists("%2E%2E%2Fwe%25ird%2F.bsnap"));
 
-	start(NULL);
+	start_in_dir(NULL);
 	fd = conn();
 	rfd = conn();
 	ck_assert(itest_log_wait(&d, "loaded 10 filters", T));
@@ -508,7 +476,7 @@ START_TEST(test_kill9_loop)
 		int st, lines = 0;
 		pid_t k;
 
-		start(CONF("snapshot_interval = 1\n"));
+		start_in_dir(CONF("snapshot_interval = 1\n"));
 		fd = conn();
 		if (round == 0) {
 			TXT(fd, "create kp capacity=3000000 prob=0.0001", "Done\n");
@@ -590,7 +558,7 @@ static void corrupt_setup(void)
 	int fd;
 
 	data_dir_new();
-	start(CONF("snapshot_interval = 0\n"));
+	start_in_dir(CONF("snapshot_interval = 0\n"));
 	fd = conn();
 	TXT(fd, "create good1 capacity=1000", "Done\n");
 	TXT(fd, "create good2 capacity=1000 type=counting", "Done\n");
@@ -617,7 +585,7 @@ static void expect_set_aside(const char *file, const void *bytes, size_t len, co
 	spit(file, bytes, len);
 	FMT(aside, "%s.corrupt", file);
 	unlink(path_in(aside));
-	start(NULL);
+	start_in_dir(NULL);
 	log = itest_log(&d);
 	ck_assert_msg(strstr(log, file) && strstr(log, reason) && strstr(log, "renamed to"),
 		      "expected '%s' and '%s' in the log:\n%s", file, reason, log);
@@ -664,7 +632,7 @@ START_TEST(test_corrupt_header_and_body)
 
 	/* The original still loads, with its keys. */
 	spit("victim.bsnap", pristine, pristine_len);
-	start(NULL);
+	start_in_dir(NULL);
 	{
 		int fd = conn();
 
@@ -738,7 +706,7 @@ START_TEST(test_corrupt_future_version_and_names)
 	/* A second bad file of the same name does not overwrite the first one set aside. */
 	spit("victim.bsnap", "garbage", 7);
 	spit("victim.bsnap.corrupt", "older", 5);
-	start(NULL);
+	start_in_dir(NULL);
 	ck_assert(itest_log_wait(&d, "victim.bsnap.corrupt.1", T));
 	ck_assert(exists("victim.bsnap.corrupt") && exists("victim.bsnap.corrupt.1"));
 	stop();
@@ -762,7 +730,7 @@ START_TEST(test_startup_housekeeping)
 	FMT(saved, "%s", dir);
 	FMT(nested, "%s/a/b/data", dir);
 	FMT(dir, "%s", nested);
-	start(NULL);
+	start_in_dir(NULL);
 	ck_assert_int_eq(stat(dir, &sb), 0);
 	ck_assert(S_ISDIR(sb.st_mode));
 	ck_assert_uint_eq(sb.st_mode & 0777, 0700);
@@ -783,7 +751,7 @@ START_TEST(test_startup_housekeeping)
 	spit("keep.bsnap.tmp", "half-written", 12);
 	spit("x~0123456789abcdef.bsnap.tmp", "", 0);
 	spit("notes.txt", "mine", 4);
-	start(NULL);
+	start_in_dir(NULL);
 	ck_assert(itest_log_wait(&d, "removed leftover temp file", T));
 	ck_assert(!exists("keep.bsnap.tmp") && !exists("x~0123456789abcdef.bsnap.tmp"));
 	ck_assert(exists("notes.txt") && exists("keep.bsnap"));
@@ -819,7 +787,7 @@ START_TEST(test_periodic)
 	long long before;
 
 	data_dir_new();
-	start(CONF("snapshot_interval = 1\n"));
+	start_in_dir(CONF("snapshot_interval = 1\n"));
 	fd = conn();
 	/* big: a plain filter copied in slices (about 9 MB); cnt: counting, cloned. */
 	TXT(fd, "create big capacity=3000000 prob=0.0001", "Done\n");
@@ -845,7 +813,7 @@ START_TEST(test_periodic)
 	close(fd);
 	kill9();
 
-	start(CONF("snapshot_interval = 1\n"));
+	start_in_dir(CONF("snapshot_interval = 1\n"));
 	fd = conn();
 	ck_assert_uint_eq(count_missing(fd, "big", "k", 0, 20000), 0);
 	ck_assert_uint_eq(count_missing(fd, "cnt", "k", 0, 20000), 0);
@@ -889,7 +857,7 @@ START_TEST(test_periodic)
 	close(rfd);
 	kill9();
 
-	start(NULL);
+	start_in_dir(NULL);
 	fd = conn();
 	TXT(fd, "check small r", "Yes\n");
 	TXT(fd, "check small r2", "Yes\n");
@@ -943,7 +911,7 @@ START_TEST(test_disk_full)
 	}
 	snprintf(dir, sizeof(dir), "%s", mnt);
 
-	start(CONF("snapshot_interval = 1\n"));
+	start_in_dir(CONF("snapshot_interval = 1\n"));
 	fd = conn();
 	TXT(fd, "create a capacity=20000", "Done\n");
 	add_keys(fd, "a", "k", 0, 1000);
@@ -979,7 +947,7 @@ START_TEST(test_disk_full)
 	free(orig);
 
 	/* Full again, then a crash: the snapshot from before the failures is what loads. */
-	start(CONF("snapshot_interval = 1\n"));
+	start_in_dir(CONF("snapshot_interval = 1\n"));
 	fd = conn();
 	ck_assert_uint_eq(count_missing(fd, "a", "k", 0, 2001), 0);
 	orig = slurp("a.bsnap", &len);
@@ -989,7 +957,7 @@ START_TEST(test_disk_full)
 	ck_assert(same_file("a.bsnap", orig, len));
 	close(fd);
 	kill9();
-	start(NULL);
+	start_in_dir(NULL);
 	fd = conn();
 	ck_assert_uint_eq(count_missing(fd, "a", "k", 0, 2001), 0);
 	close(fd);
@@ -1023,7 +991,7 @@ static void inject(const char *syscall, const char *err, const char *when, const
 	int fd;
 
 	data_dir_new();
-	start(NULL);
+	start_in_dir(NULL);
 	fd = conn();
 	TXT(fd, "create a capacity=1000", "Done\n");
 	add_keys(fd, "a", "k", 0, 100);
@@ -1040,7 +1008,7 @@ static void inject(const char *syscall, const char *err, const char *when, const
 	setenv("BLOSSOMD_WRAPPER", wrapper, 1);
 	setenv("ASAN_OPTIONS", asan, 1);
 	/* No periodic snapshot may write the filter before the flush below. */
-	start(CONF("snapshot_interval = 0\n"));
+	start_in_dir(CONF("snapshot_interval = 0\n"));
 	unsetenv("BLOSSOMD_WRAPPER");
 	fd = conn();
 	add_keys(fd, "a", "k", 100, 200);
@@ -1063,7 +1031,7 @@ static void inject(const char *syscall, const char *err, const char *when, const
 	else
 		unsetenv("ASAN_OPTIONS");
 
-	start(NULL);
+	start_in_dir(NULL);
 	fd = conn();
 	ck_assert_uint_eq(count_missing(fd, "a", "k", 0, 100), 0);
 	if (when && !strchr(when, '+'))

@@ -18,43 +18,7 @@
 #include <unistd.h>
 
 #include "../check_main.h"
-#include "harness.h"
-
-/* Patience for one reply; generous so a loaded CI machine or a sanitizer build passes. */
-#define T 5000
-
-#define CONF(body) "[blossomd]\n" body
-
-static struct itest_daemon d;
-
-static void start(const char *conf, const char *const *extra)
-{
-	int rc = itest_start(&d, conf, extra);
-
-	if (rc)
-		fprintf(stderr, "daemon log:\n%s\n", itest_log(&d));
-	ck_assert_msg(rc == 0, "blossomd did not start: %s", strerror(-rc));
-}
-
-/* SIGTERM must end the daemon cleanly with status 0. */
-static void stop(void)
-{
-	int st = itest_stop(&d, 10000);
-
-	ck_assert_msg(st >= 0 && WIFEXITED(st) && WEXITSTATUS(st) == 0,
-		      "blossomd did not exit 0 after SIGTERM (wait status %d)", st);
-}
-
-static int conn(void)
-{
-	int fd = itest_connect(d.port);
-
-	ck_assert_msg(fd >= 0, "connect: %s", strerror(-fd));
-	return fd;
-}
-
-#define EXCHANGE(fd, req, expect) ck_assert(itest_exchange((fd), (req), (expect), T))
-#define CLOSED(fd)		  ck_assert_int_eq(itest_wait_closed((fd), T, NULL), 0)
+#include "itest_check.h"
 
 /* A string of n copies of c, in a static buffer. */
 static const char *rep(char c, size_t n)
