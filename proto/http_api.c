@@ -1117,6 +1117,22 @@ static void do_static(struct http_api_response *r, const char *json)
 	proto_buf_append_str(&r->body, json);
 }
 
+/*
+ * True, with the 401 problem in r, if route needs the token and req lacks it; /healthz and
+ * /readyz stay open. Called once the route and method are known to be right, so a wrong
+ * route is 404 and a wrong method 405 with or without the token.
+ */
+static bool unauthorized(const struct http_api *api, const struct http_api_request *req,
+			 enum http_route route, struct http_api_response *r)
+{
+	if (!api->token || !api->token[0] || route == HTTP_ROUTE_HEALTHZ ||
+	    route == HTTP_ROUTE_READYZ || auth_ok(req->authorization, api->token))
+		return false;
+	problem(r, P_UNAUTHORIZED, "send \"Authorization: Bearer <token>\"");
+	r->www_authenticate = "Bearer";
+	return true;
+}
+
 /* Route, check and run the request; counting is left to the caller. */
 static void dispatch(struct http_api *api, const struct http_api_request *req,
 		     struct http_api_response *r, enum http_route route, struct span name,
@@ -1138,12 +1154,8 @@ static void dispatch(struct http_api *api, const struct http_api_request *req,
 		r->allow = routes[route].allow;
 		return;
 	}
-	if (api->token && api->token[0] && route != HTTP_ROUTE_HEALTHZ &&
-	    route != HTTP_ROUTE_READYZ && !auth_ok(req->authorization, api->token)) {
-		problem(r, P_UNAUTHORIZED, "send \"Authorization: Bearer <token>\"");
-		r->www_authenticate = "Bearer";
+	if (unauthorized(api, req, route, r))
 		return;
-	}
 	switch (route) {
 	case HTTP_ROUTE_HEALTHZ:
 		do_static(r, "{\"status\":\"ok\"}");
@@ -1255,6 +1267,22 @@ void http_api_handle(struct http_api *api, const struct http_api_request *req,
 	resp_reset(resp);
 	dispatch(api, req, resp, route, name, key);
 	finish(api, resp, route);
+}
+
+bool http_api_admit(struct http_api *api, const struct http_api_request *req,
+		    struct http_api_response *resp)
+{
+	struct span path = {req->path, req->path_len}, name, key;
+	enum http_route route = route_match(path, &name, &key);
+
+	if (route == HTTP_ROUTE_NONE || !method_allowed(route, req->method))
+		return true;
+	resp_reset(resp);
+	if (!unauthorized(api, req, route, resp))
+		return true;
+	resp->close = true;
+	finish(api, resp, route);
+	return false;
 }
 
 void http_api_refuse(struct http_api *api, const struct http_api_request *req,

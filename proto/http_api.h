@@ -167,6 +167,15 @@ void http_api_response_free(struct http_api_response *r);
 void http_api_handle(struct http_api *api, const struct http_api_request *req,
 		     struct http_api_response *resp);
 
+/*
+ * Before the body is read: false if req (method, path and authorization; the body is not
+ * looked at) would be answered 401, with that answer in resp, resp->close set (the body is
+ * not read) and counted as http_api_handle() would; else true and resp untouched. Lets the
+ * server refuse a client without the token before it buffers any of its body.
+ */
+bool http_api_admit(struct http_api *api, const struct http_api_request *req,
+		    struct http_api_response *resp);
+
 /* Why a request is refused before its body is read (the server's framing checks). */
 enum http_api_refusal {
 	HTTP_REFUSE_TOO_LARGE, /* 413 payload_too_large: Content-Length or body over the limit */

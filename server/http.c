@@ -257,10 +257,11 @@ static enum MHD_Result http_send(struct MHD_Connection *conn, const struct http_
 	return ret;
 }
 
-static enum MHD_Result http_answer(struct http_server *h, struct MHD_Connection *conn,
-				   struct http_conn *c, const char *url, const char *method)
+/* The request as the API sees it, without its body. */
+static struct http_api_request http_request(struct MHD_Connection *conn, const char *url,
+					    const char *method)
 {
-	struct http_api_request req = {
+	return (struct http_api_request){
 	    .method = method,
 	    .path = url,
 	    .path_len = strlen(url),
@@ -268,14 +269,42 @@ static enum MHD_Result http_answer(struct http_server *h, struct MHD_Connection 
 		MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_TYPE),
 	    .authorization =
 		MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION),
-	    .body = c->body.data,
-	    .body_len = c->body.len,
 	};
+}
 
+static enum MHD_Result http_answer(struct http_server *h, struct MHD_Connection *conn,
+				   struct http_conn *c, const char *url, const char *method)
+{
+	struct http_api_request req = http_request(conn, url, method);
+
+	req.body = c->body.data;
+	req.body_len = c->body.len;
 	/* The token can change on SIGHUP: take the current one. */
 	h->api.token = h->cmd->token;
 	http_api_handle(&h->api, &req, &h->resp);
 	return http_send(conn, &h->resp);
+}
+
+/*
+ * Whether a request announcing a body may send it: a client without the token is answered
+ * 401 (and closed) before any of its body is read or buffered, and before the limits are
+ * told to it. A request without a body is answered in full later (the connection stays open).
+ */
+static bool http_admitted(struct http_server *h, struct MHD_Connection *conn, const char *url,
+			  const char *method)
+{
+	struct http_api_request req = http_request(conn, url, method);
+
+	if (!MHD_lookup_connection_value(conn, MHD_HEADER_KIND,
+					 MHD_HTTP_HEADER_TRANSFER_ENCODING)) {
+		const char *cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND,
+							     MHD_HTTP_HEADER_CONTENT_LENGTH);
+
+		if (!cl || strcmp(cl, "0") == 0)
+			return true;
+	}
+	h->api.token = h->cmd->token;
+	return http_api_admit(&h->api, &req, &h->resp);
 }
 
 static enum MHD_Result http_refuse(struct http_server *h, struct MHD_Connection *conn,
@@ -333,7 +362,7 @@ static bool http_framing_ok(struct http_server *h, struct MHD_Connection *conn,
 }
 
 /*
- * MHD calls this once when the headers are in (framing checked, refused at once if bad),
+ * MHD calls this once when the headers are in (token and framing checked, refused at once),
  * then once per piece of body, then once more with *upload_data_size 0: the answer.
  */
 static enum MHD_Result http_on_request(void *cls, struct MHD_Connection *conn, const char *url,
@@ -355,6 +384,8 @@ static enum MHD_Result http_on_request(void *cls, struct MHD_Connection *conn, c
 		c->too_large = false;
 		c->no_memory = false;
 		proto_buf_reset(&c->body);
+		if (!http_admitted(h, conn, url, method))
+			return http_send(conn, &h->resp);
 		if (!http_framing_ok(h, conn, &why))
 			return http_refuse(h, conn, url, method, why);
 		/* Even without a body, answer on the next call: a response queued now is an

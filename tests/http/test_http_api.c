@@ -854,6 +854,55 @@ START_TEST(refusals)
 }
 END_TEST
 
+/* Before the body: only a request that would be 401 is refused, with the same answer. */
+START_TEST(admit_before_body)
+{
+	struct http_api_request req = {
+	    .method = "POST", .path = "/v1/filters/f/add", .path_len = 17};
+	uint64_t c0 = ctx.commands, e0 = ctx.errors;
+
+	/* No token: everything may send its body, and nothing is counted. */
+	ck_assert(http_api_admit(&api, &req, &resp));
+	api.token = "s3cret";
+	ck_assert(!http_api_admit(&api, &req, &resp));
+	ck_assert_uint_eq(resp.status, 401);
+	ck_assert(resp.close);
+	ck_assert_str_eq(resp.www_authenticate, "Bearer");
+	ck_assert_str_eq(resp.content_type, CT_PROBLEM);
+	ck_assert_uint_eq(resp.len, strlen(PROBLEM("unauthorized", "Unauthorized", 401,
+						   "send \\\"Authorization: Bearer <token>\\\"")));
+	ck_assert(memcmp(resp.data,
+			 PROBLEM("unauthorized", "Unauthorized", 401,
+				 "send \\\"Authorization: Bearer <token>\\\""),
+			 resp.len) == 0);
+	ck_assert_uint_eq(api.requests[HTTP_ROUTE_ADD][5], 1); /* slot 5: 401 */
+	ck_assert_uint_eq(http_api_status_at(5), 401);
+	ck_assert_uint_eq(ctx.commands, c0 + 1);
+	ck_assert_uint_eq(ctx.errors, e0 + 1);
+
+	/* With the token, and where no token is asked for, the body may come. */
+	req.authorization = "Bearer s3cret";
+	ck_assert(http_api_admit(&api, &req, &resp));
+	req.authorization = NULL;
+	req.path = "/healthz";
+	req.path_len = 8;
+	req.method = "GET";
+	ck_assert(http_api_admit(&api, &req, &resp));
+	/* Unknown routes and wrong methods are left to http_api_handle(): 404 and 405. */
+	req.path = "/nope";
+	req.path_len = 5;
+	ck_assert(http_api_admit(&api, &req, &resp));
+	req.path = "/v1/filters/f/add";
+	req.path_len = 17;
+	ck_assert(http_api_admit(&api, &req, &resp));
+	ck_assert_uint_eq(ctx.commands, c0 + 1);
+	/* The next request starts clean. */
+	GET("/healthz", 200, "{\"status\":\"ok\"}");
+	ck_assert(!resp.close);
+	ck_assert_ptr_null(resp.www_authenticate);
+}
+END_TEST
+
 /* ---------------------------------------------------------------------------------------- */
 /* Codecs */
 
@@ -955,6 +1004,7 @@ static Suite *http_api_suite(void)
 	tcase_add_test(tc, bearer_token);
 	tcase_add_test(tc, counters);
 	tcase_add_test(tc, refusals);
+	tcase_add_test(tc, admit_before_body);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("codecs");

@@ -291,6 +291,76 @@ START_TEST(test_http_auth)
 }
 END_TEST
 
+/* Send req on a new HTTP connection and read until the daemon closes it: status code. */
+static int http_raw(const char *req, char *buf, size_t cap)
+{
+	int fd = itest_connect(d.http_port), status = 0;
+
+	ck_assert_msg(fd >= 0, "connect http: %s", strerror(-fd));
+	ck_assert_int_eq(itest_send_str(fd, req), 0);
+	itest_recv_until(fd, buf, cap, "\n\n\n\n", T); /* a term never sent: read until closed */
+	ck_assert_int_eq(itest_wait_closed(fd, T, NULL), 0);
+	close(fd);
+	ck_assert_msg(sscanf(buf, "HTTP/1.1 %d", &status) == 1, "no status line: %s", buf);
+	return status;
+}
+
+#define POST_ADD(auth, length)                                                                     \
+	"POST /v1/filters/h/add HTTP/1.1\r\nHost: t\r\n" auth                                      \
+	"Content-Type: application/json\r\nContent-Length: " length "\r\n\r\n"
+
+/*
+ * A client without the token is answered 401, and closed, before any of its body is read:
+ * it cannot make the daemon buffer a body, nor learn max_body_bytes. Without a body, a 401
+ * leaves the connection open.
+ */
+START_TEST(test_http_auth_before_body)
+{
+	char buf[8192];
+	int64_t t0;
+	int fd;
+
+	ck_assert_int_eq(itest_write_file(tok1, TOKEN_A "\n"), 0);
+	snprintf(conf, sizeof(conf), CONF("auth_token_file = %s\nmax_body_bytes = 1k\n"), tok1);
+	start(conf, NULL);
+	ck_assert(itest_log_wait(&d, " ready (pid ", T));
+
+	/* Over max_body_bytes: 401, not 413. */
+	ck_assert_int_eq(http_raw(POST_ADD("", "100000000"), buf, sizeof(buf)), 401);
+	ck_assert_msg(strstr(buf, "\r\nWWW-Authenticate: Bearer\r\n"), "%s", buf);
+	ck_assert_msg(strstr(buf, "\r\nConnection: close\r\n"), "%s", buf);
+	/* A body announced and never sent: answered at once, not after request_timeout. */
+	t0 = itest_now_ms();
+	ck_assert_int_eq(
+	    http_raw(POST_ADD("Authorization: Bearer nope\r\n", "100"), buf, sizeof(buf)), 401);
+	ck_assert_int_lt(itest_now_ms() - t0, T);
+	ck_assert_int_eq(http_raw("POST /v1/filters/h/add HTTP/1.1\r\nHost: t\r\n"
+				  "Transfer-Encoding: chunked\r\n\r\n",
+				  buf, sizeof(buf)),
+			 401);
+	/* With the token, the limit is told. */
+	ck_assert_int_eq(http_raw(POST_ADD("Authorization: Bearer " TOKEN_A "\r\n", "100000000"),
+				  buf, sizeof(buf)),
+			 413);
+	ck_assert_msg(strstr(buf, "max_body_bytes (1024)"), "%s", buf);
+
+	/* No body: 401, and the connection stays open for the next request. */
+	fd = itest_connect(d.http_port);
+	ck_assert_int_ge(fd, 0);
+	for (int i = 0; i < 2; i++) {
+		ck_assert_int_eq(itest_send_str(fd, "GET /v1/filters HTTP/1.1\r\nHost: t\r\n\r\n"),
+				 0);
+		ck_assert_int_gt(itest_recv_until(fd, buf, sizeof(buf), "\"}", T), 0);
+		ck_assert_msg(strncmp(buf, "HTTP/1.1 401 ", 13) == 0, "%s", buf);
+		ck_assert_msg(!strstr(buf, "Connection: close"), "%s", buf);
+	}
+	close(fd);
+	/* Nothing was created or added by the refused requests. */
+	ck_assert_int_eq(http("GET", "/v1/filters/h", "Bearer " TOKEN_A, buf, sizeof(buf)), 404);
+	stop();
+}
+END_TEST
+
 /* ---------------------------------------------------------------------------------------- */
 /* Start-up */
 
@@ -407,6 +477,7 @@ static Suite *auth_suite(void)
 	tcase_add_test(proto, test_resp_auth);
 	tcase_add_test(proto, test_resp_three_failures);
 	tcase_add_test(proto, test_http_auth);
+	tcase_add_test(proto, test_http_auth_before_body);
 	suite_add_tcase(s, proto);
 
 	tcase_add_unchecked_fixture(start_tc, setup, teardown);
