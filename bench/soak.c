@@ -77,12 +77,14 @@ static const char *const proto_name[NPROTO] = {"resp", "text", "http", "churn"};
 #define HTTP_CAPACITY 5000
 #define HTTP_KEYSPACE 50000
 /* Paced load at --load 1: batches (or rounds, or cycles) per second of each worker. */
-#define RESP_RATE  1000
-#define TEXT_RATE  1000
-#define HTTP_RATE  500
-#define CHURN_RATE 4
-#define STR_(x)	   #x
-#define STR(x)	   STR_(x)
+#define RESP_RATE   1000
+#define TEXT_RATE   1000
+#define HTTP_RATE   500
+#define CHURN_RATE  4
+#define KEY_MAX	    64	/* bytes of a generated key, NUL included */
+#define FRESH_EVERY 100 /* batches (HTTP: rounds / 2) between two fresh keys */
+#define STR_(x)	    #x
+#define STR(x)	    STR_(x)
 /* The churn filters: capacity, and keys added to each (1000 + 2000 < 4000: 3 layers). */
 #define CHURN_CAPACITY 1000
 #define CHURN_KEYS     4000
@@ -511,6 +513,17 @@ static int main_key(char *buf, uint64_t *rng, uint64_t space)
 	return sprintf(buf, "k%llu", (unsigned long long)(splitmix(rng) % space));
 }
 
+/*
+ * A key new to the run ("fresh-", the start time, who, n). Each long-lived plain filter gets
+ * about 10 a second, so it keeps changing (and being snapshotted) after its keyspace is all
+ * in, while growing by too little (6000 keys in 10 minutes) to need another layer.
+ */
+static void fresh_key(char *buf, const char *who, uint64_t n)
+{
+	sprintf(buf, "fresh-%llx-%s-%llu", (unsigned long long)start_ns, who,
+		(unsigned long long)n);
+}
+
 /* A key never added to anything. */
 static int absent_key(char *buf, uint64_t *rng)
 {
@@ -771,7 +784,7 @@ static int json_results(const char *body, unsigned n, bool all_true)
 }
 
 /* {"keys":["k1","k2",...]} */
-static void json_keys(struct sbuf *b, char (*keys)[32], unsigned n)
+static void json_keys(struct sbuf *b, char (*keys)[KEY_MAX], unsigned n)
 {
 	sb_reset(b);
 	sb_str(b, "{\"keys\":[");
@@ -888,8 +901,8 @@ static void *worker_resp(void *arg)
 	struct conn c = {.fd = -1};
 	struct sbuf b = {0};
 	struct resp_expect ex[RESP_ROUNDS * 5];
-	const uint64_t space = MAIN_KEYSPACE;
-	char keys[8][32], absent[32], ck[32];
+	uint64_t batches = 0;
+	char keys[8][KEY_MAX], absent[KEY_MAX], ck[KEY_MAX];
 	uint64_t rng = (uint64_t)(uintptr_t)arg * 7919 + now_ns();
 
 	struct pacer pace;
@@ -905,11 +918,15 @@ static void *worker_resp(void *arg)
 		unsigned n = 0;
 		sb_reset(&b);
 		for (unsigned r = 0; r < RESP_ROUNDS; r++) {
+			for (unsigned i = 0; i < 8; i++)
+				main_key(keys[i], &rng, MAIN_KEYSPACE);
+			if (r == 0 && batches % FRESH_EVERY == 0)
+				fresh_key(keys[7], "resp", batches);
 			resp_begin(&b, 10);
 			resp_arg(&b, "BF.MADD", 7);
 			resp_arg(&b, "soak-resp", 9);
 			for (unsigned i = 0; i < 8; i++)
-				resp_arg(&b, keys[i], (size_t)main_key(keys[i], &rng, space));
+				resp_arg(&b, keys[i], strlen(keys[i]));
 			ex[n++] = (struct resp_expect){R_ARRAY, NULL, 8, 0};
 			resp_args(&b, 3, "BF.EXISTS", "soak-resp", keys[r]);
 			ex[n++] = (struct resp_expect){R_ONE, NULL, 0, 0};
@@ -923,6 +940,7 @@ static void *worker_resp(void *arg)
 			resp_args(&b, 3, "BF.DEL", "soak-respc", ck);
 			ex[n++] = (struct resp_expect){R_ONE, NULL, 0, 0};
 		}
+		batches++;
 		uint64_t t0 = now_ns();
 		if (conn_send(&c, b.p, b.len)) {
 			fail(P_RESP, "send: %s", c.why);
@@ -950,7 +968,8 @@ static void *worker_text(void *arg)
 	struct conn c = {.fd = -1};
 	struct sbuf b = {0};
 	struct text_expect ex[TEXT_ROUNDS * 6];
-	char keys[8][32], k[32];
+	uint64_t batches = 0;
+	char keys[8][KEY_MAX], k[KEY_MAX];
 	uint64_t rng = (uint64_t)(uintptr_t)arg * 7919 + now_ns();
 
 	struct pacer pace;
@@ -968,6 +987,8 @@ static void *worker_text(void *arg)
 		for (unsigned r = 0; r < TEXT_ROUNDS; r++) {
 			for (unsigned i = 0; i < 8; i++)
 				main_key(keys[i], &rng, MAIN_KEYSPACE);
+			if (r == 0 && batches % FRESH_EVERY == 0)
+				fresh_key(keys[7], "text", batches);
 			sb_str(&b, "b soak-text");
 			for (unsigned i = 0; i < 8; i++)
 				sb_fmt(&b, " %s", keys[i]);
@@ -985,6 +1006,7 @@ static void *worker_text(void *arg)
 			ex[n++] = (struct text_expect){T_YESNO, NULL, 1, 0};
 			ex[n++] = (struct text_expect){T_YESNO, NULL, 1, 1};
 		}
+		batches++;
 		uint64_t t0 = now_ns();
 		if (conn_send(&c, b.p, b.len)) {
 			fail(P_TEXT, "send: %s", c.why);
@@ -1009,7 +1031,8 @@ static void *worker_http(void *arg)
 {
 	struct http_client h = {.c = {.fd = -1}};
 	struct sbuf body = {0};
-	char keys[8][32], path[128];
+	char keys[8][KEY_MAX], path[160];
+	uint64_t rounds = 0;
 	uint64_t rng = (uint64_t)(uintptr_t)arg * 7919 + now_ns();
 
 	struct pacer pace;
@@ -1024,6 +1047,8 @@ static void *worker_http(void *arg)
 		}
 		for (unsigned i = 0; i < 8; i++)
 			main_key(keys[i], &rng, HTTP_KEYSPACE);
+		if (rounds++ % (FRESH_EVERY / 2) == 0)
+			fresh_key(keys[7], "http", rounds);
 		json_keys(&body, keys, 8);
 		bool ok = http_call(&h, P_HTTP, "POST", "/v1/filters/soak-http/add", body.p,
 				    body.len, 200) == 0 &&
@@ -1639,10 +1664,12 @@ static void summary(const struct sample *s, unsigned n)
 	FIELD_STATS(filter_bytes);
 	if (opt.data_dir)
 		FIELD_STATS(files);
-	double k = slope_per_s(s, w, last + 1);
-	printf("\nRSS slope after warm-up: %+.1f KiB/min (least squares over %u samples); "
-	       "RSS %ld -> %ld KiB over the whole run\n",
-	       k * 60, last + 1 - w, s[1].rss_kib, s[last].rss_kib);
+	unsigned half = (w + last) / 2;
+	printf("\nRSS slope after warm-up: %+.1f KiB/min (least squares over %u samples); over "
+	       "the second half (t = %u..%u s): %+.1f KiB/min; RSS %ld -> %ld KiB over the whole "
+	       "run\n",
+	       slope_per_s(s, w, last + 1) * 60, last + 1 - w, half, last,
+	       slope_per_s(s, half, last + 1) * 60, s[1].rss_kib, s[last].rss_kib);
 	printf("snapshots written: %ld, failed: %ld\n\n", s[last].snapshots,
 	       s[last].snapshot_failures);
 
