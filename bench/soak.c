@@ -113,6 +113,7 @@ static uint64_t start_ns;
 static atomic_bool stopping;
 static atomic_uint_fast64_t errors[NPROTO];
 static atomic_uint reported;
+static atomic_uint_fast64_t churn_cycles, churn_conns, churn_drops;
 
 static _Noreturn void die(const char *fmt, ...)
 {
@@ -1113,6 +1114,7 @@ static int churn_connect(struct conn *c, int port)
 		return -1;
 	}
 	record(P_CHURN, t0, now_ns(), 1);
+	atomic_fetch_add(&churn_conns, 1);
 	return 0;
 }
 
@@ -1482,10 +1484,10 @@ static void *worker_churn(void *arg)
 	ch.long_line[LONG_LINE - 1] = '\n';
 	while (!atomic_load(&stopping)) {
 		pace_wait(&pace);
-		churn_text(&ch);
-		churn_resp(&ch);
-		churn_http(&ch);
+		churn_drops +=
+		    (churn_text(&ch) == 0) + (churn_resp(&ch) == 0) + (churn_http(&ch) == 0);
 		ch.cycle++;
+		atomic_fetch_add(&churn_cycles, 1);
 	}
 	free(ch.c.buf);
 	free(ch.h.c.buf);
@@ -1698,7 +1700,11 @@ static void summary(const struct sample *s, unsigned n)
 		       m ? p99[m - 1] : NAN, quantile_us(acc, after, 0.5),
 		       quantile_us(acc, after, 0.99), quantile_us(acc, after, 0.999));
 	}
-	printf("\nerrors: %llu\n", (unsigned long long)total_errors());
+	printf("\nchurn: %llu cycles, %llu connections opened and closed, %llu filters created, "
+	       "grown and dropped\n",
+	       (unsigned long long)churn_cycles, (unsigned long long)churn_conns,
+	       (unsigned long long)churn_drops);
+	printf("errors: %llu\n", (unsigned long long)total_errors());
 	free(p99);
 	free(acc);
 }
