@@ -6,7 +6,7 @@
  * builds and starts the daemon; it can also be pointed at a daemon by hand:
  *
  *   soak --port N --http-port N --pid PID [--seconds 600] [--warmup 60] [--load 1]
- *        [--out FILE.csv] [--data-dir DIR]
+ *        [--no-churn] [--out FILE.csv] [--data-dir DIR]
  *
  * Four client threads run until the time is up, each on a fixed schedule (the rates below
  * times --load; --load 0 sends as fast as the replies come back). Every reply is checked: an
@@ -30,7 +30,7 @@
  *          missing filter, wrong arity, malformed JSON, now and then an over-long line, a
  *          RESP framing error, a body over max_body_bytes), drop it (drop / DEL / DELETE),
  *          and close the connection in one of four ways (close, quit, reset, half a command
- *          then close).
+ *          then close). --no-churn leaves this thread out.
  * An op is one command (one request over HTTP); its latency runs from the write of its batch
  * to the read that completed its reply, and goes into a log-linear histogram (16 sub-buckets
  * per power of two, so within 6 %) of its protocol and second.
@@ -106,6 +106,7 @@ static struct {
 	long pid;
 	unsigned seconds, warmup;
 	double load;
+	bool no_churn;
 	const char *out, *data_dir;
 } opt = {.seconds = 600, .warmup = UINT32_MAX, .load = 1};
 
@@ -1714,7 +1715,7 @@ static void summary(const struct sample *s, unsigned n)
 static void usage(void)
 {
 	fputs("usage: soak --port N --http-port N --pid PID [--seconds 600] [--warmup 60] "
-	      "[--load 1] [--out FILE.csv] [--data-dir DIR]\n",
+	      "[--load 1] [--no-churn] [--out FILE.csv] [--data-dir DIR]\n",
 	      stderr);
 	exit(2);
 }
@@ -1722,15 +1723,11 @@ static void usage(void)
 int main(int argc, char **argv)
 {
 	static const struct option longopts[] = {
-	    {"port", required_argument, NULL, 'p'},
-	    {"http-port", required_argument, NULL, 'H'},
-	    {"pid", required_argument, NULL, 'P'},
-	    {"seconds", required_argument, NULL, 's'},
-	    {"warmup", required_argument, NULL, 'w'},
-	    {"out", required_argument, NULL, 'o'},
-	    {"data-dir", required_argument, NULL, 'd'},
-	    {"load", required_argument, NULL, 'l'},
-	    {NULL, 0, NULL, 0},
+	    {"port", required_argument, NULL, 'p'},	{"http-port", required_argument, NULL, 'H'},
+	    {"pid", required_argument, NULL, 'P'},	{"seconds", required_argument, NULL, 's'},
+	    {"warmup", required_argument, NULL, 'w'},	{"out", required_argument, NULL, 'o'},
+	    {"data-dir", required_argument, NULL, 'd'}, {"load", required_argument, NULL, 'l'},
+	    {"no-churn", no_argument, NULL, 'n'},	{NULL, 0, NULL, 0},
 	};
 	void *(*const fns[])(void *) = {worker_resp, worker_text, worker_http, worker_churn};
 	pthread_t threads[4];
@@ -1765,6 +1762,9 @@ int main(int argc, char **argv)
 		case 'l':
 			opt.load = atof(optarg);
 			break;
+		case 'n':
+			opt.no_churn = true;
+			break;
 		default:
 			usage();
 		}
@@ -1788,7 +1788,8 @@ int main(int argc, char **argv)
 	start_ns = now_ns();
 	setup_filters();
 	start_ns = now_ns();
-	for (unsigned i = 0; i < 4; i++)
+	unsigned nthreads = opt.no_churn ? 3 : 4; /* churn is the last */
+	for (unsigned i = 0; i < nthreads; i++)
 		if (pthread_create(&threads[i], NULL, fns[i], (void *)(uintptr_t)(i + 1)))
 			die("cannot start a thread");
 	if (csv)
@@ -1820,7 +1821,7 @@ int main(int argc, char **argv)
 			csv_line(csv, t, x);
 	}
 	atomic_store(&stopping, true);
-	for (unsigned i = 0; i < 4; i++)
+	for (unsigned i = 0; i < nthreads; i++)
 		pthread_join(threads[i], NULL);
 	conn_close(&mh.c, false);
 	if (csv)
