@@ -44,14 +44,18 @@ struct http_listener {
 struct http_conn {
 	struct http_conn *prev, *next;
 	int fd;
-	uint64_t request_ms; /* start of the request not yet done (loop ms), 0 between requests */
+	uint64_t request_ms; /* start of the request not yet done (loop ms), 0 between requests;
+			      * restarted while its response moves */
 	bool in_request;     /* the handler has seen the current request's headers */
+	bool responding;     /* the current request's response is queued */
 	bool too_large;	     /* body past max_body_bytes: the rest is read and dropped */
 	bool no_memory;	     /* the body could not be stored */
 	bool cut;	     /* shut down by request_timeout */
 	uint64_t body_bytes; /* body bytes received for the current request */
 	struct proto_buf body;
 	uint64_t bytes_in, bytes_out; /* TCP_INFO as last read */
+	uint64_t done_in;	      /* bytes_in when the last request was done */
+	uint64_t out_mark;	      /* bytes_out when the response last moved */
 };
 
 struct http_server {
@@ -200,6 +204,9 @@ static void http_on_completed(void *cls, struct MHD_Connection *conn, void **con
 		return;
 	c->request_ms = 0;
 	c->in_request = false;
+	c->responding = false;
+	http_conn_tcp(c);
+	c->done_in = c->bytes_in;
 	if (c->body.cap > HTTP_KEEP_BYTES || c->body.failed)
 		proto_buf_free(&c->body);
 	else
@@ -410,6 +417,10 @@ static enum MHD_Result http_on_request(void *cls, struct MHD_Connection *conn, c
 		}
 		return MHD_YES;
 	}
+	/* As of the last TCP_INFO reading (one syscall per request is enough): at worst the
+	 * first sweep takes earlier bytes for the response moving, and restarts its clock once. */
+	c->out_mark = c->bytes_out;
+	c->responding = true;
 	if (c->too_large)
 		return http_refuse(h, conn, url, method, HTTP_REFUSE_TOO_LARGE);
 	if (c->no_memory)
@@ -490,7 +501,13 @@ static void http_on_timer(uv_timer_t *t)
 	http_run(t->data);
 }
 
-/* Once a second: cut off requests older than request_timeout. */
+/*
+ * Once a second: cut off requests not done within request_timeout. A request's clock starts
+ * at the connection, or at the first byte after the previous request was done (seen here, so
+ * up to a second late; MHD itself tells only of a complete request line, and a client
+ * trickling one must not go untimed), and restarts whenever its response moves (the client
+ * reads it, however slowly).
+ */
 static void http_on_sweep(uv_timer_t *t)
 {
 	struct http_server *h = t->data;
@@ -499,7 +516,16 @@ static void http_on_sweep(uv_timer_t *t)
 	if (!limit)
 		return;
 	for (struct http_conn *c = h->conns; c; c = c->next) {
-		if (!c->request_ms || c->cut || now - c->request_ms < limit)
+		if (c->cut)
+			continue;
+		http_conn_tcp(c);
+		if (!c->request_ms && c->bytes_in > c->done_in)
+			c->request_ms = now;
+		if (c->responding && c->bytes_out > c->out_mark) {
+			c->out_mark = c->bytes_out;
+			c->request_ms = now;
+		}
+		if (!c->request_ms || now - c->request_ms < limit)
 			continue;
 		srv_log(SRV_LOG_INFO,
 			"http: request not done after request_timeout (%" PRIu32

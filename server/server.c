@@ -24,6 +24,7 @@
 
 #include "http.h"
 #include "log.h"
+#include "metrics.h"
 #include "notify.h"
 #include "snapshot.h"
 #include "proto/buf.h"
@@ -89,9 +90,10 @@ struct srv_conn {
 
 	/* Times in loop milliseconds (uv_now()). */
 	uint64_t last_active;	 /* last read, or last progress of a write */
-	uint64_t partial_since;	 /* start of the partial command held, 0 if none */
+	uint64_t partial_since;	 /* start of the partial command held, 0 if none; restarted
+				  * when reading resumes after a write */
 	uint64_t write_progress; /* last time the pending write moved */
-	size_t write_left;	 /* bytes of the pending write not yet taken by the kernel */
+	uint64_t write_mark;	 /* conn_out_mark() then */
 	uint64_t linger_since;
 
 	char peer[64]; /* "127.0.0.1:40000", "[::1]:40000" */
@@ -132,7 +134,7 @@ struct srv {
 	bool stopping;
 	uint64_t conns_rejected, bytes_in, bytes_out; /* text/RESP port, for /metrics */
 
-	char *rbuf; /* shared read buffer, SRV_READ_SIZE bytes */
+	char *rbuf;  /* shared read buffer, SRV_READ_SIZE bytes */
 	char *token; /* from auth_token_file, NUL-terminated; NULL: no auth (ctx.token) */
 };
 
@@ -398,8 +400,8 @@ static void srv_reload(struct srv *s)
 	}
 	/* The token is re-read even when the path is unchanged: SIGHUP is how it is rotated. */
 	if (nc->auth_token_file[0] &&
-	    srv_token_read(nc->auth_token_file, "reload failed (keeping the old configuration): ",
-			   &token, &token_len))
+	    srv_token_read(nc->auth_token_file,
+			   "reload failed (keeping the old configuration): ", &token, &token_len))
 		return;
 
 	/* Bound at start: kept until a restart. */
@@ -736,7 +738,25 @@ static void conn_on_write(uv_write_t *req, int status)
 		conn_finish(c);
 		return;
 	}
+	/* The client could not finish its command while it was not read: its clock restarts. */
+	if (c->partial_since)
+		c->partial_since = c->last_active;
 	conn_read_start(c);
+}
+
+/*
+ * How far the replies have got, a number that grows while the client reads them: the bytes
+ * it has acknowledged (TCP_INFO), so a client draining the kernel's buffers counts as reading
+ * even while libuv's queue waits for room; without TCP_INFO, less what libuv still holds.
+ */
+static uint64_t conn_out_mark(struct srv_conn *c)
+{
+	uint64_t in, acked;
+	uv_os_fd_t fd;
+
+	if (uv_fileno((uv_handle_t *)&c->tcp, &fd) == 0 && metrics_tcp_bytes(fd, &in, &acked) == 0)
+		return acked;
+	return UINT64_MAX - uv_stream_get_write_queue_size((uv_stream_t *)&c->tcp);
 }
 
 /* Send the batch's replies: as much as the socket takes now, the rest with one uv_write(),
@@ -785,7 +805,7 @@ static void conn_flush(struct srv_conn *c)
 		return;
 	}
 	c->writing = true;
-	c->write_left = b.len;
+	c->write_mark = conn_out_mark(c);
 	c->write_progress = srv_now(c->srv);
 	conn_read_stop(c);
 }
@@ -1156,10 +1176,10 @@ static void srv_on_sweep(uv_timer_t *t)
 			continue;
 		}
 		if (c->writing) {
-			size_t left = uv_stream_get_write_queue_size((uv_stream_t *)&c->tcp);
+			uint64_t mark = conn_out_mark(c);
 
-			if (left < c->write_left) {
-				c->write_left = left;
+			if (mark > c->write_mark) {
+				c->write_mark = mark;
 				c->write_progress = now;
 				c->last_active = now;
 			} else if (stall_ms && now - c->write_progress >= stall_ms) {
@@ -1170,7 +1190,8 @@ static void srv_on_sweep(uv_timer_t *t)
 				continue;
 			}
 		}
-		if (req_ms && c->partial_since && now - c->partial_since >= req_ms) {
+		/* While a write is pending the client is not read, so it cannot finish. */
+		if (req_ms && c->partial_since && !c->writing && now - c->partial_since >= req_ms) {
 			srv_log(SRV_LOG_INFO,
 				"client %" PRIu64 " (%s): command incomplete after request_timeout "
 				"(%" PRIu32 " s); closing",

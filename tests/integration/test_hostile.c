@@ -1091,6 +1091,81 @@ START_TEST(test_slow_reader_kept)
 }
 END_TEST
 
+/*
+ * The same over HTTP: a response of megabytes read slowly but steadily is not cut by
+ * request_timeout, which restarts while the response moves.
+ */
+START_TEST(test_http_slow_reader_kept)
+{
+	/* 1M keys: a 4 MB body and a 6 MB answer, more than the kernel buffers hold. */
+	enum { N = 1000000 };
+	static const char head[] = "{\"results\":[";
+	size_t blen = strlen("{\"keys\":[]}") + 4 * N - 1, rlen = strlen(head) + 6 * N + 1;
+	size_t got = 0, cap = rlen + 4096;
+	char *body = malloc(blen + 1), *in = malloc(cap), *expect = malloc(rlen + 1), req[256];
+	const char *end;
+	int64_t t0, slow_until;
+	int fd;
+
+	ck_assert(body && in && expect);
+	memcpy(body, "{\"keys\":[", 9);
+	for (size_t i = 0; i < N; i++)
+		memcpy(body + 9 + 4 * i, "\"a\",", 4);
+	memcpy(body + 9 + 4 * N - 1, "]}", 3);
+	memcpy(expect, head, strlen(head));
+	for (size_t i = 0; i < N; i++)
+		memcpy(expect + strlen(head) + 6 * i, "false,", 6);
+	memcpy(expect + rlen - 2, "]}", 3);
+
+	start(CONF(REQ_CONF), NULL);
+	fd = hconn();
+	ck_assert_int_eq(itest_send_str(fd, "PUT /v1/filters/g HTTP/1.1\r\nHost: t\r\n"
+					    "Connection: close\r\nContent-Length: 0\r\n\r\n"),
+			 0);
+	ck_assert_int_eq(itest_wait_closed(fd, T, NULL), 0);
+	close(fd);
+	fd = hconn();
+	snprintf(req, sizeof(req),
+		 "POST /v1/filters/g/check HTTP/1.1\r\nHost: t\r\nConnection: close\r\n"
+		 "Content-Type: application/json\r\nContent-Length: %zu\r\n\r\n",
+		 blen);
+	ck_assert_int_eq(itest_send_str(fd, req), 0);
+	ck_assert_int_eq(itest_send(fd, body, blen), 0);
+	/* 32 KiB every 100 ms for longer than request_timeout and the sweep's lateness. */
+	t0 = itest_now_ms();
+	slow_until = t0 + REQ_MS + late_ms() + SWEEP_MS;
+	while (itest_now_ms() < slow_until) {
+		ssize_t r;
+
+		itest_sleep_ms(100);
+		r = recv(fd, in + got, 32768, MSG_DONTWAIT);
+		if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+			continue;
+		ck_assert_msg(r > 0,
+			      "an HTTP client reading 320 KiB/s was closed after %" PRId64
+			      " ms, %zu bytes read",
+			      itest_now_ms() - t0, got);
+		got += (size_t)r;
+	}
+	fprintf(stderr, "# HTTP slow reader: %zu of about %zu bytes read in %" PRId64 " ms\n", got,
+		rlen, itest_now_ms() - t0);
+	ck_assert_uint_lt(got, rlen); /* it was still reading when the timeout would have cut */
+	got += (size_t)itest_recv_until(fd, in + got, cap - got, "]}", T * slowdown());
+	in[got] = '\0';
+	ck_assert_msg(strncmp(in, "HTTP/1.1 200 ", 13) == 0, "%.200s", in);
+	end = strstr(in, "\r\n\r\n");
+	ck_assert_ptr_nonnull(end);
+	ck_assert_uint_eq(got - (size_t)(end + 4 - in), rlen);
+	ck_assert(memcmp(end + 4, expect, rlen) == 0);
+	ck_assert_ptr_null(strstr(itest_log(&d), "request_timeout"));
+	close(fd);
+	free(body);
+	free(in);
+	free(expect);
+	stop();
+}
+END_TEST
+
 /* ---------------------------------------------------------------------------------------- */
 /* Connection floods */
 
@@ -1253,6 +1328,7 @@ static Suite *hostile_suite(void)
 	tcase_add_test(never, test_never_reader_text);
 	tcase_add_test(never, test_never_reader_resp);
 	tcase_add_test(never, test_slow_reader_kept);
+	tcase_add_test(never, test_http_slow_reader_kept);
 	suite_add_tcase(s, never);
 
 	tcase_set_timeout(flood, 120);
