@@ -2,11 +2,12 @@
 
 #include <errno.h>
 #include <math.h>
+#include <stdbool.h>
 
 /* Stirling numbers of the second kind S(n, k) for n, k <= BF_MODEL_MAX_B. */
 static double stirling2(unsigned n, unsigned k)
 {
-	double s[BF_MODEL_MAX_B + 1][BF_MODEL_MAX_B + 1] = { { 1 } };
+	double s[BF_MODEL_MAX_B + 1][BF_MODEL_MAX_B + 1] = {{1}};
 
 	for (unsigned i = 1; i <= n; i++)
 		for (unsigned j = 1; j <= i; j++)
@@ -26,45 +27,67 @@ static double binomial(unsigned n, unsigned k)
 /*
  * Probability that a query's b slots in one word are all set, when t slots were set
  * uniformly at random (with repetition) among `slots`. The query's b slots cover d distinct
- * slots with probability S(b,d) slots!/(slots-d)! / slots^b; d given slots are all set with
- * probability sum_i (-1)^i C(d,i) (1 - i/slots)^t (inclusion-exclusion).
+ * slots with probability pd[d] = S(b,d) slots!/(slots-d)! / slots^b; d given slots are all
+ * set with probability sum_i (-1)^i C(d,i) (1 - i/slots)^t (inclusion-exclusion). Everything
+ * but the powers of t is fixed for a (slots, b): computed once per bf_model_fpr().
  */
-static double word_hit(unsigned slots, unsigned b, double t)
-{
-	double total = 0;
+struct word_model {
+	unsigned slots, dmax;
+	double pd[BF_MODEL_MAX_B + 1];
+	double binom[BF_MODEL_MAX_B + 1][BF_MODEL_MAX_B + 1];
+};
 
-	for (unsigned d = 1; d <= b && d <= slots; d++) {
+static void word_model_init(struct word_model *m, unsigned slots, unsigned b)
+{
+	m->slots = slots;
+	m->dmax = b < slots ? b : slots;
+	for (unsigned d = 1; d <= m->dmax; d++) {
 		double pd = stirling2(b, d);
 		for (unsigned i = 0; i < d; i++)
 			pd *= (double)(slots - i) / slots;
-		pd /= pow(slots, b - d);
+		m->pd[d] = pd / pow(slots, b - d);
+		for (unsigned i = 0; i <= d; i++)
+			m->binom[d][i] = binomial(d, i);
+	}
+}
 
+static double word_hit(const struct word_model *m, double t)
+{
+	double q[BF_MODEL_MAX_B + 1], total = 0;
+
+	for (unsigned i = 0; i <= m->dmax; i++)
+		q[i] = pow(1.0 - (double)i / m->slots, t);
+	for (unsigned d = 1; d <= m->dmax; d++) {
 		double all = 0;
 		for (unsigned i = 0; i <= d; i++) {
-			double term = binomial(d, i) * pow(1.0 - (double)i / slots, t);
+			double term = m->binom[d][i] * q[i];
 			all += (i & 1) ? -term : term;
 		}
-		total += pd * all;
+		total += m->pd[d] * all;
 	}
 	return total;
 }
 
 double bf_model_fpr(struct bf_geometry g, unsigned b, double lambda)
 {
+	struct word_model m;
+
 	if (lambda <= 0 || b == 0)
 		return 0;
+	word_model_init(&m, g.slots, b);
 
-	/* Sum the Poisson(lambda) block loads over a window wide enough that the rest is < 1e-30. */
+	/* Sum the Poisson(lambda) block loads over a window wide enough that the rest is < 1e-30.
+	 */
 	double spread = 20 * sqrt(lambda) + 50;
 	double jlo = floor(lambda - spread);
 	double jhi = ceil(lambda + spread);
 	if (jlo < 0)
 		jlo = 0;
 
-	double sum = 0;
+	double sum = 0, loglambda = log(lambda);
 	for (double j = jlo; j <= jhi; j++) {
-		double logp = -lambda + j * log(lambda) - lgamma(j + 1);
-		double hit = pow(word_hit(g.slots, b, j * b), g.words);
+		double logp = -lambda + j * loglambda - lgamma(j + 1);
+		double hit = pow(word_hit(&m, j * b), g.words);
 		sum += exp(logp) * hit;
 	}
 	return sum > 1 ? 1 : sum;
@@ -80,25 +103,42 @@ double bf_model_standard_bits_per_key(double p)
 	return -log(p) / (M_LN2 * M_LN2);
 }
 
-/* Smallest block count for one b by doubling then bisection; 0 if over max_blocks. */
+/* True if a layer of nblocks blocks holding capacity keys has a modelled rate over p. */
+static bool too_small(struct bf_geometry g, unsigned b, uint64_t capacity, double p,
+		      uint64_t nblocks)
+{
+	return bf_model_fpr(g, b, (double)capacity / nblocks) > p;
+}
+
+/*
+ * Smallest block count for one b, or 0 if more than max_blocks are needed. The rate falls as
+ * blocks are added, so the answer is found by bisection; the bracket starts from the block
+ * count of a textbook filter with as many slots (a blocked layer needs a little more), which
+ * only saves work: evaluations far from the answer are the costly ones (a wide Poisson
+ * window at many keys per block).
+ */
 static uint64_t blocks_for(struct bf_geometry g, unsigned b, uint64_t capacity, double p,
 			   uint64_t max_blocks)
 {
-	/* At 4096 keys per block every slot is set: no target below 1 is met, so start there. */
-	uint64_t lo = capacity >> 12;
-	if (lo >= max_blocks)
-		return 0;
-	uint64_t hi = lo ? lo * 2 : 1;
+	double guess = ceil((double)capacity * bf_model_standard_bits_per_key(p) /
+			    ((double)g.words * g.slots));
+	uint64_t lo, hi; /* lo is too small (or 0), hi is not */
 
-	while (bf_model_fpr(g, b, (double)capacity / hi) > p) {
-		if (hi > max_blocks / 2)
-			return 0;
-		lo = hi;
-		hi *= 2;
+	hi = guess < 1 ? 1 : guess >= (double)max_blocks ? max_blocks : (uint64_t)guess;
+	if (too_small(g, b, capacity, p, hi)) {
+		do {
+			if (hi == max_blocks)
+				return 0;
+			lo = hi;
+			hi = hi > max_blocks / 2 ? max_blocks : hi * 2;
+		} while (too_small(g, b, capacity, p, hi));
+	} else {
+		for (lo = hi / 2; lo && !too_small(g, b, capacity, p, lo); lo = hi / 2)
+			hi = lo;
 	}
-	while (hi - lo > 1) { /* lo fails (or is 0), hi passes */
+	while (hi - lo > 1) {
 		uint64_t mid = lo + (hi - lo) / 2;
-		if (bf_model_fpr(g, b, (double)capacity / mid) > p)
+		if (too_small(g, b, capacity, p, mid))
 			lo = mid;
 		else
 			hi = mid;

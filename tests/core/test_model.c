@@ -72,18 +72,49 @@ END_TEST
 
 START_TEST(size_is_smallest_that_meets_target)
 {
-	static const double targets[] = { 0.1, 0.01, 0.001, 1e-4, 1e-6 };
+	static const double targets[] = {0.1, 0.01, 0.001, 1e-4, 1e-6};
 	for (unsigned t = 0; t < sizeof(targets) / sizeof(targets[0]); t++) {
 		uint64_t n;
 		unsigned b;
 		double p = targets[t];
-		ck_assert_int_eq(bf_model_size(BF_GEOMETRY_SECTOR512, 1000000, p, UINT64_MAX, &n, &b), 0);
+		ck_assert_int_eq(
+		    bf_model_size(BF_GEOMETRY_SECTOR512, 1000000, p, UINT64_MAX, &n, &b), 0);
 		ck_assert_double_le(bf_model_fpr(BF_GEOMETRY_SECTOR512, b, 1e6 / n), p);
 		ck_assert_double_gt(bf_model_fpr(BF_GEOMETRY_SECTOR512, b, 1e6 / (n - 1)), p);
 		/* No other b does better. */
 		for (unsigned k = 1; k <= BF_MODEL_MAX_B; k++)
-			ck_assert_double_gt(bf_model_fpr(BF_GEOMETRY_SECTOR512, k, 1e6 / (n - 1)), p);
+			ck_assert_double_gt(bf_model_fpr(BF_GEOMETRY_SECTOR512, k, 1e6 / (n - 1)),
+					    p);
 	}
+}
+END_TEST
+
+/* Both layouts, small to large capacities, loose to tight targets: the answer is the
+ * smallest block count, whatever the textbook first guess was; max_blocks is exact. */
+START_TEST(size_is_smallest_over_a_grid)
+{
+	const struct bf_geometry gs[] = {BF_GEOMETRY_SECTOR512, BF_GEOMETRY_COUNT512};
+	static const double targets[] = {0.5, 0.1, 0.0125, 1e-3, 3e-5, 1e-7};
+	static const uint64_t caps[] = {1, 7, 100, 1000, 4096, 123457, 10000000, 3000000000};
+	for (unsigned g = 0; g < 2; g++)
+		for (unsigned t = 0; t < sizeof(targets) / sizeof(targets[0]); t++)
+			for (unsigned c = 0; c < sizeof(caps) / sizeof(caps[0]); c++) {
+				uint64_t n, n2, cap = caps[c];
+				unsigned b, b2;
+				double p = targets[t];
+				ck_assert_int_eq(bf_model_size(gs[g], cap, p, UINT64_MAX, &n, &b),
+						 0);
+				ck_assert_double_le(bf_model_fpr(gs[g], b, (double)cap / n), p);
+				for (unsigned k = 1; n > 1 && k <= BF_MODEL_MAX_B; k++)
+					ck_assert_double_gt(
+					    bf_model_fpr(gs[g], k, (double)cap / (n - 1)), p);
+				ck_assert_int_eq(bf_model_size(gs[g], cap, p, n, &n2, &b2), 0);
+				ck_assert_uint_eq(n2, n);
+				ck_assert_uint_eq(b2, b);
+				if (n > 1)
+					ck_assert_int_eq(
+					    bf_model_size(gs[g], cap, p, n - 1, &n2, &b2), -E2BIG);
+			}
 }
 END_TEST
 
@@ -91,7 +122,8 @@ START_TEST(size_at_one_percent)
 {
 	uint64_t n;
 	unsigned b;
-	ck_assert_int_eq(bf_model_size(BF_GEOMETRY_SECTOR512, 10000000, 0.01, UINT64_MAX, &n, &b), 0);
+	ck_assert_int_eq(bf_model_size(BF_GEOMETRY_SECTOR512, 10000000, 0.01, UINT64_MAX, &n, &b),
+			 0);
 	ck_assert_uint_eq(b, 1);
 	double bpk = n * 512.0 / 1e7;
 	ck_assert_double_le(bpk, 10.11);
@@ -105,10 +137,12 @@ START_TEST(size_errors)
 {
 	uint64_t n = 7;
 	unsigned b = 7;
-	ck_assert_int_eq(bf_model_size(BF_GEOMETRY_SECTOR512, 0, 0.01, UINT64_MAX, &n, &b), -EINVAL);
+	ck_assert_int_eq(bf_model_size(BF_GEOMETRY_SECTOR512, 0, 0.01, UINT64_MAX, &n, &b),
+			 -EINVAL);
 	ck_assert_int_eq(bf_model_size(BF_GEOMETRY_SECTOR512, 10, 0, UINT64_MAX, &n, &b), -EINVAL);
 	ck_assert_int_eq(bf_model_size(BF_GEOMETRY_SECTOR512, 10, 1, UINT64_MAX, &n, &b), -EINVAL);
-	ck_assert_int_eq(bf_model_size(BF_GEOMETRY_SECTOR512, 10, NAN, UINT64_MAX, &n, &b), -EINVAL);
+	ck_assert_int_eq(bf_model_size(BF_GEOMETRY_SECTOR512, 10, NAN, UINT64_MAX, &n, &b),
+			 -EINVAL);
 	ck_assert_int_eq(bf_model_size(BF_GEOMETRY_SECTOR512, 1000000, 0.01, 1000, &n, &b), -E2BIG);
 	ck_assert_uint_eq(n, 7);
 	ck_assert_uint_eq(b, 7);
@@ -128,6 +162,7 @@ static Suite *model_suite(void)
 	tcase_add_test(tc, sectorized_known_values);
 	tcase_add_test(tc, fpr_is_monotone_in_load);
 	tcase_add_test(tc, size_is_smallest_that_meets_target);
+	tcase_add_test(tc, size_is_smallest_over_a_grid);
 	tcase_add_test(tc, size_at_one_percent);
 	tcase_add_test(tc, size_errors);
 	suite_add_tcase(s, tc);
