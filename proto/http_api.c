@@ -1118,13 +1118,23 @@ static void do_static(struct http_api_response *r, const char *json)
 }
 
 /*
- * True, with the 401 problem in r, if route needs the token and req lacks it; /healthz and
- * /readyz stay open. Called once the route and method are known to be right, so a wrong
- * route is 404 and a wrong method 405 with or without the token.
+ * True, with the problem in r, if req is refused whatever its body: no such route (404), a
+ * method the route does not take (405), or no token where one is needed (401; /healthz and
+ * /readyz stay open). In that order: a wrong route or method is told with or without the token.
  */
-static bool unauthorized(const struct http_api *api, const struct http_api_request *req,
-			 enum http_route route, struct http_api_response *r)
+static bool refused(const struct http_api *api, const struct http_api_request *req,
+		    enum http_route route, struct http_api_response *r)
 {
+	if (route == HTTP_ROUTE_NONE) {
+		problem(r, P_NOT_FOUND, "no such route");
+		return true;
+	}
+	if (!method_allowed(route, req->method)) {
+		problem(r, P_METHOD_NOT_ALLOWED, "%s takes %s", routes[route].name,
+			routes[route].allow);
+		r->allow = routes[route].allow;
+		return true;
+	}
 	if (!api->token || !api->token[0] || route == HTTP_ROUTE_HEALTHZ ||
 	    route == HTTP_ROUTE_READYZ || auth_ok(req->authorization, api->token))
 		return false;
@@ -1144,17 +1154,7 @@ static void dispatch(struct http_api *api, const struct http_api_request *req,
 	long nl, kl;
 	char *buf;
 
-	if (route == HTTP_ROUTE_NONE) {
-		problem(r, P_NOT_FOUND, "no such route");
-		return;
-	}
-	if (!method_allowed(route, m)) {
-		problem(r, P_METHOD_NOT_ALLOWED, "%s takes %s", routes[route].name,
-			routes[route].allow);
-		r->allow = routes[route].allow;
-		return;
-	}
-	if (unauthorized(api, req, route, r))
+	if (refused(api, req, route, r))
 		return;
 	switch (route) {
 	case HTTP_ROUTE_HEALTHZ:
@@ -1275,10 +1275,8 @@ bool http_api_admit(struct http_api *api, const struct http_api_request *req,
 	struct span path = {req->path, req->path_len}, name, key;
 	enum http_route route = route_match(path, &name, &key);
 
-	if (route == HTTP_ROUTE_NONE || !method_allowed(route, req->method))
-		return true;
 	resp_reset(resp);
-	if (!unauthorized(api, req, route, resp))
+	if (!refused(api, req, route, resp))
 		return true;
 	resp->close = true;
 	finish(api, resp, route);

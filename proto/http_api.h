@@ -169,9 +169,10 @@ void http_api_handle(struct http_api *api, const struct http_api_request *req,
 
 /*
  * Before the body is read: false if req (method, path and authorization; the body is not
- * looked at) would be answered 401, with that answer in resp, resp->close set (the body is
- * not read) and counted as http_api_handle() would; else true and resp untouched. Lets the
- * server refuse a client without the token before it buffers any of its body.
+ * looked at) is refused whatever its body (404 no route, 405 method, 401 token), with that
+ * answer in resp, resp->close set (the body is not read) and counted as http_api_handle()
+ * would; else true, nothing counted. Lets the server refuse a request announcing a body,
+ * a client without the token in particular, before it buffers any of that body.
  */
 bool http_api_admit(struct http_api *api, const struct http_api_request *req,
 		    struct http_api_response *resp);

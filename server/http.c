@@ -293,23 +293,15 @@ static enum MHD_Result http_answer(struct http_server *h, struct MHD_Connection 
 }
 
 /*
- * Whether a request announcing a body may send it: a client without the token is answered
- * 401 (and closed) before any of its body is read or buffered, and before the limits are
- * told to it. A request without a body is answered in full later (the connection stays open).
+ * Whether a request announcing a body may send it: one refused whatever its body (no such
+ * route, a wrong method, no token) is answered, and closed, before any of the body is read or
+ * buffered, and before the limits are told to it.
  */
 static bool http_admitted(struct http_server *h, struct MHD_Connection *conn, const char *url,
 			  const char *method)
 {
 	struct http_api_request req = http_request(conn, url, method);
 
-	if (!MHD_lookup_connection_value(conn, MHD_HEADER_KIND,
-					 MHD_HTTP_HEADER_TRANSFER_ENCODING)) {
-		const char *cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND,
-							     MHD_HTTP_HEADER_CONTENT_LENGTH);
-
-		if (!cl || strcmp(cl, "0") == 0)
-			return true;
-	}
 	h->api.token = h->cmd->token;
 	return http_api_admit(&h->api, &req, &h->resp);
 }
@@ -343,10 +335,11 @@ static enum MHD_Result http_count_framing(void *cls, enum MHD_ValueKind kind, co
 
 /*
  * Look at the framing headers before any body byte is read: true if they are fine, else
- * false with the refusal to answer with in *why.
+ * false with the refusal to answer with in *why. *body: whether a body is announced (any
+ * Transfer-Encoding, or a Content-Length but 0; also when the framing is bad).
  */
 static bool http_framing_ok(struct http_server *h, struct MHD_Connection *conn,
-			    enum http_api_refusal *why)
+			    enum http_api_refusal *why, bool *body)
 {
 	struct http_framing f = {0, 0};
 	const char *cl;
@@ -355,6 +348,7 @@ static bool http_framing_ok(struct http_server *h, struct MHD_Connection *conn,
 
 	MHD_get_connection_values(conn, MHD_HEADER_KIND, http_count_framing, &f);
 	*why = HTTP_REFUSE_FRAMING;
+	*body = f.content_length || f.transfer_encoding;
 	if (f.content_length > 1 || (f.content_length && f.transfer_encoding))
 		return false;
 	if (!f.content_length)
@@ -364,6 +358,7 @@ static bool http_framing_ok(struct http_server *h, struct MHD_Connection *conn,
 	len = cl ? strtoull(cl, &end, 10) : 0;
 	if (!cl || end == cl || *end || errno || cl[0] == '-')
 		return false;
+	*body = len > 0;
 	*why = HTTP_REFUSE_TOO_LARGE;
 	return len <= h->cfg->max_body_bytes;
 }
@@ -381,6 +376,7 @@ static enum MHD_Result http_on_request(void *cls, struct MHD_Connection *conn, c
 	struct http_conn *c = *con_cls;
 	size_t n = *upload_data_size;
 	enum http_api_refusal why;
+	bool framing_ok, body;
 
 	(void)version;
 	if (!c)
@@ -391,9 +387,12 @@ static enum MHD_Result http_on_request(void *cls, struct MHD_Connection *conn, c
 		c->too_large = false;
 		c->no_memory = false;
 		proto_buf_reset(&c->body);
-		if (!http_admitted(h, conn, url, method))
+		/* A request refused whatever its body is answered first, then bad framing. A
+		 * request without a body is answered in full later (the connection stays open). */
+		framing_ok = http_framing_ok(h, conn, &why, &body);
+		if (body && !http_admitted(h, conn, url, method))
 			return http_send(conn, &h->resp);
-		if (!http_framing_ok(h, conn, &why))
+		if (!framing_ok)
 			return http_refuse(h, conn, url, method, why);
 		/* Even without a body, answer on the next call: a response queued now is an
 		 * "early" one to libmicrohttpd, which then closes the connection after it. */
@@ -506,7 +505,8 @@ static void http_on_timer(uv_timer_t *t)
  * at the connection, or at the first byte after the previous request was done (seen here, so
  * up to a second late; MHD itself tells only of a complete request line, and a client
  * trickling one must not go untimed), and restarts whenever its response moves (the client
- * reads it, however slowly).
+ * reads it, however slowly). Bytes that came with the previous request (a pipelined partial
+ * one) are not seen as new: such a connection is closed by idle_timeout instead.
  */
 static void http_on_sweep(uv_timer_t *t)
 {
@@ -519,7 +519,8 @@ static void http_on_sweep(uv_timer_t *t)
 		if (c->cut)
 			continue;
 		http_conn_tcp(c);
-		if (!c->request_ms && c->bytes_in > c->done_in)
+		/* Two bytes allowed: a CRLF after a request is ignored (RFC 9112 2.2). */
+		if (!c->request_ms && c->bytes_in > c->done_in + 2)
 			c->request_ms = now;
 		if (c->responding && c->bytes_out > c->out_mark) {
 			c->out_mark = c->bytes_out;

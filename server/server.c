@@ -65,8 +65,8 @@ enum conn_state {
 struct srv_conn {
 	uv_tcp_t tcp; /* tcp.data points back here */
 	struct srv *srv;
-	struct srv_conn *prev, *next; /* in srv->conns while listed */
-	bool listed;
+	struct srv_conn *prev, *next; /* in srv->conns from accept until conn_close() */
+	bool listed;	/* accepted under max_connections: counted, listed, session set up */
 	bool reading;	/* uv_read_start() in effect */
 	bool writing;	/* wreq in flight */
 	bool eof;	/* the client shut down its sending side */
@@ -93,7 +93,8 @@ struct srv_conn {
 	uint64_t partial_since;	 /* start of the partial command held, 0 if none; restarted
 				  * when reading resumes after a write */
 	uint64_t write_progress; /* last time the pending write moved */
-	uint64_t write_mark;	 /* conn_out_mark() then */
+	size_t write_left;	 /* bytes libuv still held for the pending write then */
+	uint64_t write_acked;	 /* bytes the client had acknowledged then (TCP_INFO) */
 	uint64_t linger_since;
 
 	char peer[64]; /* "127.0.0.1:40000", "[::1]:40000" */
@@ -645,8 +646,27 @@ static void conn_in_release(struct srv_conn *c)
 static void conn_on_close(uv_handle_t *h)
 {
 	struct srv_conn *c = h->data;
+
+	if (c->listed) {
+		proto_argv_free(&c->av);
+		cmd_session_free(&c->sess);
+	}
+	free(c->in);
+	proto_buf_free(&c->out);
+	free(c);
+}
+
+/*
+ * Close the connection: it leaves the list and frees its max_connections slot now (a client
+ * accepted later in the same loop iteration may have it), the memory goes in the callback.
+ * Safe while walking the list when the next entry was taken first.
+ */
+static void conn_close(struct srv_conn *c)
+{
 	struct srv *s = c->srv;
 
+	if (uv_is_closing((uv_handle_t *)&c->tcp))
+		return;
 	if (c->listed) {
 		if (c->prev)
 			c->prev->next = c->next;
@@ -656,18 +676,7 @@ static void conn_on_close(uv_handle_t *h)
 			c->next->prev = c->prev;
 		s->nconns--;
 		srv_log(SRV_LOG_DEBUG, "client %" PRIu64 " (%s) closed", c->id, c->peer);
-		proto_argv_free(&c->av);
-		cmd_session_free(&c->sess);
 	}
-	free(c->in);
-	proto_buf_free(&c->out);
-	free(c);
-}
-
-static void conn_close(struct srv_conn *c)
-{
-	if (uv_is_closing((uv_handle_t *)&c->tcp))
-		return;
 	c->state = CONN_CLOSING;
 	c->reading = false;
 	uv_close((uv_handle_t *)&c->tcp, conn_on_close);
@@ -745,18 +754,24 @@ static void conn_on_write(uv_write_t *req, int status)
 }
 
 /*
- * How far the replies have got, a number that grows while the client reads them: the bytes
- * it has acknowledged (TCP_INFO), so a client draining the kernel's buffers counts as reading
- * even while libuv's queue waits for room; without TCP_INFO, less what libuv still holds.
+ * Whether the pending write moved since the last look (which this one becomes): libuv handed
+ * more of it to the kernel, or the client acknowledged more bytes (TCP_INFO), so a client
+ * draining megabytes held in the kernel's buffers counts as reading while libuv's queue waits.
  */
-static uint64_t conn_out_mark(struct srv_conn *c)
+static bool conn_out_moved(struct srv_conn *c)
 {
+	size_t left = uv_stream_get_write_queue_size((uv_stream_t *)&c->tcp);
+	bool moved = left < c->write_left;
 	uint64_t in, acked;
 	uv_os_fd_t fd;
 
-	if (uv_fileno((uv_handle_t *)&c->tcp, &fd) == 0 && metrics_tcp_bytes(fd, &in, &acked) == 0)
-		return acked;
-	return UINT64_MAX - uv_stream_get_write_queue_size((uv_stream_t *)&c->tcp);
+	c->write_left = left;
+	if (uv_fileno((uv_handle_t *)&c->tcp, &fd) == 0 &&
+	    metrics_tcp_bytes(fd, &in, &acked) == 0) {
+		moved = moved || acked > c->write_acked;
+		c->write_acked = acked;
+	}
+	return moved;
 }
 
 /* Send the batch's replies: as much as the socket takes now, the rest with one uv_write(),
@@ -805,7 +820,9 @@ static void conn_flush(struct srv_conn *c)
 		return;
 	}
 	c->writing = true;
-	c->write_mark = conn_out_mark(c);
+	c->write_left = b.len;
+	c->write_acked = 0;
+	conn_out_moved(c);
 	c->write_progress = srv_now(c->srv);
 	conn_read_stop(c);
 }
@@ -1168,18 +1185,13 @@ static void srv_on_sweep(uv_timer_t *t)
 
 	for (c = s->conns; c; c = next) {
 		next = c->next;
-		if (c->state == CONN_CLOSING)
-			continue;
 		if (c->state == CONN_LINGER) {
 			if (now - c->linger_since >= SRV_LINGER_MS)
 				conn_close(c);
 			continue;
 		}
 		if (c->writing) {
-			uint64_t mark = conn_out_mark(c);
-
-			if (mark > c->write_mark) {
-				c->write_mark = mark;
+			if (conn_out_moved(c)) {
 				c->write_progress = now;
 				c->last_active = now;
 			} else if (stall_ms && now - c->write_progress >= stall_ms) {

@@ -854,7 +854,7 @@ START_TEST(refusals)
 }
 END_TEST
 
-/* Before the body: only a request that would be 401 is refused, with the same answer. */
+/* Before the body: a request refused whatever its body (401, 404, 405) gets that answer. */
 START_TEST(admit_before_body)
 {
 	struct http_api_request req = {
@@ -888,14 +888,32 @@ START_TEST(admit_before_body)
 	req.path_len = 8;
 	req.method = "GET";
 	ck_assert(http_api_admit(&api, &req, &resp));
-	/* Unknown routes and wrong methods are left to http_api_handle(): 404 and 405. */
+	ck_assert_uint_eq(ctx.commands, c0 + 1);
+	/* No such route, and a method the route does not take: told at once, with or without
+	 * the token, and closed. */
+	req.method = "POST";
 	req.path = "/nope";
 	req.path_len = 5;
-	ck_assert(http_api_admit(&api, &req, &resp));
+	ck_assert(!http_api_admit(&api, &req, &resp));
+	ck_assert_uint_eq(resp.status, 404);
+	ck_assert(resp.close);
+	ck_assert_uint_eq(resp.len, strlen(NOT_FOUND));
+	ck_assert(memcmp(resp.data, NOT_FOUND, resp.len) == 0);
+	req.path = "/healthz";
+	req.path_len = 8;
+	ck_assert(!http_api_admit(&api, &req, &resp));
+	ck_assert_uint_eq(resp.status, 405);
+	ck_assert(resp.close);
+	ck_assert_str_eq(resp.allow, "GET, HEAD");
+	req.authorization = "Bearer s3cret";
+	req.method = "GET";
 	req.path = "/v1/filters/f/add";
 	req.path_len = 17;
-	ck_assert(http_api_admit(&api, &req, &resp));
-	ck_assert_uint_eq(ctx.commands, c0 + 1);
+	ck_assert(!http_api_admit(&api, &req, &resp));
+	ck_assert_uint_eq(resp.status, 405);
+	ck_assert_ptr_null(resp.www_authenticate);
+	ck_assert_uint_eq(api.requests[HTTP_ROUTE_NONE][6], 1); /* slot 6: 404 */
+	ck_assert_uint_eq(ctx.commands, c0 + 2);		/* the 405 on a /v1 route */
 	/* The next request starts clean. */
 	GET("/healthz", 200, "{\"status\":\"ok\"}");
 	ck_assert(!resp.close);

@@ -311,8 +311,8 @@ static int http_raw(const char *req, char *buf, size_t cap)
 
 /*
  * A client without the token is answered 401, and closed, before any of its body is read:
- * it cannot make the daemon buffer a body, nor learn max_body_bytes. Without a body, a 401
- * leaves the connection open.
+ * it cannot make the daemon buffer a body, nor learn max_body_bytes (nor with a wrong route
+ * or method: 404 and 405 come as early). Without a body, a 401 leaves the connection open.
  */
 START_TEST(test_http_auth_before_body)
 {
@@ -338,6 +338,17 @@ START_TEST(test_http_auth_before_body)
 				  "Transfer-Encoding: chunked\r\n\r\n",
 				  buf, sizeof(buf)),
 			 401);
+	/* Nor to a route that does not exist, or a method it does not take: told at once. */
+	ck_assert_int_eq(
+	    http_raw("POST /nope HTTP/1.1\r\nHost: t\r\nContent-Length: 100000000\r\n\r\n", buf,
+		     sizeof(buf)),
+	    404);
+	ck_assert_msg(!strstr(buf, "max_body_bytes"), "%s", buf);
+	ck_assert_int_eq(
+	    http_raw("POST /healthz HTTP/1.1\r\nHost: t\r\nContent-Length: 100\r\n\r\n", buf,
+		     sizeof(buf)),
+	    405);
+	ck_assert_msg(strstr(buf, "\r\nAllow: GET, HEAD\r\n"), "%s", buf);
 	/* With the token, the limit is told. */
 	ck_assert_int_eq(http_raw(POST_ADD("Authorization: Bearer " TOKEN_A "\r\n", "100000000"),
 				  buf, sizeof(buf)),

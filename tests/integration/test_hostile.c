@@ -765,8 +765,9 @@ START_TEST(test_slowloris_holds_no_slot)
 	ck_assert(itest_log_wait(&d, "<4>blossomd: max_connections (50) reached", T));
 	trickle_join(t);
 	trickle_check(t, "text/RESP slowloris at max_connections");
-	/* All cut: the next client is served at once. Each close frees its slot before the
-	 * loop accepts again, so this holds on the first try. */
+	/* All cut: the next client is served at once. The daemon frees a slot when it decides
+	 * to close (before the descriptor is closed and the client sees it), so this holds on
+	 * the first try. */
 	t0 = itest_now_ms();
 	fd = conn();
 	EXCHANGE(fd, "ping\n", "PONG\n");
@@ -912,6 +913,30 @@ START_TEST(test_slowloris_http_keepalive)
 	metric_becomes(h, "connections{protocol=\"http\"}", 1);
 	close(h);
 	trickle_free(t);
+	stop();
+}
+END_TEST
+
+/*
+ * The other side: an idle keep-alive connection is not cut by request_timeout, even after a
+ * CRLF that followed its last request (RFC 9112 2.2: ignored before a request line).
+ */
+START_TEST(test_http_keepalive_idle_kept)
+{
+	static char buf[65536];
+	const char *body;
+	size_t blen;
+	int fd;
+
+	start(CONF(REQ_CONF), NULL);
+	fd = hconn();
+	ck_assert_int_eq(http_get(fd, "/healthz", buf, sizeof(buf), &body, &blen, T), 200);
+	ck_assert_int_eq(itest_send_str(fd, "\r\n"), 0);
+	/* Longer than request_timeout and the sweep's lateness: it would be cut by now. */
+	ck_assert(itest_quiet(fd, (int)(REQ_MS + late_ms() + SWEEP_MS)));
+	ck_assert_int_eq(http_get(fd, "/healthz", buf, sizeof(buf), &body, &blen, T), 200);
+	ck_assert_ptr_null(strstr(itest_log(&d), "request_timeout"));
+	close(fd);
 	stop();
 }
 END_TEST
@@ -1322,6 +1347,7 @@ static Suite *hostile_suite(void)
 	tcase_add_test(slow, test_slowloris_http);
 	tcase_add_test(slow, test_slowloris_http_holds_no_slot);
 	tcase_add_test(slow, test_slowloris_http_keepalive);
+	tcase_add_test(slow, test_http_keepalive_idle_kept);
 	suite_add_tcase(s, slow);
 
 	tcase_set_timeout(never, 120);
