@@ -103,45 +103,66 @@ double bf_model_standard_bits_per_key(double p)
 	return -log(p) / (M_LN2 * M_LN2);
 }
 
-/* True if a layer of nblocks blocks holding capacity keys has a modelled rate over p. */
-static bool too_small(struct bf_geometry g, unsigned b, uint64_t capacity, double p,
-		      uint64_t nblocks)
+/* The modelled rate of a layer of nblocks blocks holding capacity keys. */
+static double rate(struct bf_geometry g, unsigned b, uint64_t capacity, uint64_t nblocks)
 {
-	return bf_model_fpr(g, b, (double)capacity / nblocks) > p;
+	return bf_model_fpr(g, b, (double)capacity / nblocks);
 }
 
 /*
  * Smallest block count for one b, or 0 if more than max_blocks are needed. The rate falls as
- * blocks are added, so the answer is found by bisection; the bracket starts from the block
- * count of a textbook filter with as many slots (a blocked layer needs a little more), which
- * only saves work: evaluations far from the answer are the costly ones (a wide Poisson
- * window at many keys per block).
+ * blocks are added, so the answer is the one count whose rate is <= p while one block fewer
+ * is over it; how it is found only changes the work. The bracket starts from the block count
+ * of a textbook filter with as many slots (a blocked layer needs a little more): evaluations
+ * far from the answer are the costly ones (a wide Poisson window at many keys per block).
+ * Inside it, the log of the rate is nearly linear in the block count, so the next count is
+ * interpolated, with a bisection after any step that did not halve the bracket.
  */
 static uint64_t blocks_for(struct bf_geometry g, unsigned b, uint64_t capacity, double p,
 			   uint64_t max_blocks)
 {
 	double guess = ceil((double)capacity * bf_model_standard_bits_per_key(p) /
 			    ((double)g.words * g.slots));
-	uint64_t lo, hi; /* lo is too small (or 0), hi is not */
+	uint64_t lo = 0, hi; /* lo is too small (or 0), hi is not */
+	double rlo = 1, rhi, r;
+	bool bisect = false;
 
 	hi = guess < 1 ? 1 : guess >= (double)max_blocks ? max_blocks : (uint64_t)guess;
-	if (too_small(g, b, capacity, p, hi)) {
-		do {
-			if (hi == max_blocks)
-				return 0;
-			lo = hi;
-			hi = hi > max_blocks / 2 ? max_blocks : hi * 2;
-		} while (too_small(g, b, capacity, p, hi));
-	} else {
-		for (lo = hi / 2; lo && !too_small(g, b, capacity, p, lo); lo = hi / 2)
+	rhi = rate(g, b, capacity, hi);
+	while (rhi > p) {
+		if (hi == max_blocks)
+			return 0;
+		lo = hi;
+		rlo = rhi;
+		hi = hi > max_blocks / 2 ? max_blocks : hi * 2;
+		rhi = rate(g, b, capacity, hi);
+	}
+	if (!lo) {
+		for (lo = hi / 2; lo && (r = rate(g, b, capacity, lo)) <= p; lo = hi / 2) {
 			hi = lo;
+			rhi = r;
+		}
+		if (lo)
+			rlo = r;
 	}
 	while (hi - lo > 1) {
-		uint64_t mid = lo + (hi - lo) / 2;
-		if (too_small(g, b, capacity, p, mid))
+		uint64_t width = hi - lo, mid = lo + width / 2;
+
+		if (lo && !bisect && rhi > 0) {
+			double t = (log(rlo) - log(p)) / (log(rlo) - log(rhi));
+			double m = ceil((double)lo + t * (double)width);
+
+			mid = m <= (double)lo ? lo + 1 : m >= (double)hi ? hi - 1 : (uint64_t)m;
+		}
+		r = rate(g, b, capacity, mid);
+		if (r > p) {
 			lo = mid;
-		else
+			rlo = r;
+		} else {
 			hi = mid;
+			rhi = r;
+		}
+		bisect = !bisect && 2 * (hi - lo) > width;
 	}
 	return hi;
 }
