@@ -124,7 +124,7 @@ static uint64_t blocks_for(struct bf_geometry g, unsigned b, uint64_t capacity, 
 	double guess = ceil((double)capacity * bf_model_standard_bits_per_key(p) /
 			    ((double)g.words * g.slots));
 	uint64_t lo = 0, hi; /* lo is too small (or 0), hi is not */
-	double rlo = 1, rhi, r;
+	double rlo = 1, rhi, r = 1;
 	bool bisect = false;
 
 	hi = guess < 1 ? 1 : guess >= (double)max_blocks ? max_blocks : (uint64_t)guess;
