@@ -15,7 +15,9 @@
 
 #include <check.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/types.h>
 #include <sys/wait.h>
 
 #include "harness.h"
@@ -59,6 +61,16 @@ static inline int conn(void)
 
 	ck_assert_msg(fd >= 0, "connect: %s", strerror(-fd));
 	return fd;
+}
+
+/* The daemon's own pid, from its start-up line (differs from d.pid under a wrapper). */
+static inline pid_t daemon_pid(void)
+{
+	const char *p;
+
+	ck_assert(itest_log_wait(&d, "ready (pid ", T));
+	p = strstr(itest_log(&d), "ready (pid ");
+	return (pid_t)atol(p + strlen("ready (pid "));
 }
 
 #define EXCHANGE(fd, req, expect) ck_assert(itest_exchange((fd), (req), (expect), T))

@@ -112,16 +112,6 @@ static int count_str(const char *hay, const char *needle)
 	return n;
 }
 
-/* The daemon's own pid (under a wrapper d.pid is the wrapper's), from its ready line. */
-static pid_t daemon_pid(void)
-{
-	const char *p;
-
-	ck_assert(itest_log_wait(&d, "ready (pid ", T));
-	p = strstr(itest_log(&d), "ready (pid ");
-	return (pid_t)atol(p + strlen("ready (pid "));
-}
-
 /* VmRSS of pid in KiB, or -1. */
 static long rss_kb(pid_t pid)
 {

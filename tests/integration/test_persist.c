@@ -104,16 +104,6 @@ static void start_in_dir(const char *conf)
 	start(conf, extra);
 }
 
-/* The daemon's own pid, from its start-up line (differs from d.pid under a wrapper). */
-static pid_t daemon_pid(void)
-{
-	const char *p;
-
-	ck_assert(itest_log_wait(&d, "ready (pid ", T));
-	p = strstr(itest_log(&d), "ready (pid ");
-	return (pid_t)atol(p + strlen("ready (pid "));
-}
-
 /* kill -9 and reap (through the wrapper, if any). */
 static void kill9(void)
 {
