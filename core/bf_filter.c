@@ -177,19 +177,55 @@ void bf_filter_check_batch(struct bf_filter *f, size_t n, const void *const *key
 		check_batch_scalar(f, n, keys, lens, out);
 }
 
+/*
+ * Counting filters keep all of a key's adds in one layer, so that a delete knows where to take
+ * it from: a key already present in some layer (newest first) is counted there again, and only
+ * a key present nowhere goes to the newest layer. (Counting it into the newest layer as well
+ * would leave two layers holding it, and every later delete ambiguous.)
+ */
+static int add_counting(struct bf_filter *f, struct bf_hash h)
+{
+	struct bf_layer *l = NULL;
+
+	for (unsigned i = f->nlayers; i-- > 0 && !l;)
+		if (bf_layer_check(&f->layers[i], h))
+			l = &f->layers[i];
+	if (!l) {
+		l = &f->layers[f->nlayers - 1];
+		if (l->items >= l->capacity) {
+			if (f->params.expansion == 0)
+				return -ENOSPC;
+			int rc = grow(f);
+			if (rc)
+				return rc;
+			l = &f->layers[f->nlayers - 1];
+		}
+	}
+	bool is_new = bf_layer_add(l, h);
+	l->items++;
+	f->items++;
+	f->changes++;
+	f->stats.sets++;
+	f->stats.set_hits += is_new;
+	f->stats.set_misses += !is_new;
+	return is_new;
+}
+
 static int add_hashed(struct bf_filter *f, struct bf_hash h)
 {
-	bool counting = f->params.type == BF_TYPE_COUNTING;
+	if (f->params.type == BF_TYPE_COUNTING)
+		return add_counting(f, h);
+
 	struct bf_layer *top = &f->layers[f->nlayers - 1];
 	bool present = false;
 
 	f->stats.sets++;
-	/* Older layers first; for a plain filter the top layer's add itself tells. */
+	/* Older layers first; the top layer's add itself tells, unless it is full. */
 	for (unsigned i = 0; i + 1 < f->nlayers && !present; i++)
 		present = bf_layer_check(&f->layers[i], h);
-	if (!present && (counting || top->items >= top->capacity))
+	if (!present && top->items >= top->capacity)
 		present = bf_layer_check(top, h);
-	if (present && !counting)
+	if (present)
 		goto duplicate;
 
 	if (top->items >= top->capacity) {
@@ -200,14 +236,11 @@ static int add_hashed(struct bf_filter *f, struct bf_hash h)
 			return rc;
 		top = &f->layers[f->nlayers - 1];
 	}
-	/* Counting filters count every add, so each add needs its own delete. */
-	if (!bf_layer_add(top, h) && !counting)
+	if (!bf_layer_add(top, h))
 		goto duplicate;
 	top->items++;
 	f->items++;
 	f->changes++;
-	if (present)
-		goto duplicate;
 	f->stats.set_hits++;
 	return 1;
 duplicate:
@@ -226,21 +259,42 @@ int bf_filter_delete(struct bf_filter *f, const void *key, size_t len)
 		return -ENOTSUP;
 
 	struct bf_hash h = bf_hash_key(key, len, f->seed);
+	struct bf_layer *l = NULL;
+
 	f->stats.deletes++;
-	for (unsigned i = f->nlayers; i-- > 0;) {
-		struct bf_layer *l = &f->layers[i];
-		if (bf_layer_delete(l, h)) {
-			if (l->items)
-				l->items--;
-			if (f->items)
-				f->items--;
-			f->changes++;
-			f->stats.delete_hits++;
-			return 1;
+	for (unsigned i = 0; i < f->nlayers; i++) {
+		if (!bf_layer_check(&f->layers[i], h))
+			continue;
+		if (l) {
+			/* One of the two is a false positive, and taking the key out of that one
+			 * would zero other keys' counters: refuse rather than guess. */
+			f->stats.delete_misses++;
+			return -ENOTUNIQ;
 		}
+		l = &f->layers[i];
 	}
-	f->stats.delete_misses++;
-	return 0;
+	if (!l) {
+		f->stats.delete_misses++;
+		return 0;
+	}
+	bf_layer_delete(l, h);
+	if (l->items)
+		l->items--;
+	if (f->items)
+		f->items--;
+	f->changes++;
+	f->stats.delete_hits++;
+	return 1;
+}
+
+unsigned bf_filter_layers_with(const struct bf_filter *f, const void *key, size_t len)
+{
+	struct bf_hash h = bf_hash_key(key, len, f->seed);
+	unsigned n = 0;
+
+	for (unsigned i = 0; i < f->nlayers; i++)
+		n += bf_layer_check(&f->layers[i], h);
+	return n;
 }
 
 size_t bf_filter_add_batch(struct bf_filter *f, size_t n, const void *const *keys,

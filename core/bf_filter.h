@@ -81,17 +81,31 @@ int bf_filter_check(struct bf_filter *f, const void *key, size_t len);
 
 /*
  * Add a key. Returns 1 if it was new, 0 if it was already present (a plain filter does not
- * change; a counting filter counts the add again, so it takes one delete per add),
+ * change; a counting filter counts the add again, in the layer that holds the key, so it takes
+ * one delete per add),
  * -ENOSPC if the filter is full and cannot grow (non-scaling, or 32 layers), -ENOMEM if
  * growing would pass the budget or allocation failed. On error nothing changes.
  */
 int bf_filter_add(struct bf_filter *f, const void *key, size_t len);
 
 /*
- * Counting filters: remove a key. Returns 1 if removed, 0 if it was not present (nothing
- * changes), -ENOTSUP for a plain filter.
+ * Counting filters: remove a key. Returns 1 if removed; 0 if it was not present (nothing
+ * changes); -ENOTUNIQ if it tests present in more than one layer (nothing changes); -ENOTSUP
+ * for a plain filter.
+ *
+ * Why -ENOTUNIQ: every add of a key goes to one layer (the newest layer in which it already
+ * tests present, else the newest layer), so a key that was added and not deleted tests present
+ * in its own layer; if it tests present in another one too, that one is a false positive, and
+ * decrementing the wrong layer would zero counters of keys that were never deleted (a false
+ * negative). Refusing keeps the promise: a key added and not deleted is never reported absent.
+ * It happens with about the probability of a false positive in the other layers, never with a
+ * single (non-scaling) layer. As in any counting filter, deleting a key that was never added
+ * but tests present is the caller's error and may remove others.
  */
 int bf_filter_delete(struct bf_filter *f, const void *key, size_t len);
+
+/* How many layers the key tests present in (counts no check); for tests and diagnostics. */
+unsigned bf_filter_layers_with(const struct bf_filter *f, const void *key, size_t len);
 
 /*
  * Batch forms: hash every key first and prefetch its blocks, then probe.

@@ -90,6 +90,8 @@ enum cmd_status cmd_status_from_errno(int rc)
 		return CMD_NO_MEMORY;
 	case -ENOTSUP:
 		return CMD_NOT_COUNTING;
+	case -ENOTUNIQ:
+		return CMD_AMBIGUOUS;
 	default:
 		return CMD_INTERNAL;
 	}
@@ -178,16 +180,23 @@ enum cmd_status cmd_check(struct cmd_ctx *c, struct bf_filter *f, size_t n,
 }
 
 enum cmd_status cmd_delete(struct cmd_ctx *c, struct bf_filter *f, size_t n,
-			   const void *const *keys, const size_t *lens, int *out)
+			   const void *const *keys, const size_t *lens, int *out, size_t *done)
 {
+	*done = 0;
 	c->ops[CMD_OP_DELETE]++;
 	c->keys[CMD_OP_DELETE] += n;
 	if (f->params.type != BF_TYPE_COUNTING)
 		return CMD_NOT_COUNTING;
 	if (!keys_fit(c, n, lens))
 		return CMD_KEY_TOO_LONG;
-	for (size_t i = 0; i < n; i++)
+	for (size_t i = 0; i < n; i++) {
 		out[i] = bf_filter_delete(f, keys[i], lens[i]);
+		if (out[i] < 0) {
+			*done = i;
+			return cmd_status_from_errno(out[i]);
+		}
+	}
+	*done = n;
 	return CMD_OK;
 }
 

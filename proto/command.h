@@ -27,6 +27,7 @@ enum cmd_status {
 	CMD_FULL,          /* non-scaling filter (or 32 layers) full */
 	CMD_NO_MEMORY,     /* max_memory would be passed, or allocation failed */
 	CMD_NOT_COUNTING,  /* delete on a plain filter */
+	CMD_AMBIGUOUS,     /* delete: the key tests present in more than one layer */
 	CMD_INTERNAL,      /* anything else */
 };
 
@@ -150,10 +151,14 @@ enum cmd_status cmd_add(struct cmd_ctx *c, struct bf_filter *f, size_t n, const 
 enum cmd_status cmd_check(struct cmd_ctx *c, struct bf_filter *f, size_t n,
 			  const void *const *keys, const size_t *lens, int *out);
 
-/* Delete n keys from a counting filter (out[i] = 1 removed, 0 absent). CMD_OK,
- * CMD_NOT_COUNTING, CMD_KEY_TOO_LONG (nothing changed). */
+/*
+ * Delete n keys from a counting filter (out[i] = 1 removed, 0 absent). CMD_NOT_COUNTING and
+ * CMD_KEY_TOO_LONG change nothing. Stops at the first key that tests present in more than one
+ * layer (see bf_filter_delete) and returns CMD_AMBIGUOUS with *done = the keys answered before
+ * it (those are deleted; it and the keys after it are not); CMD_OK with *done = n otherwise.
+ */
 enum cmd_status cmd_delete(struct cmd_ctx *c, struct bf_filter *f, size_t n,
-			   const void *const *keys, const size_t *lens, int *out);
+			   const void *const *keys, const size_t *lens, int *out, size_t *done);
 
 /* flush one filter (f) or all (NULL) through the server hook. CMD_OK or CMD_INTERNAL. */
 enum cmd_status cmd_flush(struct cmd_ctx *c, struct bf_filter *f);

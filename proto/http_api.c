@@ -86,6 +86,7 @@ enum problem {
 	P_FILTER_EXISTS,
 	P_FILTER_FULL,
 	P_NOT_COUNTING,
+	P_AMBIGUOUS_DELETE,
 	P_TOO_LARGE,
 	P_MEDIA_TYPE,
 	P_INTERNAL,
@@ -108,6 +109,7 @@ static const struct {
     [P_FILTER_EXISTS] = {409, "filter_exists", "Filter exists"},
     [P_FILTER_FULL] = {409, "filter_full", "Filter is full"},
     [P_NOT_COUNTING] = {409, "not_counting", "Not a counting filter"},
+    [P_AMBIGUOUS_DELETE] = {409, "ambiguous_delete", "Key in more than one layer"},
     [P_TOO_LARGE] = {413, "payload_too_large", "Payload too large"},
     [P_MEDIA_TYPE] = {415, "unsupported_media_type", "Unsupported media type"},
     [P_INTERNAL] = {500, "internal_error", "Internal error"},
@@ -457,6 +459,13 @@ static void problem_status(struct http_api *api, struct http_api_response *r, en
 		break;
 	case CMD_NOT_COUNTING:
 		problem(r, P_NOT_COUNTING, "delete needs a counting filter");
+		break;
+	case CMD_AMBIGUOUS:
+		problem_partial(r, P_AMBIGUOUS_DELETE, results, done,
+				"a key tests present in more than one layer of this filter, so "
+				"deleting it could remove another key; it and the keys after it "
+				"were not deleted; keys answered before it: %zu",
+				done);
 		break;
 	default:
 		problem(r, P_INTERNAL, "internal error; see the server log");
@@ -1067,11 +1076,11 @@ static void run_keys(struct http_api *api, struct http_api_response *r, struct b
 		st = cmd_check(api->cmd, f, n, s->keys, s->lens, s->results);
 		break;
 	default:
-		st = cmd_delete(api->cmd, f, n, s->keys, s->lens, s->results);
+		st = cmd_delete(api->cmd, f, n, s->keys, s->lens, s->results, &done);
 		break;
 	}
 	if (st != CMD_OK) {
-		problem_status(api, r, st, op == OP_ADD ? s->results : NULL, done);
+		problem_status(api, r, st, op == OP_CHECK ? NULL : s->results, done);
 		return;
 	}
 	emit_bools(r, field, s->results, n, array);

@@ -118,6 +118,8 @@ static const char *status_text(enum cmd_status st, const struct bf_filter *f)
 		return err_oom;
 	case CMD_NOT_COUNTING:
 		return "ERR not a counting filter";
+	case CMD_AMBIGUOUS:
+		return "ERR item is in more than one sub-filter, not deleted";
 	default:
 		return "ERR internal error";
 	}
@@ -556,7 +558,8 @@ static void bf_del(struct cmd_ctx *c, struct cmd_session *s, const struct proto_
 		return;
 	}
 	const void *key = av->argv[2];
-	enum cmd_status st = cmd_delete(c, f, 1, &key, &av->argvlen[2], &one);
+	size_t done;
+	enum cmd_status st = cmd_delete(c, f, 1, &key, &av->argvlen[2], &one, &done);
 	if (st != CMD_OK) {
 		reply_status(c, out, st, f);
 		return;

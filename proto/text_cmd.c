@@ -21,6 +21,7 @@ static const char *const status_reply[] = {
 	[CMD_FULL] = CLIENT_ERR("Filter is full"),
 	[CMD_NO_MEMORY] = CLIENT_ERR("Not enough memory"),
 	[CMD_NOT_COUNTING] = CLIENT_ERR("Not a counting filter"),
+	[CMD_AMBIGUOUS] = CLIENT_ERR("Key is in more than one layer, not deleted"),
 	[CMD_INTERNAL] = "Internal Error\n",
 };
 
@@ -320,7 +321,7 @@ static void run_keys(struct cmd_ctx *c, struct cmd_session *s, enum key_op op,
 		st = cmd_add(c, f, n, s->keys, s->lens, s->results, &done);
 		break;
 	default:
-		st = cmd_delete(c, f, n, s->keys, s->lens, s->results);
+		st = cmd_delete(c, f, n, s->keys, s->lens, s->results, &done);
 		break;
 	}
 	if (st == CMD_OK)

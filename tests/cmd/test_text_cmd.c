@@ -326,6 +326,34 @@ START_TEST(counting_delete)
 }
 END_TEST
 
+/* A key that tests present in two layers is not deleted (issue 17 item 2). */
+START_TEST(counting_delete_ambiguous)
+{
+	char line[64], k[16];
+	int found = -1;
+
+	SAYS("create cf type=counting capacity=4 prob=0.5", "Done\n");
+	for (int i = 0; i < 500; i++) {
+		snprintf(line, sizeof(line), "set cf k%d", i);
+		say(line);
+	}
+	struct bf_filter *f = bf_registry_get(reg, "cf", 2);
+	ck_assert_uint_ge(f->nlayers, 3);
+	for (int i = 0; i < 500 && found < 0; i++) {
+		int n = snprintf(k, sizeof(k), "k%d", i);
+		if (bf_filter_layers_with(f, k, (size_t)n) > 1)
+			found = i;
+	}
+	ck_assert_int_ge(found, 0);
+	uint64_t items = f->items;
+	snprintf(line, sizeof(line), "delete cf k%d", found);
+	SAYS(line, "Client Error: Key is in more than one layer, not deleted\n");
+	snprintf(line, sizeof(line), "check cf k%d", found);
+	SAYS(line, "Yes\n");
+	ck_assert_uint_eq(f->items, items);
+}
+END_TEST
+
 START_TEST(key_limit_edge)
 {
 	SAYS("create f", "Done\n");
@@ -392,6 +420,7 @@ static Suite *text_suite(void)
 	tcase_add_test(tc, info_fields);
 	tcase_add_test(tc, flush);
 	tcase_add_test(tc, counting_delete);
+	tcase_add_test(tc, counting_delete_ambiguous);
 	tcase_add_test(tc, key_limit_edge);
 	tcase_add_test(tc, full_nonscaling);
 	tcase_add_test(tc, memory_limit);

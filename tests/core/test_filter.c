@@ -246,6 +246,121 @@ START_TEST(counting_delete_absent_changes_nothing)
 }
 END_TEST
 
+/*
+ * Issue 17 item 2: with several layers, deleting an old key that is a false positive in a newer
+ * layer used to decrement the newer layer and zero counters of keys never deleted. The scenario
+ * of the report (old keys fill layer 0, new keys fill two more, every old key deleted), at a
+ * high rate so that many old keys test present in a newer layer too: no new key may be lost,
+ * and the deletes refused as ambiguous change nothing.
+ */
+START_TEST(counting_delete_across_layers_loses_nothing)
+{
+	const double p = _i ? 0.1 : 0.01;
+	struct bf_params params = { .capacity = 10000, .error_rate = p, .type = BF_TYPE_COUNTING,
+				    .expansion = 2 };
+	struct bf_filter *f;
+	char k[32];
+	ck_assert_int_eq(bf_filter_new(&params, 8, NULL, &f), 0);
+	for (uint64_t i = 0; i < 10000; i++)
+		if (bf_filter_add(f, k, key(k, 'o', i)) < 0)
+			ck_abort_msg("add of old key %llu", (unsigned long long)i);
+	add_range(f, 0, 30000);
+	ck_assert_uint_eq(f->nlayers, 3);
+	uint64_t deleted = 0, refused = 0;
+	for (uint64_t i = 0; i < 10000; i++) {
+		size_t n = key(k, 'o', i);
+		int rc = bf_filter_delete(f, k, n);
+		if (rc == 1)
+			deleted++;
+		else if (rc == -ENOTUNIQ && bf_filter_check(f, k, n) == 1)
+			refused++;
+		else
+			ck_abort_msg("delete of old key %llu: %d", (unsigned long long)i, rc);
+	}
+	assert_all_present(f, 30000);
+	ck_assert_uint_eq(deleted + refused, 10000);
+	ck_assert_uint_eq(f->items, 30000 + refused);
+	ck_assert_uint_eq(f->stats.delete_hits, deleted);
+	ck_assert_uint_eq(f->stats.delete_misses, refused);
+	/* An ambiguous delete happens about as often as a false positive in the newer layers
+	 * (their estimated rate at this fill), bounded like any false-positive count. */
+	double q = 1 - (1 - bf_layer_fpr(&f->layers[1])) * (1 - bf_layer_fpr(&f->layers[2]));
+	ck_assert_double_le((double)refused, 10000 * q + 3 * sqrt(10000 * q) + 1);
+	ck_assert_uint_gt(refused, 0);
+	bf_filter_free(f);
+}
+END_TEST
+
+/*
+ * The same promise under any interleaving: random adds (repeats included) and deletes of added
+ * keys on a small filter that grows to many layers, against a model of how many times each key
+ * is in. A key whose count is above zero must always test present; a delete may be refused as
+ * ambiguous but never answer "absent" for such a key.
+ */
+START_TEST(counting_random_adds_and_deletes_match_model)
+{
+	enum { KEYS = 4000, OPS = 60000 };
+	static uint8_t count[KEYS];
+	struct bf_params params = { .capacity = 50, .error_rate = 0.1, .type = BF_TYPE_COUNTING,
+				    .expansion = 2 };
+	struct bf_filter *f;
+	char k[32];
+	uint64_t x = 88172645463325252ULL, refused = 0;
+
+	memset(count, 0, sizeof(count));
+	ck_assert_int_eq(bf_filter_new(&params, 8, NULL, &f), 0);
+	for (unsigned op = 0; op < OPS; op++) {
+		x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+		unsigned i = (unsigned)(x % KEYS);
+		size_t n = key(k, 'k', i);
+		if ((x >> 32) % 10 < 6 && count[i] < 10) {
+			int rc = bf_filter_add(f, k, n);
+			if (rc < 0)
+				ck_abort_msg("add: %d", rc);
+			count[i]++;
+		} else if (count[i]) {
+			int rc = bf_filter_delete(f, k, n);
+			if (rc == 1)
+				count[i]--;
+			else if (rc == -ENOTUNIQ)
+				refused++;
+			else
+				ck_abort_msg("delete of key %u in %u times: %d", i, count[i], rc);
+		}
+	}
+	for (unsigned i = 0; i < KEYS; i++)
+		if (count[i] && has(f, 'k', i) != 1)
+			ck_abort_msg("false negative for key %u (in %u times)", i, count[i]);
+	ck_assert_uint_ge(f->nlayers, 5);
+	ck_assert_uint_lt(refused, OPS / 10);
+	bf_filter_free(f);
+}
+END_TEST
+
+/* A key added again after the filter grew is counted in the layer that holds it, so each add
+ * has its delete. */
+START_TEST(counting_readd_after_growth_deletes_cleanly)
+{
+	struct bf_params params = { .capacity = 100, .error_rate = 0.001, .type = BF_TYPE_COUNTING,
+				    .expansion = 2 };
+	struct bf_filter *f;
+	char k[32];
+	size_t n = key(k, 'z', 0);
+	ck_assert_int_eq(bf_filter_new(&params, 8, NULL, &f), 0);
+	ck_assert_int_eq(bf_filter_add(f, k, n), 1);
+	add_range(f, 0, 1000);
+	ck_assert_uint_ge(f->nlayers, 3);
+	ck_assert_int_eq(bf_filter_add(f, k, n), 0);
+	ck_assert_int_eq(bf_filter_delete(f, k, n), 1);
+	ck_assert_int_eq(bf_filter_check(f, k, n), 1);
+	ck_assert_int_eq(bf_filter_delete(f, k, n), 1);
+	ck_assert_int_eq(bf_filter_check(f, k, n), 0);
+	ck_assert_int_eq(bf_filter_delete(f, k, n), 0);
+	assert_all_present(f, 1000);
+	bf_filter_free(f);
+}
+END_TEST
+
 START_TEST(plain_delete_not_supported)
 {
 	struct bf_params params = { .capacity = 10, .error_rate = 0.01 };
@@ -389,6 +504,9 @@ static Suite *filter_suite(void)
 	tcase_add_test(tc, budget_refuses_growth_and_changes_nothing);
 	tcase_add_test(tc, counting_delete_makes_keys_absent);
 	tcase_add_test(tc, counting_delete_absent_changes_nothing);
+	tcase_add_loop_test(tc, counting_delete_across_layers_loses_nothing, 0, 2);
+	tcase_add_test(tc, counting_random_adds_and_deletes_match_model);
+	tcase_add_test(tc, counting_readd_after_growth_deletes_cleanly);
 	tcase_add_test(tc, plain_delete_not_supported);
 	tcase_add_test(tc, stats_and_duplicates);
 	tcase_add_test(tc, fpr_estimate_keeps_tiny_rates);

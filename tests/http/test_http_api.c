@@ -692,6 +692,45 @@ START_TEST(delete_counting)
 }
 END_TEST
 
+/* A key that tests present in two layers is not deleted, nor are the keys after it; the ones
+ * before it are (issue 17 item 2). */
+START_TEST(delete_ambiguous)
+{
+	char body[256], k[16];
+	int found = -1;
+
+	call("PUT", "/v1/filters/c", CT_JSON,
+	     "{\"type\":\"counting\",\"capacity\":4,\"error_rate\":0.5}");
+	ck_assert_uint_eq(resp.status, 201);
+	for (int i = 0; i < 500; i++) {
+		snprintf(body, sizeof(body), "/v1/filters/c/keys/k%d", i);
+		call("PUT", body, NULL, NULL);
+		ck_assert_uint_eq(resp.status, 200);
+	}
+	struct bf_filter *f = bf_registry_get(reg, "c", 1);
+	ck_assert_uint_ge(f->nlayers, 3);
+	for (int i = 0; i < 500 && found < 0; i++) {
+		int n = snprintf(k, sizeof(k), "k%d", i);
+		if (bf_filter_layers_with(f, k, (size_t)n) > 1)
+			found = i;
+	}
+	ck_assert_int_ge(found, 0);
+	call("PUT", "/v1/filters/c/keys/fresh", NULL, NULL);
+	ck_assert_uint_eq(resp.status, 200);
+	uint64_t items = f->items;
+	snprintf(body, sizeof(body), "{\"keys\":[\"zz-absent\",\"k%d\",\"k%d\"]}", found,
+		 found);
+	POST("/v1/filters/c/delete", body, 409,
+	     "{\"type\":\"ambiguous_delete\",\"title\":\"Key in more than one layer\","
+	     "\"status\":409,\"detail\":\"a key tests present in more than one layer of this "
+	     "filter, so deleting it could remove another key; it and the keys after it were not "
+	     "deleted; keys answered before it: 1\",\"results\":[false]}");
+	ck_assert_uint_eq(f->items, items);
+	snprintf(body, sizeof(body), "/v1/filters/c/keys/k%d", found);
+	GET(body, 200, "{\"present\":true}");
+}
+END_TEST
+
 START_TEST(full_and_out_of_memory)
 {
 	struct proto_buf b;
@@ -1017,6 +1056,7 @@ static Suite *http_api_suite(void)
 	tcase_add_test(tc, huge_arrays_refused_before_parsing);
 	tcase_add_test(tc, bad_key_bodies);
 	tcase_add_test(tc, delete_counting);
+	tcase_add_test(tc, delete_ambiguous);
 	tcase_add_test(tc, full_and_out_of_memory);
 	tcase_add_test(tc, snapshot_route);
 	tcase_add_test(tc, bearer_token);

@@ -583,6 +583,39 @@ START_TEST(del_counting)
 }
 END_TEST
 
+/*
+ * A key that tests present in two layers of a scalable counting filter: deleting it could take
+ * another key's counts, so BF.DEL refuses and changes nothing (issue 17 item 2). At a 50 %
+ * rate with layers of 4 keys, most old keys are ambiguous once the filter has grown.
+ */
+START_TEST(del_ambiguous_refused)
+{
+	char k[16];
+	int refused = -1;
+
+	SAYS("+OK\r\n", "BF.RESERVE", "c", "0.5", "4", "COUNTING");
+	for (int i = 0; i < 64; i++) {
+		snprintf(k, sizeof(k), "k%d", i);
+		run("BF.ADD", "c", k, NULL);
+	}
+	ck_assert_uint_ge(filter("c")->nlayers, 3);
+	for (int i = 0; i < 64 && refused < 0; i++) {
+		snprintf(k, sizeof(k), "k%d", i);
+		run("BF.DEL", "c", k, NULL);
+		if (out.len > 0 && out.data[0] == '-')
+			refused = i;
+		else
+			run("BF.ADD", "c", k, NULL); /* put it back: every key stays in */
+	}
+	ck_assert_int_ge(refused, 0);
+	snprintf(k, sizeof(k), "k%d", refused);
+	uint64_t items = filter("c")->items;
+	SAYS("-ERR item is in more than one sub-filter, not deleted\r\n", "BF.DEL", "c", k);
+	SAYS(":1\r\n", "BF.EXISTS", "c", k);
+	ck_assert_uint_eq(filter("c")->items, items);
+}
+END_TEST
+
 /* ---------------------------------------------------------------------------------------- */
 /* BF.SCANDUMP / BF.LOADCHUNK */
 
@@ -1483,6 +1516,7 @@ static Suite *resp_cmd_suite(void)
 	tcase_add_test(bf, info_resp2);
 	tcase_add_test(bf, info_resp3);
 	tcase_add_test(bf, del_counting);
+	tcase_add_test(bf, del_ambiguous_refused);
 	tcase_add_test(bf, memory_limit_refusals);
 	suite_add_tcase(s, bf);
 
