@@ -19,6 +19,13 @@ int bf_budget_reserve(struct bf_budget *b, uint64_t bytes)
 	return 0;
 }
 
+uint64_t bf_budget_room(const struct bf_budget *b)
+{
+	if (!b || !b->limit)
+		return UINT64_MAX;
+	return b->used < b->limit ? b->limit - b->used : 0;
+}
+
 void bf_budget_release(struct bf_budget *b, uint64_t bytes)
 {
 	if (b)
@@ -29,6 +36,8 @@ int bf_params_validate(const struct bf_params *p)
 {
 	if (p->capacity < 1 || !(p->error_rate > 0 && p->error_rate < 1))
 		return -EINVAL;
+	if (p->error_rate < BF_MIN_ERROR_RATE)
+		return -EDOM;
 	if (p->type != BF_TYPE_BLOOM && p->type != BF_TYPE_COUNTING)
 		return -EINVAL;
 	if (p->expansion > BF_MAX_EXPANSION)
@@ -62,6 +71,15 @@ static int grow(struct bf_filter *f)
 		return -ENOSPC;
 	bf_filter_layer_target(&f->params, f->nlayers, &cap, &err);
 	bool counting = f->params.type == BF_TYPE_COUNTING;
+	/*
+	 * No layer meets (cap, err) in fewer than cap * log2(1/err) bits (the information bound;
+	 * four bits per position if counting). Refuse what the budget or the largest layer could
+	 * never hold before the model runs: sizing a capacity of 2^64 is work for nothing.
+	 */
+	double least = (double)cap * -log2(err) / 8 * (counting ? 4 : 1);
+	if (least > (double)bf_budget_room(f->budget) ||
+	    least > (double)BF_LAYER_MAX_BLOCKS * BF_BLOCK_BYTES)
+		return -ENOMEM;
 	int rc = bf_layer_plan(counting, cap, err, &nblocks, &b);
 	if (rc)
 		return rc == -E2BIG ? -ENOMEM : rc;
@@ -354,5 +372,5 @@ double bf_filter_fpr(const struct bf_filter *f)
 
 	for (unsigned i = 0; i < f->nlayers; i++)
 		log_pass += log1p(-bf_layer_fpr(&f->layers[i]));
-	return -expm1(log_pass);
+	return log_pass == 0 ? 0 : -expm1(log_pass); /* -expm1(0) is -0, printed "-0" */
 }

@@ -15,6 +15,15 @@
 #define BF_NAME_MAX      200
 #define BF_MAX_EXPANSION 1024
 
+/*
+ * Smallest error rate a filter may be created with. Below it the blocked layout (at most 64
+ * positions per key in one 512-bit block) needs over 160 bits per key, 8x the textbook size,
+ * growing without bound (1e-52 asked 1.8 Gbit for one key); a user asking for less almost
+ * always meant something else. Layers of a scalable chain go below it (halving per layer), which
+ * the model sizes correctly down to 1e-12 / 2^32.
+ */
+#define BF_MIN_ERROR_RATE 1e-12
+
 enum bf_type {
 	BF_TYPE_BLOOM = 0,
 	BF_TYPE_COUNTING = 1,
@@ -36,6 +45,8 @@ struct bf_budget {
 
 /* Reserve bytes: 0, or -ENOMEM if that would pass the limit (nothing changes). */
 int bf_budget_reserve(struct bf_budget *b, uint64_t bytes);
+/* Bytes that could still be reserved (UINT64_MAX with no budget or no limit). */
+uint64_t bf_budget_room(const struct bf_budget *b);
 void bf_budget_release(struct bf_budget *b, uint64_t bytes);
 
 struct bf_stats {
@@ -61,14 +72,15 @@ struct bf_filter {
 /*
  * Check params: capacity >= 1, 0 < error_rate < 1, type known, expansion <= BF_MAX_EXPANSION
  * (expansion 1 is allowed, as in RedisBloom: equal-size layers with halving error).
- * Returns 0 or -EINVAL.
+ * Returns 0, -EINVAL, or -EDOM for an error rate in (0, BF_MIN_ERROR_RATE).
  */
 int bf_params_validate(const struct bf_params *p);
 
 /*
  * Create a filter with its first layer, charging its bytes to budget (may be NULL).
- * Returns 0 with *out set; -EINVAL (bad params), -ENOMEM (budget or allocation), -E2BIG
- * (layer too large to size). Nothing is charged on failure.
+ * Returns 0 with *out set; -EINVAL or -EDOM (bad params, as bf_params_validate), -ENOMEM
+ * (budget or allocation; a layer the budget could never hold is refused before it is sized, so
+ * a huge capacity costs no sizing work). Nothing is charged on failure.
  */
 int bf_filter_new(const struct bf_params *p, uint64_t seed, struct bf_budget *budget,
 		  struct bf_filter **out);

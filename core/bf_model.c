@@ -74,6 +74,13 @@ double bf_model_fpr(struct bf_geometry g, unsigned b, double lambda)
 
 	if (lambda <= 0 || b == 0)
 		return 0;
+	/*
+	 * At 40 positions set per slot on average, a slot is still clear with probability about
+	 * e^-40 = 4e-18: the rate is 1 to within 1e-15, and the sum below would walk a Poisson
+	 * window of sqrt(lambda) terms (seconds for a capacity of 2^64 in a few blocks).
+	 */
+	if (lambda * b >= 40.0 * g.slots)
+		return 1;
 	word_model_init(&m, g.slots, b);
 
 	/* Sum the Poisson(lambda) block loads over a window wide enough that the rest is < 1e-30.

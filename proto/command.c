@@ -83,6 +83,8 @@ enum cmd_status cmd_status_from_errno(int rc)
 		return CMD_EXISTS;
 	case -EINVAL:
 		return CMD_BAD_ARGS;
+	case -EDOM:
+		return CMD_RATE_TOO_LOW;
 	case -ENOSPC:
 		return CMD_FULL;
 	case -ENOMEM:

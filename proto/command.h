@@ -23,6 +23,7 @@ enum cmd_status {
 	CMD_EXISTS,        /* create: the name is taken */
 	CMD_BAD_NAME,      /* the name breaks the naming rules */
 	CMD_BAD_ARGS,      /* parameters out of range or malformed */
+	CMD_RATE_TOO_LOW,  /* error rate under BF_MIN_ERROR_RATE */
 	CMD_KEY_TOO_LONG,  /* a key over max_key_bytes */
 	CMD_FULL,          /* non-scaling filter (or 32 layers) full */
 	CMD_NO_MEMORY,     /* max_memory would be passed, or allocation failed */
@@ -127,7 +128,8 @@ enum cmd_status cmd_status_from_errno(int rc);
 
 /*
  * Create a filter (params already validated by the caller's parser, defaults applied).
- * CMD_OK, CMD_EXISTS, CMD_BAD_NAME, CMD_BAD_ARGS, CMD_NO_MEMORY. Calls hooks.created.
+ * CMD_OK, CMD_EXISTS, CMD_BAD_NAME, CMD_BAD_ARGS, CMD_RATE_TOO_LOW, CMD_NO_MEMORY. Calls
+ * hooks.created.
  */
 enum cmd_status cmd_create(struct cmd_ctx *c, const char *name, size_t len,
 			   const struct bf_params *p, struct bf_filter **out);

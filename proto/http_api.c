@@ -438,6 +438,9 @@ static void problem_status(struct http_api *api, struct http_api_response *r, en
 	case CMD_BAD_ARGS:
 		problem(r, P_BAD_REQUEST, "bad filter parameters");
 		break;
+	case CMD_RATE_TOO_LOW:
+		problem(r, P_BAD_REQUEST, "\"error_rate\" below 1e-12 is not supported");
+		break;
 	case CMD_KEY_TOO_LONG:
 		problem(r, P_KEY_TOO_LONG, "a key is longer than max_key_bytes (%zu)",
 			api->cmd->max_key_bytes);

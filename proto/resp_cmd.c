@@ -108,6 +108,8 @@ static const char *status_text(enum cmd_status st, const struct bf_filter *f)
 		return "ERR bad filter name";
 	case CMD_BAD_ARGS:
 		return "ERR bad arguments";
+	case CMD_RATE_TOO_LOW:
+		return "ERR error rate below 1e-12 is not supported";
 	case CMD_KEY_TOO_LONG:
 		return err_item_long;
 	case CMD_FULL:

@@ -17,6 +17,7 @@ static const char *const status_reply[] = {
 	[CMD_EXISTS] = "Exists\n",
 	[CMD_BAD_NAME] = CLIENT_ERR("Bad filter name"),
 	[CMD_BAD_ARGS] = CLIENT_ERR("Bad arguments"),
+	[CMD_RATE_TOO_LOW] = CLIENT_ERR("Error rate below 1e-12 is not supported"),
 	[CMD_KEY_TOO_LONG] = CLIENT_ERR("Key too long"),
 	[CMD_FULL] = CLIENT_ERR("Filter is full"),
 	[CMD_NO_MEMORY] = CLIENT_ERR("Not enough memory"),
@@ -148,7 +149,7 @@ static void do_create(struct cmd_ctx *c, struct span args, struct proto_buf *out
 		return;
 	}
 	struct bf_params p = cmd_default_params(c);
-	bool in_memory = false, nonscaling = false, ok = true;
+	bool in_memory = false, nonscaling = false, expands = false, ok = true;
 	while (ok && next_word(&args, &w)) {
 		uint64_t u;
 		if (option(w, "capacity", &v))
@@ -160,8 +161,8 @@ static void do_create(struct cmd_ctx *c, struct span args, struct proto_buf *out
 		else if (option(w, "nonscaling", &v))
 			ok = parse_flag(v, &nonscaling);
 		else if (option(w, "expansion", &v))
-			ok = parse_u64(v, &u) && u >= 1 && u <= BF_MAX_EXPANSION &&
-			     (p.expansion = (uint32_t)u, true);
+			ok = parse_u64(v, &u) && u <= BF_MAX_EXPANSION &&
+			     (p.expansion = (uint32_t)u, expands = u != 0, true);
 		else if (word_is(w, "type=bloom"))
 			p.type = BF_TYPE_BLOOM;
 		else if (word_is(w, "type=counting"))
@@ -169,7 +170,9 @@ static void do_create(struct cmd_ctx *c, struct span args, struct proto_buf *out
 		else
 			ok = false;
 	}
-	if (!ok) {
+	/* expansion=0 is non-scaling (as on RESP and HTTP); a growth factor for a filter that
+	 * never grows is a contradiction, refused as RESP and HTTP refuse it. */
+	if (!ok || (nonscaling && expands)) {
 		reply(c, out, CMD_BAD_ARGS);
 		return;
 	}

@@ -2,6 +2,7 @@
 #include <check.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 
 #include "check_main.h"
 #include "proto/command.h"
@@ -209,6 +210,33 @@ START_TEST(create_options)
 	ck_assert_uint_eq(bf_registry_get(reg, "e", 1)->params.expansion, 0);
 	SAYS("create g nonscaling", "Done\n");
 	ck_assert_uint_eq(bf_registry_get(reg, "g", 1)->params.expansion, 0);
+	/* expansion=0 means non-scaling, as on RESP and HTTP (it used to be refused here). */
+	SAYS("create h expansion=0", "Done\n");
+	ck_assert_uint_eq(bf_registry_get(reg, "h", 1)->params.expansion, 0);
+	SAYS("create i nonscaling expansion=0", "Done\n");
+	SAYS("create j expansion=1024", "Done\n");
+}
+END_TEST
+
+/* Issue 17 item 3: the smallest error rate, and a capacity no memory could hold answered at
+ * once (it took 2.6 s of sizing on the loop). */
+START_TEST(create_rate_floor_and_huge_capacity)
+{
+	struct timespec t0, t1;
+
+	SAYS("create t prob=1e-12", "Done\n");
+	SAYS("create x prob=9.9e-13", "Client Error: Error rate below 1e-12 is not supported\n");
+	SAYS("create x prob=1e-52", "Client Error: Error rate below 1e-12 is not supported\n");
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	for (int i = 0; i < 3; i++) {
+		SAYS("create x capacity=18446744073709551615", "Client Error: Not enough memory\n");
+		SAYS("create x capacity=18446744073709551615 type=counting prob=0.9",
+		     "Client Error: Not enough memory\n");
+	}
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	double ms = (double)(t1.tv_sec - t0.tv_sec) * 1e3 + (double)(t1.tv_nsec - t0.tv_nsec) / 1e6;
+	ck_assert_msg(ms < 100, "six refusals took %.1f ms", ms);
+	ck_assert_uint_eq(bf_registry_count(reg), 1);
 }
 END_TEST
 
@@ -219,7 +247,8 @@ START_TEST(create_bad_options_change_nothing)
 		"create x capacity=",     "create x capacity=1e3",  "create x prob=0",
 		"create x prob=1",        "create x prob=1.5",      "create x prob=nan",
 		"create x prob=0.01x",    "create x in_memory=2",   "create x in_memory=yes",
-		"create x type=cuckoo",   "create x expansion=0",   "create x expansion=99999",
+		"create x type=cuckoo",   "create x expansion=1025", "create x expansion=99999",
+		"create x nonscaling=1 expansion=4", "create x expansion=2 nonscaling",
 		"create x bogus=1",       "create x capacityy=10",  "create x nonscaling=2",
 		"create x capacity=99999999999999999999999",
 	};
@@ -294,6 +323,9 @@ START_TEST(info_fields)
 		 (unsigned long long)f->bytes, bf_filter_fpr(f));
 	SAYS("info f", expect);
 	SAYS("info nope", "Filter does not exist\n");
+	/* An empty filter's estimate is 0, not "-0" (issue 17 item 11). */
+	SAYS("create e", "Done\n");
+	ck_assert_ptr_nonnull(strstr(say("info e"), "\nfpr_estimate 0\n"));
 }
 END_TEST
 
@@ -415,6 +447,7 @@ static Suite *text_suite(void)
 	tcase_add_test(tc, auth_check_compare);
 	tcase_add_test(tc, create_options);
 	tcase_add_test(tc, create_bad_options_change_nothing);
+	tcase_add_test(tc, create_rate_floor_and_huge_capacity);
 	tcase_add_test(tc, list_and_prefix);
 	tcase_add_test(tc, drop_close_clear);
 	tcase_add_test(tc, info_fields);

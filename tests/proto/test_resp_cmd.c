@@ -220,6 +220,14 @@ START_TEST(reserve_errors)
 	SAYS("-ERR bad error rate\r\n", "BF.RESERVE", "f", "0.1 ", "100");
 	SAYS("-ERR bad error rate\r\n", "BF.RESERVE", "f", "", "100");
 	SAYS("-ERR bad error rate\r\n", "BF.RESERVE", "f", "1e-400", "100");
+	/* Issue 17 item 3: 1e-52 reserved 292 MB for one key, 1e-54 answered OOM. */
+	SAYS("-ERR error rate below 1e-12 is not supported\r\n", "BF.RESERVE", "f", "1e-52", "1");
+	SAYS("-ERR error rate below 1e-12 is not supported\r\n", "BF.RESERVE", "f", "1e-54", "1");
+	SAYS("-ERR error rate below 1e-12 is not supported\r\n", "BF.RESERVE", "f", "9.99e-13",
+	     "1");
+	SAYS("-ERR error rate below 1e-12 is not supported\r\n", "BF.INSERT", "f", "ERROR",
+	     "1e-20", "ITEMS", "a");
+	SAYS(":0\r\n", "DBSIZE");
 	SAYS("-ERR error rate must be in the range (0.000000, 1.000000)\r\n", "BF.RESERVE", "f",
 	     "0", "100");
 	SAYS("-ERR error rate must be in the range (0.000000, 1.000000)\r\n", "BF.RESERVE", "f",
@@ -261,6 +269,9 @@ START_TEST(reserve_errors)
 	     "0.01", "100", "NONSCALING", "COUNTING", "EXPANSION", "2", "x");
 	SAYS(":0\r\n", "DBSIZE");
 	ck_assert_int_eq(created, 0);
+	/* The smallest rate: one key in one block. */
+	SAYS("+OK\r\n", "BF.RESERVE", "t", "1e-12", "1");
+	ck_assert_uint_eq(filter("t")->bytes, 64);
 }
 END_TEST
 
