@@ -4,6 +4,7 @@
 
 #include <errno.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -31,37 +32,47 @@ int srv_log_enabled(int level)
 
 void srv_log(int level, const char *fmt, ...)
 {
-	static const char ellipsis[] = "...";
-	char line[SRV_LOG_LINE_MAX];
+	static const char ellipsis[] = "...", hex[] = "0123456789abcdef";
+	char msg[SRV_LOG_LINE_MAX], line[SRV_LOG_LINE_MAX];
 	int saved = errno;
 	va_list ap;
-	int prefix, n;
 	size_t len, i;
 
 	if (!srv_log_enabled(level))
 		return;
 	if (level < SRV_LOG_EMERG)
 		level = SRV_LOG_EMERG;
-	prefix = snprintf(line, sizeof(line), "<%d>blossomd: ", level);
+	len = (size_t)snprintf(line, sizeof(line), "<%d>blossomd: ", level);
 	va_start(ap, fmt);
-	n = vsnprintf(line + prefix, sizeof(line) - (size_t)prefix, fmt, ap);
+	int n = vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
-	if (n < 0)
-		n = 0;
-	len = (size_t)prefix + (size_t)n;
-	/* Room for the '\n': cut long messages and mark the cut. */
-	if (len > sizeof(line) - 1) {
-		len = sizeof(line) - 1;
-		memcpy(line + len - (sizeof(ellipsis) - 1), ellipsis, sizeof(ellipsis) - 1);
+	size_t mlen = n < 0 ? 0 : (size_t)n < sizeof(msg) ? (size_t)n : sizeof(msg) - 1;
+	/*
+	 * Messages may quote client bytes (filter names are any printable bytes, >= 0x80
+	 * included): keep the line one line, ASCII, and free of control codes. '\n' and '\r'
+	 * become a space; other control bytes, DEL and bytes >= 0x80 become \xNN.
+	 */
+	bool cut = mlen < (size_t)(n < 0 ? 0 : n);
+	for (i = 0; i < mlen; i++) {
+		unsigned char ch = (unsigned char)msg[i];
+		bool esc = (ch < 0x20 && ch != '\t' && ch != '\n' && ch != '\r') || ch >= 0x7f;
+		/* Room for this byte, a "..." in case more follows, and the '\n'. */
+		if (len + (esc ? 4 : 1) + sizeof(ellipsis) > sizeof(line)) {
+			cut = true;
+			break;
+		}
+		if (esc) {
+			line[len++] = '\\';
+			line[len++] = 'x';
+			line[len++] = hex[ch >> 4];
+			line[len++] = hex[ch & 15];
+		} else {
+			line[len++] = ch == '\n' || ch == '\r' ? ' ' : (char)ch;
+		}
 	}
-	/* Messages may quote client bytes: keep the line one line, and free of control codes. */
-	for (i = (size_t)prefix; i < len; i++) {
-		unsigned char ch = (unsigned char)line[i];
-
-		if (ch == '\n' || ch == '\r')
-			line[i] = ' ';
-		else if ((ch < 0x20 && ch != '\t') || ch == 0x7f)
-			line[i] = '?';
+	if (cut) {
+		memcpy(line + len, ellipsis, sizeof(ellipsis) - 1);
+		len += sizeof(ellipsis) - 1;
 	}
 	line[len++] = '\n';
 	/* One write per line; a short write to stderr is not retried (nothing better to do). */

@@ -33,8 +33,9 @@ int srv_log_enabled(int level);
 /*
  * Write "<level>blossomd: " + the formatted message + "\n" to stderr with one write(2), so
  * lines from concurrent writers never interleave. Any '\n' or '\r' inside the message becomes
- * a space, so one call is always one line, and other control bytes become '?' (messages may
- * quote what a client sent). Errors writing stderr are ignored; errno is preserved.
+ * a space, so one call is always one line, and other control bytes, DEL and bytes >= 0x80
+ * become "\xNN" (messages may quote what a client sent, and filter names are any printable
+ * bytes), so a line is plain ASCII. Errors writing stderr are ignored; errno is preserved.
  */
 void srv_log(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 

@@ -1474,7 +1474,7 @@ fail_free:
 int srv_run(struct srv *s)
 {
 	uv_run(&s->loop, UV_RUN_DEFAULT);
-	return 0;
+	return srv_snap_final_failed(s->snap) ? -EIO : 0;
 }
 
 static void srv_walk_report(uv_handle_t *h, void *arg)

@@ -86,8 +86,8 @@ int srv_new(const struct srv_options *opt, struct srv **out);
  */
 int srv_token_check(const char *path);
 
-/* Serve until stopped (signal or srv_stop()). Returns 0 after a clean stop, or a negative
- * libuv error if the loop could not run. */
+/* Serve until stopped (signal or srv_stop()). Returns 0 after a clean stop, or -EIO if a
+ * filter's final snapshot failed (main exits 1, so systemd and scripts see the loss). */
 int srv_run(struct srv *s);
 
 /* Begin a clean stop: stop accepting, close every connection and handle; srv_run() then

@@ -83,6 +83,7 @@ struct srv_snap {
 	bool cycle_running;
 	uint64_t cycle_started_ms, next_due_ms;
 	uint64_t cycle_saved, cycle_failed;
+	bool final_failed; /* a filter could not be written at shutdown: the exit status says so */
 
 	struct snap_job *copy; /* being prepared (prefault) or copied in slices */
 	struct snap_job *job;  /* queued on the threadpool, until its after_work */
@@ -650,6 +651,7 @@ static void snap_cycle_end(struct srv_snap *sn)
 	sn->cycle_running = false;
 	sn->next_due_ms = sn->cycle_started_ms + (uint64_t)sn->cfg->snapshot_interval * 1000;
 	if (sn->stopping) {
+		sn->final_failed = sn->final_failed || sn->cycle_failed;
 		if (sn->cycle_failed)
 			srv_log(SRV_LOG_ERR,
 				"final snapshot: %" PRIu64 " filters written, %" PRIu64 " failed",
@@ -822,7 +824,7 @@ void srv_snap_shutdown(struct srv_snap *sn)
 	if (snap_pending_fill(sn)) {
 		/* No room for a list: write them one by one here, on the loop. */
 		srv_log(SRV_LOG_ERR, "final snapshot: out of memory; writing on the loop thread");
-		srv_snap_flush(sn, NULL);
+		sn->final_failed = srv_snap_flush(sn, NULL) != 0;
 		return;
 	}
 	sn->cycle_started_ms = uv_now(sn->loop);
@@ -831,6 +833,11 @@ void srv_snap_shutdown(struct srv_snap *sn)
 	if (sn->npending)
 		srv_log(SRV_LOG_INFO, "writing %zu changed filters before exit", sn->npending);
 	snap_step(sn);
+}
+
+bool srv_snap_final_failed(const struct srv_snap *sn)
+{
+	return sn && sn->final_failed;
 }
 
 void srv_snap_get_status(const struct srv_snap *sn, struct srv_snap_status *out)

@@ -122,6 +122,10 @@ int srv_snap_flush(struct srv_snap *sn, struct bf_filter *f);
  */
 void srv_snap_shutdown(struct srv_snap *sn);
 
+/* After the loop ended: true if a filter's final snapshot failed (its changes since the last
+ * snapshot are lost), so the process must not exit 0. NULL: false. */
+bool srv_snap_final_failed(const struct srv_snap *sn);
+
 /* Current figures (computed on call). */
 void srv_snap_get_status(const struct srv_snap *sn, struct srv_snap_status *out);
 

@@ -1047,6 +1047,70 @@ START_TEST(test_inject_errors)
 }
 END_TEST
 
+/*
+ * Issue 17 item 7: SIGTERM with a final snapshot that fails (every fallocate answers ENOSPC,
+ * as on a full disk) lost the filter's changes but exited 0, so systemd and scripts took it for
+ * a clean stop. The exit status must say so.
+ */
+START_TEST(test_final_snapshot_failure_exits_nonzero)
+{
+	const char *prev = getenv("ASAN_OPTIONS");
+	char asan[512];
+	int fd, st;
+
+	if (!have_strace()) {
+		printf("# SKIP final snapshot failure: strace not usable here\n");
+		fflush(stdout);
+		return;
+	}
+	data_dir_new();
+	snprintf(asan, sizeof(asan), "%s%sdetect_leaks=0", prev ? prev : "", prev ? ":" : "");
+	setenv("BLOSSOMD_WRAPPER",
+	       "strace -f -qq --seccomp-bpf -o /dev/null -e trace=fallocate "
+	       "-e inject=fallocate:error=ENOSPC",
+	       1);
+	setenv("ASAN_OPTIONS", asan, 1);
+	start_in_dir(CONF("snapshot_interval = 0\n"));
+	unsetenv("BLOSSOMD_WRAPPER");
+	if (prev)
+		setenv("ASAN_OPTIONS", prev, 1);
+	else
+		unsetenv("ASAN_OPTIONS");
+	fd = conn();
+	TXT(fd, "create huge capacity=2000000", "Done\n");
+	TXT(fd, "set huge x", "Yes\n");
+	close(fd);
+	/* To blossomd itself, not to strace (which exits with blossomd's status). */
+	ck_assert_int_eq(kill(daemon_pid(), SIGTERM), 0);
+	st = itest_wait_exit(&d, ITEST_STOP_MS);
+	ck_assert_msg(st >= 0 && WIFEXITED(st) && WEXITSTATUS(st) == 1,
+		      "exit status %d after a failed final snapshot:\n%s", st, itest_log(&d));
+	ck_assert(strstr(itest_log(&d), "final snapshot: 0 filters written, 1 failed"));
+}
+END_TEST
+
+/* Issue 17 item 11: filter names may hold bytes >= 0x80; log lines quoting them stay ASCII. */
+START_TEST(test_log_escapes_name_bytes)
+{
+	int fd;
+
+	data_dir_new();
+	start_in_dir(CONF("log_level = debug\n"));
+	fd = conn();
+	TXT(fd, "create caf\xc3\xa9\x7f", "Client Error: Bad filter name\n");
+	TXT(fd, "create caf\xc3\xa9 capacity=10", "Done\n");
+	TXT(fd, "flush caf\xc3\xa9", "Done\n");
+	close(fd);
+	/* The flush's log line is written before its reply. */
+	const char *log = itest_log(&d);
+	ck_assert_msg(strstr(log, "filter 'caf\\xc3\\xa9'"), "name not escaped:\n%s", log);
+	for (const char *p = log; *p; p++)
+		ck_assert_msg((unsigned char)*p < 0x80, "raw byte 0x%02x in the log",
+			      (unsigned char)*p);
+	stop();
+}
+END_TEST
+
 static Suite *persist_suite(void)
 {
 	Suite *s = suite_create("persist");
@@ -1078,6 +1142,8 @@ static Suite *persist_suite(void)
 	tcase_set_timeout(faults, 180);
 	tcase_add_test(faults, test_disk_full);
 	tcase_add_test(faults, test_inject_errors);
+	tcase_add_test(faults, test_final_snapshot_failure_exits_nonzero);
+	tcase_add_test(misc, test_log_escapes_name_bytes);
 	suite_add_tcase(s, faults);
 	return s;
 }
