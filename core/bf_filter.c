@@ -356,6 +356,43 @@ int bf_filter_clone(const struct bf_filter *f, struct bf_filter **out)
 	return 0;
 }
 
+/* The layer holding body byte off, with *in = the offset inside it; NULL past the end. */
+static struct bf_layer *body_layer(const struct bf_filter *f, uint64_t off, uint64_t *in)
+{
+	for (unsigned i = 0; i < f->nlayers; i++) {
+		uint64_t n = bf_layer_bytes(&f->layers[i]);
+		if (off < n) {
+			*in = off;
+			return (struct bf_layer *)&f->layers[i];
+		}
+		off -= n;
+	}
+	return NULL;
+}
+
+const void *bf_filter_body_at(const struct bf_filter *f, uint64_t off, uint64_t *len)
+{
+	uint64_t in;
+	const struct bf_layer *l = body_layer(f, off, &in);
+
+	*len = l ? bf_layer_bytes(l) - in : 0;
+	return l ? (const char *)l->blocks + in : NULL;
+}
+
+int bf_filter_body_write(struct bf_filter *f, uint64_t off, const void *data, size_t len)
+{
+	uint64_t in;
+	struct bf_layer *l = body_layer(f, off, &in);
+
+	if (!l)
+		return -ERANGE;
+	if (len > bf_layer_bytes(l) - in)
+		return -EMSGSIZE;
+	memcpy((char *)l->blocks + in, data, len);
+	f->changes++;
+	return 0;
+}
+
 uint64_t bf_filter_capacity(const struct bf_filter *f)
 {
 	uint64_t c = 0;

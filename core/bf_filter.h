@@ -136,6 +136,19 @@ size_t bf_filter_add_batch(struct bf_filter *f, size_t n, const void *const *key
  */
 int bf_filter_clone(const struct bf_filter *f, struct bf_filter **out);
 
+/*
+ * A filter's body: its layers' blocks as one run of bytes, layer 0 first (what follows a
+ * snapshot header). For copying a filter in slices (BF.SCANDUMP / BF.LOADCHUNK).
+ *
+ * bf_filter_body_at: the bytes from offset off to the end of the layer holding it, as a
+ * pointer and *len; NULL (and *len 0) at or past the end of the body.
+ * bf_filter_body_write: copy len bytes to offset off. Returns 0; -ERANGE if off is at or past
+ * the end of the body; -EMSGSIZE if the bytes would run past the end of off's layer. On error
+ * nothing changes.
+ */
+const void *bf_filter_body_at(const struct bf_filter *f, uint64_t off, uint64_t *len);
+int bf_filter_body_write(struct bf_filter *f, uint64_t off, const void *data, size_t len);
+
 /* Capacity and error target of layer i of a filter with these params. */
 void bf_filter_layer_target(const struct bf_params *p, unsigned i, uint64_t *cap, double *err);
 

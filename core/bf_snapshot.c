@@ -113,9 +113,11 @@ void bf_snapshot_filename(const char *name, size_t len, char out[BF_SNAPSHOT_NAM
 	memcpy(out + n, BF_SNAPSHOT_SUFFIX, sizeof(BF_SNAPSHOT_SUFFIX));
 }
 
-static void encode_header(const struct bf_filter *f, uint64_t generation, uint64_t body_len,
-			  uint64_t body_sum, unsigned char *h)
+void bf_snapshot_header(const struct bf_filter *f, uint64_t generation, uint64_t body_sum,
+			unsigned char *h)
 {
+	uint64_t body_len = f->bytes;
+
 	memset(h, 0, BF_SNAPSHOT_HEADER_LEN);
 	memcpy(h, magic, sizeof(magic));
 	put32(h, OFF_VERSION, BF_SNAPSHOT_VERSION);
@@ -207,7 +209,7 @@ int bf_snapshot_write(const struct bf_filter *f, uint64_t generation, int dirfd,
 		rc = -ENOMEM;
 		goto fail;
 	}
-	encode_header(f, generation, body_len, XXH3_64bits_digest(&st), header);
+	bf_snapshot_header(f, generation, XXH3_64bits_digest(&st), header);
 	rc = pwrite_all(fd, header, BF_SNAPSHOT_HEADER_LEN, 0);
 	if (rc)
 		goto fail;
@@ -282,9 +284,8 @@ static int pread_all(int fd, void *buf, size_t len, off_t off)
 	return 0;
 }
 
-/* Check the header; fill params and the layer geometry. */
-static int check_header(const unsigned char *h, uint64_t file_size, struct bf_params *p,
-			char *why, size_t whylen)
+/* Check the header; fill params. Every rule a loaded filter must meet is here, once. */
+static int check_header(const unsigned char *h, struct bf_params *p, char *why, size_t whylen)
 {
 	if (memcmp(h, magic, sizeof(magic)) != 0)
 		return reason(why, whylen, -EINVAL, "bad magic");
@@ -330,16 +331,71 @@ static int check_header(const unsigned char *h, uint64_t file_size, struct bf_pa
 			return reason(why, whylen, -EINVAL, "layer %u does not match the parameters", i);
 		if (bf_layer_plan(e[33], cap, err, &nblocks, &b) || get64(e, 0) != nblocks || e[32] != b)
 			return reason(why, whylen, -EINVAL, "layer %u has the wrong geometry", i);
+		/* A plain layer takes no key past its capacity; a counting one counts re-adds of
+		 * keys it holds, so it may. */
+		if (!e[33] && get64(e, 16) > cap)
+			return reason(why, whylen, -EINVAL, "layer %u holds more than its capacity", i);
+		for (unsigned k = 34; k < LAYER_ENTRY; k++)
+			if (e[k])
+				return reason(why, whylen, -EINVAL, "layer %u padding not zero", i);
 		body += nblocks * BF_BLOCK_BYTES;
 		items += get64(e, 16);
 	}
+	for (unsigned i = nlayers; i < BF_MAX_LAYERS; i++)
+		for (unsigned k = 0; k < LAYER_ENTRY; k++)
+			if (h[OFF_LAYERS + i * LAYER_ENTRY + k])
+				return reason(why, whylen, -EINVAL, "unused layer %u not zero", i);
+	for (size_t i = OFF_NAME + name_len; i < OFF_LAYERS; i++)
+		if (h[i])
+			return reason(why, whylen, -EINVAL, "name padding not zero");
 	if (get64(h, OFF_BODY_LEN) != body || get64(h, OFF_ITEMS) != items)
 		return reason(why, whylen, -EINVAL, "body length or item count inconsistent");
-	if (file_size != BF_SNAPSHOT_HEADER_LEN + body)
-		return reason(why, whylen, -EINVAL, "%s: %llu of %llu bytes",
-			      file_size < BF_SNAPSHOT_HEADER_LEN + body ? "truncated" : "too long",
-			      (unsigned long long)file_size,
-			      (unsigned long long)(BF_SNAPSHOT_HEADER_LEN + body));
+	return 0;
+}
+
+int bf_snapshot_decode(const unsigned char *h, size_t len, uint64_t max_bytes,
+		       struct bf_filter **out, struct bf_snapshot_info *info, char *why,
+		       size_t whylen)
+{
+	struct bf_params p;
+	int rc;
+
+	if (len != BF_SNAPSHOT_HEADER_LEN)
+		return reason(why, whylen, -EINVAL, "header of %zu bytes, not %d", len,
+			      BF_SNAPSHOT_HEADER_LEN);
+	rc = check_header(h, &p, why, whylen);
+	if (rc)
+		return rc;
+	if (get64(h, OFF_BODY_LEN) > max_bytes)
+		return reason(why, whylen, -ENOMEM, "%llu bytes of layers would pass the limit",
+			      (unsigned long long)get64(h, OFF_BODY_LEN));
+
+	struct bf_filter *f = calloc(1, sizeof(*f));
+	if (!f)
+		return reason(why, whylen, -ENOMEM, "out of memory");
+	f->params = p;
+	f->seed = get64(h, OFF_SEED);
+	f->items = get64(h, OFF_ITEMS);
+	memcpy(&f->stats, h + OFF_STATS, sizeof(f->stats));
+	f->name_len = get32(h, OFF_NAME_LEN);
+	memcpy(f->name, h + OFF_NAME, f->name_len);
+	uint32_t nlayers = get32(h, OFF_NLAYERS);
+	for (unsigned i = 0; i < nlayers; i++) {
+		const unsigned char *e = h + OFF_LAYERS + i * LAYER_ENTRY;
+		struct bf_layer *l = &f->layers[i];
+		rc = bf_layer_alloc(l, e[33], get64(e, 0), e[32], get64(e, 8), getf64(e, 24));
+		if (rc) {
+			bf_filter_free(f);
+			return reason(why, whylen, rc, "cannot allocate layer %u", i);
+		}
+		f->nlayers++;
+		f->bytes += bf_layer_bytes(l);
+		l->items = get64(e, 16);
+	}
+	*out = f;
+	info->generation = get64(h, OFF_GENERATION);
+	info->body_len = f->bytes;
+	info->body_sum = get64(h, OFF_BODY_SUM);
 	return 0;
 }
 
@@ -348,6 +404,7 @@ int bf_snapshot_read(int dirfd, const char *filename, struct bf_filter **out,
 {
 	unsigned char *h = NULL;
 	struct bf_filter *f = NULL;
+	struct bf_snapshot_info info;
 	int rc;
 
 	int fd = openat(dirfd, filename, O_RDONLY | O_CLOEXEC);
@@ -373,38 +430,27 @@ int bf_snapshot_read(int dirfd, const char *filename, struct bf_filter **out,
 		reason(why, whylen, rc, "cannot read the header: %s", strerror(-rc));
 		goto fail;
 	}
+	/* The header's own checks first; the file's length is checked before any allocation. */
 	struct bf_params p;
-	rc = check_header(h, (uint64_t)sb.st_size, &p, why, whylen);
+	rc = check_header(h, &p, why, whylen);
 	if (rc)
 		goto fail;
-
-	f = calloc(1, sizeof(*f));
-	if (!f) {
-		rc = reason(why, whylen, -ENOMEM, "out of memory");
+	uint64_t want = BF_SNAPSHOT_HEADER_LEN + get64(h, OFF_BODY_LEN);
+	if ((uint64_t)sb.st_size != want) {
+		rc = reason(why, whylen, -EINVAL, "%s: %llu of %llu bytes",
+			    (uint64_t)sb.st_size < want ? "truncated" : "too long",
+			    (unsigned long long)sb.st_size, (unsigned long long)want);
 		goto fail;
 	}
-	f->params = p;
-	f->seed = get64(h, OFF_SEED);
-	f->items = get64(h, OFF_ITEMS);
-	memcpy(&f->stats, h + OFF_STATS, sizeof(f->stats));
-	f->name_len = get32(h, OFF_NAME_LEN);
-	memcpy(f->name, h + OFF_NAME, f->name_len);
+	rc = bf_snapshot_decode(h, BF_SNAPSHOT_HEADER_LEN, UINT64_MAX, &f, &info, why, whylen);
+	if (rc)
+		goto fail;
 
 	XXH3_state_t st;
 	XXH3_64bits_reset(&st);
 	off_t off = BF_SNAPSHOT_HEADER_LEN;
-	uint32_t nlayers = get32(h, OFF_NLAYERS);
-	for (unsigned i = 0; i < nlayers; i++) {
-		const unsigned char *e = h + OFF_LAYERS + i * LAYER_ENTRY;
+	for (unsigned i = 0; i < f->nlayers; i++) {
 		struct bf_layer *l = &f->layers[i];
-		rc = bf_layer_alloc(l, e[33], get64(e, 0), e[32], get64(e, 8), getf64(e, 24));
-		if (rc) {
-			reason(why, whylen, rc, "cannot allocate layer %u", i);
-			goto fail;
-		}
-		f->nlayers++;
-		f->bytes += bf_layer_bytes(l);
-		l->items = get64(e, 16);
 		rc = pread_all(fd, l->blocks, bf_layer_bytes(l), off);
 		if (rc) {
 			reason(why, whylen, rc, "cannot read layer %u: %s", i, strerror(-rc));
@@ -413,11 +459,11 @@ int bf_snapshot_read(int dirfd, const char *filename, struct bf_filter **out,
 		XXH3_64bits_update(&st, l->blocks, bf_layer_bytes(l));
 		off += (off_t)bf_layer_bytes(l);
 	}
-	if (XXH3_64bits_digest(&st) != get64(h, OFF_BODY_SUM)) {
+	if (XXH3_64bits_digest(&st) != info.body_sum) {
 		rc = reason(why, whylen, -EINVAL, "body checksum mismatch");
 		goto fail;
 	}
-	*generation = get64(h, OFF_GENERATION);
+	*generation = info.generation;
 	*out = f;
 	free(h);
 	close(fd);

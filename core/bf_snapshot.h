@@ -64,6 +64,32 @@ int bf_snapshot_write(const struct bf_filter *f, uint64_t generation, int dirfd,
 		      const char *filename, const char **step);
 
 /*
+ * Encode f's header (BF_SNAPSHOT_HEADER_LEN bytes into h): what a snapshot file starts with, and
+ * what BF.SCANDUMP sends first, so one reader's rules judge both. body_sum is the XXH3-64 of the
+ * layers' bytes in order (0 in a dump, whose blocks follow in chunks and may change meanwhile).
+ */
+void bf_snapshot_header(const struct bf_filter *f, uint64_t generation, uint64_t body_sum,
+			unsigned char *h);
+
+struct bf_snapshot_info {
+	uint64_t generation;
+	uint64_t body_len; /* bytes of blocks that follow the header */
+	uint64_t body_sum; /* as encoded; the caller checks it once it has the body */
+};
+
+/*
+ * Check a header with every rule bf_snapshot_read applies to a file's header (magic, version,
+ * checksum, parameters, layer geometry against the sizing model, item counts, zero padding),
+ * and build the filter it describes: parameters, seed, name, stats, item counts, its layers
+ * allocated with zeroed blocks, charged to no budget. Layers needing more than max_bytes are
+ * refused before anything is allocated. Returns 0 with *out and *info set; -EINVAL (corrupt,
+ * with the reason in why), -ENOTSUP (unknown version), -ENOMEM.
+ */
+int bf_snapshot_decode(const unsigned char *h, size_t len, uint64_t max_bytes,
+		       struct bf_filter **out, struct bf_snapshot_info *info, char *why,
+		       size_t whylen);
+
+/*
  * Read and validate the snapshot `filename` in dirfd, building a new filter (no budget;
  * adopt it into a registry). Every header field is checked (magic, version, checksums,
  * parameters, layer geometry against the sizing model, lengths against the file size) before

@@ -42,6 +42,7 @@
  * failed attempts.
  */
 #include "proto/command.h"
+#include "bf_snapshot.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -652,100 +653,15 @@ static void bf_card(struct cmd_ctx *c, struct cmd_session *s, const struct proto
 /*
  * BF.SCANDUMP / BF.LOADCHUNK.
  *
- * A dump is a header chunk (iterator 1) followed by the layers' blocks in layer order, cut
- * into chunks of at most RESP_DUMP_CHUNK bytes that never span two layers. A data chunk's
- * iterator is 1 + the offset of its end in the concatenated layers, as in RedisBloom, so
+ * A dump is a header chunk (iterator 1) followed by the filter's body (its layers' blocks in
+ * layer order), cut into chunks of at most RESP_DUMP_CHUNK bytes that never span two layers. A
+ * data chunk's iterator is 1 + the offset of its end in the body, as in RedisBloom, so
  * LOADCHUNK finds where a chunk goes from its iterator and length alone.
  *
- * Header, all integers little-endian:
- *   0  "BLOSSOMD"   8  u32 format version (1)   12 u8 type   13 u8 flags (bit 0: persist)
- *   14 u16 zero     16 u32 expansion   20 u32 layers   24 u64 capacity   32 f64 error rate
- *   40 u64 seed     48 u64 items
- *   56 per layer, 40 bytes: u64 blocks, u64 capacity, u64 items, f64 error rate, u8 b, 7 zero
- *   then u64 XXH3-64 of every byte before it.
- * LOADCHUNK rebuilds the filter from the parameters and the seed and refuses the header
- * ("ERR received bad data") unless every layer's target is the one the chain would give it
- * and this build sizes it to the same blocks and b: the block bytes are then meaningful.
+ * The header chunk is the filter's snapshot header (core/bf_snapshot.h, body checksum 0), and
+ * LOADCHUNK judges it with the snapshot reader's own rules (bf_snapshot_decode): what loads here
+ * also loads at the next start.
  */
-
-#define DUMP_MAGIC	  "BLOSSOMD"
-#define DUMP_VERSION	  1
-#define DUMP_FIXED	  56
-#define DUMP_LAYER	  40
-#define DUMP_HEADER_MAX	  (DUMP_FIXED + DUMP_LAYER * BF_MAX_LAYERS + 8)
-#define DUMP_FLAG_PERSIST 0x01
-
-static void put_le(unsigned char *p, uint64_t v, unsigned bytes)
-{
-	for (unsigned i = 0; i < bytes; i++)
-		p[i] = (unsigned char)(v >> (8 * i));
-}
-
-static uint64_t get_le(const unsigned char *p, unsigned bytes)
-{
-	uint64_t v = 0;
-
-	for (unsigned i = 0; i < bytes; i++)
-		v |= (uint64_t)p[i] << (8 * i);
-	return v;
-}
-
-static uint64_t double_bits(double d)
-{
-	uint64_t v;
-	memcpy(&v, &d, sizeof(v));
-	return v;
-}
-
-static double bits_double(uint64_t v)
-{
-	double d;
-	memcpy(&d, &v, sizeof(d));
-	return d;
-}
-
-static size_t dump_header(const struct bf_filter *f, unsigned char *h)
-{
-	size_t len = DUMP_FIXED + DUMP_LAYER * (size_t)f->nlayers;
-
-	memset(h, 0, len);
-	memcpy(h, DUMP_MAGIC, 8);
-	put_le(h + 8, DUMP_VERSION, 4);
-	h[12] = (unsigned char)f->params.type;
-	h[13] = f->params.persist ? DUMP_FLAG_PERSIST : 0;
-	put_le(h + 16, f->params.expansion, 4);
-	put_le(h + 20, f->nlayers, 4);
-	put_le(h + 24, f->params.capacity, 8);
-	put_le(h + 32, double_bits(f->params.error_rate), 8);
-	put_le(h + 40, f->seed, 8);
-	put_le(h + 48, f->items, 8);
-	for (unsigned i = 0; i < f->nlayers; i++) {
-		const struct bf_layer *l = &f->layers[i];
-		unsigned char *p = h + DUMP_FIXED + DUMP_LAYER * (size_t)i;
-		put_le(p, l->nblocks, 8);
-		put_le(p + 8, l->capacity, 8);
-		put_le(p + 16, l->items, 8);
-		put_le(p + 24, double_bits(l->error_rate), 8);
-		p[32] = l->b;
-	}
-	put_le(h + len, XXH3_64bits(h, len), 8);
-	return len + 8;
-}
-
-/* The layer holding byte `off` of the concatenated layers, with *in = the offset inside it;
- * NULL past the end. */
-static struct bf_layer *dump_layer_at(struct bf_filter *f, uint64_t off, uint64_t *in)
-{
-	for (unsigned i = 0; i < f->nlayers; i++) {
-		uint64_t n = bf_layer_bytes(&f->layers[i]);
-		if (off < n) {
-			*in = off;
-			return &f->layers[i];
-		}
-		off -= n;
-	}
-	return NULL;
-}
 
 static void bf_scandump(struct cmd_ctx *c, struct cmd_session *s, const struct proto_argv *av,
 			struct proto_buf *out)
@@ -764,111 +680,63 @@ static void bf_scandump(struct cmd_ctx *c, struct cmd_session *s, const struct p
 	}
 	proto_resp_array(out, 2);
 	if (iter == 0) {
-		unsigned char h[DUMP_HEADER_MAX];
-		size_t len = dump_header(f, h);
+		unsigned char h[BF_SNAPSHOT_HEADER_LEN];
+		bf_snapshot_header(f, 0, 0, h);
 		proto_resp_integer(out, 1);
-		proto_resp_bulk(out, h, len);
+		proto_resp_bulk(out, h, sizeof(h));
 		return;
 	}
-	uint64_t in = 0;
-	struct bf_layer *l = iter > 0 ? dump_layer_at(f, (uint64_t)iter - 1, &in) : NULL;
-	if (!l) {
+	uint64_t len = 0;
+	const void *p = iter > 0 ? bf_filter_body_at(f, (uint64_t)iter - 1, &len) : NULL;
+	if (!p) {
 		proto_resp_integer(out, 0);
 		proto_resp_bulk(out, NULL, 0);
 		return;
 	}
-	uint64_t len = bf_layer_bytes(l) - in;
 	if (len > RESP_DUMP_CHUNK)
 		len = RESP_DUMP_CHUNK;
 	proto_resp_integer(out, iter + (long long)len);
-	proto_resp_bulk(out, (const char *)l->blocks + in, (size_t)len);
+	proto_resp_bulk(out, p, (size_t)len);
 }
 
-/*
- * Build an unregistered filter (no budget) from a header chunk. Returns 0 with *out set, or
- * the reply text of the refusal.
- */
-static const char *dump_load_header(const struct cmd_ctx *c, const unsigned char *h, size_t len,
-				    struct bf_filter **out)
+/* A header chunk: a new filter named name, built and checked by core's snapshot decoder. */
+static void dump_load_header(struct cmd_ctx *c, const struct proto_argv *av,
+			     struct proto_buf *out)
 {
-	if (len < DUMP_FIXED + 8 || memcmp(h, DUMP_MAGIC, 8) != 0 ||
-	    get_le(h + 8, 4) != DUMP_VERSION)
-		return err_bad_data;
-	uint64_t nlayers = get_le(h + 20, 4);
-	if (nlayers < 1 || nlayers > BF_MAX_LAYERS || len != DUMP_FIXED + DUMP_LAYER * nlayers + 8)
-		return err_bad_data;
-	if (get_le(h + len - 8, 8) != XXH3_64bits(h, len - 8))
-		return err_bad_data;
-	if (h[12] > BF_TYPE_COUNTING || (h[13] & ~DUMP_FLAG_PERSIST) || h[14] || h[15])
-		return err_bad_data;
-
-	struct bf_params p = {
-	    .capacity = get_le(h + 24, 8),
-	    .error_rate = bits_double(get_le(h + 32, 8)),
-	    .type = h[12] == BF_TYPE_COUNTING ? BF_TYPE_COUNTING : BF_TYPE_BLOOM,
-	    .expansion = (uint32_t)get_le(h + 16, 4),
-	    .persist = (h[13] & DUMP_FLAG_PERSIST) != 0,
-	};
-	if (bf_params_validate(&p) || (p.expansion == 0 && nlayers != 1))
-		return err_bad_data;
-
-	/* Every layer must be the one the chain builds, and the whole must fit max_memory. */
-	bool counting = p.type == BF_TYPE_COUNTING;
-	uint64_t total = 0;
-	for (unsigned i = 0; i < nlayers; i++) {
-		const unsigned char *l = h + DUMP_FIXED + DUMP_LAYER * (size_t)i;
-		uint64_t cap;
-		double err;
-		bf_filter_layer_target(&p, i, &cap, &err);
-		if (get_le(l + 8, 8) != cap || get_le(l + 24, 8) != double_bits(err) ||
-		    get_le(l + 16, 8) > cap)
-			return err_bad_data;
-		for (unsigned k = 33; k < DUMP_LAYER; k++)
-			if (l[k])
-				return err_bad_data;
-		uint64_t nblocks;
-		unsigned b;
-		int rc = bf_layer_plan(counting, cap, err, &nblocks, &b);
-		if (rc == -E2BIG)
-			return err_oom;
-		if (rc || nblocks != get_le(l, 8) || b != l[32])
-			return err_bad_data;
-		total += nblocks * BF_BLOCK_BYTES;
-	}
+	const char *name = av->argv[1];
+	size_t nlen = av->argvlen[1];
 	uint64_t limit = bf_registry_max_memory(c->reg), used = bf_registry_memory(c->reg);
-	if (limit && (total > limit || used > limit - total))
-		return err_oom;
-
+	struct bf_snapshot_info info;
 	struct bf_filter *f;
-	int rc = bf_filter_new(&p, get_le(h + 40, 8), NULL, &f);
-	if (rc)
-		return rc == -EINVAL ? err_bad_data : err_oom;
-	/* Layer 0 came with the filter; the others are allocated at their checked geometry. */
-	for (unsigned i = 1; i < nlayers; i++) {
-		const unsigned char *l = h + DUMP_FIXED + DUMP_LAYER * (size_t)i;
-		uint64_t cap;
-		double err;
-		bf_filter_layer_target(&p, i, &cap, &err);
-		rc = bf_layer_alloc(&f->layers[i], counting, get_le(l, 8), l[32], cap, err);
-		if (rc) {
-			bf_filter_free(f);
-			return rc == -ENOMEM ? err_oom : err_bad_data;
-		}
-		f->nlayers++;
-		f->bytes += bf_layer_bytes(&f->layers[i]);
+
+	if (!bf_name_valid(name, nlen)) {
+		reply_status(c, out, CMD_BAD_NAME, NULL);
+		return;
 	}
-	for (unsigned i = 0; i < nlayers; i++)
-		f->layers[i].items = get_le(h + DUMP_FIXED + DUMP_LAYER * (size_t)i + 16, 8);
-	f->items = get_le(h + 48, 8);
-	*out = f;
-	return NULL;
+	int rc = bf_snapshot_decode((const unsigned char *)av->argv[3], av->argvlen[3],
+				    !limit ? UINT64_MAX : used < limit ? limit - used : 0, &f,
+				    &info, NULL, 0);
+	if (rc) {
+		reply_error(c, out, rc == -ENOMEM ? err_oom : err_bad_data);
+		return;
+	}
+	rc = bf_registry_adopt(c->reg, name, nlen, f);
+	if (rc) {
+		bf_filter_free(f);
+		reply_status(c, out, cmd_status_from_errno(rc), NULL);
+		return;
+	}
+	f->changes++;
+	if (c->hooks.created)
+		c->hooks.created(c->hooks.arg, f);
+	proto_resp_ok(out);
 }
 
 static void bf_loadchunk(struct cmd_ctx *c, struct cmd_session *s, const struct proto_argv *av,
 			 struct proto_buf *out)
 {
-	const char *name = av->argv[1], *data = av->argv[3];
-	size_t nlen = av->argvlen[1], len = av->argvlen[3];
+	const char *data = av->argv[3];
+	size_t len = av->argvlen[3];
 	long long iter;
 	(void)s;
 
@@ -876,27 +744,9 @@ static void bf_loadchunk(struct cmd_ctx *c, struct cmd_session *s, const struct 
 		reply_error(c, out, "ERR Second argument must be numeric");
 		return;
 	}
-	struct bf_filter *f = bf_registry_get(c->reg, name, nlen);
+	struct bf_filter *f = arg_filter(c, av, 1);
 	if (!f && iter == 1) {
-		if (!bf_name_valid(name, nlen)) {
-			reply_status(c, out, CMD_BAD_NAME, NULL);
-			return;
-		}
-		const char *err = dump_load_header(c, (const unsigned char *)data, len, &f);
-		if (err) {
-			reply_error(c, out, err);
-			return;
-		}
-		int rc = bf_registry_adopt(c->reg, name, nlen, f);
-		if (rc) {
-			bf_filter_free(f);
-			reply_status(c, out, cmd_status_from_errno(rc), NULL);
-			return;
-		}
-		f->changes++;
-		if (c->hooks.created)
-			c->hooks.created(c->hooks.arg, f);
-		proto_resp_ok(out);
+		dump_load_header(c, av, out);
 		return;
 	}
 	if (!f) {
@@ -904,26 +754,21 @@ static void bf_loadchunk(struct cmd_ctx *c, struct cmd_session *s, const struct 
 		return;
 	}
 
-	/* A data chunk ends at offset iter - 1 of the layers' bytes. RedisBloom's checks, in its
-	 * order: iter == len passes the first and starts before byte 0, so it has no layer. */
+	/* A data chunk ends at offset iter - 1 of the body. RedisBloom's checks, in its order:
+	 * iter == len passes the first and starts before byte 0, so it has no layer. */
 	if (iter < 1 || (uint64_t)iter < len) {
 		reply_error(c, out, err_bad_data);
 		return;
 	}
-	uint64_t in;
-	struct bf_layer *l =
-	    (uint64_t)iter - 1 >= len ? dump_layer_at(f, (uint64_t)iter - 1 - len, &in) : NULL;
-	if (!l) {
+	int rc = (uint64_t)iter - 1 >= len
+			 ? bf_filter_body_write(f, (uint64_t)iter - 1 - len, data, len)
+			 : -ERANGE;
+	if (rc == -ERANGE)
 		reply_error(c, out, "ERR invalid offset - no link found");
-		return;
-	}
-	if (len > bf_layer_bytes(l) - in) {
+	else if (rc)
 		reply_error(c, out, "ERR invalid chunk - Too big for current filter");
-		return;
-	}
-	memcpy((char *)l->blocks + in, data, len);
-	f->changes++;
-	proto_resp_ok(out);
+	else
+		proto_resp_ok(out);
 }
 
 /* ---------------------------------------------------------------------------------------- */

@@ -6,12 +6,15 @@
  */
 #include <check.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "check_main.h"
+#include "bf_snapshot.h"
 #include "proto/command.h"
 
 static struct bf_registry *reg;
@@ -909,12 +912,19 @@ static void put64(unsigned char *p, uint64_t v)
 		p[i] = (unsigned char)(v >> (8 * i));
 }
 
+/* The header checksum: XXH3-64 of the bytes before it (core/bf_snapshot.h). */
+#define HEADER_SUM 1648
+
 /* Rewrite the checksum after a deliberate change, so the field checks themselves are hit. */
-static void reseal(unsigned char *h, size_t len)
+static void reseal(unsigned char *h)
 {
-	put64(h + len - 8, XXH3_64bits(h, len - 8));
+	put64(h + HEADER_SUM, XXH3_64bits(h, HEADER_SUM));
 }
 
+/*
+ * The header chunk is the snapshot header, judged by the snapshot reader's rules: every
+ * truncation, flipped bit and inconsistent field is refused, and nothing changes.
+ */
 START_TEST(loadchunk_corrupt_headers)
 {
 	char key[16];
@@ -928,11 +938,11 @@ START_TEST(loadchunk_corrupt_headers)
 	struct chunk hc = header_of("src");
 	unsigned char *h = (unsigned char *)hc.data, *m = malloc(hc.len + 64);
 	size_t len = hc.len;
-	ck_assert_uint_eq(len, 56 + 3 * 40 + 8);
+	ck_assert_uint_eq(len, BF_SNAPSHOT_HEADER_LEN);
 	ck_assert_ptr_nonnull(m);
 
-	/* Every truncation and one extra byte. */
-	for (size_t n = 0; n < len; n++)
+	/* Truncations and one extra byte. */
+	for (size_t n = 0; n < len; n += n < HEADER_SUM + 16 ? 1 : 97)
 		header_refused(h, n, "-ERR received bad data\r\n");
 	memcpy(m, h, len);
 	m[len] = 0;
@@ -951,36 +961,45 @@ START_TEST(loadchunk_corrupt_headers)
 		uint64_t val;
 		unsigned bytes;
 	} bad[] = {
-	    {8, 2, 4},				 /* format version */
-	    {12, 2, 1},				 /* type */
-	    {13, 2, 1},				 /* flags */
-	    {14, 1, 1},				 /* reserved */
-	    {16, 0, 4},				 /* expansion 0 with three layers */
-	    {16, 3, 4},				 /* expansion that does not match the layers */
-	    {16, 2000, 4},			 /* expansion out of range */
-	    {20, 0, 4},				 /* no layers */
-	    {20, 2, 4},				 /* layer count vs length */
-	    {20, 33, 4},			 /* too many layers */
-	    {24, 0, 8},				 /* capacity 0 */
-	    {24, 101, 8},			 /* capacity vs layers */
-	    {32, 0x7ff8000000000000ULL, 8},	 /* error rate NaN */
-	    {32, 0x3ff0000000000000ULL, 8},	 /* error rate 1 */
-	    {32, 0, 8},				 /* error rate 0 */
-	    {56, 1, 8},				 /* layer 0 blocks */
-	    {56 + 8, 99, 8},			 /* layer 0 capacity */
-	    {56 + 16, 101, 8},			 /* layer 0 items above capacity */
-	    {56 + 24, 0x3f847ae147ae147bULL, 8}, /* layer 0 error rate (0.01 instead of 0.005) */
-	    {56 + 32, 0, 1},			 /* layer 0 b */
-	    {56 + 32, 9, 1},			 /* layer 0 b */
-	    {56 + 33, 1, 1},			 /* layer 0 padding */
-	    {56 + 40 + 8, 400, 8},		 /* layer 1 capacity */
-	    {56 + 80 + 0, 0xffffffffffULL, 8},	 /* layer 2 blocks */
+	    {8, 2, 4},				  /* format version */
+	    {12, 8192, 4},			  /* header length */
+	    {16, 2, 4},				  /* type */
+	    {20, 0, 4},				  /* expansion 0 with three layers */
+	    {20, 3, 4},				  /* expansion that does not match the layers */
+	    {20, 2000, 4},			  /* expansion out of range */
+	    {24, 0, 8},				  /* capacity 0 */
+	    {24, 101, 8},			  /* capacity vs layers */
+	    {32, 0x7ff8000000000000ULL, 8},	  /* error rate NaN */
+	    {32, 0x3ff0000000000000ULL, 8},	  /* error rate 1 */
+	    {32, 0, 8},				  /* error rate 0 */
+	    {48, 2, 4},				  /* persist flag */
+	    {52, 0, 4},				  /* no layers */
+	    {52, 2, 4},				  /* layer count vs the layer table */
+	    {52, 33, 4},			  /* too many layers */
+	    {56, 5, 8},				  /* total items vs the layers' (issue 17 item 6) */
+	    {72, 64, 8},			  /* body length */
+	    {160, 0, 4},			  /* empty name */
+	    {160, 201, 4},			  /* name too long */
+	    {164, ' ', 1},			  /* name with a space */
+	    {200, 1, 1},			  /* name padding */
+	    {368, 1, 8},			  /* layer 0 blocks */
+	    {368 + 8, 99, 8},			  /* layer 0 capacity */
+	    {368 + 16, 101, 8},			  /* layer 0 items above capacity */
+	    {368 + 24, 0x3f847ae147ae147bULL, 8}, /* layer 0 error rate (0.01 for 0.005) */
+	    {368 + 32, 0, 1},			  /* layer 0 b */
+	    {368 + 32, 9, 1},			  /* layer 0 b */
+	    {368 + 33, 1, 1},			  /* layer 0 counting */
+	    {368 + 34, 1, 1},			  /* layer 0 padding */
+	    {368 + 40 + 8, 400, 8},		  /* layer 1 capacity */
+	    {368 + 80 + 0, 0xffffffffffULL, 8},	  /* layer 2 blocks */
+	    {368 + 120, 1, 8},			  /* unused layer 3 */
+	    {HEADER_SUM + 8, 1, 1},		  /* padding after the checksum */
 	};
 	for (size_t k = 0; k < sizeof(bad) / sizeof(bad[0]); k++) {
 		memcpy(m, h, len);
 		for (unsigned b = 0; b < bad[k].bytes; b++)
 			m[bad[k].off + b] = (unsigned char)(bad[k].val >> (8 * b));
-		reseal(m, len);
+		reseal(m);
 		header_refused(m, len, "-ERR received bad data\r\n");
 	}
 	/* Random garbage of header length, sealed or not. */
@@ -993,17 +1012,15 @@ START_TEST(loadchunk_corrupt_headers)
 			m[i] = (unsigned char)x;
 		}
 		if (r & 1)
-			memcpy(m, "BLOSSOMD\x01\0\0\0", 12);
+			memcpy(m, "BLOSSOM\0\x01\0\0\0\0\x10\0\0", 16);
 		if (r & 2)
-			reseal(m, len);
+			reseal(m);
 		header_refused(m, len, "-ERR received bad data\r\n");
 	}
-	/* Consistent parameters whose layer is too big to build: refused as a memory problem. */
-	memcpy(m, h, len);
-	put64(m + 24, UINT64_C(1) << 60);
-	put64(m + 56 + 8, UINT64_C(1) << 60);
-	reseal(m, len);
-	header_refused(m, len, OOM);
+	/* A sound header whose layers pass max_memory: refused as a memory problem. */
+	bf_registry_set_max_memory(reg, bf_registry_memory(reg) + 1000);
+	header_refused(h, len, OOM);
+	bf_registry_set_max_memory(reg, 0);
 
 	/* The untouched header still loads, and a bad name is refused. */
 	const char *args[] = {"BF.LOADCHUNK", "a b", "1", hc.data};
@@ -1016,8 +1033,45 @@ START_TEST(loadchunk_corrupt_headers)
 	expect_str("+OK\r\n");
 	ck_assert_uint_eq(filter("dst")->nlayers, 3);
 	ck_assert_uint_eq(filter("dst")->items, filter("src")->items);
+	ck_assert_str_eq(filter("dst")->name, "dst");
 	free(m);
 	free(hc.data);
+}
+END_TEST
+
+/*
+ * Issue 17 item 6: whatever LOADCHUNK accepts, the snapshot reader accepts at the next start.
+ * A counting filter whose old layer counts re-adds past its capacity, copied over RESP, then
+ * written and read as a snapshot file.
+ */
+START_TEST(loadchunk_copy_survives_snapshot)
+{
+	char key[32], dir[] = "/tmp/blossomd-test-dump-XXXXXX", why[256];
+	struct bf_filter *back;
+	uint64_t gen;
+	size_t n;
+
+	SAYS("+OK\r\n", "BF.RESERVE", "src", "0.01", "100", "COUNTING");
+	for (int i = 0; i < 300; i++) {
+		int k = snprintf(key, sizeof(key), "k%d", i % 150);
+		ck_assert_int_ge(bf_filter_add(filter("src"), key, (size_t)k), 0);
+	}
+	ck_assert_uint_gt(filter("src")->layers[0].items, filter("src")->layers[0].capacity);
+	struct chunk *v = dump("src", &n);
+	load("dst", v, n);
+	free_chunks(v, n);
+	ck_assert_ptr_nonnull(mkdtemp(dir));
+	int dfd = open(dir, O_RDONLY | O_DIRECTORY);
+	ck_assert_int_ge(dfd, 0);
+	ck_assert_int_eq(bf_snapshot_write(filter("dst"), 1, dfd, "dst.bsnap", NULL), 0);
+	int rc = bf_snapshot_read(dfd, "dst.bsnap", &back, &gen, why, sizeof(why));
+	ck_assert_msg(rc == 0, "the reader refused a loaded copy: %s", why);
+	ck_assert_uint_eq(back->items, filter("src")->items);
+	ck_assert_uint_eq(back->bytes, filter("src")->bytes);
+	bf_filter_free(back);
+	unlinkat(dfd, "dst.bsnap", 0);
+	close(dfd);
+	rmdir(dir);
 }
 END_TEST
 
@@ -1537,6 +1591,7 @@ static Suite *resp_cmd_suite(void)
 	tcase_add_test(dumps, scandump_edges);
 	tcase_add_test(dumps, loadchunk_data_errors);
 	tcase_add_test(dumps, loadchunk_corrupt_headers);
+	tcase_add_test(dumps, loadchunk_copy_survives_snapshot);
 	tcase_set_timeout(dumps, 120);
 	suite_add_tcase(s, dumps);
 
