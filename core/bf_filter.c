@@ -60,8 +60,15 @@ void bf_filter_layer_target(const struct bf_params *p, unsigned i, uint64_t *cap
 	*err = ldexp(p->error_rate, -(int)(i + 1));
 }
 
-/* Append layer number f->nlayers, charging the budget. Returns 0 or a negative errno. */
-static int grow(struct bf_filter *f)
+/* The filter's own structure, as the heap holds it. */
+#define FILTER_STRUCT_COST (sizeof(struct bf_filter) + 16)
+
+/*
+ * Append layer number f->nlayers, charging the budget its cost plus `extra` (the structure's,
+ * with the first layer) in one reservation. Returns 0 or a negative errno; nothing is charged
+ * on error.
+ */
+static int grow(struct bf_filter *f, uint64_t extra)
 {
 	uint64_t cap, nblocks;
 	unsigned b;
@@ -77,19 +84,19 @@ static int grow(struct bf_filter *f)
 	 * never hold before the model runs: sizing a capacity of 2^64 is work for nothing.
 	 */
 	double least = (double)cap * -log2(err) / 8 * (counting ? 4 : 1);
-	if (least > (double)bf_budget_room(f->budget) ||
+	if (least + (double)extra > (double)bf_budget_room(f->budget) ||
 	    least > (double)BF_LAYER_MAX_BLOCKS * BF_BLOCK_BYTES)
 		return -ENOMEM;
 	int rc = bf_layer_plan(counting, cap, err, &nblocks, &b);
 	if (rc)
 		return rc == -E2BIG ? -ENOMEM : rc;
 	uint64_t bytes = nblocks * BF_BLOCK_BYTES;
-	rc = bf_budget_reserve(f->budget, bytes);
+	rc = bf_budget_reserve(f->budget, bf_layer_cost(bytes) + extra);
 	if (rc)
 		return rc;
 	rc = bf_layer_alloc(&f->layers[f->nlayers], counting, nblocks, b, cap, err);
 	if (rc) {
-		bf_budget_release(f->budget, bytes);
+		bf_budget_release(f->budget, bf_layer_cost(bytes) + extra);
 		return rc == -E2BIG ? -ENOMEM : rc;
 	}
 	f->nlayers++;
@@ -110,7 +117,7 @@ int bf_filter_new(const struct bf_params *p, uint64_t seed, struct bf_budget *bu
 	f->params = *p;
 	f->seed = seed;
 	f->budget = budget;
-	rc = grow(f);
+	rc = grow(f, FILTER_STRUCT_COST);
 	if (rc) {
 		free(f);
 		return rc;
@@ -123,10 +130,19 @@ void bf_filter_free(struct bf_filter *f)
 {
 	if (!f)
 		return;
+	bf_budget_release(f->budget, bf_filter_cost(f));
 	for (unsigned i = 0; i < f->nlayers; i++)
 		bf_layer_free(&f->layers[i]);
-	bf_budget_release(f->budget, f->bytes);
 	free(f);
+}
+
+uint64_t bf_filter_cost(const struct bf_filter *f)
+{
+	uint64_t c = FILTER_STRUCT_COST;
+
+	for (unsigned i = 0; i < f->nlayers; i++)
+		c += bf_layer_cost(bf_layer_bytes(&f->layers[i]));
+	return c;
 }
 
 /* Branch-free, for the reason given in bf_filter_paths.h. */
@@ -213,7 +229,7 @@ static int add_counting(struct bf_filter *f, struct bf_hash h)
 		if (l->items >= l->capacity) {
 			if (f->params.expansion == 0)
 				return -ENOSPC;
-			int rc = grow(f);
+			int rc = grow(f, 0);
 			if (rc)
 				return rc;
 			l = &f->layers[f->nlayers - 1];
@@ -249,7 +265,7 @@ static int add_hashed(struct bf_filter *f, struct bf_hash h)
 	if (top->items >= top->capacity) {
 		if (f->params.expansion == 0)
 			return -ENOSPC;
-		int rc = grow(f);
+		int rc = grow(f, 0);
 		if (rc)
 			return rc;
 		top = &f->layers[f->nlayers - 1];

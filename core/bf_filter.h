@@ -61,7 +61,7 @@ struct bf_filter {
 	struct bf_params params;
 	uint64_t seed;
 	uint64_t items; /* adds that changed the filter (every add, if counting), minus deletes */
-	uint64_t bytes; /* sum of layer sizes */
+	uint64_t bytes; /* sum of layer sizes (the bits; see bf_filter_cost for the memory) */
 	uint64_t changes; /* bumped by every mutation, for snapshot scheduling */
 	struct bf_stats stats;
 	struct bf_budget *budget; /* may be NULL: no accounting */
@@ -77,7 +77,7 @@ struct bf_filter {
 int bf_params_validate(const struct bf_params *p);
 
 /*
- * Create a filter with its first layer, charging its bytes to budget (may be NULL).
+ * Create a filter with its first layer, charging its cost to budget (may be NULL).
  * Returns 0 with *out set; -EINVAL or -EDOM (bad params, as bf_params_validate), -ENOMEM
  * (budget or allocation; a layer the budget could never hold is refused before it is sized, so
  * a huge capacity costs no sizing work). Nothing is charged on failure.
@@ -85,8 +85,15 @@ int bf_params_validate(const struct bf_params *p);
 int bf_filter_new(const struct bf_params *p, uint64_t seed, struct bf_budget *budget,
 		  struct bf_filter **out);
 
-/* Free the filter and release its bytes from its budget. NULL is ignored. */
+/* Free the filter and release its cost from its budget. NULL is ignored. */
 void bf_filter_free(struct bf_filter *f);
+
+/*
+ * The memory this filter holds, as charged to its budget: its structure and its layers with
+ * the allocator's overhead (bf_layer_cost), not only the bits (f->bytes). A budget's limit
+ * therefore bounds what many small filters really take.
+ */
+uint64_t bf_filter_cost(const struct bf_filter *f);
 
 /* 1 if the key may be present, 0 if certainly absent. Counts a check. */
 int bf_filter_check(struct bf_filter *f, const void *key, size_t len);

@@ -51,6 +51,15 @@ static void *map_huge(size_t bytes)
 	return mem;
 }
 
+uint64_t bf_layer_cost(uint64_t bytes)
+{
+	const uint64_t page = 4096;
+
+	if (bytes >= MMAP_THRESHOLD)
+		return (bytes + page - 1) / page * page;
+	return bytes + BF_BLOCK_BYTES; /* aligned_alloc: a header and up to 48 bytes to align */
+}
+
 int bf_layer_alloc(struct bf_layer *l, bool counting, uint64_t nblocks, unsigned b,
 		   uint64_t capacity, double error_rate)
 {

@@ -50,6 +50,13 @@ int bf_layer_plan(bool counting, uint64_t capacity, double error_rate, uint64_t 
 int bf_layer_alloc(struct bf_layer *l, bool counting, uint64_t nblocks, unsigned b,
 		   uint64_t capacity, double error_rate);
 
+/*
+ * What bf_layer_alloc really takes for `bytes` of blocks: the heap's header and alignment slack
+ * for a small layer, whole pages (and the 2 MiB alignment it unmaps) for a mapped one. This is
+ * what a memory budget must count, not the bare bytes.
+ */
+uint64_t bf_layer_cost(uint64_t bytes);
+
 /* Release the blocks; safe on a zeroed layer. */
 void bf_layer_free(struct bf_layer *l);
 

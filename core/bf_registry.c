@@ -11,8 +11,13 @@ struct entry {
 	struct bf_filter *filter;
 };
 
+/* A filter's entry as the heap holds it, and its share of the buckets (load factor <= 1,
+ * so at most two pointers per filter after a rehash doubles them). */
+#define REGISTRY_ENTRY_COST (sizeof(struct entry) + 16 + 2 * sizeof(struct entry *))
+
 struct bf_registry {
 	struct bf_budget budget;
+	uint64_t entry_cost; /* charged per filter beyond the filter's own cost */
 	struct entry **buckets;
 	size_t nbuckets; /* power of two */
 	size_t count;
@@ -47,6 +52,7 @@ int bf_registry_new(uint64_t max_memory, struct bf_registry **out)
 		return -ENOMEM;
 	}
 	r->budget.limit = max_memory;
+	r->entry_cost = REGISTRY_ENTRY_COST;
 	*out = r;
 	return 0;
 }
@@ -137,12 +143,18 @@ int bf_registry_create(struct bf_registry *r, const char *name, size_t len,
 	}
 
 	struct bf_filter *f;
-	int rc = bf_filter_new(p, seed, &r->budget, &f);
+	int rc = bf_budget_reserve(&r->budget, r->entry_cost);
 	if (rc)
 		return rc;
+	rc = bf_filter_new(p, seed, &r->budget, &f);
+	if (rc) {
+		bf_budget_release(&r->budget, r->entry_cost);
+		return rc;
+	}
 	rc = insert(r, name, len, hash, f);
 	if (rc) {
 		bf_filter_free(f);
+		bf_budget_release(&r->budget, r->entry_cost);
 		return rc;
 	}
 	if (out)
@@ -157,12 +169,13 @@ int bf_registry_adopt(struct bf_registry *r, const char *name, size_t len, struc
 	uint64_t hash = name_hash(name, len);
 	if (*find(r, name, len, hash))
 		return -EEXIST;
-	int rc = bf_budget_reserve(&r->budget, f->bytes);
+	uint64_t cost = bf_filter_cost(f) + r->entry_cost;
+	int rc = bf_budget_reserve(&r->budget, cost);
 	if (rc)
 		return rc;
 	rc = insert(r, name, len, hash, f);
 	if (rc) {
-		bf_budget_release(&r->budget, f->bytes);
+		bf_budget_release(&r->budget, cost);
 		return rc;
 	}
 	f->budget = &r->budget;
@@ -177,6 +190,7 @@ int bf_registry_drop(struct bf_registry *r, const char *name, size_t len)
 		return -ENOENT;
 	*pp = e->next;
 	bf_filter_free(e->filter);
+	bf_budget_release(&r->budget, r->entry_cost);
 	free(e);
 	r->count--;
 	return 0;
@@ -235,6 +249,13 @@ uint64_t bf_registry_memory(const struct bf_registry *r)
 uint64_t bf_registry_max_memory(const struct bf_registry *r)
 {
 	return r->budget.limit;
+}
+
+void bf_registry_set_entry_overhead(struct bf_registry *r, uint64_t bytes)
+{
+	r->budget.used -= r->count * r->entry_cost;
+	r->entry_cost = REGISTRY_ENTRY_COST + bytes;
+	r->budget.used += r->count * r->entry_cost;
 }
 
 void bf_registry_set_max_memory(struct bf_registry *r, uint64_t max_memory)

@@ -53,9 +53,16 @@ int bf_registry_list(const struct bf_registry *r, const char *prefix, size_t ple
 
 size_t bf_registry_count(const struct bf_registry *r);
 
-/* Bytes held by all filters, and the limit (0 = none). */
+/* Memory held by all filters (their cost, entries and the owner's overhead: what the limit
+ * bounds), and the limit (0 = none). */
 uint64_t bf_registry_memory(const struct bf_registry *r);
 uint64_t bf_registry_max_memory(const struct bf_registry *r);
+
+/*
+ * Bytes the owner keeps per filter (its own bookkeeping), charged to the budget with every
+ * filter besides the filter's cost (bf_filter_cost) and the registry's entry. Default 0.
+ */
+void bf_registry_set_entry_overhead(struct bf_registry *r, uint64_t bytes);
 
 /* Change the limit (e.g. on config reload); existing filters stay even if above it. */
 void bf_registry_set_max_memory(struct bf_registry *r, uint64_t max_memory);

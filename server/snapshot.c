@@ -1109,6 +1109,8 @@ int srv_snap_new(uv_loop_t *loop, const struct config *cfg, struct cmd_ctx *ctx,
 	sn->cfg = cfg;
 	sn->ctx = ctx;
 	snprintf(sn->dir, sizeof(sn->dir), "%s", cfg->data_dir);
+	/* Each filter's entry here (and its slots in ents and pending) counts against max_memory. */
+	bf_registry_set_entry_overhead(ctx->reg, sizeof(struct snap_entry) + 16 + 3 * sizeof(void *));
 
 	rc = snap_mkdirs(sn->dir);
 	if (rc) {

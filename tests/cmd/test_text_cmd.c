@@ -410,10 +410,15 @@ END_TEST
 
 START_TEST(memory_limit)
 {
-	bf_registry_set_max_memory(reg, 64);
+	/* Room for one filter of capacity 1 (its structure, block and entry), not for two. */
+	SAYS("create probe capacity=1", "Done\n");
+	uint64_t one = bf_registry_memory(reg);
+	SAYS("drop probe", "Done\n");
+	bf_registry_set_max_memory(reg, one + one / 2);
 	SAYS("create big capacity=100000", "Client Error: Not enough memory\n");
 	SAYS("list", "START\nEND\n");
 	SAYS("create small capacity=1", "Done\n");
+	SAYS("create small2 capacity=1", "Client Error: Not enough memory\n");
 }
 END_TEST
 

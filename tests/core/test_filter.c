@@ -167,20 +167,20 @@ START_TEST(budget_refuses_growth_and_changes_nothing)
 	struct bf_budget budget = { .limit = 0 };
 	struct bf_filter *f;
 	ck_assert_int_eq(bf_filter_new(&params, 5, &budget, &f), 0);
-	ck_assert_uint_eq(budget.used, f->bytes);
-	budget.limit = f->bytes + 64; /* no room for a second layer */
+	ck_assert_uint_eq(budget.used, bf_filter_cost(f));
+	budget.limit = bf_filter_cost(f) + 64; /* no room for a second layer */
 	uint64_t i = 0;
 	while (f->items < params.capacity)
 		ck_assert_int_ge(add(f, i++), 0);
-	uint64_t items = f->items, bytes = f->bytes;
+	uint64_t items = f->items, cost = bf_filter_cost(f);
 	ck_assert_int_eq(add(f, 5000000), -ENOMEM);
 	ck_assert_uint_eq(f->nlayers, 1);
 	ck_assert_uint_eq(f->items, items);
-	ck_assert_uint_eq(budget.used, bytes);
+	ck_assert_uint_eq(budget.used, cost);
 	budget.limit = 0;
 	ck_assert_int_eq(add(f, 5000000), 1);
 	ck_assert_uint_eq(f->nlayers, 2);
-	ck_assert_uint_eq(budget.used, f->bytes);
+	ck_assert_uint_eq(budget.used, bf_filter_cost(f));
 	bf_filter_free(f);
 	ck_assert_uint_eq(budget.used, 0);
 }

@@ -10,6 +10,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -976,6 +977,134 @@ START_TEST(test_sigterm_and_sigint)
 }
 END_TEST
 
+/* ---------------------------------------------------------------------------------------- */
+/* max_memory counts everything a filter costs (issue 17 item 10) */
+
+/* The daemon's resident set in KiB, from /proc (0 if unreadable). */
+static long rss_kib(pid_t pid)
+{
+	char path[64], line[256];
+	long kib = 0;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
+	f = fopen(path, "r");
+	if (!f)
+		return 0;
+	while (fgets(line, sizeof(line), f))
+		if (sscanf(line, "VmRSS: %ld kB", &kib) == 1)
+			break;
+	fclose(f);
+	return kib;
+}
+
+enum fill_proto { FILL_TEXT, FILL_RESP, FILL_HTTP };
+
+/*
+ * Create filters of capacity 1 (f0, f1, ...) over one protocol, 500 pipelined requests at a
+ * time (HTTP: one at a time on a keep-alive connection), until the daemon answers "not enough
+ * memory" or `most` are created. Returns the number created.
+ */
+static unsigned fill_tiny_filters(enum fill_proto proto, unsigned most)
+{
+	static char req[500 * 160], buf[1 << 16];
+	const char *ok = proto == FILL_TEXT ? "Done\n" : proto == FILL_RESP ? "+OK\r\n" : "HTTP/1.1 201";
+	const char *full = proto == FILL_TEXT	? "Client Error: Not enough memory\n"
+			   : proto == FILL_RESP ? "-OOM command not allowed when used memory > "
+						  "'maxmemory'.\r\n"
+						: "HTTP/1.1 507";
+	unsigned created = 0, batch = proto == FILL_HTTP ? 1 : 500;
+	int fd = proto == FILL_HTTP ? itest_connect(d.http_port) : conn();
+	bool refused = false;
+
+	ck_assert_int_ge(fd, 0);
+	while (!refused && created < most) {
+		size_t n = 0, have = 0;
+		for (unsigned i = 0; i < batch; i++) {
+			char name[32];
+			int k = snprintf(name, sizeof(name), "f%u", created + i);
+			if (proto == FILL_TEXT)
+				n += (size_t)sprintf(req + n, "create %s capacity=1\n", name);
+			else if (proto == FILL_RESP)
+				n += (size_t)sprintf(req + n,
+						     "*4\r\n$10\r\nBF.RESERVE\r\n$%d\r\n%s\r\n"
+						     "$4\r\n0.01\r\n$1\r\n1\r\n",
+						     k, name);
+			else
+				n += (size_t)sprintf(req + n,
+						     "PUT /v1/filters/%s HTTP/1.1\r\nHost: t\r\n"
+						     "Content-Type: application/json\r\n"
+						     "Content-Length: 14\r\n\r\n{\"capacity\":1}",
+						     name);
+		}
+		ck_assert_int_eq(itest_send(fd, req, n), 0);
+		/* One reply per request: a line (text, RESP), or an HTTP response (its header,
+		 * then Content-Length bytes). */
+		for (unsigned got = 0; got < batch;) {
+			char *end = NULL;
+			for (;;) {
+				if (proto != FILL_HTTP) {
+					end = memchr(buf, '\n', have);
+				} else {
+					char *cl, *hdr = memmem(buf, have, "\r\n\r\n", 4);
+					buf[have] = '\0';
+					cl = hdr ? strstr(buf, "Content-Length: ") : NULL;
+					size_t len = cl ? (size_t)atol(cl + 16) : 0;
+					if (hdr && hdr + 4 + len <= buf + have)
+						end = hdr + 4 + len - 1;
+				}
+				if (end)
+					break;
+				ssize_t r = itest_recv_n(fd, buf + have, 1, T);
+				ck_assert_msg(r == 1, "no reply after %u filters", created);
+				have++;
+				ck_assert_uint_lt(have, sizeof(buf) - 1);
+			}
+			if (strncmp(buf, ok, strlen(ok)) == 0)
+				created++;
+			else if (strncmp(buf, full, strlen(full)) == 0)
+				refused = true;
+			else
+				ck_abort_msg("unexpected reply: %.*s", (int)(end + 1 - buf), buf);
+			have -= (size_t)(end + 1 - buf);
+			memmove(buf, end + 1, have);
+			got++;
+		}
+	}
+	close(fd);
+	ck_assert_msg(refused, "%u filters of capacity 1 admitted under max_memory = 8m", created);
+	return created;
+}
+
+/*
+ * With max_memory = 8m, 131,072 filters of capacity 1 were admitted and RSS reached 318 MB:
+ * only their bits (64 bytes each) were counted. Now each protocol is refused after a few
+ * thousand, and the daemon's RSS grows by at most max_memory plus a fixed margin (4 MiB: the
+ * connections' buffers and the allocator's arenas).
+ */
+START_TEST(test_max_memory_counts_everything)
+{
+	static const enum fill_proto protos[] = {FILL_RESP, FILL_TEXT, FILL_HTTP};
+	const char *wrapper = getenv("BLOSSOMD_WRAPPER");
+	bool measured = !wrapper || !strstr(wrapper, "valgrind");
+
+	for (size_t i = 0; i < 3; i++) {
+		start(CONF("max_memory = 8m\n"), NULL);
+		pid_t pid = daemon_pid();
+		long before = rss_kib(pid);
+		unsigned n = fill_tiny_filters(protos[i], 131072);
+		long after = rss_kib(pid);
+		printf("# %s: %u filters of capacity 1 in max_memory 8 MiB, RSS +%ld KiB\n",
+		       i == 0 ? "RESP" : i == 1 ? "text" : "HTTP", n, after - before);
+		ck_assert_uint_gt(n, 500);
+		ck_assert_uint_lt(n, 8u << 10 >> 1); /* each costs well over 2 KiB */
+		if (measured)
+			ck_assert_int_le(after - before, (8 + 4) << 10);
+		stop();
+	}
+}
+END_TEST
+
 static Suite *server_suite(void)
 {
 	Suite *s = suite_create("server");
@@ -1017,6 +1146,7 @@ static Suite *server_suite(void)
 	tcase_add_test(bad, test_binary_garbage);
 	tcase_add_test(bad, test_never_reader);
 	tcase_add_test(bad, test_output_cap);
+	tcase_add_test(bad, test_max_memory_counts_everything);
 	suite_add_tcase(s, bad);
 
 	tcase_set_timeout(conns, 60);
