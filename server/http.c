@@ -17,15 +17,21 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <linux/sockios.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
+#include <sys/uio.h>
+#include <time.h>
 
 #include "log.h"
 #include "proto/http_api.h"
 
 /* Body buffers up to this size are kept for the connection's next request. */
 #define HTTP_KEEP_BYTES (64 * 1024)
-#define HTTP_SWEEP_MS	1000
-#define HTTP_BACKLOG	1024u
+#ifndef HTTP_SWEEP_MS /* the fuzz target sweeps more often */
+#define HTTP_SWEEP_MS 1000
+#endif
+#define HTTP_BACKLOG 1024u
 /* Shortest interval between two "max_connections reached" warnings. */
 #define HTTP_WARN_MS 1000
 
@@ -37,20 +43,25 @@ struct http_listener {
 	struct MHD_Daemon *mhd;
 	uv_poll_t poll;	  /* on the daemon's epoll descriptor */
 	uv_timer_t timer; /* MHD_get_timeout() */
-	bool handles;	  /* poll and timer initialised */
+	uv_idle_t idle;	  /* MHD wants to run again at once */
+	bool handles;	  /* poll, timer and idle initialised */
 };
 
 /* One client connection (MHD's socket context). */
 struct http_conn {
 	struct http_conn *prev, *next;
+	struct MHD_Connection *mhd;
 	int fd;
 	uint64_t request_ms; /* start of the request not yet done (loop ms), 0 between requests;
 			      * restarted while its response moves */
+	bool in_head;	     /* request line seen, the handler not called yet */
 	bool in_request;     /* the handler has seen the current request's headers */
 	bool responding;     /* the current request's response is queued */
 	bool too_large;	     /* body past max_body_bytes: the rest is read and dropped */
 	bool no_memory;	     /* the body could not be stored */
-	bool cut;	     /* shut down by request_timeout */
+	bool cut;	     /* shut down by us (request_timeout, a stall, a refusal) */
+	bool stalled;	     /* input waiting, unread, at the last sweep */
+	uint64_t read_mark;  /* bytes MHD had read at the last sweep */
 	uint64_t body_bytes; /* body bytes received for the current request */
 	struct proto_buf body;
 	uint64_t bytes_in, bytes_out; /* TCP_INFO as last read */
@@ -77,6 +88,7 @@ struct http_server {
 
 	struct http_api api;
 	struct http_api_response resp;
+	char problem[256]; /* the body of an answer worded here (http_fault_answer()) */
 
 	struct http_conn *conns;
 	struct metrics_conns stats; /* bytes_in/out: of closed connections only */
@@ -87,17 +99,30 @@ struct http_server {
 /* ---------------------------------------------------------------------------------------- */
 /* Connections */
 
-/* Refresh c's byte counts from the kernel (never backwards). */
-static void http_conn_tcp(struct http_conn *c)
+/* Refresh c's byte counts from the kernel (never backwards). False if it cannot tell. */
+static bool http_conn_tcp(struct http_conn *c)
 {
 	uint64_t in, out;
 
 	if (metrics_tcp_bytes(c->fd, &in, &out))
-		return;
+		return false;
 	if (in > c->bytes_in)
 		c->bytes_in = in;
 	if (out > c->bytes_out)
 		c->bytes_out = out;
+	return true;
+}
+
+/*
+ * End c from outside MHD: shut the socket down, and give MHD a one-second timeout for it, so
+ * MHD closes it even if it never reads from it again (a stalled connection would not see the
+ * end of the stream). Not from within MHD_run(): the timeout moves c between MHD's lists.
+ */
+static void http_conn_end(struct http_conn *c)
+{
+	c->cut = true;
+	shutdown(c->fd, SHUT_RDWR);
+	MHD_set_connection_option(c->mhd, MHD_CONNECTION_OPTION_TIMEOUT, 1u);
 }
 
 static struct http_conn *http_conn_of(struct MHD_Connection *conn)
@@ -126,6 +151,7 @@ static void http_on_connection(void *cls, struct MHD_Connection *conn, void **so
 		}
 		ci = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
 		c->fd = ci ? ci->connect_fd : -1;
+		c->mhd = conn;
 		/* The first request must arrive within request_timeout of the connection. */
 		c->request_ms = uv_now(h->loop);
 		proto_buf_init(&c->body);
@@ -187,6 +213,7 @@ static void *http_on_uri(void *cls, const char *uri, struct MHD_Connection *conn
 	if (c) {
 		if (!c->request_ms)
 			c->request_ms = uv_now(h->loop);
+		c->in_head = true;
 		c->in_request = false;
 	}
 	return c; /* the request's context: the handler gets it in *con_cls */
@@ -203,6 +230,7 @@ static void http_on_completed(void *cls, struct MHD_Connection *conn, void **con
 	if (!c)
 		return;
 	c->request_ms = 0;
+	c->in_head = false;
 	c->in_request = false;
 	c->responding = false;
 	http_conn_tcp(c);
@@ -223,6 +251,8 @@ static size_t http_unescape_none(void *cls, struct MHD_Connection *conn, char *s
 	return strlen(s);
 }
 
+static void http_mhd_refusing(struct http_server *h);
+
 static void http_on_mhd_log(void *cls, const char *fmt, va_list ap)
 {
 	struct http_server *h = cls;
@@ -235,6 +265,8 @@ static void http_on_mhd_log(void *cls, const char *fmt, va_list ap)
 		msg[--n] = '\0';
 	/* At start-up these explain a failure (bind); later they are about one client. */
 	srv_log(h->starting ? SRV_LOG_ERR : SRV_LOG_DEBUG, "http: %s", msg);
+	if (!h->starting)
+		http_mhd_refusing(h);
 }
 
 /* ---------------------------------------------------------------------------------------- */
@@ -315,52 +347,253 @@ static enum MHD_Result http_refuse(struct http_server *h, struct MHD_Connection 
 	return http_send(conn, &h->resp);
 }
 
-struct http_framing {
-	unsigned content_length, transfer_encoding;
+/*
+ * What can be wrong with a request's head. Those worded by proto/http_api.c
+ * (http_api_refuse()) and those worded here, framing rules the API does not know of.
+ */
+enum http_fault {
+	HTTP_FAULT_NONE,
+	HTTP_FAULT_FRAMING,	/* 400: repeated Content-Length, or with Transfer-Encoding */
+	HTTP_FAULT_TOO_LARGE,	/* 413: Content-Length over max_body_bytes (or 64 bits) */
+	HTTP_FAULT_HEADER_NAME, /* 400: a field name that is not a token (RFC 9110 5.1) */
+	HTTP_FAULT_HOST,	/* 400: HTTP/1.1 without exactly one Host (RFC 9112 3.2) */
+	HTTP_FAULT_LENGTH,	/* 400: a Content-Length that is not a number (RFC 9112 6.3) */
+	HTTP_FAULT_CODING,	/* 501: a Transfer-Encoding other than chunked (RFC 9112 6.1) */
+	HTTP_FAULT_MALFORMED,	/* 400: libmicrohttpd refused the head, reason unknown here */
+	HTTP_FAULT_STALLED,	/* 400: libmicrohttpd stopped reading the request */
 };
 
-static enum MHD_Result http_count_framing(void *cls, enum MHD_ValueKind kind, const char *key,
-					  const char *value)
+/* The faults worded here: problem+json as proto/http_api.c words its own. */
+static const struct {
+	unsigned status;
+	const char *type, *title, *detail;
+} http_fault_text[] = {
+    [HTTP_FAULT_HEADER_NAME] = {400, "bad_request", "Bad request",
+				"malformed header field name (whitespace before the colon?)"},
+    [HTTP_FAULT_HOST] = {400, "bad_request", "Bad request",
+			 "an HTTP/1.1 request needs exactly one Host header"},
+    [HTTP_FAULT_LENGTH] = {400, "bad_request", "Bad request", "invalid Content-Length"},
+    [HTTP_FAULT_CODING] = {501, "not_implemented", "Not implemented",
+			   "Transfer-Encoding other than chunked"},
+    [HTTP_FAULT_MALFORMED] = {400, "bad_request", "Bad request", "malformed request"},
+    [HTTP_FAULT_STALLED] = {400, "bad_request", "Bad request",
+			    "the request cannot be read further (a line longer than the "
+			    "server's buffer?)"},
+};
+
+/* The answer to a fault, in h->resp (also for those worded here, so one path sends all). */
+static const struct http_api_response *http_fault_answer(struct http_server *h, const char *url,
+							 const char *method, enum http_fault f)
 {
-	struct http_framing *f = cls;
+	struct http_api_request req = {.method = method, .path = url, .path_len = strlen(url)};
+	struct http_api_response *r = &h->resp;
+	int n;
+
+	if (f == HTTP_FAULT_FRAMING || f == HTTP_FAULT_TOO_LARGE) {
+		http_api_refuse(&h->api, &req,
+				f == HTTP_FAULT_FRAMING ? HTTP_REFUSE_FRAMING
+							: HTTP_REFUSE_TOO_LARGE,
+				h->cfg->max_body_bytes, r);
+		return r;
+	}
+	n = snprintf(h->problem, sizeof(h->problem),
+		     "{\"type\":\"%s\",\"title\":\"%s\",\"status\":%u,\"detail\":\"%s\"}",
+		     http_fault_text[f].type, http_fault_text[f].title, http_fault_text[f].status,
+		     http_fault_text[f].detail);
+	r->status = http_fault_text[f].status;
+	r->content_type = "application/problem+json";
+	r->allow = NULL;
+	r->www_authenticate = NULL;
+	r->location[0] = '\0';
+	r->close = true;
+	r->data = h->problem;
+	r->len = n > 0 && (size_t)n < sizeof(h->problem) ? (size_t)n : 0;
+	return r;
+}
+
+/* The head's fields, as far as the checks below need them. */
+struct http_head {
+	unsigned content_length, transfer_encoding, host;
+	bool bad_name;
+	const char *coding; /* the first Transfer-Encoding */
+};
+
+/* tchar of RFC 9110 5.6.2: what a field name is made of. */
+static bool http_tchar(unsigned char ch)
+{
+	return (ch >= '0' && ch <= '9') || (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
+	       (ch && strchr("!#$%&'*+-.^_`|~", ch));
+}
+
+static enum MHD_Result http_scan_field(void *cls, enum MHD_ValueKind kind, const char *key,
+				       const char *value)
+{
+	struct http_head *f = cls;
 
 	(void)kind;
-	(void)value;
-	if (strcasecmp(key, MHD_HTTP_HEADER_CONTENT_LENGTH) == 0)
+	/* libmicrohttpd 0.9.75 keeps "Content-Length " (space before the colon) as a field of
+	 * its own, so a body it does not see would run as the next request (RFC 9112 5.1).
+	 * Its MHD_OPTION_STRICT_FOR_CLIENT refuses that only at -1 (otherwise its most lenient
+	 * level), and at 1 requires Host through the same path that answers twice (see
+	 * http_mhd_refusing()): the checks are made here instead. */
+	if (!*key)
+		f->bad_name = true;
+	for (const char *p = key; *p; p++)
+		f->bad_name |= !http_tchar((unsigned char)*p);
+	if (strcasecmp(key, MHD_HTTP_HEADER_CONTENT_LENGTH) == 0) {
 		f->content_length++;
-	else if (strcasecmp(key, MHD_HTTP_HEADER_TRANSFER_ENCODING) == 0)
-		f->transfer_encoding++;
+	} else if (strcasecmp(key, MHD_HTTP_HEADER_TRANSFER_ENCODING) == 0) {
+		if (!f->transfer_encoding++)
+			f->coding = value ? value : "";
+	} else if (strcasecmp(key, MHD_HTTP_HEADER_HOST) == 0) {
+		f->host++;
+	}
 	return MHD_YES;
 }
 
+/* "chunked", with optional whitespace around it, any case. */
+static bool http_only_chunked(const char *v)
+{
+	size_t n;
+
+	v += strspn(v, " \t");
+	n = strlen(v);
+	while (n && (v[n - 1] == ' ' || v[n - 1] == '\t'))
+		n--;
+	return n == 7 && strncasecmp(v, "chunked", 7) == 0;
+}
+
+/* A Content-Length value: digits only. 0, -EINVAL, or -ERANGE past 64 bits. */
+static int http_parse_length(const char *s, uint64_t *len)
+{
+	uint64_t v = 0;
+
+	if (!*s)
+		return -EINVAL;
+	for (; *s; s++) {
+		if (*s < '0' || *s > '9')
+			return -EINVAL;
+		if (v > (UINT64_MAX - (uint64_t)(*s - '0')) / 10)
+			return -ERANGE;
+		v = v * 10 + (uint64_t)(*s - '0');
+	}
+	*len = v;
+	return 0;
+}
+
 /*
- * Look at the framing headers before any body byte is read: true if they are fine, else
- * false with the refusal to answer with in *why. *body: whether a body is announced (any
+ * The head's syntax, whatever the route: field names, Host. The version is the request
+ * line's ("HTTP/1.1"); libmicrohttpd takes any other HTTP/1.x above 1.0 as 1.1 too.
+ */
+static enum http_fault http_head_fault(struct MHD_Connection *conn, const char *version,
+				       struct http_head *f)
+{
+	bool v11 = version && strncmp(version, "HTTP/1.", 7) == 0 && strcmp(version, "HTTP/1.0");
+
+	memset(f, 0, sizeof(*f));
+	MHD_get_connection_values(conn, MHD_HEADER_KIND, http_scan_field, f);
+	if (f->bad_name)
+		return HTTP_FAULT_HEADER_NAME;
+	if (f->host > 1 || (v11 && f->host != 1))
+		return HTTP_FAULT_HOST;
+	return HTTP_FAULT_NONE;
+}
+
+/*
+ * The body's framing, before any byte of it is read. *body: whether a body is announced (any
  * Transfer-Encoding, or a Content-Length but 0; also when the framing is bad).
  */
-static bool http_framing_ok(struct http_server *h, struct MHD_Connection *conn,
-			    enum http_api_refusal *why, bool *body)
+static enum http_fault http_framing_fault(struct http_server *h, struct MHD_Connection *conn,
+					  const struct http_head *f, bool *body)
 {
-	struct http_framing f = {0, 0};
 	const char *cl;
-	unsigned long long len;
-	char *end;
+	uint64_t len = 0;
+	int rc;
 
-	MHD_get_connection_values(conn, MHD_HEADER_KIND, http_count_framing, &f);
-	*why = HTTP_REFUSE_FRAMING;
-	*body = f.content_length || f.transfer_encoding;
-	if (f.content_length > 1 || (f.content_length && f.transfer_encoding))
-		return false;
-	if (!f.content_length)
-		return true;
+	*body = f->content_length || f->transfer_encoding;
+	if (f->content_length > 1 || (f->content_length && f->transfer_encoding))
+		return HTTP_FAULT_FRAMING;
+	/* Only chunked alone: anything else (gzip; chunked twice) libmicrohttpd would read to
+	 * the end of the connection as the body. */
+	if (f->transfer_encoding)
+		return f->transfer_encoding == 1 && http_only_chunked(f->coding)
+			   ? HTTP_FAULT_NONE
+			   : HTTP_FAULT_CODING;
+	if (!f->content_length)
+		return HTTP_FAULT_NONE;
 	cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
-	errno = 0;
-	len = cl ? strtoull(cl, &end, 10) : 0;
-	if (!cl || end == cl || *end || errno || cl[0] == '-')
-		return false;
+	rc = http_parse_length(cl ? cl : "", &len);
+	if (rc == -EINVAL)
+		return HTTP_FAULT_LENGTH;
 	*body = len > 0;
-	*why = HTTP_REFUSE_TOO_LARGE;
-	return len <= h->cfg->max_body_bytes;
+	return rc || len > h->cfg->max_body_bytes ? HTTP_FAULT_TOO_LARGE : HTTP_FAULT_NONE;
+}
+
+/*
+ * Send r on c's socket ourselves, then shut the socket down, when libmicrohttpd cannot be let
+ * answer. Best effort (the socket's buffer is empty at these points: nothing else was sent
+ * for this request); what does not fit is lost, the end of the stream says the rest.
+ */
+static void http_send_raw(struct http_conn *c, const struct http_api_response *r)
+{
+	char head[256], date[64];
+	struct iovec iov[2];
+	struct msghdr msg = {.msg_iov = iov, .msg_iovlen = 2};
+	time_t now = time(NULL);
+	struct tm tm;
+	int n;
+
+	gmtime_r(&now, &tm);
+	strftime(date, sizeof(date), "%a, %d %b %Y %H:%M:%S GMT", &tm);
+	n = snprintf(head, sizeof(head),
+		     "HTTP/1.1 %u %s\r\nDate: %s\r\nConnection: close\r\nContent-Type: %s\r\n"
+		     "Content-Length: %zu\r\n\r\n",
+		     r->status, MHD_get_reason_phrase_for(r->status), date,
+		     r->content_type ? r->content_type : "text/plain", r->len);
+	if (n > 0 && (size_t)n < sizeof(head)) {
+		iov[0] = (struct iovec){head, (size_t)n};
+		iov[1] = (struct iovec){(void *)r->data, r->len};
+		(void)sendmsg(c->fd, &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
+	}
+	c->cut = true;
+	shutdown(c->fd, SHUT_RDWR);
+}
+
+/*
+ * libmicrohttpd logs just before it refuses a request itself. When that is in the middle of
+ * its header checks (a malformed or too large Content-Length; its connection is between its
+ * complete head and the handler's first call), 0.9.75 queues its answer twice: two header
+ * blocks, the first one's Content-Length covering the second. Answer that request here, once,
+ * and shut the socket down, so what libmicrohttpd then sends goes nowhere and it closes the
+ * connection. Nothing of the request is run: the handler is never called for it.
+ */
+static void http_mhd_refusing(struct http_server *h)
+{
+	for (struct http_conn *c = h->conns; c; c = c->next) {
+		const union MHD_ConnectionInfo *ci;
+		const char *url, *method;
+		struct http_head f;
+		enum http_fault fault;
+		bool body;
+
+		if (!c->in_head || c->cut)
+			continue;
+		ci = MHD_get_connection_info(c->mhd, MHD_CONNECTION_INFO_REQUEST_HEADER_SIZE);
+		if (!ci || !ci->header_size)
+			continue; /* still reading its head: its refusals are sent once */
+		fault = http_head_fault(c->mhd, NULL, &f);
+		if (!fault)
+			fault = http_framing_fault(h, c->mhd, &f, &body);
+		if (!fault)
+			fault = HTTP_FAULT_MALFORMED;
+		/* The URL and method are not known outside the handler: the problem's route is
+		 * not needed for the words, only for /metrics. */
+		url = "";
+		method = "";
+		http_send_raw(c, http_fault_answer(h, url, method, fault));
+		srv_log(SRV_LOG_DEBUG, "http: request refused in its head; answered and closed");
+		return;
+	}
 }
 
 /*
@@ -375,25 +608,31 @@ static enum MHD_Result http_on_request(void *cls, struct MHD_Connection *conn, c
 	struct http_server *h = cls;
 	struct http_conn *c = *con_cls;
 	size_t n = *upload_data_size;
-	enum http_api_refusal why;
-	bool framing_ok, body;
+	enum http_fault fault, framing;
+	struct http_head f;
+	bool body;
 
-	(void)version;
 	if (!c)
 		return MHD_NO; /* no memory for the connection */
 	if (!c->in_request) {
+		c->in_head = false;
 		c->in_request = true;
 		c->body_bytes = 0;
 		c->too_large = false;
 		c->no_memory = false;
 		proto_buf_reset(&c->body);
-		/* A request refused whatever its body is answered first, then bad framing. A
-		 * request without a body is answered in full later (the connection stays open). */
-		framing_ok = http_framing_ok(h, conn, &why, &body);
+		/* A malformed head is refused whatever the route (where its body ends, if it has
+		 * one, is not known). Then a request refused whatever its body is answered, then
+		 * bad framing. A request without a body is answered in full later (the
+		 * connection stays open). */
+		fault = http_head_fault(conn, version, &f);
+		if (fault)
+			return http_send(conn, http_fault_answer(h, url, method, fault));
+		framing = http_framing_fault(h, conn, &f, &body);
 		if (body && !http_admitted(h, conn, url, method))
 			return http_send(conn, &h->resp);
-		if (!framing_ok)
-			return http_refuse(h, conn, url, method, why);
+		if (framing)
+			return http_send(conn, http_fault_answer(h, url, method, framing));
 		/* Even without a body, answer on the next call: a response queued now is an
 		 * "early" one to libmicrohttpd, which then closes the connection after it. */
 		return MHD_YES;
@@ -421,7 +660,7 @@ static enum MHD_Result http_on_request(void *cls, struct MHD_Connection *conn, c
 	c->out_mark = c->bytes_out;
 	c->responding = true;
 	if (c->too_large)
-		return http_refuse(h, conn, url, method, HTTP_REFUSE_TOO_LARGE);
+		return http_send(conn, http_fault_answer(h, url, method, HTTP_FAULT_TOO_LARGE));
 	if (c->no_memory)
 		return http_refuse(h, conn, url, method, HTTP_REFUSE_NO_MEMORY);
 	return http_answer(h, conn, c, url, method);
@@ -466,23 +705,36 @@ static const char *http_not_ready(void *arg)
 /* The loop */
 
 static void http_on_timer(uv_timer_t *t);
+static void http_on_idle(uv_idle_t *i);
 
 /*
  * Let MHD do its work, then wake up when it next needs to. After a connection closed, run
  * again on the next loop iteration whatever MHD_get_timeout() says: a daemon that stopped
  * accepting (at its connection limit, or out of descriptors) only puts its listening socket
  * back into its epoll set at the start of an MHD_run(), and nothing else would wake it.
+ *
+ * "At once" is an idle handle, never a 0 ms timer: libuv before 1.45 runs a timer started
+ * from its own callback again in the same pass when it is already due, without polling or
+ * updating its clock, so a daemon that keeps asking to run at once (libmicrohttpd does, for
+ * a connection it no longer reads: see http_on_sweep()) would hold the loop: no other
+ * client, timer or signal served. An idle handle runs once per loop iteration.
  */
 static void http_run(struct http_listener *l)
 {
 	struct http_server *h = l->srv;
 	MHD_UNSIGNED_LONG_LONG ms;
+	bool timeout;
 
 	h->closed = false;
 	MHD_run(l->mhd);
-	if (h->closed)
-		uv_timer_start(&l->timer, http_on_timer, 0, 0);
-	else if (MHD_get_timeout(l->mhd, &ms) == MHD_YES)
+	timeout = MHD_get_timeout(l->mhd, &ms) == MHD_YES;
+	if (h->closed || (timeout && ms == 0)) {
+		uv_timer_stop(&l->timer);
+		uv_idle_start(&l->idle, http_on_idle);
+		return;
+	}
+	uv_idle_stop(&l->idle);
+	if (timeout)
 		uv_timer_start(&l->timer, http_on_timer, ms, 0);
 	else
 		uv_timer_stop(&l->timer);
@@ -500,25 +752,84 @@ static void http_on_timer(uv_timer_t *t)
 	http_run(t->data);
 }
 
+static void http_on_idle(uv_idle_t *i)
+{
+	http_run(i->data);
+}
+
 /*
- * Once a second: cut off requests not done within request_timeout. A request's clock starts
- * at the connection, or at the first byte after the previous request was done (seen here, so
- * up to a second late; MHD itself tells only of a complete request line, and a client
- * trickling one must not go untimed), and restarts whenever its response moves (the client
- * reads it, however slowly). Bytes that came with the previous request (a pipelined partial
- * one) are not seen as new: such a connection is closed by idle_timeout instead.
+ * Whether MHD has stopped reading c: input waits in the kernel, none of it was read since the
+ * last sweep, and nothing of ours waits to be sent (else the client is just not reading our
+ * answer, request_timeout's case). libmicrohttpd 0.9.75 gets there when a line it must hold
+ * whole (a chunk size with its extensions) outgrows its buffer (HTTP_CONN_MEMORY): it then
+ * neither reads nor answers nor closes, and asks to run again at once, forever.
+ */
+static bool http_conn_stalled(struct http_conn *c, bool tcp_ok)
+{
+	int inq = 0, outq = 0;
+	uint64_t read;
+
+	if (!tcp_ok || ioctl(c->fd, SIOCINQ, &inq) || inq <= 0 || ioctl(c->fd, SIOCOUTQ, &outq) ||
+	    outq > 0) {
+		c->stalled = false;
+		return false;
+	}
+	read = c->bytes_in - (uint64_t)inq; /* bytes MHD has read */
+	if (c->stalled && read == c->read_mark)
+		return true;
+	c->stalled = true;
+	c->read_mark = read;
+	return false;
+}
+
+/* Whether some daemon asks to run again at once (idle handle on): the sign of a stall. */
+static bool http_spinning(const struct http_server *h)
+{
+	for (size_t i = 0; i < h->nls; i++)
+		if (h->ls[i].handles && uv_is_active((const uv_handle_t *)&h->ls[i].idle))
+			return true;
+	return false;
+}
+
+/*
+ * Once a second: end connections MHD no longer reads (answered 400 when no answer was
+ * started), and cut off requests not done within request_timeout. A stall is looked for only
+ * while MHD asks to run at once, as it does for as long as one lasts; it is found within two
+ * sweeps, whatever the timeouts.
+ *
+ * A request's clock starts at the connection, or at the first byte after the previous request
+ * was done (seen here, so up to a second late; MHD itself tells only of a complete request
+ * line, and a client trickling one must not go untimed), and restarts whenever its response
+ * moves (the client reads it, however slowly). Bytes that came with the previous request (a
+ * pipelined partial one) are not seen as new: such a connection is closed by idle_timeout
+ * instead.
  */
 static void http_on_sweep(uv_timer_t *t)
 {
 	struct http_server *h = t->data;
 	uint64_t limit = (uint64_t)h->cfg->request_timeout * 1000, now = uv_now(h->loop);
+	bool spinning = http_spinning(h);
 
-	if (!limit)
+	if (!limit && !spinning)
 		return;
 	for (struct http_conn *c = h->conns; c; c = c->next) {
+		bool tcp_ok;
+
 		if (c->cut)
 			continue;
-		http_conn_tcp(c);
+		tcp_ok = http_conn_tcp(c);
+		if (spinning && http_conn_stalled(c, tcp_ok)) {
+			srv_log(SRV_LOG_INFO,
+				"http: a request libmicrohttpd does not read further "
+				"(a line longer than its buffer?); closing the connection");
+			if (c->in_request && !c->responding &&
+			    !MHD_get_connection_info(c->mhd, MHD_CONNECTION_INFO_HTTP_STATUS))
+				http_send_raw(c, http_fault_answer(h, "", "", HTTP_FAULT_STALLED));
+			http_conn_end(c);
+			continue;
+		}
+		if (!limit)
+			continue;
 		/* Two bytes allowed: a CRLF after a request is ignored (RFC 9112 2.2). */
 		if (!c->request_ms && c->bytes_in > c->done_in + 2)
 			c->request_ms = now;
@@ -533,8 +844,7 @@ static void http_on_sweep(uv_timer_t *t)
 			" s); closing the connection",
 			h->cfg->request_timeout);
 		/* MHD owns the descriptor: shut it down, and MHD sees the end and closes it. */
-		c->cut = true;
-		shutdown(c->fd, SHUT_RDWR);
+		http_conn_end(c);
 	}
 }
 
@@ -570,7 +880,8 @@ void http_server_stop(struct http_server *h)
 		if (l->handles) {
 			uv_close((uv_handle_t *)&l->poll, http_on_listener_closed);
 			uv_close((uv_handle_t *)&l->timer, http_on_listener_closed);
-			h->pending_closes += 2;
+			uv_close((uv_handle_t *)&l->idle, http_on_listener_closed);
+			h->pending_closes += 3;
 		}
 		if (l->mhd)
 			MHD_stop_daemon(l->mhd);
@@ -642,8 +953,10 @@ static int http_listen(struct http_server *h, struct http_listener *l, const cha
 		return rc;
 	}
 	uv_timer_init(h->loop, &l->timer); /* cannot fail */
+	uv_idle_init(h->loop, &l->idle);   /* cannot fail */
 	l->poll.data = l;
 	l->timer.data = l;
+	l->idle.data = l;
 	l->handles = true;
 	rc = uv_poll_start(&l->poll, UV_READABLE, http_on_poll);
 	if (rc) {

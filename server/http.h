@@ -7,7 +7,9 @@
  * Driving. One MHD daemon per address of `bind`, each started with MHD_USE_EPOLL and no
  * internal thread: a uv_poll_t watches the daemon's epoll descriptor
  * (MHD_DAEMON_INFO_EPOLL_FD) and calls MHD_run(); a uv_timer_t is re-armed after every
- * MHD_run() from MHD_get_timeout() (timeouts, and work MHD has buffered).
+ * MHD_run() from MHD_get_timeout() (timeouts), and a uv_idle_t runs it on the next loop
+ * iteration when MHD asks to run again at once (work it has buffered). Never a 0 ms timer:
+ * libuv before 1.45 runs such a timer again in the same pass, and would not leave it.
  *
  * Limits, each set explicitly (libmicrohttpd 0.9.75 has no body limit, no timeout and allows
  * 1020 connections by default):
@@ -27,10 +29,27 @@
  *   HTTP_CONN_MEMORY MHD_OPTION_CONNECTION_MEMORY_LIMIT: the request line and headers must fit
  *                    in it (MHD itself answers 414 or 431 otherwise); keys longer than fit in a
  *                    URL (about 32000 bytes, percent-encoded) go in a POST body.
- * Repeated Content-Length, or Content-Length with Transfer-Encoding, is 400 and closes the
- * connection (no guessing where the next request starts). What libmicrohttpd refuses by itself
- * (a malformed request line or Content-Length, headers over HTTP_CONN_MEMORY: 400, 414, 431)
- * gets its own short HTML answer and is not counted in /metrics.
+ *   stalls           a connection MHD no longer reads (input waiting, none of it read for a
+ *                    second, nothing to send) is answered 400 and closed within about two
+ *                    seconds, whatever the timeouts. libmicrohttpd 0.9.75 stops so on a
+ *                    chunk-size line (size and extensions) longer than its read buffer, about
+ *                    HTTP_CONN_MEMORY / 2, asking to run again at once for as long as it lasts.
+ *
+ * No guessing where a body, or the next request, starts (RFC 9112): each of these is refused
+ * as soon as the head is in, and the connection closed. A field name that is not a token
+ * (whitespace before the colon: libmicrohttpd 0.9.75 keeps "Content-Length " as a field of its
+ * own), or HTTP/1.1 without exactly one Host, whatever the route: 400. Then, after the checks
+ * of route, method and token: repeated Content-Length, or Content-Length with
+ * Transfer-Encoding: 400; a Transfer-Encoding other than chunked alone: 501.
+ *
+ * A Content-Length that is not a number (or past 64 bits) libmicrohttpd refuses itself,
+ * within its own header checks, where 0.9.75 queues its answer twice (two header blocks, the
+ * first one's length covering the second). The glue sees that refusal coming (MHD logs it
+ * first): it sends the one answer itself (400, or 413 past 64 bits) and shuts the socket down,
+ * so MHD's goes nowhere; the request is not run. What else libmicrohttpd refuses by itself (a
+ * malformed request line, headers over HTTP_CONN_MEMORY: 400, 414, 431) gets its own short
+ * HTML answer. Neither those nor the answers worded in http.c rather than proto/http_api.c
+ * (field name, Host, Content-Length, transfer coding, stall) are counted in /metrics.
  *
  * The loop thread only. max_body_bytes, request_timeout and max_connections (up to its value
  * at start, MHD's own limit) are read from the live config at each use, so SIGHUP changes
