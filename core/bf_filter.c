@@ -312,10 +312,11 @@ int bf_filter_delete(struct bf_filter *f, const void *key, size_t len)
 		return 0;
 	}
 	bf_layer_delete(l, h);
-	if (l->items)
+	/* f->items stays the sum of the layers' counts (a snapshot's header must add up). */
+	if (l->items) {
 		l->items--;
-	if (f->items)
 		f->items--;
+	}
 	f->changes++;
 	f->stats.delete_hits++;
 	return 1;
@@ -347,29 +348,6 @@ size_t bf_filter_add_batch(struct bf_filter *f, size_t n, const void *const *key
 		}
 	}
 	return n;
-}
-
-int bf_filter_clone(const struct bf_filter *f, struct bf_filter **out)
-{
-	struct bf_filter *c = malloc(sizeof(*c));
-	if (!c)
-		return -ENOMEM;
-	*c = *f;
-	c->budget = NULL;
-	for (unsigned i = 0; i < f->nlayers; i++) {
-		const struct bf_layer *l = &f->layers[i];
-		if (bf_layer_alloc(&c->layers[i], l->counting, l->nblocks, l->b, l->capacity,
-				   l->error_rate)) {
-			c->nlayers = i;
-			c->bytes = 0; /* nothing was charged */
-			bf_filter_free(c);
-			return -ENOMEM;
-		}
-		memcpy(c->layers[i].blocks, l->blocks, bf_layer_bytes(l));
-		c->layers[i].items = l->items;
-	}
-	*out = c;
-	return 0;
 }
 
 /* The layer holding body byte off, with *in = the offset inside it; NULL past the end. */
@@ -407,6 +385,85 @@ int bf_filter_body_write(struct bf_filter *f, uint64_t off, const void *data, si
 	memcpy((char *)l->blocks + in, data, len);
 	f->changes++;
 	return 0;
+}
+
+int bf_filter_copy_grow(struct bf_filter *c, const struct bf_filter *f)
+{
+	for (unsigned i = c->nlayers; i < f->nlayers; i++) {
+		const struct bf_layer *l = &f->layers[i];
+		int rc = bf_layer_alloc(&c->layers[i], l->counting, l->nblocks, l->b, l->capacity,
+					l->error_rate);
+		if (rc)
+			return -ENOMEM;
+		c->nlayers = i + 1;
+		c->bytes += bf_layer_bytes(l);
+	}
+	return 0;
+}
+
+void bf_filter_copy_meta(struct bf_filter *c, const struct bf_filter *f)
+{
+	memcpy(c->name, f->name, sizeof(c->name));
+	c->name_len = f->name_len;
+	c->params = f->params;
+	c->seed = f->seed;
+	c->changes = f->changes;
+	c->stats = f->stats;
+	/* The layers c has (f may have grown since): the counts of those, and their sum. */
+	c->items = 0;
+	for (unsigned i = 0; i < c->nlayers && i < f->nlayers; i++) {
+		c->layers[i].items = f->layers[i].items;
+		c->items += c->layers[i].items;
+	}
+}
+
+int bf_filter_copy_new(const struct bf_filter *f, struct bf_filter **out)
+{
+	struct bf_filter *c = calloc(1, sizeof(*c));
+
+	if (!c)
+		return -ENOMEM;
+	if (bf_filter_copy_grow(c, f)) {
+		bf_filter_free(c);
+		return -ENOMEM;
+	}
+	bf_filter_copy_meta(c, f);
+	*out = c;
+	return 0;
+}
+
+uint64_t bf_filter_copy_body(struct bf_filter *c, const struct bf_filter *f, uint64_t off,
+			     uint64_t n)
+{
+	uint64_t done = 0;
+
+	while (done < n) {
+		uint64_t in, len;
+		struct bf_layer *to = body_layer(c, off + done, &in);
+		const void *from = bf_filter_body_at(f, off + done, &len);
+		if (!to || !from)
+			break;
+		if (len > n - done)
+			len = n - done;
+		memcpy((char *)to->blocks + in, from, (size_t)len);
+		done += len;
+	}
+	return done;
+}
+
+void bf_filter_prefault(struct bf_filter *c)
+{
+	for (unsigned i = 0; i < c->nlayers; i++)
+		memset(c->layers[i].blocks, 0, bf_layer_bytes(&c->layers[i]));
+}
+
+int bf_filter_clone(const struct bf_filter *f, struct bf_filter **out)
+{
+	int rc = bf_filter_copy_new(f, out);
+
+	if (!rc)
+		bf_filter_copy_body(*out, f, 0, f->bytes);
+	return rc;
 }
 
 uint64_t bf_filter_capacity(const struct bf_filter *f)

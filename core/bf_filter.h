@@ -55,12 +55,18 @@ struct bf_stats {
 	uint64_t deletes, delete_hits, delete_misses;
 };
 
+/*
+ * Outside core/ every field is read-only, and layers (their blocks, their number, f->bytes) are
+ * not touched at all: core builds, copies, encodes and decodes filters (bf_filter_copy_*,
+ * bf_filter_body_*, bf_snapshot_*). Read the layer count with bf_filter_nlayers().
+ */
 struct bf_filter {
 	char name[BF_NAME_MAX + 1]; /* NUL-terminated for logs; name_len is authoritative */
 	size_t name_len;
 	struct bf_params params;
 	uint64_t seed;
-	uint64_t items; /* adds that changed the filter (every add, if counting), minus deletes */
+	uint64_t items; /* adds that changed the filter (every add, if counting), minus deletes;
+			 * always the sum of the layers' items */
 	uint64_t bytes; /* sum of layer sizes (the bits; see bf_filter_cost for the memory) */
 	uint64_t changes; /* bumped by every mutation, for snapshot scheduling */
 	struct bf_stats stats;
@@ -68,6 +74,11 @@ struct bf_filter {
 	unsigned nlayers;
 	struct bf_layer layers[BF_MAX_LAYERS];
 };
+
+static inline unsigned bf_filter_nlayers(const struct bf_filter *f)
+{
+	return f->nlayers;
+}
 
 /*
  * Check params: capacity >= 1, 0 < error_rate < 1, type known, expansion <= BF_MAX_EXPANSION
@@ -142,6 +153,29 @@ size_t bf_filter_add_batch(struct bf_filter *f, size_t n, const void *const *key
  * cut for a snapshot written while the original goes on. Returns 0 or -ENOMEM.
  */
 int bf_filter_clone(const struct bf_filter *f, struct bf_filter **out);
+
+/*
+ * A copy in phases, for a snapshot of a large filter taken in slices while the original goes
+ * on serving (a plain filter's copy stays valid if the bits copied later are newer: setting a
+ * bit twice changes nothing). None of these is charged to a budget.
+ *
+ * bf_filter_copy_new: a filter of f's geometry (blocks zero) with f's metadata. 0 or -ENOMEM.
+ * bf_filter_copy_grow: allocate the layers f gained since c was made, so c has f's geometry
+ *   again. 0, or -ENOMEM (c keeps the layers it had).
+ * bf_filter_copy_meta: everything but the blocks (name, parameters, seed, stats, and the item
+ *   counts of the layers c has, c->items being their sum), as f has them now. If f grew since
+ *   c's layers were allocated, its new layers are not c's: they belong to the next copy.
+ * bf_filter_copy_body: copy bytes [off, off + n) of f's body (bf_filter_body_at) into c's, across
+ *   layers; the range is clipped to the body. Returns the bytes copied.
+ * bf_filter_prefault: write every block of c once (zeros), so that later copies into a fresh
+ *   copy do not take page faults (e.g. on a worker thread, before the loop copies).
+ */
+int bf_filter_copy_new(const struct bf_filter *f, struct bf_filter **out);
+int bf_filter_copy_grow(struct bf_filter *c, const struct bf_filter *f);
+void bf_filter_copy_meta(struct bf_filter *c, const struct bf_filter *f);
+uint64_t bf_filter_copy_body(struct bf_filter *c, const struct bf_filter *f, uint64_t off,
+			     uint64_t n);
+void bf_filter_prefault(struct bf_filter *c);
 
 /*
  * A filter's body: its layers' blocks as one run of bytes, layer 0 first (what follows a

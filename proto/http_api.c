@@ -553,7 +553,7 @@ static cJSON *filter_json(const struct bf_filter *f, bool detail)
 	ok = ok && cJSON_AddNumberToObject(j, "error_rate", f->params.error_rate);
 	ok = ok && cJSON_AddNumberToObject(j, "items", (double)f->items);
 	ok = ok && cJSON_AddNumberToObject(j, "bytes", (double)f->bytes);
-	ok = ok && cJSON_AddNumberToObject(j, "layers", f->nlayers);
+	ok = ok && cJSON_AddNumberToObject(j, "layers", bf_filter_nlayers(f));
 	if (ok && detail) {
 		const struct bf_stats *s = &f->stats;
 

@@ -591,7 +591,7 @@ static void info_value(struct proto_buf *out, int resp, const struct bf_filter *
 		proto_resp_integer(out, (int64_t)f->bytes);
 		break;
 	case INFO_FILTERS:
-		proto_resp_integer(out, f->nlayers);
+		proto_resp_integer(out, bf_filter_nlayers(f));
 		break;
 	case INFO_ITEMS:
 		proto_resp_integer(out, (int64_t)f->items);

@@ -289,7 +289,7 @@ static void do_info(struct cmd_ctx *c, struct span args, struct proto_buf *out)
 	append_u64_field(out, "persist", f->params.persist);
 	append_u64_field(out, "initial_capacity", f->params.capacity);
 	append_u64_field(out, "expansion", f->params.expansion);
-	append_u64_field(out, "layers", f->nlayers);
+	append_u64_field(out, "layers", bf_filter_nlayers(f));
 	proto_buf_append_fmt(out, "fpr_estimate %.6g\n", bf_filter_fpr(f));
 	append_u64_field(out, "deletes", st->deletes);
 	append_u64_field(out, "delete_hits", st->delete_hits);

@@ -152,7 +152,7 @@ static void filter_sample(struct proto_buf *b, const struct bf_filter *f, enum f
 		proto_buf_append_u64(b, f->bytes);
 		break;
 	case FF_LAYERS:
-		proto_buf_append_u64(b, f->nlayers);
+		proto_buf_append_u64(b, bf_filter_nlayers(f));
 		break;
 	case FF_ERROR_RATE:
 		proto_buf_append_fmt(b, "%.15g", f->params.error_rate);

@@ -53,8 +53,7 @@ struct snap_job {
 	/* Preparing and copying (sn->copy == this job). */
 	bool prefaulting; /* its memory is being faulted in on the threadpool */
 	bool aborted;	  /* given up while prefaulting: freed when that ends */
-	unsigned copy_layer;
-	size_t copy_off;
+	uint64_t copy_off; /* body bytes copied so far */
 	uint64_t copy_ns, copy_max_ns; /* loop time spent copying, longest single pause */
 	/* Written by the worker, read by the loop once done (under lock) or after after_work. */
 	uv_mutex_t lock;
@@ -378,37 +377,6 @@ static void snap_queue(struct srv_snap *sn, struct snap_job *job)
 	sn->job = job;
 }
 
-/* Allocate the copy's layers for the live filter's geometry, from layer c->nlayers on (the
- * filter may have grown since the copy was allocated). 0 or -ENOMEM. */
-static int snap_copy_alloc(struct bf_filter *c, const struct bf_filter *f)
-{
-	for (unsigned i = c->nlayers; i < f->nlayers; i++) {
-		const struct bf_layer *l = &f->layers[i];
-		int rc = bf_layer_alloc(&c->layers[i], l->counting, l->nblocks, l->b, l->capacity,
-					l->error_rate);
-
-		if (rc)
-			return rc;
-		c->nlayers = i + 1;
-		c->bytes += bf_layer_bytes(l);
-	}
-	return 0;
-}
-
-/* Everything but the blocks, as the filter is now (same geometry). */
-static void snap_copy_meta(struct bf_filter *c, const struct bf_filter *f)
-{
-	memcpy(c->name, f->name, sizeof(c->name));
-	c->name_len = f->name_len;
-	c->params = f->params;
-	c->seed = f->seed;
-	c->items = f->items;
-	c->changes = f->changes;
-	c->stats = f->stats;
-	for (unsigned i = 0; i < f->nlayers; i++)
-		c->layers[i].items = f->layers[i].items;
-}
-
 /* End a job that will not be written (nothing is recorded). */
 static void snap_job_drop(struct snap_job *job)
 {
@@ -445,7 +413,6 @@ static void snap_on_idle(uv_idle_t *h)
 	struct snap_job *job = sn->copy;
 	const struct bf_filter *live;
 	struct bf_filter *c;
-	size_t budget = SRV_SNAP_SLICE;
 	uint64_t t0, dt;
 
 	if (!job || job->prefaulting) {
@@ -455,34 +422,17 @@ static void snap_on_idle(uv_idle_t *h)
 	live = job->e->f;
 	c = job->f;
 	t0 = uv_hrtime();
-	while (budget && job->copy_layer < c->nlayers) {
-		const struct bf_layer *from = &live->layers[job->copy_layer];
-		size_t left = bf_layer_bytes(from) - job->copy_off;
-		size_t n = left < budget ? left : budget;
-
-		memcpy((char *)c->layers[job->copy_layer].blocks + job->copy_off,
-		       (const char *)from->blocks + job->copy_off, n);
-		job->copy_off += n;
-		budget -= n;
-		if (job->copy_off == bf_layer_bytes(from)) {
-			job->copy_layer++;
-			job->copy_off = 0;
-		}
-	}
-	if (job->copy_layer == c->nlayers) {
-		/* Counts as of now: never fewer than the bits copied hold. */
-		c->items = 0;
-		for (unsigned i = 0; i < c->nlayers; i++) {
-			c->layers[i].items = live->layers[i].items;
-			c->items += c->layers[i].items;
-		}
-		c->stats = live->stats;
-	}
+	job->copy_off += bf_filter_copy_body(c, live, job->copy_off, SRV_SNAP_SLICE);
+	/* The last slice takes the counts as of now, never fewer than the bits copied hold (of
+	 * the layers the copy has: a layer added meanwhile is the next snapshot's). */
+	bool done = job->copy_off >= c->bytes;
+	if (done)
+		bf_filter_copy_meta(c, live);
 	dt = uv_hrtime() - t0;
 	job->copy_ns += dt;
 	if (dt > job->copy_max_ns)
 		job->copy_max_ns = dt;
-	if (job->copy_layer < c->nlayers)
+	if (!done)
 		return;
 
 	uv_idle_stop(h);
@@ -516,23 +466,20 @@ static int snap_copy_begin(struct srv_snap *sn, struct snap_job *job)
 		snap_job_drop(job); /* a flush wrote it meanwhile */
 		return -1;
 	}
-	rc = snap_copy_alloc(c, f);
+	rc = bf_filter_copy_grow(c, f);
 	if (rc) {
 		snap_record(sn, e, e->file, f->name, rc, "copy", 0, 0, 0, 0, "periodic");
 		snap_job_drop(job);
 		return -1;
 	}
-	snap_copy_meta(c, f);
+	bf_filter_copy_meta(c, f);
 	job->cut = f->changes;
 	if (f->params.type == BF_TYPE_COUNTING || f->bytes <= SRV_SNAP_SLICE) {
-		for (unsigned i = 0; i < f->nlayers; i++)
-			memcpy(c->layers[i].blocks, f->layers[i].blocks,
-			       bf_layer_bytes(&f->layers[i]));
+		bf_filter_copy_body(c, f, 0, f->bytes);
 		job->copy_ns = job->copy_max_ns = uv_hrtime() - t0;
 		snap_queue(sn, job);
 		return sn->job ? 0 : -1;
 	}
-	job->copy_layer = 0;
 	job->copy_off = 0;
 	sn->copy = job;
 	uv_idle_start(&sn->idle, snap_on_idle);
@@ -543,11 +490,9 @@ static int snap_copy_begin(struct srv_snap *sn, struct snap_job *job)
 static void snap_prefault_work(uv_work_t *req)
 {
 	struct snap_job *job = req->data;
-	struct bf_filter *c = job->f;
 
 	snap_worker_nice();
-	for (unsigned i = 0; i < c->nlayers; i++)
-		memset(c->layers[i].blocks, 0, bf_layer_bytes(&c->layers[i]));
+	bf_filter_prefault(job->f);
 }
 
 static void snap_prefault_after(uv_work_t *req, int status)
@@ -590,8 +535,7 @@ static int snap_start(struct srv_snap *sn, struct snap_entry *e)
 		return sn->job ? 0 : -1;
 	}
 	job->owned = true;
-	job->f = calloc(1, sizeof(*job->f));
-	rc = job->f ? snap_copy_alloc(job->f, f) : -ENOMEM;
+	rc = bf_filter_copy_new(f, &job->f);
 	if (rc) {
 		snap_record(sn, e, e->file, f->name, rc, "copy", 0, 0, 0, 0, "periodic");
 		snap_job_drop(job);
