@@ -139,7 +139,24 @@ enum cmd_status cmd_drop(struct cmd_ctx *c, const char *name, size_t len, bool r
 	return cmd_status_from_errno(bf_registry_drop(c->reg, name, len));
 }
 
-static bool keys_fit(const struct cmd_ctx *c, size_t n, const size_t *lens)
+enum cmd_status cmd_check_capacity(uint64_t capacity)
+{
+	return capacity >= 1 ? CMD_OK : CMD_BAD_ARGS;
+}
+
+enum cmd_status cmd_check_error_rate(double error_rate)
+{
+	if (!(error_rate > 0 && error_rate < 1))
+		return CMD_BAD_ARGS;
+	return error_rate < BF_MIN_ERROR_RATE ? CMD_RATE_TOO_LOW : CMD_OK;
+}
+
+enum cmd_status cmd_check_expansion(uint64_t expansion)
+{
+	return expansion <= BF_MAX_EXPANSION ? CMD_OK : CMD_BAD_ARGS;
+}
+
+bool cmd_keys_fit(const struct cmd_ctx *c, size_t n, const size_t *lens)
 {
 	for (size_t i = 0; i < n; i++)
 		if (lens[i] > c->max_key_bytes)
@@ -153,7 +170,7 @@ enum cmd_status cmd_add(struct cmd_ctx *c, struct bf_filter *f, size_t n, const 
 	*done = 0;
 	c->ops[CMD_OP_ADD]++;
 	c->keys[CMD_OP_ADD] += n;
-	if (!keys_fit(c, n, lens))
+	if (!cmd_keys_fit(c, n, lens))
 		return CMD_KEY_TOO_LONG;
 	if (n == 0)
 		return CMD_OK;
@@ -172,7 +189,7 @@ enum cmd_status cmd_check(struct cmd_ctx *c, struct bf_filter *f, size_t n,
 {
 	c->ops[CMD_OP_CHECK]++;
 	c->keys[CMD_OP_CHECK] += n;
-	if (!keys_fit(c, n, lens))
+	if (!cmd_keys_fit(c, n, lens))
 		return CMD_KEY_TOO_LONG;
 	if (n == 1)
 		out[0] = bf_filter_check(f, keys[0], lens[0]);
@@ -189,7 +206,7 @@ enum cmd_status cmd_delete(struct cmd_ctx *c, struct bf_filter *f, size_t n,
 	c->keys[CMD_OP_DELETE] += n;
 	if (f->params.type != BF_TYPE_COUNTING)
 		return CMD_NOT_COUNTING;
-	if (!keys_fit(c, n, lens))
+	if (!cmd_keys_fit(c, n, lens))
 		return CMD_KEY_TOO_LONG;
 	for (size_t i = 0; i < n; i++) {
 		out[i] = bf_filter_delete(f, keys[i], lens[i]);
@@ -200,6 +217,23 @@ enum cmd_status cmd_delete(struct cmd_ctx *c, struct bf_filter *f, size_t n,
 	}
 	*done = n;
 	return CMD_OK;
+}
+
+enum cmd_status cmd_run_keys(struct cmd_ctx *c, struct cmd_session *s, struct bf_filter *f,
+			 enum cmd_key_op op, size_t n, size_t *done)
+{
+	enum cmd_status st;
+
+	switch (op) {
+	case CMD_KEYS_ADD:
+		return cmd_add(c, f, n, s->keys, s->lens, s->results, done);
+	case CMD_KEYS_CHECK:
+		st = cmd_check(c, f, n, s->keys, s->lens, s->results);
+		*done = st == CMD_OK ? n : 0;
+		return st;
+	default:
+		return cmd_delete(c, f, n, s->keys, s->lens, s->results, done);
+	}
 }
 
 enum cmd_status cmd_flush(struct cmd_ctx *c, struct bf_filter *f)

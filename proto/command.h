@@ -123,6 +123,19 @@ bool cmd_auth_check(const struct cmd_ctx *c, struct cmd_session *s, const void *
  */
 bool cmd_token_equal(const void *token, size_t token_len, const void *p, size_t n);
 
+/*
+ * Parameter rules, once for every front end (each parses its own syntax, calls these in the
+ * order its peer checks, and words the status): capacity >= 1; 0 < error rate < 1 (CMD_BAD_ARGS)
+ * and not below BF_MIN_ERROR_RATE (CMD_RATE_TOO_LOW); expansion 0 (non-scaling) to
+ * BF_MAX_EXPANSION. A front end with a tighter limit of its peer's (RESP's capacity) adds it.
+ */
+enum cmd_status cmd_check_capacity(uint64_t capacity);
+enum cmd_status cmd_check_error_rate(double error_rate);
+enum cmd_status cmd_check_expansion(uint64_t expansion);
+
+/* True if every one of n keys fits max_key_bytes. */
+bool cmd_keys_fit(const struct cmd_ctx *c, size_t n, const size_t *lens);
+
 /* Map a negative errno from core to a status. */
 enum cmd_status cmd_status_from_errno(int rc);
 
@@ -161,6 +174,16 @@ enum cmd_status cmd_check(struct cmd_ctx *c, struct bf_filter *f, size_t n,
  */
 enum cmd_status cmd_delete(struct cmd_ctx *c, struct bf_filter *f, size_t n,
 			   const void *const *keys, const size_t *lens, int *out, size_t *done);
+
+/* The three key operations, for a front end that chooses one at run time. */
+enum cmd_key_op { CMD_KEYS_ADD, CMD_KEYS_CHECK, CMD_KEYS_DELETE };
+
+/*
+ * Run op over the session's n keys (s->keys, s->lens) with the answers in s->results: returns
+ * and *done as cmd_add, cmd_check (*done = n, or 0 with an error) or cmd_delete.
+ */
+enum cmd_status cmd_run_keys(struct cmd_ctx *c, struct cmd_session *s, struct bf_filter *f,
+			 enum cmd_key_op op, size_t n, size_t *done);
 
 /* flush one filter (f) or all (NULL) through the server hook. CMD_OK or CMD_INTERNAL. */
 enum cmd_status cmd_flush(struct cmd_ctx *c, struct bf_filter *f);

@@ -900,14 +900,14 @@ static bool parse_param(struct http_api_response *r, enum param_field f, const c
 
 	switch (f) {
 	case PF_CAPACITY:
-		if (!json_int(e, 1, JSON_INT_MAX, &v)) {
+		if (!json_int(e, 0, JSON_INT_MAX, &v) || cmd_check_capacity((uint64_t)v) != CMD_OK) {
 			problem(r, P_BAD_REQUEST, "\"capacity\" must be an integer >= 1");
 			return false;
 		}
 		p->capacity = (uint64_t)v;
 		return true;
 	case PF_ERROR_RATE:
-		if (!cJSON_IsNumber(e) || !(e->valuedouble > 0 && e->valuedouble < 1)) {
+		if (!cJSON_IsNumber(e) || cmd_check_error_rate(e->valuedouble) == CMD_BAD_ARGS) {
 			problem(r, P_BAD_REQUEST,
 				"\"error_rate\" must be a number between 0 and 1 (exclusive)");
 			return false;
@@ -925,7 +925,7 @@ static bool parse_param(struct http_api_response *r, enum param_field f, const c
 		}
 		return true;
 	case PF_EXPANSION:
-		if (!json_int(e, 0, BF_MAX_EXPANSION, &v)) {
+		if (!json_int(e, 0, JSON_INT_MAX, &v) || cmd_check_expansion((uint64_t)v) != CMD_OK) {
 			problem(r, P_BAD_REQUEST, "\"expansion\" must be an integer from 0 to %d",
 				BF_MAX_EXPANSION);
 			return false;
@@ -1061,36 +1061,23 @@ static void do_create(struct http_api *api, const struct http_api_request *req,
 	}
 }
 
-enum key_op { OP_ADD, OP_CHECK, OP_DELETE };
-
 /* Run op over api->sess's n keys and answer with field = the results. */
 static void run_keys(struct http_api *api, struct http_api_response *r, struct bf_filter *f,
-		     enum key_op op, size_t n, const char *field, bool array)
+		     enum cmd_key_op op, size_t n, const char *field, bool array)
 {
 	struct cmd_session *s = &api->sess;
-	enum cmd_status st;
 	size_t done = 0;
+	enum cmd_status st = cmd_run_keys(api->cmd, s, f, op, n, &done);
 
-	switch (op) {
-	case OP_ADD:
-		st = cmd_add(api->cmd, f, n, s->keys, s->lens, s->results, &done);
-		break;
-	case OP_CHECK:
-		st = cmd_check(api->cmd, f, n, s->keys, s->lens, s->results);
-		break;
-	default:
-		st = cmd_delete(api->cmd, f, n, s->keys, s->lens, s->results, &done);
-		break;
-	}
 	if (st != CMD_OK) {
-		problem_status(api, r, st, op == OP_CHECK ? NULL : s->results, done);
+		problem_status(api, r, st, op == CMD_KEYS_CHECK ? NULL : s->results, done);
 		return;
 	}
 	emit_bools(r, field, s->results, n, array);
 }
 
 static void do_keys(struct http_api *api, const struct http_api_request *req,
-		    struct http_api_response *r, struct bf_filter *f, enum key_op op)
+		    struct http_api_response *r, struct bf_filter *f, enum cmd_key_op op)
 {
 	size_t n;
 	cJSON *j = parse_keys(api, req, r, &n);
@@ -1110,7 +1097,7 @@ static void do_key(struct http_api *api, struct http_api_response *r, struct bf_
 	}
 	api->sess.keys[0] = key.p;
 	api->sess.lens[0] = key.n;
-	run_keys(api, r, f, put ? OP_ADD : OP_CHECK, 1, put ? "added" : "present", false);
+	run_keys(api, r, f, put ? CMD_KEYS_ADD : CMD_KEYS_CHECK, 1, put ? "added" : "present", false);
 }
 
 static void do_snapshot(struct http_api *api, struct http_api_response *r, struct bf_filter *f)
@@ -1234,13 +1221,13 @@ static void dispatch(struct http_api *api, const struct http_api_request *req,
 		do_filter_get(r, f);
 		break;
 	case HTTP_ROUTE_ADD:
-		do_keys(api, req, r, f, OP_ADD);
+		do_keys(api, req, r, f, CMD_KEYS_ADD);
 		break;
 	case HTTP_ROUTE_CHECK:
-		do_keys(api, req, r, f, OP_CHECK);
+		do_keys(api, req, r, f, CMD_KEYS_CHECK);
 		break;
 	case HTTP_ROUTE_DELETE:
-		do_keys(api, req, r, f, OP_DELETE);
+		do_keys(api, req, r, f, CMD_KEYS_DELETE);
 		break;
 	case HTTP_ROUTE_KEY:
 		do_key(api, r, f, key, !get);

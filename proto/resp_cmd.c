@@ -174,10 +174,7 @@ static bool arg_double(const struct proto_argv *av, size_t i, double *out)
 /* All of av's arguments from `first` on fit max_key_bytes. */
 static bool items_fit(const struct cmd_ctx *c, const struct proto_argv *av, size_t first)
 {
-	for (size_t i = first; i < av->argc; i++)
-		if (av->argvlen[i] > c->max_key_bytes)
-			return false;
-	return true;
+	return cmd_keys_fit(c, av->argc - first, av->argvlen + first);
 }
 
 /* The filter named by argument i, or NULL. */
@@ -295,7 +292,7 @@ static const char err_capacity_range[] = "ERR capacity must be in the range [1, 
 
 static bool expansion_ok(long long e)
 {
-	return e >= 0 && e <= BF_MAX_EXPANSION;
+	return e >= 0 && cmd_check_expansion((uint64_t)e) == CMD_OK;
 }
 
 static void bf_reserve(struct cmd_ctx *c, struct cmd_session *s, const struct proto_argv *av,
@@ -311,7 +308,7 @@ static void bf_reserve(struct cmd_ctx *c, struct cmd_session *s, const struct pr
 		reply_error(c, out, "ERR bad error rate");
 		return;
 	}
-	if (!(error_rate > 0 && error_rate < 1)) {
+	if (cmd_check_error_rate(error_rate) == CMD_BAD_ARGS) {
 		reply_error(c, out, "ERR error rate must be in the range (0.000000, 1.000000)");
 		return;
 	}
@@ -319,7 +316,7 @@ static void bf_reserve(struct cmd_ctx *c, struct cmd_session *s, const struct pr
 		reply_error(c, out, "ERR bad capacity");
 		return;
 	}
-	if (capacity < 1 || capacity > RESP_CAPACITY_MAX) {
+	if (capacity < 0 || cmd_check_capacity((uint64_t)capacity) || capacity > RESP_CAPACITY_MAX) {
 		reply_error(c, out, err_capacity_range);
 		return;
 	}
@@ -453,7 +450,7 @@ static void bf_insert(struct cmd_ctx *c, struct cmd_session *s, const struct pro
 				reply_arity(c, out, "bf.insert");
 				return;
 			}
-			if (!arg_double(av, i++, &e) || !(e > 0 && e < 1)) {
+			if (!arg_double(av, i++, &e) || cmd_check_error_rate(e) == CMD_BAD_ARGS) {
 				reply_error(c, out, "-Bad error rate");
 				return;
 			}
@@ -475,7 +472,8 @@ static void bf_insert(struct cmd_ctx *c, struct cmd_session *s, const struct pro
 				reply_arity(c, out, "bf.insert");
 				return;
 			}
-			if (!arg_ll(av, i++, &cap) || cap < 1 || cap > RESP_CAPACITY_MAX) {
+			if (!arg_ll(av, i++, &cap) || cap < 0 || cmd_check_capacity((uint64_t)cap) ||
+			    cap > RESP_CAPACITY_MAX) {
 				reply_error(c, out, "-Bad capacity");
 				return;
 			}

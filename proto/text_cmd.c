@@ -149,31 +149,38 @@ static void do_create(struct cmd_ctx *c, struct span args, struct proto_buf *out
 		return;
 	}
 	struct bf_params p = cmd_default_params(c);
-	bool in_memory = false, nonscaling = false, expands = false, ok = true;
-	while (ok && next_word(&args, &w)) {
-		uint64_t u;
+	bool in_memory = false, nonscaling = false, expands = false;
+	enum cmd_status st = CMD_OK;
+	while (st == CMD_OK && next_word(&args, &w)) {
+		uint64_t u = 0;
 		if (option(w, "capacity", &v))
-			ok = parse_u64(v, &p.capacity) && p.capacity >= 1;
+			st = parse_u64(v, &p.capacity) ? cmd_check_capacity(p.capacity) : CMD_BAD_ARGS;
 		else if (option(w, "prob", &v))
-			ok = parse_double(v, &p.error_rate) && p.error_rate > 0 && p.error_rate < 1;
+			st = parse_double(v, &p.error_rate) ? cmd_check_error_rate(p.error_rate)
+							    : CMD_BAD_ARGS;
 		else if (option(w, "in_memory", &v))
-			ok = parse_flag(v, &in_memory);
+			st = parse_flag(v, &in_memory) ? CMD_OK : CMD_BAD_ARGS;
 		else if (option(w, "nonscaling", &v))
-			ok = parse_flag(v, &nonscaling);
+			st = parse_flag(v, &nonscaling) ? CMD_OK : CMD_BAD_ARGS;
 		else if (option(w, "expansion", &v))
-			ok = parse_u64(v, &u) && u <= BF_MAX_EXPANSION &&
-			     (p.expansion = (uint32_t)u, expands = u != 0, true);
+			st = parse_u64(v, &u) ? cmd_check_expansion(u) : CMD_BAD_ARGS;
 		else if (word_is(w, "type=bloom"))
 			p.type = BF_TYPE_BLOOM;
 		else if (word_is(w, "type=counting"))
 			p.type = BF_TYPE_COUNTING;
 		else
-			ok = false;
+			st = CMD_BAD_ARGS;
+		if (st == CMD_OK && option(w, "expansion", &v)) {
+			p.expansion = (uint32_t)u;
+			expands = u != 0;
+		}
 	}
 	/* expansion=0 is non-scaling (as on RESP and HTTP); a growth factor for a filter that
 	 * never grows is a contradiction, refused as RESP and HTTP refuse it. */
-	if (!ok || (nonscaling && expands)) {
-		reply(c, out, CMD_BAD_ARGS);
+	if (st == CMD_OK && nonscaling && expands)
+		st = CMD_BAD_ARGS;
+	if (st != CMD_OK) {
+		reply(c, out, st);
 		return;
 	}
 	p.persist = !in_memory;
@@ -297,7 +304,6 @@ static void do_info(struct cmd_ctx *c, struct span args, struct proto_buf *out)
 	proto_buf_append_str(out, "END\n");
 }
 
-enum key_op { OP_CHECK, OP_SET, OP_DELETE };
 
 static void append_yes_no(struct proto_buf *out, const int *res, size_t n)
 {
@@ -310,23 +316,12 @@ static void append_yes_no(struct proto_buf *out, const int *res, size_t n)
 }
 
 /* Run op on n keys of f and reply "Yes"/"No" per key, or the error. */
-static void run_keys(struct cmd_ctx *c, struct cmd_session *s, enum key_op op,
+static void run_keys(struct cmd_ctx *c, struct cmd_session *s, enum cmd_key_op op,
 		     struct bf_filter *f, size_t n, struct proto_buf *out)
 {
-	enum cmd_status st;
 	size_t done;
+	enum cmd_status st = cmd_run_keys(c, s, f, op, n, &done);
 
-	switch (op) {
-	case OP_CHECK:
-		st = cmd_check(c, f, n, s->keys, s->lens, s->results);
-		break;
-	case OP_SET:
-		st = cmd_add(c, f, n, s->keys, s->lens, s->results, &done);
-		break;
-	default:
-		st = cmd_delete(c, f, n, s->keys, s->lens, s->results, &done);
-		break;
-	}
 	if (st == CMD_OK)
 		append_yes_no(out, s->results, n);
 	else
@@ -334,7 +329,7 @@ static void run_keys(struct cmd_ctx *c, struct cmd_session *s, enum key_op op,
 }
 
 /* check/set/delete NAME KEY: the key is every byte after the space that follows NAME. */
-static void do_single(struct cmd_ctx *c, struct cmd_session *s, enum key_op op, struct span args,
+static void do_single(struct cmd_ctx *c, struct cmd_session *s, enum cmd_key_op op, struct span args,
 		      struct proto_buf *out)
 {
 	struct span name;
@@ -355,7 +350,7 @@ static void do_single(struct cmd_ctx *c, struct cmd_session *s, enum key_op op, 
 }
 
 /* multi/bulk NAME K1 K2 ...: space-separated keys, one "Yes"/"No" each on one line. */
-static void do_multi(struct cmd_ctx *c, struct cmd_session *s, enum key_op op, struct span args,
+static void do_multi(struct cmd_ctx *c, struct cmd_session *s, enum cmd_key_op op, struct span args,
 		     struct proto_buf *out)
 {
 	struct span name, key;
@@ -417,15 +412,15 @@ void cmd_text_exec(struct cmd_ctx *c, struct cmd_session *s, const char *line, s
 		return;
 	}
 	if (word_is(cmd, "c") || word_is(cmd, "check"))
-		do_single(c, s, OP_CHECK, args, out);
+		do_single(c, s, CMD_KEYS_CHECK, args, out);
 	else if (word_is(cmd, "s") || word_is(cmd, "set"))
-		do_single(c, s, OP_SET, args, out);
+		do_single(c, s, CMD_KEYS_ADD, args, out);
 	else if (word_is(cmd, "m") || word_is(cmd, "multi"))
-		do_multi(c, s, OP_CHECK, args, out);
+		do_multi(c, s, CMD_KEYS_CHECK, args, out);
 	else if (word_is(cmd, "b") || word_is(cmd, "bulk"))
-		do_multi(c, s, OP_SET, args, out);
+		do_multi(c, s, CMD_KEYS_ADD, args, out);
 	else if (word_is(cmd, "d") || word_is(cmd, "delete"))
-		do_single(c, s, OP_DELETE, args, out);
+		do_single(c, s, CMD_KEYS_DELETE, args, out);
 	else if (word_is(cmd, "create"))
 		do_create(c, args, out);
 	else if (word_is(cmd, "list"))
