@@ -3,6 +3,7 @@
  * bloomd's clients rely on its exact words, so every reply string lives in this file.
  */
 #include "proto/command.h"
+#include "proto/text.h"
 
 #include <errno.h>
 #include <math.h>
@@ -45,20 +46,15 @@ struct span {
 	size_t n;
 };
 
-/* Cut the first space-separated word off *rest (bloomd splits at each single space). */
+/* Cut the first word (proto/text.h's words) off *rest; *rest then starts after it. */
 static bool next_word(struct span *rest, struct span *word)
 {
-	while (rest->n && rest->p[0] == ' ') {
-		rest->p++;
-		rest->n--;
-	}
-	if (!rest->n)
+	size_t next;
+
+	if (proto_text_split(rest->p, rest->n, 1, &word->p, &word->n, &next) == 0)
 		return false;
-	const char *sp = memchr(rest->p, ' ', rest->n);
-	size_t n = sp ? (size_t)(sp - rest->p) : rest->n;
-	*word = (struct span){ rest->p, n };
-	rest->p += n;
-	rest->n -= n;
+	rest->n -= (size_t)(word->p + word->n - rest->p);
+	rest->p = word->p + word->n;
 	return true;
 }
 
@@ -332,8 +328,8 @@ static void run_keys(struct cmd_ctx *c, struct cmd_session *s, enum cmd_key_op o
 static void do_single(struct cmd_ctx *c, struct cmd_session *s, enum cmd_key_op op, struct span args,
 		      struct proto_buf *out)
 {
-	struct span name;
-	if (!next_word(&args, &name) || args.n < 2) {
+	struct span name, key;
+	if (proto_text_rest(args.p, args.n, 1, &key.p, &key.n) || !next_word(&args, &name)) {
 		client_error(c, out, CLIENT_ERR("Must provide filter name and key"));
 		return;
 	}
@@ -344,8 +340,8 @@ static void do_single(struct cmd_ctx *c, struct cmd_session *s, enum cmd_key_op 
 		reply(c, out, CMD_INTERNAL);
 		return;
 	}
-	s->keys[0] = args.p + 1;
-	s->lens[0] = args.n - 1;
+	s->keys[0] = key.p;
+	s->lens[0] = key.n;
 	run_keys(c, s, op, f, 1, out);
 }
 
@@ -391,7 +387,10 @@ static void do_auth(struct cmd_ctx *c, struct cmd_session *s, struct span args,
 		client_error(c, out, CLIENT_ERR("Authentication is not configured"));
 		return;
 	}
-	if (cmd_auth_check(c, s, args.n ? args.p + 1 : args.p, args.n ? args.n - 1 : 0))
+	struct span token = { args.p, 0 };
+	if (args.n)
+		proto_text_rest(args.p + 1, args.n - 1, 0, &token.p, &token.n);
+	if (cmd_auth_check(c, s, token.p, token.n))
 		proto_buf_append_str(out, "Done\n");
 	else
 		client_error(c, out, CLIENT_ERR("Invalid token"));
