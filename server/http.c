@@ -761,7 +761,7 @@ static void http_on_idle(uv_idle_t *i)
  * Whether MHD has stopped reading c: input waits in the kernel, none of it was read since the
  * last sweep, and nothing of ours waits to be sent (else the client is just not reading our
  * answer, request_timeout's case). libmicrohttpd 0.9.75 gets there when a line it must hold
- * whole (a chunk size with its extensions) outgrows its buffer (HTTP_CONN_MEMORY): it then
+ * whole (a chunk size with its extensions) outgrows its read buffer (HTTP_CONN_MEMORY): it then
  * neither reads nor answers nor closes, and asks to run again at once, forever.
  */
 static bool http_conn_stalled(struct http_conn *c, bool tcp_ok)

@@ -32,8 +32,9 @@
  *   stalls           a connection MHD no longer reads (input waiting, none of it read for a
  *                    second, nothing to send) is answered 400 and closed within about two
  *                    seconds, whatever the timeouts. libmicrohttpd 0.9.75 stops so on a
- *                    chunk-size line (size and extensions) longer than its read buffer, about
- *                    HTTP_CONN_MEMORY / 2, asking to run again at once for as long as it lasts.
+ *                    chunk-size line (size and extensions) longer than what HTTP_CONN_MEMORY
+ *                    leaves its read buffer (32460 bytes did, 32500 not), asking to run again
+ *                    at once for as long as it lasts.
  *
  * No guessing where a body, or the next request, starts (RFC 9112): each of these is refused
  * as soon as the head is in, and the connection closed. A field name that is not a token
