@@ -5,7 +5,7 @@
 #include <time.h>
 
 #include "check_main.h"
-#include "proto/command.h"
+#include "tests/cmd_fixture.h"
 
 static struct bf_registry *reg;
 static struct cmd_ctx ctx;
@@ -24,16 +24,9 @@ static int flush_hook(void *arg, struct bf_filter *f)
 
 static void setup(void)
 {
-	ck_assert_int_eq(bf_registry_new(0, &reg), 0);
-	ctx = (struct cmd_ctx){
-		.reg = reg,
-		.default_capacity = 1000,
-		.default_error_rate = 0.01,
-		.default_expansion = 2,
-		.max_key_bytes = 16,
-		.max_args = 8,
-		.hooks = { .flush = flush_hook },
-	};
+	cmd_fixture_init(&ctx, 0, 16, 8);
+	ctx.hooks.flush = flush_hook;
+	reg = ctx.reg;
 	cmd_session_init(&sess, 1);
 	proto_buf_init(&out);
 	flushes = 0;
@@ -44,7 +37,7 @@ static void teardown(void)
 {
 	proto_buf_free(&out);
 	cmd_session_free(&sess);
-	bf_registry_free(reg);
+	cmd_fixture_free(&ctx);
 }
 
 /* Send one line (without "\n"), return the reply as a NUL-terminated string. */

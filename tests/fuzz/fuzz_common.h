@@ -14,30 +14,20 @@
 
 #include "core/bf_registry.h"
 #include "proto/command.h"
+#include "tests/cmd_fixture.h"
 
 /* Every filter of every input must fit in this budget. */
 #define FUZZ_MAX_MEMORY (1u << 20)
 
 static inline void fuzz_ctx_init(struct cmd_ctx *c)
 {
-	struct bf_registry *reg;
-	if (bf_registry_new(FUZZ_MAX_MEMORY, &reg) != 0)
-		abort();
-	*c = (struct cmd_ctx){
-		.reg = reg,
-		.default_capacity = 1000,
-		.default_error_rate = 0.01,
-		.default_expansion = 2,
-		.max_key_bytes = 64,
-		.max_args = 16,
-		.version = "fuzz",
-	};
+	cmd_fixture_init(c, FUZZ_MAX_MEMORY, 64, 16);
+	c->version = "fuzz";
 }
 
 static inline void fuzz_ctx_free(struct cmd_ctx *c)
 {
-	bf_registry_free(c->reg);
-	c->reg = NULL;
+	cmd_fixture_free(c);
 }
 
 /*

@@ -10,6 +10,7 @@
 
 #include "check_main.h"
 #include "proto/http_api.h"
+#include "tests/cmd_fixture.h"
 
 #define CT_JSON	   "application/json"
 #define CT_PROBLEM "application/problem+json"
@@ -57,16 +58,9 @@ static void setup(void)
 {
 	struct http_api_hooks hooks = {.not_ready = not_ready, .metrics = metrics};
 
-	ck_assert_int_eq(bf_registry_new(0, &reg), 0);
-	ctx = (struct cmd_ctx){
-	    .reg = reg,
-	    .default_capacity = 1000,
-	    .default_error_rate = 0.01,
-	    .default_expansion = 2,
-	    .max_key_bytes = 16,
-	    .max_args = 8,
-	    .hooks = {.flush = flush_hook},
-	};
+	cmd_fixture_init(&ctx, 0, 16, 8);
+	ctx.hooks.flush = flush_hook;
+	reg = ctx.reg;
 	http_api_init(&api, &ctx, &hooks);
 	http_api_response_init(&resp);
 	not_ready_reason = NULL;
@@ -80,7 +74,7 @@ static void teardown(void)
 {
 	http_api_response_free(&resp);
 	http_api_free(&api);
-	bf_registry_free(reg);
+	cmd_fixture_free(&ctx);
 }
 
 /* One request with an n-byte body; the answer's body, NUL-terminated, in got. */

@@ -16,6 +16,7 @@
 #include "check_main.h"
 #include "bf_snapshot.h"
 #include "proto/command.h"
+#include "tests/cmd_fixture.h"
 
 static struct bf_registry *reg;
 static struct cmd_ctx ctx;
@@ -48,19 +49,12 @@ static uint64_t seed_hook(void *arg)
 
 static void setup_limit(uint64_t max_memory)
 {
-	ck_assert_int_eq(bf_registry_new(max_memory, &reg), 0);
-	ctx = (struct cmd_ctx){
-	    .reg = reg,
-	    .default_capacity = 1000,
-	    .default_error_rate = 0.01,
-	    .default_expansion = 2,
-	    .max_key_bytes = 16,
-	    .max_args = 1024,
-	    .hooks = {.flush = flush_hook, .created = created_hook, .seed = seed_hook},
-	    .started_unix = 1000,
-	    .last_save_unix = 1234567890,
-	    .version = "0.1.0",
-	};
+	cmd_fixture_init(&ctx, max_memory, 16, 1024);
+	ctx.hooks = (struct cmd_hooks){.flush = flush_hook, .created = created_hook,
+				       .seed = seed_hook};
+	ctx.started_unix = 1000;
+	ctx.last_save_unix = 1234567890;
+	reg = ctx.reg;
 	cmd_session_init(&sess, 7);
 	proto_buf_init(&out);
 	proto_argv_init(&av);
@@ -78,7 +72,7 @@ static void teardown(void)
 	proto_argv_free(&av);
 	proto_buf_free(&out);
 	cmd_session_free(&sess);
-	bf_registry_free(reg);
+	cmd_fixture_free(&ctx);
 }
 
 /* ---------------------------------------------------------------------------------------- */
