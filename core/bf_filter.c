@@ -287,12 +287,21 @@ int bf_filter_add(struct bf_filter *f, const void *key, size_t len)
 	return add_hashed(f, bf_hash_key(key, len, f->seed));
 }
 
+int bf_filter_add_hash(struct bf_filter *f, struct bf_hash h)
+{
+	return add_hashed(f, h);
+}
+
 int bf_filter_delete(struct bf_filter *f, const void *key, size_t len)
+{
+	return bf_filter_delete_hash(f, bf_hash_key(key, len, f->seed));
+}
+
+int bf_filter_delete_hash(struct bf_filter *f, struct bf_hash h)
 {
 	if (f->params.type != BF_TYPE_COUNTING)
 		return -ENOTSUP;
 
-	struct bf_hash h = bf_hash_key(key, len, f->seed);
 	struct bf_layer *l = NULL;
 
 	f->stats.deletes++;
@@ -333,7 +342,7 @@ unsigned bf_filter_layers_with(const struct bf_filter *f, const void *key, size_
 }
 
 size_t bf_filter_add_batch(struct bf_filter *f, size_t n, const void *const *keys,
-			   const size_t *lens, int *out)
+			   const size_t *lens, int *out, struct bf_hash *hashes)
 {
 	struct bf_hash h[BATCH];
 
@@ -342,6 +351,8 @@ size_t bf_filter_add_batch(struct bf_filter *f, size_t n, const void *const *key
 		for (size_t i = 0; i < m; i++)
 			h[i] = hash_and_prefetch(f, keys[base + i], lens[base + i]);
 		for (size_t i = 0; i < m; i++) {
+			if (hashes)
+				hashes[base + i] = h[i];
 			out[base + i] = add_hashed(f, h[i]);
 			if (out[base + i] < 0)
 				return base + i + 1;
@@ -407,7 +418,14 @@ void bf_filter_copy_meta(struct bf_filter *c, const struct bf_filter *f)
 	c->name_len = f->name_len;
 	c->params = f->params;
 	c->seed = f->seed;
+	c->id = f->id;
+	c->lsn = f->lsn;
 	c->changes = f->changes;
+	bf_filter_copy_counts(c, f);
+}
+
+void bf_filter_copy_counts(struct bf_filter *c, const struct bf_filter *f)
+{
 	c->stats = f->stats;
 	/* The layers c has (f may have grown since): the counts of those, and their sum. */
 	c->items = 0;

@@ -65,6 +65,8 @@ struct bf_filter {
 	size_t name_len;
 	struct bf_params params;
 	uint64_t seed;
+	uint64_t id;  /* names the filter in log records; given by the registry, kept by snapshots */
+	uint64_t lsn; /* log sequence number of the last logged change to it (0: none) */
 	uint64_t items; /* adds that changed the filter (every add, if counting), minus deletes;
 			 * always the sum of the layers' items */
 	uint64_t bytes; /* sum of layer sizes (the bits; see bf_filter_cost for the memory) */
@@ -78,6 +80,14 @@ struct bf_filter {
 static inline unsigned bf_filter_nlayers(const struct bf_filter *f)
 {
 	return f->nlayers;
+}
+
+/* Forget the id and LSN a filter had elsewhere (a copy from another instance): a registry then
+ * gives it a new id when it adopts it. */
+static inline void bf_filter_detach(struct bf_filter *f)
+{
+	f->id = 0;
+	f->lsn = 0;
 }
 
 /*
@@ -105,6 +115,18 @@ void bf_filter_free(struct bf_filter *f);
  * therefore bounds what many small filters really take.
  */
 uint64_t bf_filter_cost(const struct bf_filter *f);
+
+/*
+ * The key's hash under this filter's seed. The log records it instead of the key's bytes, and
+ * bf_filter_add_hash / bf_filter_delete_hash replay it: they do exactly what bf_filter_add /
+ * bf_filter_delete do for a key with that hash.
+ */
+static inline struct bf_hash bf_filter_hash(const struct bf_filter *f, const void *key, size_t len)
+{
+	return bf_hash_key(key, len, f->seed);
+}
+int bf_filter_add_hash(struct bf_filter *f, struct bf_hash h);
+int bf_filter_delete_hash(struct bf_filter *f, struct bf_hash h);
 
 /* 1 if the key may be present, 0 if certainly absent. Counts a check. */
 int bf_filter_check(struct bf_filter *f, const void *key, size_t len);
@@ -142,11 +164,12 @@ unsigned bf_filter_layers_with(const struct bf_filter *f, const void *key, size_
  * check: out[i] = 0/1 for each of n keys.
  * add: out[i] as bf_filter_add; stops at the first error and returns the number of keys
  * processed (including the failed one), so out[0..ret) is meaningful; returns n on success.
+ * hashes, if not NULL, receives each processed key's bf_filter_hash (for the log).
  */
 void bf_filter_check_batch(struct bf_filter *f, size_t n, const void *const *keys,
 			   const size_t *lens, int *out);
 size_t bf_filter_add_batch(struct bf_filter *f, size_t n, const void *const *keys,
-			   const size_t *lens, int *out);
+			   const size_t *lens, int *out, struct bf_hash *hashes);
 
 /*
  * Deep copy of a filter (name, params, seed, layers, stats) charged to no budget, e.g. an exact
@@ -162,9 +185,11 @@ int bf_filter_clone(const struct bf_filter *f, struct bf_filter **out);
  * bf_filter_copy_new: a filter of f's geometry (blocks zero) with f's metadata. 0 or -ENOMEM.
  * bf_filter_copy_grow: allocate the layers f gained since c was made, so c has f's geometry
  *   again. 0, or -ENOMEM (c keeps the layers it had).
- * bf_filter_copy_meta: everything but the blocks (name, parameters, seed, stats, and the item
- *   counts of the layers c has, c->items being their sum), as f has them now. If f grew since
- *   c's layers were allocated, its new layers are not c's: they belong to the next copy.
+ * bf_filter_copy_meta: everything but the blocks (name, parameters, seed, id, lsn, and the
+ *   counts of bf_filter_copy_counts), as f has them now: the cut a snapshot records.
+ * bf_filter_copy_counts: the stats and the item counts of the layers c has (c->items their sum)
+ *   as f has them now, for the end of a sliced copy (never fewer than the bits copied hold). If
+ *   f grew since c's layers were allocated, its new layers are the next copy's.
  * bf_filter_copy_body: copy bytes [off, off + n) of f's body (bf_filter_body_at) into c's, across
  *   layers; the range is clipped to the body. Returns the bytes copied.
  * bf_filter_prefault: write every block of c once (zeros), so that later copies into a fresh
@@ -173,6 +198,7 @@ int bf_filter_clone(const struct bf_filter *f, struct bf_filter **out);
 int bf_filter_copy_new(const struct bf_filter *f, struct bf_filter **out);
 int bf_filter_copy_grow(struct bf_filter *c, const struct bf_filter *f);
 void bf_filter_copy_meta(struct bf_filter *c, const struct bf_filter *f);
+void bf_filter_copy_counts(struct bf_filter *c, const struct bf_filter *f);
 uint64_t bf_filter_copy_body(struct bf_filter *c, const struct bf_filter *f, uint64_t off,
 			     uint64_t n);
 void bf_filter_prefault(struct bf_filter *c);

@@ -18,6 +18,7 @@ struct entry {
 struct bf_registry {
 	struct bf_budget budget;
 	uint64_t entry_cost; /* charged per filter beyond the filter's own cost */
+	uint64_t next_id;    /* the id the next new filter gets */
 	struct entry **buckets;
 	size_t nbuckets; /* power of two */
 	size_t count;
@@ -53,6 +54,7 @@ int bf_registry_new(uint64_t max_memory, struct bf_registry **out)
 	}
 	r->budget.limit = max_memory;
 	r->entry_cost = REGISTRY_ENTRY_COST;
+	r->next_id = 1;
 	*out = r;
 	return 0;
 }
@@ -157,6 +159,7 @@ int bf_registry_create(struct bf_registry *r, const char *name, size_t len,
 		bf_budget_release(&r->budget, r->entry_cost);
 		return rc;
 	}
+	f->id = r->next_id++;
 	if (out)
 		*out = f;
 	return 0;
@@ -178,6 +181,10 @@ int bf_registry_adopt(struct bf_registry *r, const char *name, size_t len, struc
 		bf_budget_release(&r->budget, cost);
 		return rc;
 	}
+	if (!f->id)
+		f->id = r->next_id++;
+	else if (f->id >= r->next_id)
+		r->next_id = f->id + 1;
 	f->budget = &r->budget;
 	return 0;
 }

@@ -23,7 +23,7 @@ int bf_registry_new(uint64_t max_memory, struct bf_registry **out);
 void bf_registry_free(struct bf_registry *r);
 
 /*
- * Create a filter. Returns 0 with *out (may be NULL) set to it; -EINVAL for a bad name or
+ * Create a filter, with the next unused id. Returns 0 with *out (may be NULL) set to it; -EINVAL for a bad name or
  * bad params; -EEXIST if the name is taken (*out, if given, is set to the existing filter);
  * -ENOMEM if it would pass max_memory or allocation failed. On error nothing changes.
  */
@@ -31,8 +31,9 @@ int bf_registry_create(struct bf_registry *r, const char *name, size_t len,
 		       const struct bf_params *p, uint64_t seed, struct bf_filter **out);
 
 /*
- * Insert a filter built elsewhere without a budget (e.g. loaded from a snapshot); its bytes
- * are then charged to the registry's budget. Returns 0, -EINVAL (bad name, or f already has a
+ * Insert a filter built elsewhere without a budget (e.g. loaded from a snapshot); its cost is
+ * then charged to the registry's budget. It keeps a non-zero id (a checkpoint's, which the log
+ * names; later new filters get higher ids) and gets a new one if its id is 0. Returns 0, -EINVAL (bad name, or f already has a
  * budget), -EEXIST, -ENOMEM. On success the registry owns f; on error the caller still does.
  */
 int bf_registry_adopt(struct bf_registry *r, const char *name, size_t len, struct bf_filter *f);

@@ -38,7 +38,10 @@ enum {
 	OFF_NAME = 164,
 	OFF_LAYERS = 368,
 	LAYER_ENTRY = 40,
-	OFF_HEADER_SUM = OFF_LAYERS + BF_MAX_LAYERS * LAYER_ENTRY,
+	OFF_HEADER_SUM_V1 = OFF_LAYERS + BF_MAX_LAYERS * LAYER_ENTRY,
+	OFF_ID = OFF_HEADER_SUM_V1, /* version 2 on */
+	OFF_LSN = OFF_ID + 8,
+	OFF_HEADER_SUM = OFF_LSN + 8,
 };
 
 _Static_assert(OFF_STATS + sizeof(struct bf_stats) == OFF_NAME_LEN, "stats are 9 x u64");
@@ -146,6 +149,8 @@ void bf_snapshot_header(const struct bf_filter *f, uint64_t generation, uint64_t
 		e[32] = l->b;
 		e[33] = l->counting;
 	}
+	put64(h, OFF_ID, f->id);
+	put64(h, OFF_LSN, f->lsn);
 	put64(h, OFF_HEADER_SUM, XXH3_64bits(h, OFF_HEADER_SUM));
 }
 
@@ -290,15 +295,18 @@ static int check_header(const unsigned char *h, struct bf_params *p, char *why, 
 	if (memcmp(h, magic, sizeof(magic)) != 0)
 		return reason(why, whylen, -EINVAL, "bad magic");
 	uint32_t version = get32(h, OFF_VERSION);
-	if (version != BF_SNAPSHOT_VERSION)
-		return reason(why, whylen, -ENOTSUP, "unknown format version %u (this build reads %u)",
-			      version, BF_SNAPSHOT_VERSION);
-	if (get64(h, OFF_HEADER_SUM) != XXH3_64bits(h, OFF_HEADER_SUM))
+	if (version != 1 && version != BF_SNAPSHOT_VERSION)
+		return reason(why, whylen, -ENOTSUP,
+			      "unknown format version %u (this build reads 1 to %u)", version,
+			      BF_SNAPSHOT_VERSION);
+	/* Version 1 (before the log) ends at the layer table: no id, no LSN. */
+	size_t sum_off = version == 1 ? OFF_HEADER_SUM_V1 : OFF_HEADER_SUM;
+	if (get64(h, sum_off) != XXH3_64bits(h, sum_off))
 		return reason(why, whylen, -EINVAL, "header checksum mismatch");
 	if (get32(h, OFF_HEADER_LEN) != BF_SNAPSHOT_HEADER_LEN)
 		return reason(why, whylen, -EINVAL, "bad header length %u", get32(h, OFF_HEADER_LEN));
 	/* The checksum covers the fields; the padding after it must be what the writer wrote. */
-	for (size_t i = OFF_HEADER_SUM + 8; i < BF_SNAPSHOT_HEADER_LEN; i++)
+	for (size_t i = sum_off + 8; i < BF_SNAPSHOT_HEADER_LEN; i++)
 		if (h[i])
 			return reason(why, whylen, -EINVAL, "header padding not zero at byte %zu", i);
 
@@ -379,6 +387,10 @@ int bf_snapshot_decode(const unsigned char *h, size_t len, uint64_t max_bytes,
 	memcpy(&f->stats, h + OFF_STATS, sizeof(f->stats));
 	f->name_len = get32(h, OFF_NAME_LEN);
 	memcpy(f->name, h + OFF_NAME, f->name_len);
+	if (get32(h, OFF_VERSION) >= 2) {
+		f->id = get64(h, OFF_ID);
+		f->lsn = get64(h, OFF_LSN);
+	}
 	uint32_t nlayers = get32(h, OFF_NLAYERS);
 	for (unsigned i = 0; i < nlayers; i++) {
 		const unsigned char *e = h + OFF_LAYERS + i * LAYER_ENTRY;

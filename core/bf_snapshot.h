@@ -4,7 +4,7 @@
  * blocks. The reader validates every field before it trusts a byte; the writer is crash-safe
  * (temp file, fallocate, write, fsync, rename, fsync of the directory).
  *
- * All integers are little-endian on disk. Layout, version 1:
+ * All integers are little-endian on disk. Layout, version 2:
  *   0     magic "BLOSSOM\0"         8
  *   8     version (1)               u32
  *   12    header_len                u32   multiple of 4096; body starts here
@@ -25,8 +25,12 @@
  *   364   pad to 368
  *   368   layers                    32 x 40 bytes: nblocks u64, capacity u64, items u64,
  *                                   error_rate f64, b u8, counting u8, 6 bytes zero
- *   1648  header_checksum           u64   XXH3-64 of bytes 0..1648
- *   1656  zero up to header_len
+ *   1648  id                        u64   the filter's id in log records (version 2 on)
+ *   1656  lsn                       u64   the last logged change the file holds (version 2 on)
+ *   1664  header_checksum           u64   XXH3-64 of bytes 0..1664
+ *   1672  zero up to header_len
+ * Version 1 (written before the log existed) ends with its checksum at 1648 (of bytes 0..1648);
+ * it is still read, as id 0 and lsn 0.
  */
 #ifndef BF_SNAPSHOT_H
 #define BF_SNAPSHOT_H
@@ -36,7 +40,7 @@
 
 #include "bf_filter.h"
 
-#define BF_SNAPSHOT_VERSION    1
+#define BF_SNAPSHOT_VERSION    2
 #define BF_SNAPSHOT_HEADER_LEN 4096
 #define BF_SNAPSHOT_SUFFIX     ".bsnap"
 #define BF_SNAPSHOT_TMP_SUFFIX ".tmp"

@@ -175,7 +175,7 @@ enum cmd_status cmd_add(struct cmd_ctx *c, struct bf_filter *f, size_t n, const 
 	if (n == 0)
 		return CMD_OK;
 	size_t k = n == 1 ? (out[0] = bf_filter_add(f, keys[0], lens[0]), 1)
-			  : bf_filter_add_batch(f, n, keys, lens, out);
+			  : bf_filter_add_batch(f, n, keys, lens, out, NULL);
 	if (out[k - 1] < 0) {
 		*done = k - 1;
 		return cmd_status_from_errno(out[k - 1]);

@@ -718,6 +718,7 @@ static void dump_load_header(struct cmd_ctx *c, const struct proto_argv *av,
 		reply_error(c, out, rc == -ENOMEM ? err_oom : err_bad_data);
 		return;
 	}
+	bf_filter_detach(f); /* a copy: a new filter here, with an id of this instance's */
 	rc = bf_registry_adopt(c->reg, name, nlen, f);
 	if (rc) {
 		bf_filter_free(f);

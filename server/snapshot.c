@@ -427,7 +427,7 @@ static void snap_on_idle(uv_idle_t *h)
 	 * the layers the copy has: a layer added meanwhile is the next snapshot's). */
 	bool done = job->copy_off >= c->bytes;
 	if (done)
-		bf_filter_copy_meta(c, live);
+		bf_filter_copy_counts(c, live);
 	dt = uv_hrtime() - t0;
 	job->copy_ns += dt;
 	if (dt > job->copy_max_ns)

@@ -431,7 +431,7 @@ START_TEST(batch_matches_single)
 		lens[i] = key(store[i], (i % 3) ? 'k' : 'x', i / 2); /* some repeats */
 		keys[i] = store[i];
 	}
-	ck_assert_uint_eq(bf_filter_add_batch(a, N, keys, lens, out), N);
+	ck_assert_uint_eq(bf_filter_add_batch(a, N, keys, lens, out, NULL), N);
 	size_t differ = 0;
 	for (size_t i = 0; i < N; i++)
 		differ += out[i] != bf_filter_add(b, keys[i], lens[i]);
@@ -459,7 +459,7 @@ START_TEST(batch_add_stops_at_first_error)
 	const void *keys[] = { "a", "b", "c", "d", "e" };
 	size_t lens[] = { 1, 1, 1, 1, 1 };
 	int out[5] = { 9, 9, 9, 9, 9 };
-	ck_assert_uint_eq(bf_filter_add_batch(f, 5, keys, lens, out), 4);
+	ck_assert_uint_eq(bf_filter_add_batch(f, 5, keys, lens, out, NULL), 4);
 	ck_assert_int_eq(out[0], 1);
 	ck_assert_int_eq(out[1], 1);
 	ck_assert_int_eq(out[2], 1);

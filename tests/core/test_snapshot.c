@@ -252,14 +252,51 @@ START_TEST(future_version_refused)
 	int fd = openat(dirfd_, "s.bsnap", O_RDWR);
 	unsigned char h[BF_SNAPSHOT_HEADER_LEN];
 	ck_assert_int_eq(pread(fd, h, sizeof(h), 0), (ssize_t)sizeof(h));
-	uint32_t v = 2;
+	uint32_t v = 3;
 	memcpy(h + 8, &v, 4);
+	uint64_t sum = XXH3_64bits(h, 1664);
+	memcpy(h + 1664, &sum, 8);
+	ck_assert_int_eq(pwrite(fd, h, sizeof(h), 0), (ssize_t)sizeof(h));
+	close(fd);
+	ck_assert_int_eq(load("s.bsnap", why, sizeof(why)), -ENOTSUP);
+	ck_assert_str_eq(why, "unknown format version 3 (this build reads 1 to 2)");
+}
+END_TEST
+
+/* A version 1 file (written before the log: no id, no LSN, its checksum at 1648) still loads,
+ * as id 0 and LSN 0; version 2 keeps both. */
+START_TEST(version_1_still_read)
+{
+	char why[128];
+	struct bf_params p = { 100, 0.01, BF_TYPE_BLOOM, 2, true };
+	struct bf_filter *f = make("s", p, 50), *g;
+	uint64_t gen;
+
+	f->id = 42;
+	f->lsn = 1234;
+	ck_assert_int_eq(bf_snapshot_write(f, 1, dirfd_, "s.bsnap", NULL), 0);
+	ck_assert_int_eq(bf_snapshot_read(dirfd_, "s.bsnap", &g, &gen, why, sizeof(why)), 0);
+	ck_assert_uint_eq(g->id, 42);
+	ck_assert_uint_eq(g->lsn, 1234);
+	bf_filter_free(g);
+
+	int fd = openat(dirfd_, "s.bsnap", O_RDWR);
+	unsigned char h[BF_SNAPSHOT_HEADER_LEN];
+	ck_assert_int_eq(pread(fd, h, sizeof(h), 0), (ssize_t)sizeof(h));
+	uint32_t v = 1;
+	memcpy(h + 8, &v, 4);
+	memset(h + 1648, 0, 24);
 	uint64_t sum = XXH3_64bits(h, 1648);
 	memcpy(h + 1648, &sum, 8);
 	ck_assert_int_eq(pwrite(fd, h, sizeof(h), 0), (ssize_t)sizeof(h));
 	close(fd);
-	ck_assert_int_eq(load("s.bsnap", why, sizeof(why)), -ENOTSUP);
-	ck_assert_str_eq(why, "unknown format version 2 (this build reads 1)");
+	ck_assert_msg(bf_snapshot_read(dirfd_, "s.bsnap", &g, &gen, why, sizeof(why)) == 0, "%s",
+		      why);
+	ck_assert_uint_eq(g->id, 0);
+	ck_assert_uint_eq(g->lsn, 0);
+	assert_same(f, g);
+	bf_filter_free(f);
+	bf_filter_free(g);
 }
 END_TEST
 
@@ -275,8 +312,8 @@ START_TEST(valid_checksum_but_wrong_geometry_refused)
 	memcpy(&nblocks, h + 368, 8);
 	nblocks += 1;
 	memcpy(h + 368, &nblocks, 8);
-	uint64_t sum = XXH3_64bits(h, 1648);
-	memcpy(h + 1648, &sum, 8);
+	uint64_t sum = XXH3_64bits(h, 1664);
+	memcpy(h + 1664, &sum, 8);
 	ck_assert_int_eq(pwrite(fd, h, sizeof(h), 0), (ssize_t)sizeof(h));
 	close(fd);
 	ck_assert_int_eq(load("s.bsnap", why, sizeof(why)), -EINVAL);
@@ -344,6 +381,7 @@ static Suite *snapshot_suite(void)
 	tcase_add_test(tc, body_corruption_detected);
 	tcase_add_test(tc, truncation_detected_at_every_region);
 	tcase_add_test(tc, future_version_refused);
+	tcase_add_test(tc, version_1_still_read);
 	tcase_add_test(tc, valid_checksum_but_wrong_geometry_refused);
 	tcase_add_test(tc, missing_file);
 	tcase_add_test(tc, failed_write_keeps_old_and_removes_temp);

@@ -909,7 +909,7 @@ static void put64(unsigned char *p, uint64_t v)
 }
 
 /* The header checksum: XXH3-64 of the bytes before it (core/bf_snapshot.h). */
-#define HEADER_SUM 1648
+#define HEADER_SUM 1664
 
 /* Rewrite the checksum after a deliberate change, so the field checks themselves are hit. */
 static void reseal(unsigned char *h)
@@ -937,6 +937,10 @@ START_TEST(loadchunk_corrupt_headers)
 	ck_assert_uint_eq(len, BF_SNAPSHOT_HEADER_LEN);
 	ck_assert_ptr_nonnull(m);
 
+	/* Resealing an untouched copy changes nothing (so the refusals below are the fields'). */
+	memcpy(m, h, len);
+	reseal(m);
+	ck_assert_mem_eq(m, h, len);
 	/* Truncations and one extra byte. */
 	for (size_t n = 0; n < len; n += n < HEADER_SUM + 16 ? 1 : 97)
 		header_refused(h, n, "-ERR received bad data\r\n");
@@ -957,7 +961,7 @@ START_TEST(loadchunk_corrupt_headers)
 		uint64_t val;
 		unsigned bytes;
 	} bad[] = {
-	    {8, 2, 4},				  /* format version */
+	    {8, 3, 4},				  /* format version */
 	    {12, 8192, 4},			  /* header length */
 	    {16, 2, 4},				  /* type */
 	    {20, 0, 4},				  /* expansion 0 with three layers */
@@ -989,6 +993,7 @@ START_TEST(loadchunk_corrupt_headers)
 	    {368 + 40 + 8, 400, 8},		  /* layer 1 capacity */
 	    {368 + 80 + 0, 0xffffffffffULL, 8},	  /* layer 2 blocks */
 	    {368 + 120, 1, 8},			  /* unused layer 3 */
+	    {8, 1, 4},				  /* version 1: its checksum is elsewhere */
 	    {HEADER_SUM + 8, 1, 1},		  /* padding after the checksum */
 	};
 	for (size_t k = 0; k < sizeof(bad) / sizeof(bad[0]); k++) {
