@@ -42,6 +42,7 @@
  * failed attempts.
  */
 #include "proto/command.h"
+#include "proto/glob.h"
 #include "bf_snapshot.h"
 
 #include <ctype.h>
@@ -73,6 +74,12 @@ static const char err_full[] = "ERR non scaling filter is full";
 static const char err_syntax[] = "ERR syntax error";
 static const char err_not_int[] = "ERR value is not an integer or out of range";
 static const char err_bad_data[] = "ERR received bad data";
+#define RESP_STR_(x) #x
+#define RESP_STR(x)  RESP_STR_(x)
+/* KEYS, SCAN ... MATCH and CONFIG GET with a pattern over GLOB_MAX_PATTERN bytes (ours:
+ * Redis takes any length). */
+static const char err_pattern_long[] =
+    "ERR pattern longer than " RESP_STR(GLOB_MAX_PATTERN) " bytes";
 
 typedef void (*resp_handler)(struct cmd_ctx *c, struct cmd_session *s, const struct proto_argv *av,
 			     struct proto_buf *out);
@@ -193,96 +200,6 @@ static int scratch_items(struct cmd_session *s, const struct proto_argv *av, siz
 	for (size_t i = 0; i < n; i++)
 		s->keys[i] = av->argv[first + i];
 	return 0;
-}
-
-/*
- * Redis's glob (util.c stringmatchlen): '*', '?', '[abc]', '[^a-z]', '\' escapes; binary
- * safe. Every token but '*' matches exactly one byte, so backtracking to the last '*' is
- * enough and the match is O(len(p) * len(s)).
- */
-static bool glob_one(const char *p, size_t plen, size_t *pi, unsigned char ch, bool nocase)
-{
-	size_t i = *pi;
-	unsigned char c = nocase ? (unsigned char)tolower(ch) : ch;
-#define FOLD(x) (nocase ? (unsigned char)tolower((unsigned char)(x)) : (unsigned char)(x))
-
-	if (p[i] == '?') {
-		*pi = i + 1;
-		return true;
-	}
-	if (p[i] == '[') {
-		bool neg = false, match = false;
-		i++;
-		if (i < plen && p[i] == '^') {
-			neg = true;
-			i++;
-		}
-		while (i < plen) {
-			if (p[i] == '\\' && i + 1 < plen) {
-				i++;
-				if (FOLD(p[i]) == c)
-					match = true;
-				i++;
-			} else if (p[i] == ']') {
-				break;
-			} else if (i + 2 < plen && p[i + 1] == '-') {
-				unsigned char lo = FOLD(p[i]), hi = FOLD(p[i + 2]);
-				if (lo > hi) {
-					unsigned char t = lo;
-					lo = hi;
-					hi = t;
-				}
-				if (c >= lo && c <= hi)
-					match = true;
-				i += 3;
-			} else {
-				if (FOLD(p[i]) == c)
-					match = true;
-				i++;
-			}
-		}
-		*pi = i < plen ? i + 1 : plen;
-		return neg ? !match : match;
-	}
-	if (p[i] == '\\' && i + 1 < plen)
-		i++;
-	*pi = i + 1;
-	return FOLD(p[i]) == c;
-#undef FOLD
-}
-
-static bool glob_match(const char *p, size_t plen, const char *s, size_t slen, bool nocase)
-{
-	size_t pi = 0, si = 0, star_p = 0, star_s = 0;
-	bool star = false;
-
-	while (si < slen) {
-		if (pi < plen && p[pi] == '*') {
-			while (pi < plen && p[pi] == '*')
-				pi++;
-			if (pi == plen)
-				return true;
-			star = true;
-			star_p = pi;
-			star_s = si;
-			continue;
-		}
-		if (pi < plen) {
-			size_t next = pi;
-			if (glob_one(p, plen, &next, (unsigned char)s[si], nocase)) {
-				pi = next;
-				si++;
-				continue;
-			}
-		}
-		if (!star)
-			return false;
-		pi = star_p;
-		si = ++star_s;
-	}
-	while (pi < plen && p[pi] == '*')
-		pi++;
-	return pi == plen;
 }
 
 /* ---------------------------------------------------------------------------------------- */
@@ -1088,8 +1005,22 @@ static void cmd_type(struct cmd_ctx *c, struct cmd_session *s, const struct prot
 		proto_resp_simple(out, "none", 4);
 }
 
-/* Reply the names matching pattern p (NULL: all) as an array. */
-static void reply_names(struct cmd_ctx *c, struct proto_buf *out, const char *p, size_t plen)
+/* Compile a KEYS, SCAN or CONFIG GET pattern, or reply why not. NULL after the reply. */
+static struct glob *pattern(struct cmd_ctx *c, struct proto_buf *out, const char *p, size_t plen,
+			    bool nocase)
+{
+	struct glob *g;
+	int rc = glob_compile(p, plen, nocase, &g);
+
+	if (rc) {
+		reply_error(c, out, rc == -E2BIG ? err_pattern_long : err_oom);
+		return NULL;
+	}
+	return g;
+}
+
+/* Reply the names matching g (NULL: all) as an array. */
+static void reply_names(struct cmd_ctx *c, struct proto_buf *out, const struct glob *g)
 {
 	struct bf_filter **list;
 	size_t n, k = 0;
@@ -1099,7 +1030,7 @@ static void reply_names(struct cmd_ctx *c, struct proto_buf *out, const char *p,
 		return;
 	}
 	for (size_t i = 0; i < n; i++)
-		if (!p || glob_match(p, plen, list[i]->name, list[i]->name_len, false))
+		if (!g || glob_match(g, list[i]->name, list[i]->name_len))
 			list[k++] = list[i];
 	proto_resp_array(out, k);
 	for (size_t i = 0; i < k; i++)
@@ -1110,8 +1041,12 @@ static void reply_names(struct cmd_ctx *c, struct proto_buf *out, const char *p,
 static void cmd_keys(struct cmd_ctx *c, struct cmd_session *s, const struct proto_argv *av,
 		     struct proto_buf *out)
 {
+	struct glob *g = pattern(c, out, av->argv[1], av->argvlen[1], false);
 	(void)s;
-	reply_names(c, out, av->argv[1], av->argvlen[1]);
+
+	if (g)
+		reply_names(c, out, g);
+	glob_free(g);
 }
 
 /* Redis 7.0's SCAN cursor: strtoul over the whole argument, no leading space ("" is 0). */
@@ -1163,17 +1098,17 @@ static void cmd_scan(struct cmd_ctx *c, struct cmd_session *s, const struct prot
 			return;
 		}
 	}
+	struct glob *g = NULL;
+	if (match && !(g = pattern(c, out, av->argv[match], av->argvlen[match], false)))
+		return;
 	/* One pass returns everything: the next cursor is always 0. */
 	proto_resp_array(out, 2);
 	proto_resp_bulk(out, "0", 1);
-	if (type && !arg_is(av, type, RESP_BF_TYPE)) {
+	if (type && !arg_is(av, type, RESP_BF_TYPE))
 		proto_resp_array(out, 0);
-		return;
-	}
-	if (match)
-		reply_names(c, out, av->argv[match], av->argvlen[match]);
 	else
-		reply_names(c, out, NULL, 0);
+		reply_names(c, out, g);
+	glob_free(g);
 }
 
 /* ---------------------------------------------------------------------------------------- */
@@ -1338,12 +1273,16 @@ static void cmd_config(struct cmd_ctx *c, struct cmd_session *s, const struct pr
 		reply_arity(c, out, "config|get");
 		return;
 	}
-	for (size_t k = 0; k < NPARAMS; k++) {
-		for (size_t i = 2; i < av->argc && !hit[k]; i++)
-			hit[k] = glob_match(av->argv[i], av->argvlen[i], params[k],
-					    strlen(params[k]), true);
-		n += hit[k];
+	for (size_t i = 2; i < av->argc; i++) {
+		struct glob *g = pattern(c, out, av->argv[i], av->argvlen[i], true);
+		if (!g)
+			return;
+		for (size_t k = 0; k < NPARAMS; k++)
+			hit[k] = hit[k] || glob_match(g, params[k], strlen(params[k]));
+		glob_free(g);
 	}
+	for (size_t k = 0; k < NPARAMS; k++)
+		n += hit[k];
 	proto_resp_map(out, s->resp, n);
 	for (size_t k = 0; k < NPARAMS; k++) {
 		if (!hit[k])
