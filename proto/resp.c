@@ -25,6 +25,8 @@ static const char err_mbulk_len[] = "Protocol error: invalid multibulk length";
 static const char err_bulk_big[] = "Protocol error: too big bulk count string";
 static const char err_bulk_len[] = "Protocol error: invalid bulk length";
 static const char err_bulk_crlf[] = "Protocol error: expected CRLF after bulk data";
+static const char err_unauth_mbulk[] = "Protocol error: unauthenticated multibulk length";
+static const char err_unauth_bulk[] = "Protocol error: unauthenticated bulk length";
 
 void proto_argv_init(struct proto_argv *av)
 {
@@ -79,6 +81,36 @@ int proto_argv_reserve(struct proto_argv *av, size_t n)
 	av->argoff = argoff;
 	av->cap = cap;
 	return 0;
+}
+
+size_t proto_argv_bytes(const struct proto_argv *av)
+{
+	return av->cap * (sizeof(*av->argv) + sizeof(*av->argvlen) + sizeof(*av->argoff));
+}
+
+void proto_resp_trim(const struct proto_resp_state *st, struct proto_argv *av, size_t keep)
+{
+	const char **argv;
+	size_t *argvlen, *argoff;
+	size_t cap = keep > st->got ? keep : st->got;
+
+	if (cap < RESP_ARGV_MIN_CAP)
+		cap = RESP_ARGV_MIN_CAP;
+	if (av->cap <= cap)
+		return;
+	/* cap says what all three arrays hold at least, so it may drop first: an array that
+	 * does not shrink is merely larger than cap. */
+	av->cap = cap;
+	argv = realloc(av->argv, cap * sizeof(*argv));
+	if (argv)
+		av->argv = argv;
+	argvlen = realloc(av->argvlen, cap * sizeof(*argvlen));
+	if (argvlen)
+		av->argvlen = argvlen;
+	argoff = realloc(av->argoff, cap * sizeof(*argoff));
+	if (argoff)
+		av->argoff = argoff;
+	av->argc = 0;
 }
 
 void proto_resp_state_init(struct proto_resp_state *st)
@@ -211,6 +243,8 @@ ssize_t proto_resp_parse(struct proto_resp_state *st, const char *buf, size_t le
 		if (buf[eol + 1] != '\n' || !proto_resp_parse_ll(buf + 1, eol - 1, &ll) ||
 		    (ll > 0 && (unsigned long long)ll > lim->max_args))
 			return resp_fail(errmsg, err_mbulk_len);
+		if (lim->unauthenticated && ll > PROTO_RESP_UNAUTH_MAX_ARGS)
+			return resp_fail(errmsg, err_unauth_mbulk);
 		if (ll <= 0) {
 			proto_resp_state_init(st);
 			return (ssize_t)(eol + 2);
@@ -234,6 +268,8 @@ ssize_t proto_resp_parse(struct proto_resp_state *st, const char *buf, size_t le
 			    (unsigned long long)ll > lim->max_bulk_bytes ||
 			    (unsigned long long)ll > SIZE_MAX - 2)
 				return resp_fail(errmsg, err_bulk_len);
+			if (lim->unauthenticated && ll > PROTO_RESP_UNAUTH_MAX_BULK)
+				return resp_fail(errmsg, err_unauth_bulk);
 			st->bulklen = (size_t)ll;
 			st->pos = eol + 2;
 		}

@@ -46,6 +46,14 @@
 /* Longest header line ("*N" or "$N") the parser waits for; Redis's PROTO_INLINE_MAX_SIZE. */
 #define PROTO_RESP_MAX_HEADER (64 * 1024)
 
+/*
+ * Before a client has authenticated (proto_limits.unauthenticated): the most elements in one
+ * command and the longest bulk, Redis 7.0's fixed numbers (networking.c). AUTH, and HELLO 3
+ * AUTH user token SETNAME name, fit with room to spare (a token is at most 4096 bytes).
+ */
+#define PROTO_RESP_UNAUTH_MAX_ARGS 10
+#define PROTO_RESP_UNAUTH_MAX_BULK 16384
+
 /* Size of the buffer in struct proto_resp_state holding a formatted error message. */
 #define PROTO_RESP_ERRBUF 48
 
@@ -58,6 +66,9 @@ struct proto_limits {
 				* length" */
 	size_t max_line_bytes; /* text protocol: longest line, for proto_text_line(); the RESP
 				* parser does not use it */
+	bool unauthenticated;  /* RESP: the client has yet to AUTH: at most
+				* PROTO_RESP_UNAUTH_MAX_ARGS elements and PROTO_RESP_UNAUTH_MAX_BULK
+				* bytes per bulk as well */
 };
 
 /*
@@ -94,6 +105,9 @@ void proto_argv_free(struct proto_argv *av);
  */
 int proto_argv_reserve(struct proto_argv *av, size_t n);
 
+/* Bytes allocated for av's arrays (for a server's accounting of what a connection holds). */
+size_t proto_argv_bytes(const struct proto_argv *av);
+
 /*
  * Parse progress of the command at the front of a connection's input. Treat as opaque; the
  * fields are public only so the state can live inside the connection without allocation.
@@ -110,6 +124,16 @@ struct proto_resp_state {
 
 /* Prepare st for the first command of a connection. Cannot fail. */
 void proto_resp_state_init(struct proto_resp_state *st);
+
+/*
+ * Give back the memory of av's arrays beyond keep entries, so that one large command does not
+ * leave a connection holding arrays its size (Redis too shrinks a client's argv after it).
+ * The elements of the incomplete command st is parsing are kept (the arrays never shrink
+ * below them), so this may be called between any two proto_resp_parse() calls; av->argv of
+ * the last complete command is invalid afterwards. Cannot fail: if realloc() will not shrink
+ * an array, that array keeps its size.
+ */
+void proto_resp_trim(const struct proto_resp_state *st, struct proto_argv *av, size_t keep);
 
 /*
  * Parse one command, a multibulk array "*N\r\n" followed by N bulk strings "$L\r\n<L bytes>\r\n",
@@ -133,11 +157,15 @@ void proto_resp_state_init(struct proto_resp_state *st);
  *              "Protocol error: invalid multibulk length"   count is not a number in Redis's
  *                  strict form (no '+', no leading zeros, no spaces, fits in 64 bits), is
  *                  above lim->max_args, or its '\r' is not followed by '\n'
+ *              "Protocol error: unauthenticated multibulk length"   lim->unauthenticated and
+ *                  a count above PROTO_RESP_UNAUTH_MAX_ARGS (Redis 7.0)
  *              "Protocol error: too big bulk count string"   same as above, for a "$" line
  *              "Protocol error: expected '$', got 'x'"   an element is not a bulk string (x is
  *                  the byte found; as in Redis a NUL byte ends the message just before it)
  *              "Protocol error: invalid bulk length"   length not a number, negative, above
  *                  lim->max_bulk_bytes, or its '\r' is not followed by '\n'
+ *              "Protocol error: unauthenticated bulk length"   lim->unauthenticated and a
+ *                  length above PROTO_RESP_UNAUTH_MAX_BULK (Redis 7.0)
  *              "Protocol error: expected CRLF after bulk data"   the 2 bytes after the declared
  *                  length are not "\r\n" (ours; Redis does not check)
  *            Declared lengths are never used to allocate, so "$99999999999999999999" costs

@@ -733,6 +733,100 @@ START_TEST(test_limit_args_edge)
 }
 END_TEST
 
+/* Before AUTH: Redis 7.0's caps (10 elements, 16384-byte bulks) with its own error texts,
+ * checked after the configured limits (which keep their own error), and only then. */
+START_TEST(test_limit_unauthenticated)
+{
+	struct proto_limits lim = test_limits();
+	struct proto_argv av;
+	static char wire[32 + PROTO_RESP_UNAUTH_MAX_BULK];
+	const char *msg;
+	size_t n;
+
+	ck_assert_int_eq(PROTO_RESP_UNAUTH_MAX_ARGS, 10);
+	ck_assert_int_eq(PROTO_RESP_UNAUTH_MAX_BULK, 16384);
+	lim.max_bulk_bytes = 1 << 20;
+	lim.max_args = 1 << 20;
+	lim.unauthenticated = true;
+	proto_argv_init(&av);
+	ck_assert_int_eq(parse_once(WIRE("*10\r\n"), &lim, &av, &msg), 0);
+	ck_assert_int_eq(parse_once(WIRE("*11\r\n"), &lim, &av, &msg), -EPROTO);
+	ck_assert_str_eq(msg, "Protocol error: unauthenticated multibulk length");
+	ck_assert_int_eq(parse_once(WIRE("*1000000\r\n"), &lim, &av, &msg), -EPROTO);
+	ck_assert_str_eq(msg, "Protocol error: unauthenticated multibulk length");
+	ck_assert_int_eq(parse_once(WIRE("*-1\r\n"), &lim, &av, &msg), 5);
+	/* A bulk of exactly 16384 bytes is read; one more is refused on its header. */
+	n = (size_t)snprintf(wire, sizeof(wire), "*1\r\n$16384\r\n");
+	memset(wire + n, 'x', 16384);
+	memcpy(wire + n + 16384, "\r\n", 2);
+	ck_assert_int_eq(parse_once(wire, n + 16386, &lim, &av, &msg), (ssize_t)(n + 16386));
+	ck_assert_uint_eq(av.argvlen[0], 16384);
+	ck_assert_int_eq(parse_once(WIRE("*1\r\n$16385\r\n"), &lim, &av, &msg), -EPROTO);
+	ck_assert_str_eq(msg, "Protocol error: unauthenticated bulk length");
+	/* The configured limits come first, with their own words. */
+	lim.max_args = 5;
+	ck_assert_int_eq(parse_once(WIRE("*11\r\n"), &lim, &av, &msg), -EPROTO);
+	ck_assert_str_eq(msg, "Protocol error: invalid multibulk length");
+	lim.max_bulk_bytes = 100;
+	ck_assert_int_eq(parse_once(WIRE("*1\r\n$16385\r\n"), &lim, &av, &msg), -EPROTO);
+	ck_assert_str_eq(msg, "Protocol error: invalid bulk length");
+	/* Authenticated: no such caps. */
+	lim = test_limits();
+	ck_assert_int_eq(parse_once(WIRE("*11\r\n"), &lim, &av, &msg), 0);
+	ck_assert_int_eq(parse_once(WIRE("*1\r\n$16385\r\n"), &lim, &av, &msg), 0);
+	proto_argv_free(&av);
+}
+END_TEST
+
+/*
+ * proto_resp_trim(): after a large command the arrays go back to `keep` entries; while a
+ * command is half parsed its elements so far are kept, and it completes correctly.
+ */
+START_TEST(test_trim)
+{
+	struct proto_limits lim = test_limits();
+	struct proto_resp_state st;
+	struct proto_argv av;
+	char *wire = malloc(5000 * 7 + 16);
+	size_t n, half;
+	const char *msg;
+
+	ck_assert_ptr_nonnull(wire);
+	lim.max_args = 5000;
+	n = (size_t)sprintf(wire, "*5000\r\n");
+	for (int i = 0; i < 5000; i++)
+		n += (size_t)sprintf(wire + n, "$1\r\n%c\r\n", 'a' + i % 26);
+	proto_argv_init(&av);
+	proto_resp_state_init(&st);
+	ck_assert_int_eq(proto_resp_parse(&st, wire, n, &lim, &av, &msg), (ssize_t)n);
+	ck_assert_uint_ge(av.cap, 5000);
+	proto_resp_trim(&st, &av, 1024);
+	ck_assert_uint_eq(av.cap, 1024);
+	ck_assert_uint_eq(proto_argv_bytes(&av), 1024 * 3 * sizeof(size_t));
+	ck_assert_uint_eq(av.argc, 0);
+	/* Smaller than keep: nothing to do. */
+	proto_resp_trim(&st, &av, 4096);
+	ck_assert_uint_eq(av.cap, 1024);
+
+	/* Half of it, trimmed to 8, then the rest: the 2500 elements so far are kept. */
+	half = 7 + 2500 * 7;
+	ck_assert_int_eq(proto_resp_parse(&st, wire, half, &lim, &av, &msg), 0);
+	proto_resp_trim(&st, &av, 8);
+	ck_assert_uint_ge(av.cap, 2500);
+	ck_assert_uint_lt(av.cap, 4096);
+	ck_assert_int_eq(proto_resp_parse(&st, wire, n, &lim, &av, &msg), (ssize_t)n);
+	ck_assert_uint_eq(av.argc, 5000);
+	for (size_t i = 0; i < 5000; i++) {
+		ck_assert_uint_eq(av.argvlen[i], 1);
+		ck_assert_int_eq(av.argv[i][0], 'a' + (int)(i % 26));
+	}
+	proto_resp_trim(&st, &av, 0);
+	ck_assert_uint_eq(av.cap, 8); /* never below the first allocation's size */
+	proto_argv_free(&av);
+	free(wire);
+}
+END_TEST
+
 /* Declared lengths cost nothing until the bytes arrive: with no bulk limit at all, a 2^63-1
  * byte bulk is accepted as a header and the parser merely says how much it still needs. */
 START_TEST(test_limit_huge_declared)
@@ -988,6 +1082,8 @@ static Suite *resp_suite(void)
 	tcase_add_test(limits, test_limit_bulk_edge);
 	tcase_add_test(limits, test_limit_args_edge);
 	tcase_add_test(limits, test_limit_huge_declared);
+	tcase_add_test(limits, test_limit_unauthenticated);
+	tcase_add_test(limits, test_trim);
 	suite_add_tcase(s, limits);
 
 	tcase_add_loop_test(errors, test_errors_exact, 0, (int)N_ERRORS);
