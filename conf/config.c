@@ -61,6 +61,7 @@ static const struct conf_key conf_keys[] = {
     {"idle_timeout", CONF_UINT, CONF_FIELD(idle_timeout), 0, UINT32_MAX},
     {"request_timeout", CONF_UINT, CONF_FIELD(request_timeout), 0, UINT32_MAX},
     {"max_output_bytes", CONF_SIZE, CONF_FIELD(max_output_bytes), 1, UINT64_MAX},
+    {"max_client_memory", CONF_SIZE, CONF_FIELD(max_client_memory), 0, UINT64_MAX},
     {"log_level", CONF_LOG_LEVEL, CONF_FIELD(log_level), 0, 7},
     {"auth_token_file", CONF_STRING, CONF_FIELD(auth_token_file), 0, 0},
 };
@@ -107,6 +108,7 @@ void conf_defaults(struct config *c)
 	c->idle_timeout = 300;
 	c->request_timeout = 30;
 	c->max_output_bytes = UINT64_C(64) << 20;
+	c->max_client_memory = UINT64_C(1) << 30;
 	c->log_level = 6;
 	c->auth_token_file[0] = '\0';
 }

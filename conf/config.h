@@ -42,6 +42,9 @@ struct config {
 				     * 0 = none */
 	uint64_t max_output_bytes;  /* unsent output per connection before it is closed,
 				     * default 64 MiB */
+	uint64_t max_client_memory; /* buffers of all text/RESP connections together (input,
+				     * arguments, scratch, replies), default 1 GiB; 0 = no
+				     * limit */
 	int log_level;		    /* syslog priority 0 (emerg) .. 7 (debug), default 6 (info) */
 	char auth_token_file[4096]; /* file holding the token; default "" (no auth) */
 };
@@ -98,7 +101,7 @@ int conf_validate(const struct config *c, char *err, size_t errlen);
  *   counts, ports, seconds   decimal digits only ("0".."N"; no sign, spaces or "0x")
  *   byte sizes               decimal digits with an optional suffix k/K, m/M, g/G (x1024^n):
  *                            max_memory, max_line_bytes, max_bulk_bytes, max_key_bytes,
- *                            max_body_bytes, max_output_bytes
+ *                            max_body_bytes, max_output_bytes, max_client_memory
  *   default_error_rate       a decimal number, 0 < p < 1 ("0.01", "1e-3")
  *   log_level                emerg alert crit err error warning notice info debug
  *                            (any case) or one digit 0-7

@@ -123,6 +123,7 @@ static const struct {
     {"idle_timeout", "0"},
     {"request_timeout", "4294967295"},
     {"max_output_bytes", "7"},
+    {"max_client_memory", "0"},
     {"log_level", "debug"},
     {"auth_token_file", "/etc/blossomd/token"},
 };
@@ -156,6 +157,7 @@ static void other_config(struct config *c)
 	c->idle_timeout = 0;
 	c->request_timeout = UINT32_MAX;
 	c->max_output_bytes = 7;
+	c->max_client_memory = 0;
 	c->log_level = 7;
 	set_str(c->auth_token_file, sizeof(c->auth_token_file), "/etc/blossomd/token");
 }
@@ -180,6 +182,7 @@ static void expect_config_eq(const struct config *a, const struct config *b)
 	ck_assert_uint_eq(a->idle_timeout, b->idle_timeout);
 	ck_assert_uint_eq(a->request_timeout, b->request_timeout);
 	ck_assert_uint_eq(a->max_output_bytes, b->max_output_bytes);
+	ck_assert_uint_eq(a->max_client_memory, b->max_client_memory);
 	ck_assert_int_eq(a->log_level, b->log_level);
 	ck_assert_str_eq(a->auth_token_file, b->auth_token_file);
 	/* and byte for byte, padding and string tails included */
@@ -211,6 +214,7 @@ START_TEST(test_defaults)
 	ck_assert_uint_eq(c.idle_timeout, 300);
 	ck_assert_uint_eq(c.request_timeout, 30);
 	ck_assert_uint_eq(c.max_output_bytes, 67108864);
+	ck_assert_uint_eq(c.max_client_memory, 1073741824);
 	ck_assert_int_eq(c.log_level, 6);
 	ck_assert_str_eq(c.auth_token_file, "");
 	expect_valid(&c);
@@ -278,7 +282,7 @@ START_TEST(test_other_values_cover_every_field)
 	other_config(&want);
 	expect_config_eq(&c, &want);
 	expect_valid(&c);
-	ck_assert_uint_eq(N_OTHER, 19);
+	ck_assert_uint_eq(N_OTHER, 20);
 }
 END_TEST
 
@@ -366,6 +370,10 @@ START_TEST(test_byte_size_suffixes)
 	ck_assert_uint_eq(c.max_line_bytes, 3ULL << 30);
 	ck_assert_int_eq(conf_set(&c, "max_line_bytes", "4294967295", err, sizeof(err)), 0);
 	ck_assert_uint_eq(c.max_line_bytes, UINT32_MAX);
+	ck_assert_int_eq(conf_set(&c, "max_client_memory", "2g", err, sizeof(err)), 0);
+	ck_assert_uint_eq(c.max_client_memory, 2ULL << 30);
+	ck_assert_int_eq(conf_set(&c, "max_client_memory", "0", err, sizeof(err)), 0);
+	ck_assert_uint_eq(c.max_client_memory, 0);
 	ck_assert_str_eq(err, "");
 }
 END_TEST
@@ -835,6 +843,10 @@ START_TEST(test_validate_numbers)
 	expect_invalid(&c, "bad value for max_output_bytes: '0' (must be between 1 and "
 			   "18446744073709551615)");
 	c.max_output_bytes = 1;
+	expect_valid(&c);
+	c.max_client_memory = 0; /* no limit */
+	expect_valid(&c);
+	c.max_client_memory = UINT64_MAX;
 	expect_valid(&c);
 
 	c.log_level = 8;
