@@ -9,6 +9,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <malloc.h>
 #include <netinet/in.h>
 #include <signal.h>
 #include <stdbool.h>
@@ -38,6 +39,15 @@
 #define SRV_READ_MIN (16 * 1024)
 /* Buffers up to this size are kept for reuse once empty; bigger ones are released. */
 #define SRV_KEEP_BYTES (64 * 1024)
+/* Argument arrays and per-command scratch are kept for this many entries after a batch (about
+ * 44 KiB); a larger command's are given back once it is done, as Redis trims a client's argv
+ * to 1024 entries. */
+#define SRV_KEEP_ARGS 1024
+/* Blocks from this size up get a mapping of their own, which free() gives back (glibc). */
+#define SRV_MMAP_THRESHOLD (128 * 1024)
+/* Longest text line read from a client that has not authenticated (when max_line_bytes is
+ * larger): `auth TOKEN` needs at most 4101 bytes. Redis's cap on an unauthenticated bulk. */
+#define SRV_UNAUTH_LINE PROTO_RESP_UNAUTH_MAX_BULK
 /* A RESP command may take max(max_bulk_bytes, this) + 2 * PROTO_RESP_MAX_HEADER bytes. */
 #define SRV_RESP_FLOOR (16 * 1024 * 1024)
 /* How long a gracefully closed connection may keep sending before it is cut off. */
@@ -66,11 +76,12 @@ struct srv_conn {
 	uv_tcp_t tcp; /* tcp.data points back here */
 	struct srv *srv;
 	struct srv_conn *prev, *next; /* in srv->conns from accept until conn_close() */
-	bool listed;	/* accepted under max_connections: counted, listed, session set up */
-	bool reading;	/* uv_read_start() in effect */
-	bool writing;	/* wreq in flight */
-	bool eof;	/* the client shut down its sending side */
-	bool text_skip; /* discarding the rest of an over-long line */
+	bool listed;	  /* accepted under max_connections: counted, listed, session set up */
+	bool reading;	  /* uv_read_start() in effect */
+	bool writing;	  /* wreq in flight */
+	bool eof;	  /* the client shut down its sending side */
+	bool text_skip;	  /* discarding the rest of an over-long line */
+	bool mem_refused; /* its input could not grow within max_client_memory */
 	enum conn_proto proto;
 	enum conn_state state;
 	uint64_t id;
@@ -87,6 +98,9 @@ struct srv_conn {
 	struct proto_buf out;
 	uv_write_t wreq;
 	uv_shutdown_t sreq;
+	/* Bytes of the buffers above (input, arguments, session scratch, replies) as last
+	 * counted in srv->client_mem (conn_account()). */
+	size_t held;
 
 	/* Times in loop milliseconds (uv_now()). */
 	uint64_t last_active;	 /* last read, or last progress of a write */
@@ -110,7 +124,8 @@ struct srv {
 	struct bf_registry *reg;
 	struct cmd_ctx ctx;
 	struct proto_limits lim;
-	struct srv_snap *snap; /* persistence: snapshot.c */
+	struct proto_limits lim_unauth; /* lim for a RESP client that has yet to AUTH */
+	struct srv_snap *snap;		/* persistence: snapshot.c */
 	/* HTTP front end: http.c; NULL when http_port is 0. */
 	struct http_server *http;
 
@@ -134,6 +149,7 @@ struct srv {
 	bool warned_full, warned_accept;
 	bool stopping;
 	uint64_t conns_rejected, bytes_in, bytes_out; /* text/RESP port, for /metrics */
+	uint64_t client_mem; /* sum of every connection's held, against max_client_memory */
 
 	char *rbuf;  /* shared read buffer, SRV_READ_SIZE bytes */
 	char *token; /* from auth_token_file, NUL-terminated; NULL: no auth (ctx.token) */
@@ -180,6 +196,8 @@ static void srv_apply_limits(struct srv *s)
 	s->lim.max_bulk_bytes = c->max_bulk_bytes;
 	s->lim.max_args = c->max_args;
 	s->lim.max_line_bytes = c->max_line_bytes;
+	s->lim_unauth = s->lim;
+	s->lim_unauth.unauthenticated = true;
 	bf_registry_set_max_memory(s->reg, c->max_memory);
 	srv_log_set_level(c->log_level);
 }
@@ -426,6 +444,7 @@ static void srv_reload(struct srv *s)
 	SRV_LOG_CHANGE_U64(idle_timeout);
 	SRV_LOG_CHANGE_U64(request_timeout);
 	SRV_LOG_CHANGE_U64(max_output_bytes);
+	SRV_LOG_CHANGE_U64(max_client_memory);
 	if (old->log_level != nc->log_level)
 		srv_log(SRV_LOG_INFO, "reload: log_level %s -> %s",
 			conf_log_level_name(old->log_level), conf_log_level_name(nc->log_level));
@@ -615,9 +634,45 @@ static size_t srv_resp_max(const struct srv *s)
 	return bulk + 2 * PROTO_RESP_MAX_HEADER;
 }
 
-/* Grow the connection's input buffer to at least want bytes. 0 or -ENOMEM. */
+/* Bytes allocated for the connection's buffers: input, argument arrays, session scratch and
+ * replies. */
+static size_t conn_held(const struct srv_conn *c)
+{
+	const struct cmd_session *ss = &c->sess;
+	size_t n = c->in_cap + c->out.cap;
+
+	if (c->listed)
+		n += proto_argv_bytes(&c->av) +
+		     ss->scratch_cap *
+			 (sizeof(*ss->keys) + sizeof(*ss->lens) + sizeof(*ss->results));
+	return n;
+}
+
+/* Bring srv->client_mem up to date with what c holds now. */
+static void conn_account(struct srv_conn *c)
+{
+	size_t now = conn_held(c);
+
+	c->srv->client_mem -= c->held;
+	c->srv->client_mem += now;
+	c->held = now;
+}
+
+/* Whether the buffers of all connections together are past max_client_memory. */
+static bool srv_client_mem_over(const struct srv *s)
+{
+	return s->cfg.max_client_memory && s->client_mem > s->cfg.max_client_memory;
+}
+
+/*
+ * Grow the connection's input buffer to at least want bytes. 0, -ENOMEM, or -ENOBUFS when
+ * the growth would take all connections' buffers past max_client_memory (c->mem_refused is
+ * then set; nothing changes).
+ */
 static int conn_in_reserve(struct srv_conn *c, size_t want)
 {
+	const struct srv *s = c->srv;
+	uint64_t max = s->cfg.max_client_memory;
 	size_t cap, limit;
 	char *p;
 
@@ -627,11 +682,22 @@ static int conn_in_reserve(struct srv_conn *c, size_t want)
 	limit = conn_in_limit(c);
 	if (cap > limit)
 		cap = want > limit ? want : limit;
+	conn_account(c);
+	/* Checked before the allocation: a client that announces a large bulk and then sends
+	 * slowly (or not at all) would otherwise hold it for nothing. */
+	if (max && s->client_mem - c->in_cap + cap > max) {
+		cap = want;
+		if (s->client_mem - c->in_cap + cap > max) {
+			c->mem_refused = true;
+			return -ENOBUFS;
+		}
+	}
 	p = realloc(c->in, cap);
 	if (!p)
 		return -ENOMEM;
 	c->in = p;
 	c->in_cap = cap;
+	conn_account(c);
 	return 0;
 }
 
@@ -641,12 +707,43 @@ static void conn_in_release(struct srv_conn *c)
 	c->in = NULL;
 	c->in_len = 0;
 	c->in_cap = 0;
+	conn_account(c);
+}
+
+/*
+ * After a batch: give back what a large command left behind, so an idle connection holds
+ * small buffers whatever it sent before. The input of a partial command and the arguments it
+ * has so far stay (they are in use); the replies are trimmed once written (conn_out_done()).
+ */
+static void conn_trim(struct srv_conn *c)
+{
+	if (c->in_cap > SRV_KEEP_BYTES && c->in_len) {
+		size_t want = c->in_len + SRV_READ_MIN;
+
+		if (c->proto == CONN_RESP && proto_resp_need(&c->rst) > want)
+			want = proto_resp_need(&c->rst);
+		if (want <= SRV_KEEP_BYTES) {
+			char *p = realloc(c->in, SRV_KEEP_BYTES);
+
+			if (p) {
+				c->in = p;
+				c->in_cap = SRV_KEEP_BYTES;
+			}
+		}
+	}
+	proto_resp_trim(&c->rst, &c->av, SRV_KEEP_ARGS);
+	/* The scratch arrays only live during one command; cmd_session_free() releases them
+	 * and nothing else of the session (command.c). */
+	if (c->sess.scratch_cap > SRV_KEEP_ARGS)
+		cmd_session_free(&c->sess);
+	conn_account(c);
 }
 
 static void conn_on_close(uv_handle_t *h)
 {
 	struct srv_conn *c = h->data;
 
+	c->srv->client_mem -= c->held;
 	if (c->listed) {
 		proto_argv_free(&c->av);
 		cmd_session_free(&c->sess);
@@ -726,6 +823,7 @@ static void conn_out_done(struct srv_conn *c)
 		proto_buf_free(&c->out);
 	else
 		proto_buf_reset(&c->out);
+	conn_account(c);
 }
 
 static void conn_on_write(uv_write_t *req, int status)
@@ -827,6 +925,37 @@ static void conn_flush(struct srv_conn *c)
 	conn_read_stop(c);
 }
 
+/* The replies to a client whose buffers would pass max_client_memory (ours; Redis's
+ * maxmemory-clients closes without a word). */
+#define SRV_ERR_CLIENT_MEM_RESP "client buffers would pass max_client_memory; closing"
+#define SRV_ERR_CLIENT_MEM_TEXT "Client Error: Client buffers would pass max_client_memory\n"
+
+/* All connections' buffers would pass max_client_memory because of c's: say so, and close it
+ * once that is written (its partial command, if any, is dropped). */
+static void conn_mem_refuse(struct srv_conn *c)
+{
+	struct srv *s = c->srv;
+
+	srv_log(SRV_LOG_INFO,
+		"client %" PRIu64 " (%s): client buffers would pass max_client_memory (%" PRIu64
+		"); closing",
+		c->id, c->peer, s->cfg.max_client_memory);
+	if (c->proto == CONN_RESP)
+		proto_resp_error_str(&c->out, SRV_ERR_CLIENT_MEM_RESP);
+	else
+		proto_buf_append_str(&c->out, SRV_ERR_CLIENT_MEM_TEXT);
+	s->ctx.errors++;
+	c->state = CONN_DRAIN;
+}
+
+/* After a command: refuse c if its buffers took the total past max_client_memory. */
+static void conn_mem_check(struct srv_conn *c)
+{
+	conn_account(c);
+	if (srv_client_mem_over(c->srv))
+		conn_mem_refuse(c);
+}
+
 /* Too much output for one batch: the client is not keeping up (or asked for too much). */
 static bool conn_out_over(struct srv_conn *c)
 {
@@ -851,7 +980,10 @@ static int conn_process_text(struct srv_conn *c, const char *data, size_t len, s
 
 	while (off < len && c->state == CONN_OPEN) {
 		const char *line;
-		size_t linelen;
+		size_t linelen, max = s->lim.max_line_bytes;
+		/* Before AUTH only short lines (Redis: 16 KiB bulks); a longer one is an error
+		 * that closes the connection, as Redis closes it. */
+		bool unauth = !cmd_session_authed(&s->ctx, &c->sess) && max > SRV_UNAUTH_LINE;
 		ssize_t n;
 
 		if (c->text_skip) {
@@ -864,9 +996,18 @@ static int conn_process_text(struct srv_conn *c, const char *data, size_t len, s
 			*done = true;
 			continue;
 		}
-		n = proto_text_line(data + off, len - off, s->lim.max_line_bytes, &line, &linelen);
+		if (unauth)
+			max = SRV_UNAUTH_LINE;
+		n = proto_text_line(data + off, len - off, max, &line, &linelen);
 		if (n == 0)
 			break;
+		if (n < 0 && unauth) {
+			proto_buf_append_str(&c->out,
+					     "Client Error: Unauthenticated line too long\n");
+			s->ctx.errors++;
+			c->state = CONN_DRAIN;
+			break;
+		}
 		if (n < 0) {
 			proto_buf_append_str(&c->out, "Client Error: Line too long\n");
 			s->ctx.errors++;
@@ -880,6 +1021,7 @@ static int conn_process_text(struct srv_conn *c, const char *data, size_t len, s
 			c->state = CONN_DRAIN;
 		if (conn_out_over(c))
 			return -1;
+		conn_mem_check(c);
 	}
 	*used = off;
 	return 0;
@@ -894,7 +1036,10 @@ static int conn_process_resp(struct srv_conn *c, const char *data, size_t len, s
 
 	while (off < len && c->state == CONN_OPEN) {
 		const char *msg = NULL;
-		ssize_t n = proto_resp_parse(&c->rst, data + off, len - off, &s->lim, &c->av, &msg);
+		/* Chosen per command: once a client AUTHs, its next command has the full limits. */
+		const struct proto_limits *lim =
+		    cmd_session_authed(&s->ctx, &c->sess) ? &s->lim : &s->lim_unauth;
+		ssize_t n = proto_resp_parse(&c->rst, data + off, len - off, lim, &c->av, &msg);
 
 		if (n > 0) {
 			if (c->av.argc)
@@ -905,6 +1050,7 @@ static int conn_process_resp(struct srv_conn *c, const char *data, size_t len, s
 				c->state = CONN_DRAIN;
 			if (conn_out_over(c))
 				return -1;
+			conn_mem_check(c);
 			continue;
 		}
 		if (n == 0) {
@@ -950,7 +1096,7 @@ static void conn_on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
 			want = need;
 	}
 	if (conn_in_reserve(c, want)) {
-		*buf = uv_buf_init(NULL, 0); /* read_cb gets UV_ENOBUFS */
+		*buf = uv_buf_init(NULL, 0); /* read_cb gets UV_ENOBUFS (c->mem_refused says why) */
 		return;
 	}
 	buf->base = c->in + c->in_len;
@@ -962,7 +1108,7 @@ static void conn_on_read(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf)
 	struct srv_conn *c = st->data;
 	struct srv *s = c->srv;
 	const char *data;
-	size_t len, used = 0, tail;
+	size_t len, used = 0, tail, held0;
 	bool done = false, shared;
 	int rc;
 
@@ -972,6 +1118,14 @@ static void conn_on_read(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf)
 		/* Lingering: input is dropped; the client's EOF (or an error) ends it. */
 		if (nread < 0)
 			conn_close(c);
+		return;
+	}
+	if (nread == UV_ENOBUFS && c->mem_refused) {
+		/* Reading is stopped while a write is pending, so the reply can be appended. */
+		conn_mem_refuse(c);
+		conn_in_release(c);
+		conn_read_stop(c);
+		conn_flush(c);
 		return;
 	}
 	if (nread < 0) {
@@ -998,6 +1152,7 @@ static void conn_on_read(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf)
 
 	c->last_active = srv_now(s);
 	s->bytes_in += (uint64_t)nread;
+	held0 = c->held;
 	shared = buf->base == s->rbuf;
 	if (shared) {
 		data = s->rbuf;
@@ -1024,17 +1179,23 @@ static void conn_on_read(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf)
 	if (shared) {
 		if (tail) {
 			size_t want = tail + SRV_READ_MIN;
+			int rrc;
 
 			if (c->proto == CONN_RESP && proto_resp_need(&c->rst) > want)
 				want = proto_resp_need(&c->rst);
-			if (conn_in_reserve(c, want)) {
+			rrc = conn_in_reserve(c, want);
+			if (rrc == -ENOBUFS) {
+				conn_mem_refuse(c);
+				tail = 0;
+			} else if (rrc) {
 				srv_log(SRV_LOG_ERR,
 					"client %" PRIu64 " (%s): out of memory for input; closing",
 					c->id, c->peer);
 				conn_close(c);
 				return;
+			} else {
+				memcpy(c->in, data + used, tail);
 			}
-			memcpy(c->in, data + used, tail);
 		}
 	} else if (tail && used) {
 		memmove(c->in, c->in + used, tail);
@@ -1042,6 +1203,12 @@ static void conn_on_read(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf)
 	c->in_len = tail;
 	if (tail == 0 && c->in_cap > SRV_KEEP_BYTES)
 		conn_in_release(c);
+	conn_trim(c);
+	/* What the partial command holds now (its input, its arguments so far) must fit too. */
+	if (c->state == CONN_OPEN && c->held > held0 && srv_client_mem_over(s)) {
+		conn_mem_refuse(c);
+		conn_in_release(c);
+	}
 
 	/* request_timeout counts from the first byte of the command still incomplete. */
 	if (!tail && !c->text_skip)
@@ -1370,6 +1537,16 @@ int srv_new(const struct srv_options *opt, struct srv **out)
 	struct srv *s;
 	int rc;
 
+#ifdef M_MMAP_THRESHOLD
+	/*
+	 * glibc raises its mmap threshold to the largest block freed so far (up to 32 MiB); from
+	 * then on large buffers come from the heap, and their pages stay with the process after
+	 * free(): 20 connections that had each run one 1M-key command and gone idle kept 48 MB.
+	 * A fixed threshold keeps every large buffer (and filter) in a mapping of its own, which
+	 * free() returns to the system.
+	 */
+	mallopt(M_MMAP_THRESHOLD, SRV_MMAP_THRESHOLD);
+#endif
 	s = calloc(1, sizeof(*s));
 	if (!s) {
 		srv_log(SRV_LOG_ERR, "out of memory");

@@ -17,8 +17,14 @@
  * connection is not read (so a client that never reads its replies holds at most one batch of
  * output, and is closed once that write has made no progress for request_timeout seconds).
  * A batch whose output passes max_output_bytes closes the connection. Buffers are kept and
- * reused (up to 64 KiB each; bigger ones are released once empty), and a connection with no
- * partial command holds no input buffer at all (reads land in one buffer shared by the loop).
+ * reused up to a small size: after each batch, input and output buffers over 64 KiB are
+ * released once empty (input of a partial command shrinks back to 64 KiB when it fits), and
+ * argument arrays and per-command scratch go back to 1024 entries, so an idle connection holds
+ * little whatever it sent before. Reads with no partial command pending land in one buffer
+ * shared by the loop. All connections' buffers together are bounded by max_client_memory:
+ * checked before an input buffer grows and after each command, the connection that would pass
+ * it gets "-ERR client buffers would pass max_client_memory; closing" (text: "Client Error:
+ * Client buffers would pass max_client_memory") and is closed once that is written.
  *
  * Limits and errors, each closing only the connection at fault:
  *   text: a line over max_line_bytes gets "Client Error: Line too long\n", the rest of that
@@ -27,6 +33,10 @@
  *         elements) gets "-ERR Protocol error: ...\r\n" and the connection is closed once the
  *         reply is written. One command may occupy at most max(max_bulk_bytes, 16 MiB) plus
  *         128 KiB of input ("-ERR Protocol error: command too large", then closed).
+ *   before AUTH (auth_token_file set): RESP commands of at most 10 elements and bulks of at
+ *         most 16384 bytes, as Redis 7.0 ("-ERR Protocol error: unauthenticated multibulk
+ *         length" / "... bulk length", then closed); text lines of at most 16384 bytes
+ *         ("Client Error: Unauthenticated line too long\n", then closed).
  *   more than max_connections open: the new connection is accepted and closed at once (a
  *         warning is logged at most once a second).
  *   idle_timeout: no input for that long closes the connection; request_timeout: a partial
