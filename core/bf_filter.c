@@ -287,6 +287,11 @@ int bf_filter_add(struct bf_filter *f, const void *key, size_t len)
 	return add_hashed(f, bf_hash_key(key, len, f->seed));
 }
 
+struct bf_hash bf_filter_hash(const struct bf_filter *f, const void *key, size_t len)
+{
+	return bf_hash_key(key, len, f->seed);
+}
+
 int bf_filter_add_hash(struct bf_filter *f, struct bf_hash h)
 {
 	return add_hashed(f, h);

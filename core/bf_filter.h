@@ -121,10 +121,7 @@ uint64_t bf_filter_cost(const struct bf_filter *f);
  * bf_filter_add_hash / bf_filter_delete_hash replay it: they do exactly what bf_filter_add /
  * bf_filter_delete do for a key with that hash.
  */
-static inline struct bf_hash bf_filter_hash(const struct bf_filter *f, const void *key, size_t len)
-{
-	return bf_hash_key(key, len, f->seed);
-}
+struct bf_hash bf_filter_hash(const struct bf_filter *f, const void *key, size_t len);
 int bf_filter_add_hash(struct bf_filter *f, struct bf_hash h);
 int bf_filter_delete_hash(struct bf_filter *f, struct bf_hash h);
 

@@ -1,0 +1,370 @@
+/* SPDX-License-Identifier: MIT */
+/* Log record payloads; see bf_record.h for the layouts. */
+#include "bf_record.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "bf_registry.h"
+#include "bf_snapshot.h"
+
+#if __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
+#error "the log's records are little-endian"
+#endif
+
+static void put64(unsigned char *p, uint64_t v)
+{
+	memcpy(p, &v, 8);
+}
+
+static uint64_t get64(const unsigned char *p)
+{
+	uint64_t v;
+
+	memcpy(&v, p, 8);
+	return v;
+}
+
+size_t bf_record_create(const struct bf_filter *f, unsigned char *buf)
+{
+	uint32_t expansion = f->params.expansion;
+
+	put64(buf, f->id);
+	put64(buf + 8, f->seed);
+	put64(buf + 16, f->params.capacity);
+	memcpy(buf + 24, &f->params.error_rate, 8);
+	memcpy(buf + 32, &expansion, 4);
+	buf[36] = (unsigned char)f->params.type;
+	buf[37] = f->params.persist;
+	buf[38] = (unsigned char)f->name_len;
+	memcpy(buf + 39, f->name, f->name_len);
+	return 39 + f->name_len;
+}
+
+size_t bf_record_id(uint64_t id, unsigned char *buf)
+{
+	put64(buf, id);
+	return 8;
+}
+
+void bf_record_put_hash(struct bf_hash h, unsigned char *buf)
+{
+	put64(buf, h.lo);
+	put64(buf + 8, h.hi);
+}
+
+struct bf_hash bf_record_get_hash(const unsigned char *p)
+{
+	return (struct bf_hash){ .lo = get64(p), .hi = get64(p + 8) };
+}
+
+int bf_record_read_create(const unsigned char *p, size_t len, struct bf_record_create *out)
+{
+	uint32_t expansion;
+
+	if (len < 39 || len != 39 + (size_t)p[38])
+		return -EINVAL;
+	out->id = get64(p);
+	out->seed = get64(p + 8);
+	out->params.capacity = get64(p + 16);
+	memcpy(&out->params.error_rate, p + 24, 8);
+	memcpy(&expansion, p + 32, 4);
+	out->params.expansion = expansion;
+	out->params.type = p[36] == BF_TYPE_COUNTING ? BF_TYPE_COUNTING : BF_TYPE_BLOOM;
+	out->params.persist = p[37] != 0;
+	out->name_len = p[38];
+	memcpy(out->name, p + 39, out->name_len);
+	out->name[out->name_len] = '\0';
+	if (!out->id || p[36] > BF_TYPE_COUNTING || p[37] > 1 ||
+	    !bf_name_valid(out->name, out->name_len) || bf_params_validate(&out->params))
+		return -EINVAL;
+	return 0;
+}
+
+int bf_record_read_keys(const unsigned char *p, size_t len, uint64_t *id,
+			const unsigned char **hashes, size_t *n)
+{
+	if (len < BF_RECORD_KEYS_HEAD + BF_RECORD_HASH_BYTES ||
+	    (len - BF_RECORD_KEYS_HEAD) % BF_RECORD_HASH_BYTES || !(*id = get64(p)))
+		return -EINVAL;
+	*hashes = p + BF_RECORD_KEYS_HEAD;
+	*n = (len - BF_RECORD_KEYS_HEAD) / BF_RECORD_HASH_BYTES;
+	return 0;
+}
+
+int bf_record_read_id(const unsigned char *p, size_t len, uint64_t *id)
+{
+	if (len != 8 || !(*id = get64(p)))
+		return -EINVAL;
+	return 0;
+}
+
+int bf_record_read_blob(const unsigned char *p, size_t len, int type, uint64_t *id,
+			uint64_t *off, const unsigned char **data, size_t *dlen)
+{
+	size_t head = type == BF_REC_BODY ? 16 : 8;
+
+	if (len < head || !(*id = get64(p)))
+		return -EINVAL;
+	if (off)
+		*off = type == BF_REC_BODY ? get64(p + 8) : 0;
+	*data = p + head;
+	*dlen = len - head;
+	return 0;
+}
+
+/* ---- replay ---- */
+
+/* Open addressing by id; id 0 marks a free slot, a NULL filter a removed one. */
+struct slot {
+	uint64_t id;
+	struct bf_filter *f;
+};
+
+struct bf_replay {
+	struct bf_registry *reg;
+	bf_replay_dropping_fn dropping;
+	void *arg;
+	struct slot *slots;
+	size_t cap, used; /* used: slots with an id, removed ones included */
+	struct bf_replay_stats st;
+};
+
+static struct slot *slot_of(const struct bf_replay *rp, uint64_t id)
+{
+	size_t mask = rp->cap - 1, i = (size_t)(id * 0x9e3779b97f4a7c15ULL) & mask;
+
+	while (rp->slots[i].id && rp->slots[i].id != id)
+		i = (i + 1) & mask;
+	return &rp->slots[i];
+}
+
+static int index_put(struct bf_replay *rp, struct bf_filter *f)
+{
+	if (2 * (rp->used + 1) > rp->cap) {
+		struct bf_replay old = *rp;
+		size_t cap = rp->cap ? 2 * rp->cap : 64;
+		rp->slots = calloc(cap, sizeof(*rp->slots));
+		if (!rp->slots) {
+			rp->slots = old.slots;
+			return -ENOMEM;
+		}
+		rp->cap = cap;
+		rp->used = 0;
+		for (size_t i = 0; i < old.cap; i++) {
+			if (old.slots[i].f) {
+				*slot_of(rp, old.slots[i].id) = old.slots[i];
+				rp->used++;
+			}
+		}
+		free(old.slots);
+	}
+	struct slot *s = slot_of(rp, f->id);
+	if (!s->id)
+		rp->used++;
+	s->id = f->id;
+	s->f = f;
+	return 0;
+}
+
+int bf_replay_new(struct bf_registry *r, bf_replay_dropping_fn dropping, void *arg,
+		  struct bf_replay **out)
+{
+	struct bf_replay *rp = calloc(1, sizeof(*rp));
+	struct bf_filter **list = NULL;
+	size_t n = 0;
+
+	if (!rp || bf_registry_list(r, "", 0, &list, &n))
+		goto fail;
+	rp->reg = r;
+	rp->dropping = dropping;
+	rp->arg = arg;
+	for (size_t i = 0; i < n; i++)
+		if (index_put(rp, list[i]))
+			goto fail;
+	free(list);
+	*out = rp;
+	return 0;
+fail:
+	free(list);
+	bf_replay_free(rp);
+	return -ENOMEM;
+}
+
+void bf_replay_free(struct bf_replay *rp)
+{
+	if (!rp)
+		return;
+	free(rp->slots);
+	free(rp);
+}
+
+void bf_replay_stats(const struct bf_replay *rp, struct bf_replay_stats *out)
+{
+	*out = rp->st;
+}
+
+static int bad(char *why, size_t whylen, const char *what)
+{
+	if (why && whylen)
+		snprintf(why, whylen, "%s", what);
+	return -EINVAL;
+}
+
+/* The live filter with this id, or NULL. */
+static struct bf_filter *find(const struct bf_replay *rp, uint64_t id)
+{
+	return rp->cap ? slot_of(rp, id)->f : NULL;
+}
+
+static int replay_create(struct bf_replay *rp, uint64_t lsn, const unsigned char *p, size_t len,
+			 char *why, size_t whylen)
+{
+	struct bf_record_create c;
+	struct bf_filter *f;
+
+	if (bf_record_read_create(p, len, &c))
+		return bad(why, whylen, "malformed CREATE record");
+	if (find(rp, c.id)) {
+		rp->st.skipped++; /* its checkpoint is newer */
+		return 0;
+	}
+	if (bf_registry_get(rp->reg, c.name, c.name_len))
+		return bad(why, whylen, "CREATE of a name another filter holds");
+	int rc = bf_filter_new(&c.params, c.seed, NULL, &f);
+	if (rc)
+		return rc == -ENOMEM ? rc : bad(why, whylen, "CREATE with bad parameters");
+	f->id = c.id;
+	f->lsn = lsn;
+	rc = bf_registry_adopt(rp->reg, c.name, c.name_len, f);
+	if (!rc)
+		rc = index_put(rp, f);
+	if (rc) {
+		if (bf_registry_get(rp->reg, c.name, c.name_len) == f)
+			bf_registry_drop(rp->reg, c.name, c.name_len);
+		else
+			bf_filter_free(f);
+		return rc == -ENOMEM ? rc : bad(why, whylen, "CREATE cannot be applied");
+	}
+	rp->st.applied++;
+	return 0;
+}
+
+static int replay_load(struct bf_replay *rp, uint64_t lsn, const unsigned char *p, size_t len,
+		       char *why, size_t whylen)
+{
+	struct bf_snapshot_info info;
+	const unsigned char *h;
+	struct bf_filter *f;
+	uint64_t id;
+	size_t hlen;
+
+	if (bf_record_read_blob(p, len, BF_REC_LOAD, &id, NULL, &h, &hlen))
+		return bad(why, whylen, "malformed LOAD record");
+	if (find(rp, id)) {
+		rp->st.skipped++;
+		return 0;
+	}
+	int rc = bf_snapshot_decode(h, hlen, UINT64_MAX, &f, &info, why, whylen);
+	if (rc)
+		return rc == -ENOMEM ? rc : bad(why, whylen, "LOAD record with a bad header");
+	f->id = id;
+	f->lsn = lsn;
+	char name[BF_NAME_MAX + 1];
+	size_t nlen = f->name_len;
+	memcpy(name, f->name, nlen);
+	if (bf_registry_get(rp->reg, name, nlen)) {
+		bf_filter_free(f);
+		return bad(why, whylen, "LOAD of a name another filter holds");
+	}
+	rc = bf_registry_adopt(rp->reg, name, nlen, f);
+	if (!rc)
+		rc = index_put(rp, f);
+	if (rc) {
+		if (bf_registry_get(rp->reg, name, nlen) == f)
+			bf_registry_drop(rp->reg, name, nlen);
+		else
+			bf_filter_free(f);
+		return rc;
+	}
+	rp->st.applied++;
+	return 0;
+}
+
+int bf_replay_apply(struct bf_replay *rp, uint64_t lsn, int type, const unsigned char *p,
+		    size_t len, char *why, size_t whylen)
+{
+	const unsigned char *data;
+	struct bf_filter *f;
+	uint64_t id, off;
+	size_t n;
+
+	switch (type) {
+	case BF_REC_CREATE:
+		return replay_create(rp, lsn, p, len, why, whylen);
+	case BF_REC_LOAD:
+		return replay_load(rp, lsn, p, len, why, whylen);
+	case BF_REC_ADD:
+	case BF_REC_DELETE:
+		if (bf_record_read_keys(p, len, &id, &data, &n))
+			return bad(why, whylen, "malformed ADD or DELETE record");
+		break;
+	case BF_REC_DROP:
+	case BF_REC_CLEAR:
+		if (bf_record_read_id(p, len, &id))
+			return bad(why, whylen, "malformed DROP or CLEAR record");
+		break;
+	case BF_REC_BODY:
+		if (bf_record_read_blob(p, len, type, &id, &off, &data, &n))
+			return bad(why, whylen, "malformed BODY record");
+		break;
+	default:
+		return bad(why, whylen, "unknown record type");
+	}
+	f = find(rp, id);
+	if (!f) {
+		rp->st.unknown++;
+		return 0;
+	}
+	if (lsn <= f->lsn) {
+		rp->st.skipped++;
+		return 0;
+	}
+	switch (type) {
+	case BF_REC_ADD:
+		for (size_t i = 0; i < n; i++) {
+			int rc = bf_filter_add_hash(f, bf_record_get_hash(data + 16 * i));
+			if (rc < 0)
+				return rc == -ENOMEM ? rc : bad(why, whylen, "ADD cannot be applied");
+		}
+		rp->st.keys += n;
+		break;
+	case BF_REC_DELETE:
+		/* A delete the log holds was refused or done exactly so before; its outcome is
+		 * the same now (same state, same hash), so the result is not checked. */
+		for (size_t i = 0; i < n; i++)
+			bf_filter_delete_hash(f, bf_record_get_hash(data + 16 * i));
+		rp->st.keys += n;
+		break;
+	case BF_REC_BODY:
+		if (bf_filter_body_write(f, off, data, n))
+			return bad(why, whylen, "BODY outside its filter");
+		break;
+	default: {
+		char name[BF_NAME_MAX + 1];
+		size_t nlen = f->name_len;
+		memcpy(name, f->name, nlen);
+		if (rp->dropping)
+			rp->dropping(rp->arg, f, type == BF_REC_DROP);
+		slot_of(rp, id)->f = NULL;
+		bf_registry_drop(rp->reg, name, nlen);
+		rp->st.applied++;
+		return 0;
+	}
+	}
+	f->lsn = lsn;
+	rp->st.applied++;
+	return 0;
+}

@@ -1,0 +1,111 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Payloads of the write-ahead log's records: what each change to a filter looks like in the
+ * log, built and read here so that core stays the one place that encodes filters. The log
+ * itself (framing, LSN, checksum, segments) is the server's; it treats these bytes as opaque.
+ *
+ * A filter is named by its id (struct bf_filter.id), never by its name, and a key by its 128-bit
+ * hash under the filter's seed (bf_filter_hash), never by its bytes. All integers little-endian.
+ *
+ *   CREATE  u64 id, u64 seed, u64 capacity, f64 error_rate, u32 expansion, u8 type, u8 persist,
+ *           u8 name_len, name (1..200 bytes)
+ *   ADD     u64 id, then 16 bytes per key (lo, hi), at least one key
+ *   DELETE  as ADD (counting filters)
+ *   DROP    u64 id (the filter and its checkpoint are gone)
+ *   CLEAR   u64 id (the filter leaves memory; its checkpoint stays)
+ *   LOAD    u64 id, then a snapshot header (BF.LOADCHUNK's first chunk: a filter with zero blocks)
+ *   BODY    u64 id, u64 offset, then bytes of the filter's body (a later BF.LOADCHUNK chunk)
+ */
+#ifndef BF_RECORD_H
+#define BF_RECORD_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "bf_filter.h"
+#include "bf_registry.h"
+
+enum bf_record_type {
+	BF_REC_CREATE = 1,
+	BF_REC_ADD = 2,
+	BF_REC_DELETE = 3,
+	BF_REC_DROP = 4,
+	BF_REC_CLEAR = 5,
+	BF_REC_LOAD = 6,
+	BF_REC_BODY = 7,
+};
+
+/* Largest CREATE payload, and the bytes an ADD or DELETE takes before its hashes. */
+#define BF_RECORD_CREATE_MAX (8 + 8 + 8 + 8 + 4 + 3 + BF_NAME_MAX)
+#define BF_RECORD_KEYS_HEAD  8
+#define BF_RECORD_HASH_BYTES 16
+
+/* CREATE for f (its id, seed, parameters and name) into buf (BF_RECORD_CREATE_MAX bytes).
+ * Returns the payload's length. */
+size_t bf_record_create(const struct bf_filter *f, unsigned char *buf);
+
+/* The head of an ADD, DELETE, DROP or CLEAR (the id) into buf (8 bytes); ADD and DELETE then
+ * take bf_record_put_hash() for each key. Returns 8. */
+size_t bf_record_id(uint64_t id, unsigned char *buf);
+void bf_record_put_hash(struct bf_hash h, unsigned char *buf);
+
+/* A CREATE payload, decoded and checked (id non-zero, valid name and parameters). */
+struct bf_record_create {
+	uint64_t id, seed;
+	struct bf_params params;
+	char name[BF_NAME_MAX + 1];
+	size_t name_len;
+};
+
+/*
+ * Decode. Each returns 0, or -EINVAL if the payload is malformed for its type (wrong length,
+ * zero id, bad name or parameters): a record that passed the log's checksum but that this build
+ * cannot apply, which the caller reports as corruption.
+ * bf_record_read_keys: ADD/DELETE: *id, *hashes (unaligned: read with bf_record_get_hash) and
+ * *n (>= 1). bf_record_read_id: DROP/CLEAR. bf_record_read_blob: LOAD/BODY: *id, and the
+ * bytes after it (after the offset for BODY, *off set; off may be NULL for LOAD).
+ */
+int bf_record_read_create(const unsigned char *p, size_t len, struct bf_record_create *out);
+int bf_record_read_keys(const unsigned char *p, size_t len, uint64_t *id,
+			const unsigned char **hashes, size_t *n);
+int bf_record_read_id(const unsigned char *p, size_t len, uint64_t *id);
+int bf_record_read_blob(const unsigned char *p, size_t len, int type, uint64_t *id,
+			uint64_t *off, const unsigned char **data, size_t *dlen);
+struct bf_hash bf_record_get_hash(const unsigned char *p);
+
+/*
+ * Replay: apply the log's records, in LSN order, to a registry loaded from checkpoints. A
+ * record is skipped when its filter's checkpoint already holds it (record LSN <= filter's
+ * lsn); a record for an id neither loaded nor created earlier in the replay is skipped and
+ * counted (its filter was dropped after a checkpoint that no longer exists).
+ */
+struct bf_replay;
+
+struct bf_replay_stats {
+	uint64_t applied, skipped, unknown; /* records */
+	uint64_t keys;			    /* keys added or deleted */
+};
+
+/* A filter leaves the registry during replay (DROP: remove_file; CLEAR: not), just before it
+ * is freed: the owner forgets its files and bookkeeping. */
+typedef void (*bf_replay_dropping_fn)(void *arg, struct bf_filter *f, bool remove_file);
+
+/* Index r's filters by id for a replay. Returns 0 or -ENOMEM. */
+int bf_replay_new(struct bf_registry *r, bf_replay_dropping_fn dropping, void *arg,
+		  struct bf_replay **out);
+
+/*
+ * Apply one record. Returns 0 (applied or skipped); -EINVAL if the payload is malformed or
+ * contradicts the registry (a CREATE of a name another filter holds), with the reason in why;
+ * -ENOMEM if a filter or layer cannot be allocated. Lift the registry's memory limit for the
+ * replay (bf_registry_set_max_memory 0): what was acknowledged is restored, then the limit
+ * applies to what comes next.
+ */
+int bf_replay_apply(struct bf_replay *rp, uint64_t lsn, int type, const unsigned char *p,
+		    size_t len, char *why, size_t whylen);
+
+void bf_replay_stats(const struct bf_replay *rp, struct bf_replay_stats *out);
+void bf_replay_free(struct bf_replay *rp);
+
+#endif

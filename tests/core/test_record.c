@@ -1,0 +1,319 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Log record payloads and replay: a registry restored from a checkpoint plus the records logged
+ * after it must equal the registry that logged them (same filters, same bits, same counts), for
+ * plain and counting filters, with creates, drops, clears and loads among the changes.
+ */
+#include <check.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "bf_record.h"
+#include "bf_registry.h"
+#include "bf_snapshot.h"
+#include "check_main.h"
+
+/* The log of one test: records kept in memory, in LSN order (LSN = index + 1). */
+struct rec {
+	int type;
+	unsigned char *p;
+	size_t len;
+};
+static struct rec log_[4096];
+static size_t nlog;
+
+static uint64_t logged(int type, const unsigned char *p, size_t len)
+{
+	ck_assert_uint_lt(nlog, sizeof(log_) / sizeof(log_[0]));
+	log_[nlog].type = type;
+	log_[nlog].p = malloc(len ? len : 1);
+	ck_assert_ptr_nonnull(log_[nlog].p);
+	memcpy(log_[nlog].p, p, len);
+	log_[nlog].len = len;
+	return ++nlog;
+}
+
+static void log_free(void)
+{
+	for (size_t i = 0; i < nlog; i++)
+		free(log_[i].p);
+	nlog = 0;
+}
+
+/* What the command layer does: apply to the live registry, then log the change. */
+static struct bf_filter *create(struct bf_registry *r, const char *name, struct bf_params p,
+				uint64_t seed)
+{
+	unsigned char buf[BF_RECORD_CREATE_MAX];
+	struct bf_filter *f;
+
+	ck_assert_int_eq(bf_registry_create(r, name, strlen(name), &p, seed, &f), 0);
+	f->lsn = logged(BF_REC_CREATE, buf, bf_record_create(f, buf));
+	return f;
+}
+
+static void keys(struct bf_filter *f, int type, const char *prefix, int from, int to)
+{
+	unsigned char buf[8 + 16 * 64];
+	size_t len = bf_record_id(f->id, buf), n = 0;
+	char k[32];
+
+	for (int i = from; i < to; i++) {
+		int kl = snprintf(k, sizeof(k), "%s%d", prefix, i);
+		struct bf_hash h = bf_filter_hash(f, k, (size_t)kl);
+		int rc = type == BF_REC_ADD ? bf_filter_add_hash(f, h) : bf_filter_delete_hash(f, h);
+		/* Logged: adds that changed the filter (all of a counting filter's), deletes done. */
+		if (rc == 1 || (rc == 0 && type == BF_REC_ADD && f->params.type == BF_TYPE_COUNTING)) {
+			bf_record_put_hash(h, buf + len);
+			len += 16;
+			n++;
+		}
+		if (n == 64 || (i + 1 == to && n)) {
+			f->lsn = logged(type, buf, len);
+			len = bf_record_id(f->id, buf);
+			n = 0;
+		}
+	}
+}
+
+static void drop(struct bf_registry *r, const char *name, int type)
+{
+	unsigned char buf[8];
+	struct bf_filter *f = bf_registry_get(r, name, strlen(name));
+
+	ck_assert_ptr_nonnull(f);
+	logged(type, buf, bf_record_id(f->id, buf));
+	ck_assert_int_eq(bf_registry_drop(r, name, strlen(name)), 0);
+}
+
+/* A checkpoint of every filter of r: clones (the copies a snapshot writes) in a new registry. */
+static struct bf_registry *checkpoint(struct bf_registry *r)
+{
+	struct bf_registry *c;
+	struct bf_filter **list, *g;
+	size_t n;
+
+	ck_assert_int_eq(bf_registry_new(0, &c), 0);
+	ck_assert_int_eq(bf_registry_list(r, "", 0, &list, &n), 0);
+	for (size_t i = 0; i < n; i++) {
+		ck_assert_int_eq(bf_filter_clone(list[i], &g), 0);
+		ck_assert_int_eq(bf_registry_adopt(c, list[i]->name, list[i]->name_len, g), 0);
+		ck_assert_uint_eq(g->id, list[i]->id);
+	}
+	free(list);
+	return c;
+}
+
+static int drops_seen;
+static void dropping(void *arg, struct bf_filter *f, bool remove_file)
+{
+	(void)arg;
+	(void)f;
+	drops_seen += remove_file ? 10 : 1;
+}
+
+/* Replay every record after `from` (an LSN) onto c; returns the stats. */
+static struct bf_replay_stats replay(struct bf_registry *c, uint64_t from)
+{
+	struct bf_replay *rp;
+	struct bf_replay_stats st;
+	char why[128] = "";
+
+	ck_assert_int_eq(bf_replay_new(c, dropping, NULL, &rp), 0);
+	for (size_t i = from; i < nlog; i++) {
+		int rc = bf_replay_apply(rp, i + 1, log_[i].type, log_[i].p, log_[i].len, why,
+					 sizeof(why));
+		ck_assert_msg(rc == 0, "record %zu: %d %s", i + 1, rc, why);
+	}
+	bf_replay_stats(rp, &st);
+	bf_replay_free(rp);
+	return st;
+}
+
+static void assert_same_registry(struct bf_registry *a, struct bf_registry *b)
+{
+	struct bf_filter **la, **lb;
+	size_t na, nb;
+
+	ck_assert_int_eq(bf_registry_list(a, "", 0, &la, &na), 0);
+	ck_assert_int_eq(bf_registry_list(b, "", 0, &lb, &nb), 0);
+	ck_assert_uint_eq(na, nb);
+	for (size_t i = 0; i < na; i++) {
+		const struct bf_filter *f = la[i], *g = lb[i];
+		ck_assert_str_eq(f->name, g->name);
+		ck_assert_uint_eq(f->id, g->id);
+		ck_assert_uint_eq(f->seed, g->seed);
+		ck_assert_uint_eq(f->items, g->items);
+		ck_assert_uint_eq(f->nlayers, g->nlayers);
+		for (unsigned l = 0; l < f->nlayers; l++) {
+			ck_assert_uint_eq(f->layers[l].items, g->layers[l].items);
+			ck_assert_mem_eq(f->layers[l].blocks, g->layers[l].blocks,
+					 bf_layer_bytes(&f->layers[l]));
+		}
+	}
+	free(la);
+	free(lb);
+}
+
+START_TEST(create_round_trip_and_malformed)
+{
+	struct bf_registry *r;
+	struct bf_record_create c;
+	unsigned char buf[BF_RECORD_CREATE_MAX + 1];
+	struct bf_params p = { 777, 0.003, BF_TYPE_COUNTING, 5, false };
+
+	ck_assert_int_eq(bf_registry_new(0, &r), 0);
+	struct bf_filter *f = create(r, "caf\xc3\xa9:1", p, 99);
+	size_t len = bf_record_create(f, buf);
+	ck_assert_int_eq(bf_record_read_create(buf, len, &c), 0);
+	ck_assert_uint_eq(c.id, f->id);
+	ck_assert_uint_eq(c.seed, 99);
+	ck_assert_str_eq(c.name, "caf\xc3\xa9:1");
+	ck_assert_uint_eq(c.params.capacity, 777);
+	ck_assert_double_eq(c.params.error_rate, 0.003);
+	ck_assert_int_eq(c.params.type, BF_TYPE_COUNTING);
+	ck_assert_uint_eq(c.params.expansion, 5);
+	ck_assert(!c.params.persist);
+	ck_assert_int_eq(bf_record_read_create(buf, len - 1, &c), -EINVAL);
+	ck_assert_int_eq(bf_record_read_create(buf, len + 1, &c), -EINVAL);
+	buf[36] = 7; /* type */
+	ck_assert_int_eq(bf_record_read_create(buf, len, &c), -EINVAL);
+	buf[36] = 1;
+	memset(buf, 0, 8); /* id 0 */
+	ck_assert_int_eq(bf_record_read_create(buf, len, &c), -EINVAL);
+
+	uint64_t id;
+	const unsigned char *h;
+	size_t n;
+	ck_assert_int_eq(bf_record_read_keys(buf, 8, &id, &h, &n), -EINVAL);
+	bf_record_id(5, buf);
+	ck_assert_int_eq(bf_record_read_keys(buf, 8 + 16, &id, &h, &n), 0);
+	ck_assert_uint_eq(id, 5);
+	ck_assert_uint_eq(n, 1);
+	ck_assert_int_eq(bf_record_read_keys(buf, 8 + 17, &id, &h, &n), -EINVAL);
+	ck_assert_int_eq(bf_record_read_id(buf, 9, &id), -EINVAL);
+	bf_registry_free(r);
+	log_free();
+}
+END_TEST
+
+/*
+ * Changes before and after a checkpoint, on plain and counting filters that grow, plus drops,
+ * clears and creates after it: checkpoint + replay of the records after it = the live state;
+ * and replaying from the start onto the checkpoint skips what it holds (same result).
+ */
+START_TEST(replay_equals_live)
+{
+	struct bf_registry *live, *ck;
+	struct bf_params plain = { 100, 0.01, BF_TYPE_BLOOM, 2, true };
+	struct bf_params counting = { 100, 0.01, BF_TYPE_COUNTING, 2, true };
+
+	ck_assert_int_eq(bf_registry_new(0, &live), 0);
+	struct bf_filter *a = create(live, "a", plain, 1);
+	struct bf_filter *b = create(live, "b", counting, 2);
+	create(live, "gone", plain, 3);
+	create(live, "cleared", plain, 4);
+	keys(a, BF_REC_ADD, "k", 0, 150);
+	keys(b, BF_REC_ADD, "k", 0, 150);
+	keys(b, BF_REC_ADD, "k", 0, 20); /* counted twice */
+	ck = checkpoint(live);
+	uint64_t cut = nlog;
+
+	keys(a, BF_REC_ADD, "k", 150, 900);
+	keys(b, BF_REC_ADD, "k", 150, 700);
+	keys(b, BF_REC_DELETE, "k", 0, 300);
+	drop(live, "gone", BF_REC_DROP);
+	drop(live, "cleared", BF_REC_CLEAR);
+	struct bf_filter *c = create(live, "c", counting, 5);
+	keys(c, BF_REC_ADD, "x", 0, 500);
+	keys(c, BF_REC_DELETE, "x", 0, 100);
+	ck_assert_uint_ge(a->nlayers, 4);
+	ck_assert_uint_ge(b->nlayers, 3);
+
+	drops_seen = 0;
+	struct bf_replay_stats st = replay(ck, cut);
+	ck_assert_int_eq(drops_seen, 11);
+	ck_assert_uint_eq(st.applied, nlog - cut);
+	assert_same_registry(live, ck);
+	bf_registry_free(ck);
+
+	/* From the very first record: what the checkpoint holds is skipped, not applied twice;
+	 * only the two filters it does not hold come and go again (two creates, a drop, a clear). */
+	ck = checkpoint(live);
+	st = replay(ck, 0);
+	ck_assert_uint_eq(st.applied, 4);
+	ck_assert_uint_eq(st.keys, 0);
+	assert_same_registry(live, ck);
+	bf_registry_free(ck);
+
+	/* From nothing at all: the whole log rebuilds the live registry. */
+	ck_assert_int_eq(bf_registry_new(0, &ck), 0);
+	st = replay(ck, 0);
+	ck_assert_uint_eq(st.unknown, 0);
+	assert_same_registry(live, ck);
+	bf_registry_free(ck);
+	bf_registry_free(live);
+	log_free();
+}
+END_TEST
+
+/* A LOAD (BF.LOADCHUNK's header) and BODY chunks replay into the same filter. */
+START_TEST(replay_load_and_body)
+{
+	struct bf_registry *src, *live, *ck;
+	struct bf_params p = { 1000, 0.01, BF_TYPE_BLOOM, 2, true };
+	unsigned char buf[8 + BF_SNAPSHOT_HEADER_LEN];
+	struct bf_snapshot_info info;
+	struct bf_filter *s, *f;
+
+	ck_assert_int_eq(bf_registry_new(0, &src), 0);
+	ck_assert_int_eq(bf_registry_new(0, &live), 0);
+	ck_assert_int_eq(bf_registry_create(src, "s", 1, &p, 7, &s), 0);
+	keys(s, BF_REC_ADD, "k", 0, 3000);
+	log_free();
+
+	bf_snapshot_header(s, 0, 0, buf + 8);
+	ck_assert_int_eq(bf_snapshot_decode(buf + 8, BF_SNAPSHOT_HEADER_LEN, UINT64_MAX, &f, &info,
+					    NULL, 0),
+			 0);
+	bf_filter_detach(f);
+	ck_assert_int_eq(bf_registry_adopt(live, "s", 1, f), 0);
+	bf_record_id(f->id, buf);
+	f->lsn = logged(BF_REC_LOAD, buf, sizeof(buf));
+	for (uint64_t off = 0; off < s->bytes; off += 1000) {
+		uint64_t len;
+		const void *part = bf_filter_body_at(s, off, &len);
+		unsigned char chunk[16 + 1000];
+		len = len < 1000 ? len : 1000;
+		bf_record_id(f->id, chunk);
+		memcpy(chunk + 8, &off, 8);
+		memcpy(chunk + 16, part, len);
+		ck_assert_int_eq(bf_filter_body_write(f, off, part, len), 0);
+		f->lsn = logged(BF_REC_BODY, chunk, 16 + len);
+		off -= 1000 - len;
+	}
+	ck_assert_int_eq(bf_registry_new(0, &ck), 0);
+	replay(ck, 0);
+	assert_same_registry(live, ck);
+	bf_registry_free(ck);
+	bf_registry_free(live);
+	bf_registry_free(src);
+	log_free();
+}
+END_TEST
+
+static Suite *record_suite(void)
+{
+	Suite *s = suite_create("record");
+	TCase *tc = tcase_create("record");
+
+	tcase_add_test(tc, create_round_trip_and_malformed);
+	tcase_add_test(tc, replay_equals_live);
+	tcase_add_test(tc, replay_load_and_body);
+	suite_add_tcase(s, tc);
+	return s;
+}
+
+CHECK_MAIN(record_suite)
