@@ -14,7 +14,6 @@
 
 #include "bf_registry.h"
 #include "proto/buf.h"
-#include "proto/resp.h"
 
 /* What went wrong, independent of any protocol; each front end has its own words for it. */
 enum cmd_status {
@@ -187,19 +186,5 @@ enum cmd_status cmd_run_keys(struct cmd_ctx *c, struct cmd_session *s, struct bf
 
 /* flush one filter (f) or all (NULL) through the server hook. CMD_OK or CMD_INTERNAL. */
 enum cmd_status cmd_flush(struct cmd_ctx *c, struct bf_filter *f);
-
-/*
- * Front ends. Each handles one complete command from its codec, appends the whole reply to
- * out, and updates the counters. Neither fails: problems become protocol replies (or, on
- * allocation failure, out->failed).
- */
-
-/* One text-protocol line (without its "\n" / "\r\n"). */
-void cmd_text_exec(struct cmd_ctx *c, struct cmd_session *s, const char *line, size_t len,
-		   struct proto_buf *out);
-
-/* One RESP command (argc >= 1). */
-void cmd_resp_exec(struct cmd_ctx *c, struct cmd_session *s, const struct proto_argv *av,
-		   struct proto_buf *out);
 
 #endif

@@ -4,6 +4,7 @@
  */
 #include "proto/command.h"
 #include "proto/text.h"
+#include "proto/text_cmd.h"
 
 #include <errno.h>
 #include <math.h>
@@ -396,7 +397,7 @@ static void do_auth(struct cmd_ctx *c, struct cmd_session *s, struct span args,
 		client_error(c, out, CLIENT_ERR("Invalid token"));
 }
 
-void cmd_text_exec(struct cmd_ctx *c, struct cmd_session *s, const char *line, size_t len,
+void text_cmd_exec(struct cmd_ctx *c, struct cmd_session *s, const char *line, size_t len,
 		   struct proto_buf *out)
 {
 	/* The command is everything before the first space; the arguments everything after. */

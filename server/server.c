@@ -32,6 +32,8 @@
 #include "proto/command.h"
 #include "proto/resp.h"
 #include "proto/text.h"
+#include "proto/resp_cmd.h"
+#include "proto/text_cmd.h"
 
 /* One read into the loop's shared buffer. */
 #define SRV_READ_SIZE (64 * 1024)
@@ -1014,7 +1016,7 @@ static int conn_process_text(struct srv_conn *c, const char *data, size_t len, s
 			c->text_skip = true;
 			continue;
 		}
-		cmd_text_exec(&s->ctx, &c->sess, line, linelen, &c->out);
+		text_cmd_exec(&s->ctx, &c->sess, line, linelen, &c->out);
 		off += (size_t)n;
 		*done = true;
 		if (c->sess.close_after)
@@ -1043,7 +1045,7 @@ static int conn_process_resp(struct srv_conn *c, const char *data, size_t len, s
 
 		if (n > 0) {
 			if (c->av.argc)
-				cmd_resp_exec(&s->ctx, &c->sess, &c->av, &c->out);
+				resp_cmd_exec(&s->ctx, &c->sess, &c->av, &c->out);
 			off += (size_t)n;
 			*done = true;
 			if (c->sess.close_after)

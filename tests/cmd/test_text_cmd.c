@@ -6,6 +6,7 @@
 
 #include "check_main.h"
 #include "tests/cmd_fixture.h"
+#include "proto/text_cmd.h"
 
 static struct bf_registry *reg;
 static struct cmd_ctx ctx;
@@ -45,7 +46,7 @@ static const char *say(const char *line)
 {
 	static char copy[8192];
 	proto_buf_reset(&out);
-	cmd_text_exec(&ctx, &sess, line, strlen(line), &out);
+	text_cmd_exec(&ctx, &sess, line, strlen(line), &out);
 	ck_assert(!out.failed);
 	ck_assert_uint_lt(out.len, sizeof(copy));
 	memcpy(copy, out.data, out.len);
@@ -420,13 +421,13 @@ START_TEST(binary_keys)
 	SAYS("create f", "Done\n");
 	static const char line[] = "set f a\0b";
 	proto_buf_reset(&out);
-	cmd_text_exec(&ctx, &sess, line, sizeof(line) - 1, &out);
+	text_cmd_exec(&ctx, &sess, line, sizeof(line) - 1, &out);
 	ck_assert_uint_eq(out.len, 4);
 	ck_assert_mem_eq(out.data, "Yes\n", 4);
 	SAYS("check f a", "No\n"); /* the key is not cut at the NUL */
 	static const char chk[] = "check f a\0b";
 	proto_buf_reset(&out);
-	cmd_text_exec(&ctx, &sess, chk, sizeof(chk) - 1, &out);
+	text_cmd_exec(&ctx, &sess, chk, sizeof(chk) - 1, &out);
 	ck_assert_mem_eq(out.data, "Yes\n", 4);
 }
 END_TEST

@@ -2,7 +2,7 @@
 /*
  * The RESP codec fed in fragments (sizes from the input's first bytes, see fuzz_common.h),
  * resuming with proto_resp_state as the server does, each command run through
- * cmd_resp_exec(). The same bytes are also parsed in one piece: both ways must find the
+ * resp_cmd_exec(). The same bytes are also parsed in one piece: both ways must find the
  * same commands (count, bytes consumed, arguments) and end the same way, and
  * proto_resp_need() must keep its contract.
  */
@@ -13,6 +13,7 @@
 #include "fuzz_common.h"
 #include "proto/buf.h"
 #include "proto/resp.h"
+#include "proto/resp_cmd.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -121,7 +122,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			h = mix_cmd(h, (size_t)r, &av);
 			if (av.argc > 0 && !sess.close_after) {
 				proto_buf_reset(&out);
-				cmd_resp_exec(&ctx, &sess, &av, &out);
+				resp_cmd_exec(&ctx, &sess, &av, &out);
 			}
 			start += (size_t)r;
 			off += (size_t)r;

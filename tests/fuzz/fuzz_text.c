@@ -2,7 +2,7 @@
 /*
  * The text protocol as a connection sees it: the input (after the fragment-size header, see
  * fuzz_common.h) arrives in reads of those sizes; the server's read loop from proto/text.h
- * frames lines (skipping over-long ones) and runs each through cmd_text_exec().
+ * frames lines (skipping over-long ones) and runs each through text_cmd_exec().
  */
 #include <errno.h>
 #include <stdbool.h>
@@ -12,6 +12,7 @@
 #include "proto/buf.h"
 #include "proto/resp.h"
 #include "proto/text.h"
+#include "proto/text_cmd.h"
 
 #define MAX_LINE 128
 
@@ -64,7 +65,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			if (r < 0 || (size_t)r > end - start || linelen > MAX_LINE)
 				abort(); /* outside proto_text_line()'s contract */
 			proto_buf_reset(&out);
-			cmd_text_exec(&ctx, &sess, line, linelen, &out);
+			text_cmd_exec(&ctx, &sess, line, linelen, &out);
 			start += (size_t)r;
 			if (sess.close_after)
 				break;

@@ -16,6 +16,7 @@
 #include "check_main.h"
 #include "bf_snapshot.h"
 #include "proto/command.h"
+#include "proto/resp_cmd.h"
 #include "tests/cmd_fixture.h"
 
 static struct bf_registry *reg;
@@ -88,7 +89,7 @@ static void runv(size_t n, const char *const *args, const size_t *lens)
 	}
 	av.argc = n;
 	proto_buf_reset(&out);
-	cmd_resp_exec(&ctx, &sess, &av, &out);
+	resp_cmd_exec(&ctx, &sess, &av, &out);
 	ck_assert(!out.failed);
 }
 

@@ -1,0 +1,502 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * RESP: RedisBloom's BF.* family (and the BF.DEL extension), over the shared command layer.
+ * What differs from RedisBloom, and why, is listed at the top of resp_cmd.c.
+ */
+#include "proto/resp_cmd_impl.h"
+#include "core/bf_snapshot.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <limits.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+/* ---------------------------------------------------------------------------------------- */
+/* BF.* */
+
+static const char err_capacity_range[] = "ERR capacity must be in the range [1, 1073741824]";
+
+static bool expansion_ok(long long e)
+{
+	return e >= 0 && cmd_check_expansion((uint64_t)e) == CMD_OK;
+}
+
+void resp_bf_reserve(struct cmd_ctx *c, struct cmd_session *s, const struct proto_argv *av,
+		       struct proto_buf *out)
+{
+	double error_rate;
+	long long capacity, expansion = c->default_expansion;
+	bool nonscaling = c->default_expansion == 0, nonscaling_opt = false, counting = false;
+	size_t exp_at = 0;
+	(void)s;
+
+	if (!resp_arg_double(av, 2, &error_rate)) {
+		resp_error(c, out, "ERR bad error rate");
+		return;
+	}
+	if (cmd_check_error_rate(error_rate) == CMD_BAD_ARGS) {
+		resp_error(c, out, "ERR error rate must be in the range (0.000000, 1.000000)");
+		return;
+	}
+	if (!resp_arg_ll(av, 3, &capacity)) {
+		resp_error(c, out, "ERR bad capacity");
+		return;
+	}
+	if (capacity < 0 || cmd_check_capacity((uint64_t)capacity) || capacity > RESP_CAPACITY_MAX) {
+		resp_error(c, out, err_capacity_range);
+		return;
+	}
+
+	for (size_t i = 4; i < av->argc; i++) {
+		if (resp_arg_is(av, i, "nonscaling")) {
+			nonscaling = nonscaling_opt = true;
+		} else if (resp_arg_is(av, i, "counting")) {
+			counting = true;
+		} else if (resp_arg_is(av, i, "expansion")) {
+			if (i + 1 == av->argc) {
+				resp_error(c, out, "ERR no expansion");
+				return;
+			}
+			exp_at = ++i;
+		} else {
+			resp_error(c, out, resp_err_syntax);
+			return;
+		}
+	}
+	if (exp_at) {
+		if (!resp_arg_ll(av, exp_at, &expansion)) {
+			resp_error(c, out, "ERR bad expansion");
+			return;
+		}
+		if (expansion == 0) {
+			nonscaling = true;
+		} else if (nonscaling_opt) {
+			resp_error(c, out, "-Nonscaling filters cannot expand");
+			return;
+		}
+		if (!expansion_ok(expansion)) {
+			resp_error(c, out, "ERR expansion must be in the range [0, 1024]");
+			return;
+		}
+	}
+
+	struct bf_params p = cmd_default_params(c);
+	p.capacity = (uint64_t)capacity;
+	p.error_rate = error_rate;
+	p.type = counting ? BF_TYPE_COUNTING : BF_TYPE_BLOOM;
+	p.expansion = nonscaling ? 0 : (uint32_t)expansion;
+	enum cmd_status st = cmd_create(c, av->argv[1], av->argvlen[1], &p, NULL);
+	if (st != CMD_OK) {
+		resp_error_status(c, out, st, NULL);
+		return;
+	}
+	proto_resp_ok(out);
+}
+
+/*
+ * Add av's arguments from `first` on to the filter named by argv[1], creating it with
+ * `create` when it is missing (NULL: "ERR not found"). multi: reply an array with one element
+ * per item answered; a failing item ends the array with its error, as RedisBloom does.
+ */
+static void add_items(struct cmd_ctx *c, struct cmd_session *s, const struct proto_argv *av,
+		      size_t first, const struct bf_params *create, bool multi,
+		      struct proto_buf *out)
+{
+	size_t n = av->argc - first, done;
+	int one;
+
+	/* Everything that can refuse the whole command is checked before anything changes. */
+	if (!resp_items_fit(c, av, first)) {
+		resp_error(c, out, resp_err_item_long);
+		return;
+	}
+	if (multi && resp_scratch_items(s, av, first)) {
+		resp_error(c, out, resp_err_oom);
+		return;
+	}
+	struct bf_filter *f = resp_arg_filter(c, av, 1);
+	if (!f) {
+		if (!create) {
+			resp_error(c, out, resp_err_not_found);
+			return;
+		}
+		enum cmd_status st = cmd_create(c, av->argv[1], av->argvlen[1], create, &f);
+		if (st != CMD_OK) {
+			resp_error_status(c, out, st, NULL);
+			return;
+		}
+	}
+
+	if (!multi) {
+		const void *key = av->argv[first];
+		enum cmd_status st = cmd_add(c, f, 1, &key, &av->argvlen[first], &one, &done);
+		if (st != CMD_OK) {
+			resp_error_status(c, out, st, f);
+			return;
+		}
+		proto_resp_bool(out, s->resp, one > 0);
+		return;
+	}
+
+	enum cmd_status st = cmd_add(c, f, n, s->keys, av->argvlen + first, s->results, &done);
+	proto_resp_array(out, st == CMD_OK ? n : done + 1);
+	for (size_t i = 0; i < done; i++)
+		proto_resp_bool(out, s->resp, s->results[i] > 0);
+	if (st != CMD_OK)
+		resp_error_status(c, out, st, f);
+}
+
+void resp_bf_add(struct cmd_ctx *c, struct cmd_session *s, const struct proto_argv *av,
+		   struct proto_buf *out)
+{
+	struct bf_params p = cmd_default_params(c);
+	add_items(c, s, av, 2, &p, false, out);
+}
+
+void resp_bf_madd(struct cmd_ctx *c, struct cmd_session *s, const struct proto_argv *av,
+		    struct proto_buf *out)
+{
+	struct bf_params p = cmd_default_params(c);
+	add_items(c, s, av, 2, &p, true, out);
+}
+
+void resp_bf_insert(struct cmd_ctx *c, struct cmd_session *s, const struct proto_argv *av,
+		      struct proto_buf *out)
+{
+	struct bf_params p = cmd_default_params(c);
+	bool create = true, nonscaling = p.expansion == 0;
+	size_t items = 0, i = 2;
+
+	while (i < av->argc && !items) {
+		if (resp_arg_is(av, i, "items")) {
+			items = ++i;
+		} else if (resp_arg_is(av, i, "error")) {
+			double e;
+			if (++i == av->argc) {
+				resp_error_arity(c, out, "bf.insert");
+				return;
+			}
+			if (!resp_arg_double(av, i++, &e) || cmd_check_error_rate(e) == CMD_BAD_ARGS) {
+				resp_error(c, out, "-Bad error rate");
+				return;
+			}
+			p.error_rate = e;
+		} else if (resp_arg_is(av, i, "expansion")) {
+			long long e;
+			if (++i == av->argc) {
+				resp_error_arity(c, out, "bf.insert");
+				return;
+			}
+			if (!resp_arg_ll(av, i++, &e) || !expansion_ok(e)) {
+				resp_error(c, out, "-Bad expansion");
+				return;
+			}
+			p.expansion = (uint32_t)e;
+		} else if (resp_arg_is(av, i, "capacity")) {
+			long long cap;
+			if (++i == av->argc) {
+				resp_error_arity(c, out, "bf.insert");
+				return;
+			}
+			if (!resp_arg_ll(av, i++, &cap) || cap < 0 || cmd_check_capacity((uint64_t)cap) ||
+			    cap > RESP_CAPACITY_MAX) {
+				resp_error(c, out, "-Bad capacity");
+				return;
+			}
+			p.capacity = (uint64_t)cap;
+		} else if (resp_arg_is(av, i, "nocreate")) {
+			create = false;
+			i++;
+		} else if (resp_arg_is(av, i, "nonscaling")) {
+			nonscaling = true;
+			i++;
+		} else if (resp_arg_is(av, i, "counting")) {
+			p.type = BF_TYPE_COUNTING;
+			i++;
+		} else {
+			resp_error(c, out, "-Unknown argument received");
+			return;
+		}
+	}
+	if (!items || items == av->argc) {
+		resp_error_arity(c, out, "bf.insert");
+		return;
+	}
+	if (nonscaling)
+		p.expansion = 0;
+	add_items(c, s, av, items, create ? &p : NULL, true, out);
+}
+
+static void check_items(struct cmd_ctx *c, struct cmd_session *s, const struct proto_argv *av,
+			bool multi, struct proto_buf *out)
+{
+	size_t n = av->argc - 2;
+	int one = 0;
+
+	if (!resp_items_fit(c, av, 2)) {
+		resp_error(c, out, resp_err_item_long);
+		return;
+	}
+	struct bf_filter *f = resp_arg_filter(c, av, 1);
+	if (!multi) {
+		if (f) {
+			const void *key = av->argv[2];
+			cmd_check(c, f, 1, &key, &av->argvlen[2], &one);
+		}
+		proto_resp_bool(out, s->resp, one > 0);
+		return;
+	}
+	if (f) {
+		if (resp_scratch_items(s, av, 2)) {
+			resp_error(c, out, resp_err_oom);
+			return;
+		}
+		cmd_check(c, f, n, s->keys, av->argvlen + 2, s->results);
+	}
+	proto_resp_array(out, n);
+	for (size_t i = 0; i < n; i++)
+		proto_resp_bool(out, s->resp, f && s->results[i] > 0);
+}
+
+void resp_bf_exists(struct cmd_ctx *c, struct cmd_session *s, const struct proto_argv *av,
+		      struct proto_buf *out)
+{
+	check_items(c, s, av, false, out);
+}
+
+void resp_bf_mexists(struct cmd_ctx *c, struct cmd_session *s, const struct proto_argv *av,
+		       struct proto_buf *out)
+{
+	check_items(c, s, av, true, out);
+}
+
+void resp_bf_del(struct cmd_ctx *c, struct cmd_session *s, const struct proto_argv *av,
+		   struct proto_buf *out)
+{
+	int one = 0;
+
+	if (!resp_items_fit(c, av, 2)) {
+		resp_error(c, out, resp_err_item_long);
+		return;
+	}
+	struct bf_filter *f = resp_arg_filter(c, av, 1);
+	if (!f) {
+		resp_error(c, out, resp_err_not_found);
+		return;
+	}
+	const void *key = av->argv[2];
+	size_t done;
+	enum cmd_status st = cmd_delete(c, f, 1, &key, &av->argvlen[2], &one, &done);
+	if (st != CMD_OK) {
+		resp_error_status(c, out, st, f);
+		return;
+	}
+	proto_resp_bool(out, s->resp, one > 0);
+}
+
+/* BF.INFO fields, in RedisBloom's order. */
+enum info_field { INFO_CAPACITY, INFO_SIZE, INFO_FILTERS, INFO_ITEMS, INFO_EXPANSION, INFO_N };
+
+static const struct {
+	const char *arg, *title;
+} info_fields[INFO_N] = {
+    {"capacity", "Capacity"},	      {"size", "Size"},
+    {"filters", "Number of filters"}, {"items", "Number of items inserted"},
+    {"expansion", "Expansion rate"},
+};
+
+static void info_value(struct proto_buf *out, int resp, const struct bf_filter *f, int field)
+{
+	switch (field) {
+	case INFO_CAPACITY:
+		proto_resp_integer(out, (int64_t)bf_filter_capacity(f));
+		break;
+	case INFO_SIZE:
+		proto_resp_integer(out, (int64_t)f->bytes);
+		break;
+	case INFO_FILTERS:
+		proto_resp_integer(out, bf_filter_nlayers(f));
+		break;
+	case INFO_ITEMS:
+		proto_resp_integer(out, (int64_t)f->items);
+		break;
+	default:
+		if (f->params.expansion == 0)
+			proto_resp_null(out, resp);
+		else
+			proto_resp_integer(out, f->params.expansion);
+		break;
+	}
+}
+
+void resp_bf_info(struct cmd_ctx *c, struct cmd_session *s, const struct proto_argv *av,
+		    struct proto_buf *out)
+{
+	struct bf_filter *f = resp_arg_filter(c, av, 1);
+
+	if (!f) {
+		resp_error(c, out, resp_err_not_found);
+		return;
+	}
+	if (av->argc == 3) {
+		int field = 0;
+		while (field < INFO_N && !resp_arg_is(av, 2, info_fields[field].arg))
+			field++;
+		if (field == INFO_N) {
+			resp_error(c, out, "-Invalid information value");
+			return;
+		}
+		/* RedisBloom: a one-element array in RESP2, a one-pair map in RESP3. */
+		if (s->resp >= 3) {
+			proto_resp_map(out, s->resp, 1);
+			proto_resp_simple(out, info_fields[field].title,
+					  strlen(info_fields[field].title));
+		} else {
+			proto_resp_array(out, 1);
+		}
+		info_value(out, s->resp, f, field);
+		return;
+	}
+	proto_resp_map(out, s->resp, INFO_N);
+	for (int field = 0; field < INFO_N; field++) {
+		proto_resp_simple(out, info_fields[field].title, strlen(info_fields[field].title));
+		info_value(out, s->resp, f, field);
+	}
+}
+
+void resp_bf_card(struct cmd_ctx *c, struct cmd_session *s, const struct proto_argv *av,
+		    struct proto_buf *out)
+{
+	struct bf_filter *f = resp_arg_filter(c, av, 1);
+	(void)s;
+
+	proto_resp_integer(out, f ? (int64_t)f->items : 0);
+}
+
+/* ---------------------------------------------------------------------------------------- */
+/*
+ * BF.SCANDUMP / BF.LOADCHUNK.
+ *
+ * A dump is a header chunk (iterator 1) followed by the filter's body (its layers' blocks in
+ * layer order), cut into chunks of at most RESP_DUMP_CHUNK bytes that never span two layers. A
+ * data chunk's iterator is 1 + the offset of its end in the body, as in RedisBloom, so
+ * LOADCHUNK finds where a chunk goes from its iterator and length alone.
+ *
+ * The header chunk is the filter's snapshot header (core/bf_snapshot.h, body checksum 0), and
+ * LOADCHUNK judges it with the snapshot reader's own rules (bf_snapshot_decode): what loads here
+ * also loads at the next start.
+ */
+
+void resp_bf_scandump(struct cmd_ctx *c, struct cmd_session *s, const struct proto_argv *av,
+			struct proto_buf *out)
+{
+	struct bf_filter *f = resp_arg_filter(c, av, 1);
+	long long iter;
+	(void)s;
+
+	if (!f) {
+		resp_error(c, out, resp_err_not_found);
+		return;
+	}
+	if (!resp_arg_ll(av, 2, &iter)) {
+		resp_error(c, out, "-Second argument must be numeric");
+		return;
+	}
+	proto_resp_array(out, 2);
+	if (iter == 0) {
+		unsigned char h[BF_SNAPSHOT_HEADER_LEN];
+		bf_snapshot_header(f, 0, 0, h);
+		proto_resp_integer(out, 1);
+		proto_resp_bulk(out, h, sizeof(h));
+		return;
+	}
+	uint64_t len = 0;
+	const void *p = iter > 0 ? bf_filter_body_at(f, (uint64_t)iter - 1, &len) : NULL;
+	if (!p) {
+		proto_resp_integer(out, 0);
+		proto_resp_bulk(out, NULL, 0);
+		return;
+	}
+	if (len > RESP_DUMP_CHUNK)
+		len = RESP_DUMP_CHUNK;
+	proto_resp_integer(out, iter + (long long)len);
+	proto_resp_bulk(out, p, (size_t)len);
+}
+
+/* A header chunk: a new filter named name, built and checked by core's snapshot decoder. */
+static void dump_load_header(struct cmd_ctx *c, const struct proto_argv *av,
+			     struct proto_buf *out)
+{
+	const char *name = av->argv[1];
+	size_t nlen = av->argvlen[1];
+	uint64_t limit = bf_registry_max_memory(c->reg), used = bf_registry_memory(c->reg);
+	struct bf_snapshot_info info;
+	struct bf_filter *f;
+
+	if (!bf_name_valid(name, nlen)) {
+		resp_error_status(c, out, CMD_BAD_NAME, NULL);
+		return;
+	}
+	int rc = bf_snapshot_decode((const unsigned char *)av->argv[3], av->argvlen[3],
+				    !limit ? UINT64_MAX : used < limit ? limit - used : 0, &f,
+				    &info, NULL, 0);
+	if (rc) {
+		resp_error(c, out, rc == -ENOMEM ? resp_err_oom : resp_err_bad_data);
+		return;
+	}
+	bf_filter_detach(f); /* a copy: a new filter here, with an id of this instance's */
+	rc = bf_registry_adopt(c->reg, name, nlen, f);
+	if (rc) {
+		bf_filter_free(f);
+		resp_error_status(c, out, cmd_status_from_errno(rc), NULL);
+		return;
+	}
+	f->changes++;
+	if (c->hooks.created)
+		c->hooks.created(c->hooks.arg, f);
+	proto_resp_ok(out);
+}
+
+void resp_bf_loadchunk(struct cmd_ctx *c, struct cmd_session *s, const struct proto_argv *av,
+			 struct proto_buf *out)
+{
+	const char *data = av->argv[3];
+	size_t len = av->argvlen[3];
+	long long iter;
+	(void)s;
+
+	if (!resp_arg_ll(av, 2, &iter)) {
+		resp_error(c, out, "ERR Second argument must be numeric");
+		return;
+	}
+	struct bf_filter *f = resp_arg_filter(c, av, 1);
+	if (!f && iter == 1) {
+		dump_load_header(c, av, out);
+		return;
+	}
+	if (!f) {
+		resp_error(c, out, resp_err_not_found);
+		return;
+	}
+
+	/* A data chunk ends at offset iter - 1 of the body. RedisBloom's checks, in its order:
+	 * iter == len passes the first and starts before byte 0, so it has no layer. */
+	if (iter < 1 || (uint64_t)iter < len) {
+		resp_error(c, out, resp_err_bad_data);
+		return;
+	}
+	int rc = (uint64_t)iter - 1 >= len
+			 ? bf_filter_body_write(f, (uint64_t)iter - 1 - len, data, len)
+			 : -ERANGE;
+	if (rc == -ERANGE)
+		resp_error(c, out, "ERR invalid offset - no link found");
+	else if (rc)
+		resp_error(c, out, "ERR invalid chunk - Too big for current filter");
+	else
+		proto_resp_ok(out);
+}
+

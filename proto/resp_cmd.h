@@ -1,0 +1,21 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The RESP front end (RedisBloom's BF.* family and the Redis commands clients send) over the
+ * shared command layer: one parsed command in, its whole reply appended.
+ */
+#ifndef BLOSSOMD_PROTO_RESP_CMD_H
+#define BLOSSOMD_PROTO_RESP_CMD_H
+
+#include "proto/buf.h"
+#include "proto/command.h"
+#include "proto/resp.h"
+
+/*
+ * Run one RESP command (argc >= 1; argc 0 is ignored) and append its whole reply to out,
+ * updating the counters. Never fails: problems become RESP errors (on allocation failure,
+ * out->failed is set).
+ */
+void resp_cmd_exec(struct cmd_ctx *c, struct cmd_session *s, const struct proto_argv *av,
+		   struct proto_buf *out);
+
+#endif /* BLOSSOMD_PROTO_RESP_CMD_H */

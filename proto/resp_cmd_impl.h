@@ -1,0 +1,93 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Private to the RESP front end, shared by its three files: resp_cmd.c (replies, argument
+ * helpers, the command table and resp_cmd_exec), resp_bf.c (the BF.* family) and
+ * resp_server.c (connection, keyspace and server commands). Nothing else includes it.
+ */
+#ifndef BLOSSOMD_PROTO_RESP_CMD_IMPL_H
+#define BLOSSOMD_PROTO_RESP_CMD_IMPL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "proto/command.h"
+#include "proto/resp.h"
+#include "proto/resp_cmd.h"
+
+/* The Redis version clients are told: the one whose replies these are. */
+#define RESP_REDIS_VERSION "7.0.15"
+
+/* RedisBloom's module type name, as TYPE and SCAN ... TYPE report it. */
+#define RESP_BF_TYPE "MBbloom--"
+
+/* RedisBloom's bounds on a new filter's capacity. */
+#define RESP_CAPACITY_MAX (INT64_C(1) << 30)
+
+/* Most bytes of layer data in one BF.SCANDUMP reply (RedisBloom sends up to 16 MiB; a smaller
+ * chunk keeps a client's output buffer and the loader's bulk limit comfortable). */
+#define RESP_DUMP_CHUNK (1024 * 1024)
+
+/* Error texts more than one command sends. */
+extern const char resp_err_not_found[], resp_err_oom[], resp_err_item_long[], resp_err_full[];
+extern const char resp_err_syntax[], resp_err_not_int[], resp_err_bad_data[];
+extern const char resp_err_pattern_long[], resp_err_noauth[];
+
+typedef void (*resp_handler)(struct cmd_ctx *c, struct cmd_session *s, const struct proto_argv *av,
+			     struct proto_buf *out);
+
+/* Replies: an error (counted in c->errors); Redis's arity error for a lower-case command name;
+ * the words of a command-layer status (f: the filter it concerns, or NULL); Redis's unknown
+ * subcommand error; a HELP array. */
+void resp_error(struct cmd_ctx *c, struct proto_buf *out, const char *msg);
+void resp_error_arity(struct cmd_ctx *c, struct proto_buf *out, const char *name);
+void resp_error_status(struct cmd_ctx *c, struct proto_buf *out, enum cmd_status st,
+		       const struct bf_filter *f);
+void resp_error_unknown_sub(struct cmd_ctx *c, const struct proto_argv *av, struct proto_buf *out,
+			    const char *upper);
+void resp_reply_help(struct proto_buf *out, const char *const *lines);
+
+/* Arguments: a case-insensitive word; Redis's integer and double parsing; whether the
+ * arguments from `first` on fit max_key_bytes; the filter argument i names (or NULL); the
+ * session's key scratch pointed at the arguments from `first` on (0 or -ENOMEM). */
+bool resp_arg_is(const struct proto_argv *av, size_t i, const char *word);
+bool resp_arg_ll(const struct proto_argv *av, size_t i, long long *out);
+bool resp_arg_double(const struct proto_argv *av, size_t i, double *out);
+bool resp_items_fit(const struct cmd_ctx *c, const struct proto_argv *av, size_t first);
+struct bf_filter *resp_arg_filter(const struct cmd_ctx *c, const struct proto_argv *av, size_t i);
+int resp_scratch_items(struct cmd_session *s, const struct proto_argv *av, size_t first);
+
+/* The handlers of the command table. */
+#define RESP_HANDLER(name)                                                                         \
+	void name(struct cmd_ctx *c, struct cmd_session *s, const struct proto_argv *av,            \
+		  struct proto_buf *out)
+RESP_HANDLER(resp_bf_reserve);
+RESP_HANDLER(resp_bf_add);
+RESP_HANDLER(resp_bf_madd);
+RESP_HANDLER(resp_bf_insert);
+RESP_HANDLER(resp_bf_exists);
+RESP_HANDLER(resp_bf_mexists);
+RESP_HANDLER(resp_bf_del);
+RESP_HANDLER(resp_bf_info);
+RESP_HANDLER(resp_bf_card);
+RESP_HANDLER(resp_bf_scandump);
+RESP_HANDLER(resp_bf_loadchunk);
+
+RESP_HANDLER(resp_server_ping);
+RESP_HANDLER(resp_server_echo);
+RESP_HANDLER(resp_server_quit);
+RESP_HANDLER(resp_server_auth);
+RESP_HANDLER(resp_server_hello);
+RESP_HANDLER(resp_server_select);
+RESP_HANDLER(resp_server_client);
+RESP_HANDLER(resp_server_dbsize);
+RESP_HANDLER(resp_server_exists);
+RESP_HANDLER(resp_server_del);
+RESP_HANDLER(resp_server_type);
+RESP_HANDLER(resp_server_keys);
+RESP_HANDLER(resp_server_scan);
+RESP_HANDLER(resp_server_save);
+RESP_HANDLER(resp_server_lastsave);
+RESP_HANDLER(resp_server_info);
+RESP_HANDLER(resp_server_config);
+
+#endif /* BLOSSOMD_PROTO_RESP_CMD_IMPL_H */

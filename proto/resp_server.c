@@ -1,0 +1,610 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * RESP: what Redis clients send besides BF.*: connection basics (PING, ECHO, QUIT, AUTH, HELLO,
+ * SELECT, CLIENT), the keyspace seen as filters (DBSIZE, EXISTS, DEL, TYPE, KEYS, SCAN) and the
+ * server (SAVE, BGSAVE, LASTSAVE, INFO, CONFIG GET), with Redis 7.0.15's replies.
+ */
+#include "proto/resp_cmd_impl.h"
+#include "proto/glob.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <limits.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+/* ---------------------------------------------------------------------------------------- */
+/* Connection basics */
+
+void resp_server_ping(struct cmd_ctx *c, struct cmd_session *s, const struct proto_argv *av,
+		     struct proto_buf *out)
+{
+	(void)c;
+	(void)s;
+	if (av->argc == 2)
+		proto_resp_bulk(out, av->argv[1], av->argvlen[1]);
+	else
+		proto_resp_simple(out, "PONG", 4);
+}
+
+void resp_server_echo(struct cmd_ctx *c, struct cmd_session *s, const struct proto_argv *av,
+		     struct proto_buf *out)
+{
+	(void)c;
+	(void)s;
+	proto_resp_bulk(out, av->argv[1], av->argvlen[1]);
+}
+
+void resp_server_quit(struct cmd_ctx *c, struct cmd_session *s, const struct proto_argv *av,
+		     struct proto_buf *out)
+{
+	(void)c;
+	(void)av;
+	s->close_after = true;
+	proto_resp_ok(out);
+}
+
+static bool user_is_default(const struct proto_argv *av, size_t user)
+{
+	return av->argvlen[user] == 7 && memcmp(av->argv[user], "default", 7) == 0;
+}
+
+/*
+ * Credentials of AUTH / HELLO ... AUTH: the password at argv[pass], the user at argv[user] (0:
+ * none given, the default user). With no token configured, as Redis 7.0 without requirepass:
+ * the default user takes any password. With one: only the default user, with the token
+ * (compared in constant time); a failure counts towards the close (cmd_auth_check).
+ */
+static bool auth_ok(struct cmd_ctx *c, struct cmd_session *s, const struct proto_argv *av,
+		    size_t user, size_t pass)
+{
+	if (!c->token)
+		return user && user_is_default(av, user);
+	if (user && !user_is_default(av, user)) {
+		if (++s->auth_failures >= CMD_AUTH_MAX_FAILURES)
+			s->close_after = true;
+		return false;
+	}
+	return cmd_auth_check(c, s, av->argv[pass], av->argvlen[pass]);
+}
+
+static const char err_wrongpass[] =
+    "-WRONGPASS invalid username-password pair or user is disabled.";
+
+void resp_server_auth(struct cmd_ctx *c, struct cmd_session *s, const struct proto_argv *av,
+		     struct proto_buf *out)
+{
+	if (av->argc > 3) {
+		resp_error(c, out, resp_err_syntax);
+		return;
+	}
+	if (av->argc == 2 && !c->token) {
+		resp_error(c, out,
+			    "ERR AUTH <password> called without any password configured for "
+			    "the default user. Are you sure your configuration is correct?");
+		return;
+	}
+	if (!auth_ok(c, s, av, av->argc == 3 ? 1 : 0, av->argc - 1)) {
+		resp_error(c, out, err_wrongpass);
+		return;
+	}
+	proto_resp_ok(out);
+}
+
+/* Redis's validateClientName: printable ASCII without spaces; ours also at most 63 bytes. */
+static const char *client_name_error(const char *p, size_t n, size_t cap)
+{
+	for (size_t i = 0; i < n; i++)
+		if (p[i] < '!' || p[i] > '~')
+			return "ERR Client names cannot contain spaces, newlines or special "
+			       "characters.";
+	if (n >= cap)
+		return "ERR Client names longer than 63 bytes are not supported";
+	return NULL;
+}
+
+static void set_client_name(struct cmd_session *s, const char *p, size_t n)
+{
+	memcpy(s->name, p, n);
+	s->name[n] = '\0';
+}
+
+void resp_server_hello(struct cmd_ctx *c, struct cmd_session *s, const struct proto_argv *av,
+		      struct proto_buf *out)
+{
+	long long ver = 0;
+	size_t i = 1, name = 0, user = 0;
+
+	if (av->argc >= 2) {
+		if (!resp_arg_ll(av, 1, &ver)) {
+			resp_error(c, out,
+				    "ERR Protocol version is not an integer or out of range");
+			return;
+		}
+		if (ver < 2 || ver > 3) {
+			resp_error(c, out, "-NOPROTO unsupported protocol version");
+			return;
+		}
+		i = 2;
+	}
+	for (; i < av->argc; i++) {
+		size_t more = av->argc - 1 - i;
+		if (resp_arg_is(av, i, "auth") && more >= 2) {
+			user = i + 1;
+			i += 2;
+		} else if (resp_arg_is(av, i, "setname") && more >= 1) {
+			const char *err =
+			    client_name_error(av->argv[i + 1], av->argvlen[i + 1], sizeof(s->name));
+			if (err) {
+				resp_error(c, out, err);
+				return;
+			}
+			name = ++i;
+		} else {
+			c->errors++;
+			proto_resp_error_fmt(out, "Syntax error in HELLO option '%.*s'",
+					     (int)strnlen(av->argv[i], av->argvlen[i]),
+					     av->argv[i]);
+			return;
+		}
+	}
+	/* As Redis: options are all checked before the credentials. */
+	if (user && !auth_ok(c, s, av, user, user + 1)) {
+		resp_error(c, out, err_wrongpass);
+		return;
+	}
+	if (!cmd_session_authed(c, s)) {
+		resp_error(c, out,
+			    "-NOAUTH HELLO must be called with the client already authenticated, "
+			    "otherwise the HELLO <proto> AUTH <user> <pass> option can be used to "
+			    "authenticate the client and select the RESP protocol version at the "
+			    "same time");
+		return;
+	}
+	if (name)
+		set_client_name(s, av->argv[name], av->argvlen[name]);
+	if (ver)
+		s->resp = (int)ver;
+
+	proto_resp_map(out, s->resp, 7);
+	proto_resp_bulk_str(out, "server");
+	proto_resp_bulk_str(out, "redis");
+	proto_resp_bulk_str(out, "version");
+	proto_resp_bulk_str(out, RESP_REDIS_VERSION);
+	proto_resp_bulk_str(out, "proto");
+	proto_resp_integer(out, s->resp);
+	proto_resp_bulk_str(out, "id");
+	proto_resp_integer(out, (int64_t)s->id);
+	proto_resp_bulk_str(out, "mode");
+	proto_resp_bulk_str(out, "standalone");
+	proto_resp_bulk_str(out, "role");
+	proto_resp_bulk_str(out, "master");
+	proto_resp_bulk_str(out, "modules");
+	proto_resp_array(out, 0);
+}
+
+void resp_server_select(struct cmd_ctx *c, struct cmd_session *s, const struct proto_argv *av,
+		       struct proto_buf *out)
+{
+	long long db;
+	(void)s;
+
+	if (!resp_arg_ll(av, 1, &db)) {
+		resp_error(c, out, resp_err_not_int);
+		return;
+	}
+	if (db != 0) {
+		resp_error(c, out, "ERR DB index is out of range");
+		return;
+	}
+	proto_resp_ok(out);
+}
+
+void resp_server_client(struct cmd_ctx *c, struct cmd_session *s, const struct proto_argv *av,
+		       struct proto_buf *out)
+{
+	static const char *const help[] = {
+	    "CLIENT <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+	    "GETNAME",
+	    "    Return the name of the current connection.",
+	    "ID",
+	    "    Return the ID of the current connection.",
+	    "SETINFO <LIB-NAME|LIB-VER> <value>",
+	    "    Accepted and ignored.",
+	    "SETNAME <name>",
+	    "    Assign the name <name> to the current connection.",
+	    "HELP",
+	    "    Print this help.",
+	    NULL,
+	};
+
+	if (resp_arg_is(av, 1, "setname")) {
+		if (av->argc != 3) {
+			resp_error_arity(c, out, "client|setname");
+			return;
+		}
+		const char *err = client_name_error(av->argv[2], av->argvlen[2], sizeof(s->name));
+		if (err) {
+			resp_error(c, out, err);
+			return;
+		}
+		set_client_name(s, av->argv[2], av->argvlen[2]);
+		proto_resp_ok(out);
+	} else if (resp_arg_is(av, 1, "getname")) {
+		if (av->argc != 2) {
+			resp_error_arity(c, out, "client|getname");
+			return;
+		}
+		if (s->name[0])
+			proto_resp_bulk_str(out, s->name);
+		else
+			proto_resp_null(out, s->resp);
+	} else if (resp_arg_is(av, 1, "id")) {
+		if (av->argc != 2) {
+			resp_error_arity(c, out, "client|id");
+			return;
+		}
+		proto_resp_integer(out, (int64_t)s->id);
+	} else if (resp_arg_is(av, 1, "setinfo")) {
+		if (av->argc != 4) {
+			resp_error_arity(c, out, "client|setinfo");
+			return;
+		}
+		if (!resp_arg_is(av, 2, "lib-name") && !resp_arg_is(av, 2, "lib-ver")) {
+			c->errors++;
+			size_t n = strnlen(av->argv[2], av->argvlen[2]);
+			proto_resp_error_fmt(out, "Unrecognized option '%.*s'",
+					     (int)(n > 128 ? 128 : n), av->argv[2]);
+			return;
+		}
+		proto_resp_ok(out);
+	} else if (resp_arg_is(av, 1, "help") && av->argc == 2) {
+		resp_reply_help(out, help);
+	} else {
+		resp_error_unknown_sub(c, av, out, "CLIENT");
+	}
+}
+
+/* ---------------------------------------------------------------------------------------- */
+/* Keyspace: filters seen as Redis keys */
+
+void resp_server_dbsize(struct cmd_ctx *c, struct cmd_session *s, const struct proto_argv *av,
+		       struct proto_buf *out)
+{
+	(void)s;
+	(void)av;
+	proto_resp_integer(out, (int64_t)bf_registry_count(c->reg));
+}
+
+void resp_server_exists(struct cmd_ctx *c, struct cmd_session *s, const struct proto_argv *av,
+		       struct proto_buf *out)
+{
+	int64_t n = 0;
+	(void)s;
+
+	for (size_t i = 1; i < av->argc; i++)
+		n += resp_arg_filter(c, av, i) != NULL;
+	proto_resp_integer(out, n);
+}
+
+void resp_server_del(struct cmd_ctx *c, struct cmd_session *s, const struct proto_argv *av,
+		    struct proto_buf *out)
+{
+	int64_t n = 0;
+	(void)s;
+
+	for (size_t i = 1; i < av->argc; i++)
+		n += cmd_drop(c, av->argv[i], av->argvlen[i], true) == CMD_OK;
+	proto_resp_integer(out, n);
+}
+
+void resp_server_type(struct cmd_ctx *c, struct cmd_session *s, const struct proto_argv *av,
+		     struct proto_buf *out)
+{
+	(void)s;
+	if (resp_arg_filter(c, av, 1))
+		proto_resp_simple(out, RESP_BF_TYPE, sizeof(RESP_BF_TYPE) - 1);
+	else
+		proto_resp_simple(out, "none", 4);
+}
+
+/* Compile a KEYS, SCAN or CONFIG GET pattern, or reply why not. NULL after the reply. */
+static struct glob *pattern(struct cmd_ctx *c, struct proto_buf *out, const char *p, size_t plen,
+			    bool nocase)
+{
+	struct glob *g;
+	int rc = glob_compile(p, plen, nocase, &g);
+
+	if (rc) {
+		resp_error(c, out, rc == -E2BIG ? resp_err_pattern_long : resp_err_oom);
+		return NULL;
+	}
+	return g;
+}
+
+/* Reply the names matching g (NULL: all) as an array. */
+static void reply_names(struct cmd_ctx *c, struct proto_buf *out, const struct glob *g)
+{
+	struct bf_filter **list;
+	size_t n, k = 0;
+
+	if (bf_registry_list(c->reg, "", 0, &list, &n)) {
+		resp_error(c, out, resp_err_oom);
+		return;
+	}
+	for (size_t i = 0; i < n; i++)
+		if (!g || glob_match(g, list[i]->name, list[i]->name_len))
+			list[k++] = list[i];
+	proto_resp_array(out, k);
+	for (size_t i = 0; i < k; i++)
+		proto_resp_bulk(out, list[i]->name, list[i]->name_len);
+	free(list);
+}
+
+void resp_server_keys(struct cmd_ctx *c, struct cmd_session *s, const struct proto_argv *av,
+		     struct proto_buf *out)
+{
+	struct glob *g = pattern(c, out, av->argv[1], av->argvlen[1], false);
+	(void)s;
+
+	if (g)
+		reply_names(c, out, g);
+	glob_free(g);
+}
+
+/* Redis 7.0's SCAN cursor: strtoul over the whole argument, no leading space ("" is 0). */
+static bool scan_cursor_ok(const char *p, size_t n)
+{
+	char buf[64];
+	char *end;
+
+	if (n >= sizeof(buf) || (n && isspace((unsigned char)p[0])))
+		return false;
+	memcpy(buf, p, n);
+	buf[n] = '\0';
+	errno = 0;
+	(void)strtoull(buf, &end, 10);
+	return (size_t)(end - buf) == n && errno != ERANGE;
+}
+
+void resp_server_scan(struct cmd_ctx *c, struct cmd_session *s, const struct proto_argv *av,
+		     struct proto_buf *out)
+{
+	size_t match = 0, type = 0;
+	(void)s;
+
+	if (!scan_cursor_ok(av->argv[1], av->argvlen[1])) {
+		resp_error(c, out, "ERR invalid cursor");
+		return;
+	}
+	for (size_t i = 2; i < av->argc; i += 2) {
+		if (i + 1 == av->argc) {
+			resp_error(c, out, resp_err_syntax);
+			return;
+		}
+		if (resp_arg_is(av, i, "count")) {
+			long long n;
+			if (!resp_arg_ll(av, i + 1, &n)) {
+				resp_error(c, out, resp_err_not_int);
+				return;
+			}
+			if (n < 1) {
+				resp_error(c, out, resp_err_syntax);
+				return;
+			}
+		} else if (resp_arg_is(av, i, "match")) {
+			match = i + 1;
+		} else if (resp_arg_is(av, i, "type")) {
+			type = i + 1;
+		} else {
+			resp_error(c, out, resp_err_syntax);
+			return;
+		}
+	}
+	struct glob *g = NULL;
+	if (match && !(g = pattern(c, out, av->argv[match], av->argvlen[match], false)))
+		return;
+	/* One pass returns everything: the next cursor is always 0. */
+	proto_resp_array(out, 2);
+	proto_resp_bulk(out, "0", 1);
+	if (type && !resp_arg_is(av, type, RESP_BF_TYPE))
+		proto_resp_array(out, 0);
+	else
+		reply_names(c, out, g);
+	glob_free(g);
+}
+
+/* ---------------------------------------------------------------------------------------- */
+/* Server */
+
+void resp_server_save(struct cmd_ctx *c, struct cmd_session *s, const struct proto_argv *av,
+		     struct proto_buf *out)
+{
+	(void)s;
+	bool background = resp_arg_is(av, 0, "bgsave");
+
+	if (background && av->argc == 2 && !resp_arg_is(av, 1, "schedule")) {
+		resp_error(c, out, resp_err_syntax);
+		return;
+	}
+	if (cmd_flush(c, NULL) != CMD_OK) {
+		resp_error(c, out, "ERR snapshot failed, see the server log");
+		return;
+	}
+	if (background)
+		proto_resp_simple(out, "Background saving started", 25);
+	else
+		proto_resp_ok(out);
+}
+
+void resp_server_lastsave(struct cmd_ctx *c, struct cmd_session *s, const struct proto_argv *av,
+			 struct proto_buf *out)
+{
+	(void)s;
+	(void)av;
+	proto_resp_integer(out, (int64_t)c->last_save_unix);
+}
+
+enum info_section {
+	SEC_SERVER = 1 << 0,
+	SEC_MEMORY = 1 << 1,
+	SEC_PERSISTENCE = 1 << 2,
+	SEC_STATS = 1 << 3,
+	SEC_REPLICATION = 1 << 4,
+	SEC_KEYSPACE = 1 << 5,
+	SEC_ALL = (1 << 6) - 1,
+};
+
+static void info_line(struct proto_buf *b, const char *key, uint64_t v)
+{
+	proto_buf_append_str(b, key);
+	proto_buf_append_char(b, ':');
+	proto_buf_append_u64(b, v);
+	proto_buf_append(b, "\r\n", 2);
+}
+
+static void info_section(struct proto_buf *b, const char *title)
+{
+	if (b->len)
+		proto_buf_append(b, "\r\n", 2);
+	proto_buf_append_str(b, "# ");
+	proto_buf_append_str(b, title);
+	proto_buf_append(b, "\r\n", 2);
+}
+
+void resp_server_info(struct cmd_ctx *c, struct cmd_session *s, const struct proto_argv *av,
+		     struct proto_buf *out)
+{
+	static const struct {
+		const char *name;
+		unsigned bits;
+	} names[] = {
+	    {"server", SEC_SERVER},
+	    {"memory", SEC_MEMORY},
+	    {"persistence", SEC_PERSISTENCE},
+	    {"stats", SEC_STATS},
+	    {"replication", SEC_REPLICATION},
+	    {"keyspace", SEC_KEYSPACE},
+	    {"default", SEC_ALL},
+	    {"all", SEC_ALL},
+	    {"everything", SEC_ALL},
+	};
+	unsigned want = av->argc == 1 ? SEC_ALL : 0;
+	struct proto_buf b;
+
+	for (size_t i = 1; i < av->argc; i++)
+		for (size_t k = 0; k < sizeof(names) / sizeof(names[0]); k++)
+			if (resp_arg_is(av, i, names[k].name))
+				want |= names[k].bits;
+
+	proto_buf_init(&b);
+	if (want & SEC_SERVER) {
+		uint64_t now = (uint64_t)time(NULL);
+		uint64_t up = c->started_unix && now > c->started_unix ? now - c->started_unix : 0;
+		info_section(&b, "Server");
+		proto_buf_append_str(&b, "redis_version:" RESP_REDIS_VERSION "\r\n"
+					 "redis_mode:standalone\r\n"
+					 "blossomd_version:");
+		proto_buf_append_str(&b, c->version ? c->version : "unknown");
+		proto_buf_append_str(&b, "\r\narch_bits:64\r\n");
+		info_line(&b, "uptime_in_seconds", up);
+		info_line(&b, "uptime_in_days", up / 86400);
+	}
+	if (want & SEC_MEMORY) {
+		info_section(&b, "Memory");
+		info_line(&b, "used_memory", bf_registry_memory(c->reg));
+		info_line(&b, "maxmemory", bf_registry_max_memory(c->reg));
+		proto_buf_append_str(&b, "maxmemory_policy:noeviction\r\n");
+	}
+	if (want & SEC_PERSISTENCE) {
+		info_section(&b, "Persistence");
+		proto_buf_append_str(&b, "loading:0\r\n");
+		info_line(&b, "rdb_last_save_time", c->last_save_unix);
+	}
+	if (want & SEC_STATS) {
+		info_section(&b, "Stats");
+		info_line(&b, "total_commands_processed", c->commands);
+		info_line(&b, "total_error_replies", c->errors);
+	}
+	if (want & SEC_REPLICATION) {
+		info_section(&b, "Replication");
+		proto_buf_append_str(&b, "role:master\r\nconnected_slaves:0\r\n");
+	}
+	if (want & SEC_KEYSPACE) {
+		size_t n = bf_registry_count(c->reg);
+		info_section(&b, "Keyspace");
+		if (n) {
+			proto_buf_append_str(&b, "db0:keys=");
+			proto_buf_append_u64(&b, n);
+			proto_buf_append_str(&b, ",expires=0,avg_ttl=0\r\n");
+		}
+	}
+	if (b.failed)
+		resp_error(c, out, resp_err_oom);
+	else
+		proto_resp_verbatim(out, s->resp, "txt", b.data ? b.data : "", b.len);
+	proto_buf_free(&b);
+}
+
+/* CONFIG GET answers the few parameters clients read on connect (redis-benchmark: save,
+ * appendonly). */
+void resp_server_config(struct cmd_ctx *c, struct cmd_session *s, const struct proto_argv *av,
+		       struct proto_buf *out)
+{
+	static const char *const help[] = {
+	    "CONFIG <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+	    "GET <pattern>",
+	    "    Return parameters matching the glob-like <pattern> and their values.",
+	    "HELP",
+	    "    Print this help.",
+	    NULL,
+	};
+	static const char *const params[] = {"appendonly", "databases", "maxmemory", "save"};
+	enum { NPARAMS = sizeof(params) / sizeof(params[0]) };
+	bool hit[NPARAMS] = {false};
+	size_t n = 0;
+
+	if (resp_arg_is(av, 1, "help") && av->argc == 2) {
+		resp_reply_help(out, help);
+		return;
+	}
+	if (!resp_arg_is(av, 1, "get")) {
+		resp_error_unknown_sub(c, av, out, "CONFIG");
+		return;
+	}
+	if (av->argc < 3) {
+		resp_error_arity(c, out, "config|get");
+		return;
+	}
+	for (size_t i = 2; i < av->argc; i++) {
+		struct glob *g = pattern(c, out, av->argv[i], av->argvlen[i], true);
+		if (!g)
+			return;
+		for (size_t k = 0; k < NPARAMS; k++)
+			hit[k] = hit[k] || glob_match(g, params[k], strlen(params[k]));
+		glob_free(g);
+	}
+	for (size_t k = 0; k < NPARAMS; k++)
+		n += hit[k];
+	proto_resp_map(out, s->resp, n);
+	for (size_t k = 0; k < NPARAMS; k++) {
+		if (!hit[k])
+			continue;
+		proto_resp_bulk_str(out, params[k]);
+		if (k == 0)
+			proto_resp_bulk_str(out, "no");
+		else if (k == 1)
+			proto_resp_bulk_str(out, "1");
+		else if (k == 2) {
+			char num[24];
+			int len = snprintf(num, sizeof(num), "%llu",
+					   (unsigned long long)bf_registry_max_memory(c->reg));
+			proto_resp_bulk(out, num, (size_t)len);
+		} else
+			proto_resp_bulk_str(out, "");
+	}
+}
+

@@ -1,0 +1,22 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The text front end (bloomd's protocol) over the shared command layer: one line in, its whole
+ * reply appended. Protocol reference: README, "Text protocol".
+ */
+#ifndef BLOSSOMD_PROTO_TEXT_CMD_H
+#define BLOSSOMD_PROTO_TEXT_CMD_H
+
+#include <stddef.h>
+
+#include "proto/buf.h"
+#include "proto/command.h"
+
+/*
+ * Run one text-protocol line (without its "\n" / "\r\n") and append its whole reply to out,
+ * updating the counters. Never fails: problems become replies (on allocation failure,
+ * out->failed is set).
+ */
+void text_cmd_exec(struct cmd_ctx *c, struct cmd_session *s, const char *line, size_t len,
+		   struct proto_buf *out);
+
+#endif /* BLOSSOMD_PROTO_TEXT_CMD_H */
