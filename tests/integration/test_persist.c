@@ -670,7 +670,7 @@ END_TEST
 START_TEST(test_corrupt_future_version_and_names)
 {
 	unsigned char *b;
-	uint32_t v = 2;
+	uint32_t v = 3;
 	uint64_t sum;
 	size_t len;
 
@@ -680,9 +680,9 @@ START_TEST(test_corrupt_future_version_and_names)
 	ck_assert_ptr_nonnull(b);
 	memcpy(b, pristine, pristine_len);
 	memcpy(b + 8, &v, 4);
-	sum = XXH3_64bits(b, 1648);
-	memcpy(b + 1648, &sum, 8);
-	expect_victim_aside(b, pristine_len, "unknown format version 2");
+	sum = XXH3_64bits(b, 1664);
+	memcpy(b + 1664, &sum, 8);
+	expect_victim_aside(b, pristine_len, "unknown format version 3");
 	free(b);
 
 	/* A valid file under another filter's name: the name inside decides, so it is set aside
