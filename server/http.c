@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/queue.h>
 #include <strings.h>
 #include <linux/sockios.h>
 #include <sys/ioctl.h>
@@ -49,7 +50,7 @@ struct http_listener {
 
 /* One client connection (MHD's socket context). */
 struct http_conn {
-	struct http_conn *prev, *next;
+	LIST_ENTRY(http_conn) link; /* in the server's conns */
 	struct MHD_Connection *mhd;
 	int fd;
 	uint64_t request_ms; /* start of the request not yet done (loop ms), 0 between requests;
@@ -90,7 +91,7 @@ struct http_server {
 	struct http_api_response resp;
 	char problem[256]; /* the body of an answer worded here (http_fault_answer()) */
 
-	struct http_conn *conns;
+	LIST_HEAD(, http_conn) conns;
 	struct metrics_conns stats; /* bytes_in/out: of closed connections only */
 	uint64_t warned_at;
 	bool warned;
@@ -155,10 +156,7 @@ static void http_on_connection(void *cls, struct MHD_Connection *conn, void **so
 		/* The first request must arrive within request_timeout of the connection. */
 		c->request_ms = uv_now(h->loop);
 		proto_buf_init(&c->body);
-		c->next = h->conns;
-		if (h->conns)
-			h->conns->prev = c;
-		h->conns = c;
+		LIST_INSERT_HEAD(&h->conns, c, link);
 		h->stats.open++;
 		h->stats.accepted++;
 		return;
@@ -169,12 +167,7 @@ static void http_on_connection(void *cls, struct MHD_Connection *conn, void **so
 	http_conn_tcp(c);
 	h->stats.bytes_in += c->bytes_in;
 	h->stats.bytes_out += c->bytes_out;
-	if (c->prev)
-		c->prev->next = c->next;
-	else
-		h->conns = c->next;
-	if (c->next)
-		c->next->prev = c->prev;
+	LIST_REMOVE(c, link);
 	h->stats.open--;
 	h->closed = true;
 	proto_buf_free(&c->body);
@@ -569,7 +562,9 @@ static void http_send_raw(struct http_conn *c, const struct http_api_response *r
  */
 static void http_mhd_refusing(struct http_server *h)
 {
-	for (struct http_conn *c = h->conns; c; c = c->next) {
+	struct http_conn *c;
+
+	LIST_FOREACH(c, &h->conns, link) {
 		const union MHD_ConnectionInfo *ci;
 		const char *url, *method;
 		struct http_head f;
@@ -686,7 +681,9 @@ static void http_metrics(void *arg, struct proto_buf *out)
 	if (h->server_stats)
 		h->server_stats(h->arg, &server);
 	/* Closed connections' bytes, plus what the open ones have moved so far. */
-	for (struct http_conn *c = h->conns; c; c = c->next) {
+	struct http_conn *c;
+
+	LIST_FOREACH(c, &h->conns, link) {
 		http_conn_tcp(c);
 		src.http.bytes_in += c->bytes_in;
 		src.http.bytes_out += c->bytes_out;
@@ -812,7 +809,9 @@ static void http_on_sweep(uv_timer_t *t)
 
 	if (!limit && !spinning)
 		return;
-	for (struct http_conn *c = h->conns; c; c = c->next) {
+	struct http_conn *c;
+
+	LIST_FOREACH(c, &h->conns, link) {
 		bool tcp_ok;
 
 		if (c->cut)

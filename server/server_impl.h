@@ -1,0 +1,157 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Private to the daemon's two halves: server.c (its life cycle: configuration, token, reload,
+ * listeners, signals, timers, start-up and teardown) and conn.c (the text/RESP connections:
+ * accept, buffers, parsing, replies, timeouts). Nothing else includes it.
+ */
+#ifndef BLOSSOMD_SERVER_SERVER_IMPL_H
+#define BLOSSOMD_SERVER_SERVER_IMPL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/queue.h>
+#include <sys/socket.h>
+#include <uv.h>
+
+#include "conf/config.h"
+#include "proto/buf.h"
+#include "proto/command.h"
+#include "proto/resp.h"
+#include "proto/text.h"
+#include "server/notify.h"
+#include "server/server.h"
+
+struct http_server;
+struct srv_snap;
+
+/* One read into the loop's shared buffer. */
+#define SRV_READ_SIZE (64 * 1024)
+/* Least free space offered to a read into a connection's own buffer. */
+#define SRV_READ_MIN (16 * 1024)
+/* Buffers up to this size are kept for reuse once empty; bigger ones are released. */
+#define SRV_KEEP_BYTES (64 * 1024)
+/* Argument arrays and per-command scratch are kept for this many entries after a batch (about
+ * 44 KiB); a larger command's are given back once it is done, as Redis trims a client's argv
+ * to 1024 entries. */
+#define SRV_KEEP_ARGS 1024
+/* Blocks from this size up get a mapping of their own, which free() gives back (glibc). */
+#define SRV_MMAP_THRESHOLD (128 * 1024)
+/* Longest text line read from a client that has not authenticated (when max_line_bytes is
+ * larger): `auth TOKEN` needs at most 4101 bytes. Redis's cap on an unauthenticated bulk. */
+#define SRV_UNAUTH_LINE PROTO_RESP_UNAUTH_MAX_BULK
+/* A RESP command may take max(max_bulk_bytes, this) + 2 * PROTO_RESP_MAX_HEADER bytes. */
+#define SRV_RESP_FLOOR (16 * 1024 * 1024)
+/* How long a gracefully closed connection may keep sending before it is cut off. */
+#define SRV_LINGER_MS 2000
+#define SRV_SWEEP_MS  1000
+#define SRV_BACKLOG   1024
+/* Descriptors kept for listeners, stdio, snapshots and the HTTP server. */
+#define SRV_FD_RESERVE 64
+/* Shortest interval between two "too many connections" or accept warnings. */
+#define SRV_WARN_MS 1000
+
+enum conn_proto {
+	CONN_UNKNOWN = 0, /* no byte read yet */
+	CONN_TEXT,
+	CONN_RESP,
+};
+
+enum conn_state {
+	CONN_OPEN = 0, /* reading and serving */
+	CONN_DRAIN,    /* last replies being written; then shutdown (or close after EOF) */
+	CONN_LINGER,   /* our side shut down; input discarded until EOF or SRV_LINGER_MS */
+	CONN_CLOSING,  /* uv_close() called */
+};
+
+struct srv_conn {
+	uv_tcp_t tcp; /* tcp.data points back here */
+	struct srv *srv;
+	LIST_ENTRY(srv_conn) link; /* in srv->conns from accept until conn_close() */
+	bool listed;	  /* accepted under max_connections: counted, listed, session set up */
+	bool reading;	  /* uv_read_start() in effect */
+	bool writing;	  /* wreq in flight */
+	bool eof;	  /* the client shut down its sending side */
+	bool text_skip;	  /* discarding the rest of an over-long line */
+	bool mem_refused; /* its input could not grow within max_client_memory */
+	enum conn_proto proto;
+	enum conn_state state;
+	uint64_t id;
+
+	/* Unparsed input: the partial command at the front of the stream. NULL while empty
+	 * (reads then go to the loop's shared buffer). */
+	char *in;
+	size_t in_len, in_cap;
+	struct proto_resp_state rst;
+	struct proto_argv av;
+	struct cmd_session sess;
+
+	/* Replies of the current batch; written with one write, not touched while writing. */
+	struct proto_buf out;
+	uv_write_t wreq;
+	uv_shutdown_t sreq;
+	/* Bytes of the buffers above (input, arguments, session scratch, replies) as last
+	 * counted in srv->client_mem (conn_account()). */
+	size_t held;
+
+	/* Times in loop milliseconds (uv_now()). */
+	uint64_t last_active;	 /* last read, or last progress of a write */
+	uint64_t partial_since;	 /* start of the partial command held, 0 if none; restarted
+				  * when reading resumes after a write */
+	uint64_t write_progress; /* last time the pending write moved */
+	size_t write_left;	 /* bytes libuv still held for the pending write then */
+	uint64_t write_acked;	 /* bytes the client had acknowledged then (TCP_INFO) */
+	uint64_t linger_since;
+
+	char peer[64]; /* "127.0.0.1:40000", "[::1]:40000" */
+};
+
+struct srv {
+	uv_loop_t loop;
+	struct config cfg;
+	const char *config_path;
+	const struct srv_override *ov;
+	size_t nov;
+
+	struct bf_registry *reg;
+	struct cmd_ctx ctx;
+	struct proto_limits lim;
+	struct proto_limits lim_unauth; /* lim for a RESP client that has yet to AUTH */
+	struct srv_snap *snap;		/* persistence: snapshot.c */
+	/* HTTP front end: http.c; NULL when http_port is 0. */
+	struct http_server *http;
+
+	uv_tcp_t *listeners;
+	size_t nlisteners;
+	uv_signal_t sig_term, sig_int, sig_hup;
+	uv_timer_t sweep;
+	struct srv_notify notify; /* sd_notify watchdog timer */
+	bool handles_ready;	  /* signals and timer initialised */
+
+	LIST_HEAD(, srv_conn) conns;
+	size_t nconns;
+	uint64_t next_id;
+
+	/* Accepting when no connection can be allocated: accept into this and close it. */
+	uv_tcp_t reject;
+	bool reject_busy;
+	uv_stream_t *accept_stalled; /* a listener waiting for reject to close */
+
+	uint64_t warned_full_at, warned_accept_at;
+	bool warned_full, warned_accept;
+	bool stopping;
+	uint64_t conns_rejected, bytes_in, bytes_out; /* text/RESP port, for /metrics */
+	uint64_t client_mem; /* sum of every connection's held, against max_client_memory */
+
+	char *rbuf;  /* shared read buffer, SRV_READ_SIZE bytes */
+	char *token; /* from auth_token_file, NUL-terminated; NULL: no auth (ctx.token) */
+};
+
+/* conn.c, for server.c: the listeners' connection callback; close one connection (safe to call
+ * twice); the once-a-second timeouts of every connection; an address as "host:port". */
+void conn_format_addr(const struct sockaddr *sa, char *out, size_t len);
+void conn_close(struct srv_conn *c);
+void conn_on_accept(uv_stream_t *server, int status);
+void conn_sweep(struct srv *s);
+
+#endif /* BLOSSOMD_SERVER_SERVER_IMPL_H */
