@@ -88,12 +88,11 @@ struct wal {
 	uint64_t seg_size; /* its length: where the next write goes */
 
 	/*
-	 * Records not yet covered by an fdatasync, LSN buf_lsn onwards, in buf[head, len):
+	 * Records not yet covered by an fdatasync, oldest first, in buf[head, len):
 	 * [head, wpos) is written to the current segment, [wpos, len) is not.
 	 */
 	uint8_t *buf;
 	size_t cap, head, wpos, len;
-	uint64_t buf_lsn;
 
 	uint64_t next_lsn, written_lsn, synced_lsn, durable_lsn, req_lsn;
 	bool ready; /* replayed: appends accepted */
@@ -181,7 +180,8 @@ static int parse_segment_name(const char *name, uint64_t *lsn)
 	return 0;
 }
 
-static int seg_push(struct wal *w, uint64_t first, uint64_t bytes)
+/* Room for one more segment entry. */
+static int seg_reserve(struct wal *w)
 {
 	if (w->nsegs == w->segcap) {
 		size_t ncap = w->segcap ? w->segcap * 2 : 16;
@@ -191,6 +191,14 @@ static int seg_push(struct wal *w, uint64_t first, uint64_t bytes)
 		w->segs = n;
 		w->segcap = ncap;
 	}
+	return 0;
+}
+
+static int seg_push(struct wal *w, uint64_t first, uint64_t bytes)
+{
+	int err = seg_reserve(w);
+	if (err)
+		return err;
 	w->segs[w->nsegs++] = (struct wal_seg){first, bytes};
 	return 0;
 }
@@ -362,8 +370,16 @@ static void sync_main(void *arg)
 
 static int flush_now(struct wal *w, bool may_rotate);
 
+static void enter_failed(struct wal *w, int err);
+
 static void start_job(struct wal *w, enum wal_job job)
 {
+	/* The new segment's entry must fit when the job succeeds (the file will exist). */
+	int err = seg_reserve(w);
+	if (err) {
+		enter_failed(w, err);
+		return;
+	}
 	w->switching = true;
 	uv_mutex_lock(&w->mu);
 	w->sh.job = job;
@@ -417,7 +433,6 @@ static void drop_synced(struct wal *w)
 		if (get64(p + 8) > w->synced_lsn)
 			break;
 		w->head += WAL_RECORD_OVERHEAD + get32(p);
-		w->buf_lsn = get64(p + 8) + 1;
 	}
 	if (w->head == w->len) {
 		w->head = w->wpos = w->len = 0;
@@ -464,11 +479,8 @@ static void job_finished(struct wal *w, enum wal_job job, int err, int fd, uint6
 		cur->bytes = 0;
 	} else {
 		cur->bytes = old_bytes;
-		if (seg_push(w, first, 0) != 0) {
-			/* Only the byte count is lost; the file is there. */
-			w->segs[w->nsegs - 1].first = first;
-			w->segs[w->nsegs - 1].bytes = 0;
-		}
+		/* Cannot fail: start_job() reserved the room. */
+		w->segs[w->nsegs++] = (struct wal_seg){first, 0};
 	}
 	w->fd = fd;
 	w->seg_size = 0;
@@ -540,7 +552,7 @@ static int flush_now(struct wal *w, bool may_rotate)
 		return 0;
 	if (may_rotate && w->seg_size >= w->segment_bytes) {
 		start_job(w, JOB_ROTATE);
-		return 0;
+		return w->failed ? w->error : 0;
 	}
 	const uint8_t *p = w->buf + w->wpos;
 	uint64_t off = w->seg_size;
@@ -634,8 +646,6 @@ int wal_append(struct wal *w, unsigned type, const void *payload, size_t len, ui
 	if (len)
 		memcpy(p + WAL_HEADER_BYTES, payload, len);
 	put64(p + WAL_HEADER_BYTES + len, XXH3_64bits(p, WAL_HEADER_BYTES + len));
-	if (w->len == w->head)
-		w->buf_lsn = w->next_lsn;
 	w->len += need;
 	w->appended++;
 	if (lsn)
@@ -783,7 +793,8 @@ static int list_segments(struct wal *w, char *why, size_t whylen)
 		err = -errno;
 		set_why(why, whylen, "readdir %s: %s", w->dir, strerror(-err));
 	}
-	qsort(w->segs, w->nsegs, sizeof(*w->segs), seg_cmp);
+	if (w->nsegs > 1)
+		qsort(w->segs, w->nsegs, sizeof(*w->segs), seg_cmp);
 out:
 	closedir(d);
 	return err;
@@ -941,9 +952,7 @@ static int reader_need(struct reader *r, uint64_t off, size_t n, const uint8_t *
 	r->boff = off;
 	r->blen = keep;
 	if (n > r->cap) {
-		size_t ncap = r->cap;
-		while (ncap < n)
-			ncap *= 2;
+		size_t ncap = r->cap * 2 > n ? r->cap * 2 : n;
 		uint8_t *nb = realloc(r->buf, ncap);
 		if (!nb)
 			return -ENOMEM;
@@ -1287,7 +1296,6 @@ int wal_replay(struct wal *w, uint64_t from_lsn, bool truncate_corrupt, wal_repl
 	free(r.buf);
 	w->next_lsn = expected;
 	w->written_lsn = w->synced_lsn = w->durable_lsn = w->req_lsn = expected - 1;
-	w->buf_lsn = expected;
 	uv_mutex_lock(&w->mu);
 	w->sh.fd = w->fd;
 	w->sh.written = w->sh.synced = expected - 1;

@@ -959,6 +959,45 @@ START_TEST(release_deletes_exactly_covered_segments)
 }
 END_TEST
 
+static uint64_t big_sum;
+static unsigned big_n;
+
+static int hash_records(void *arg, uint64_t lsn, unsigned type, const void *p, size_t len)
+{
+	(void)arg, (void)type;
+	big_sum ^= XXH3_64bits(p, len) + lsn;
+	big_n++;
+	return 0;
+}
+
+START_TEST(records_longer_than_the_read_chunk)
+{
+	struct wal *w = open_ok(WAL_FSYNC_ALWAYS, 0);
+	size_t sizes[] = {10, 5u << 20, 3, 9u << 20, 1};
+	uint64_t want = 0;
+	uint8_t *p = malloc(9u << 20);
+	for (unsigned i = 0; i < 5; i++) {
+		for (size_t k = 0; k < sizes[i]; k++)
+			p[k] = (uint8_t)(k * 7 + i);
+		uint64_t lsn;
+		ck_assert_int_eq(wal_append(w, 9, p, sizes[i], &lsn), 0);
+		want ^= XXH3_64bits(p, sizes[i]) + lsn;
+	}
+	free(p);
+	ck_assert_int_eq(wal_flush(w), 0);
+	RUN_UNTIL(wal_durable_lsn(w) == 5, 5000);
+	ck_assert_int_eq(close_wal(w), 0);
+	struct wal_options o = opts(WAL_FSYNC_ALWAYS, 0);
+	ck_assert_int_eq(wal_open(&o, &w, why, sizeof(why)), 0);
+	big_sum = 0;
+	big_n = 0;
+	ck_assert_int_eq(wal_replay(w, 0, false, hash_records, NULL, &rst, why, sizeof(why)), 0);
+	ck_assert_uint_eq(big_n, 5);
+	ck_assert_uint_eq(big_sum, want);
+	ck_assert_int_eq(close_wal(w), 0);
+}
+END_TEST
+
 static int stop_at_3(void *arg, uint64_t lsn, unsigned type, const void *p, size_t len)
 {
 	(void)arg, (void)type, (void)p, (void)len;
@@ -1043,6 +1082,7 @@ static Suite *wal_suite(void)
 	tcase_add_test(tc, eio_on_fdatasync_everysec);
 	tcase_add_test(tc, failed_rotation_recovers);
 	tcase_add_test(tc, release_deletes_exactly_covered_segments);
+	tcase_add_test(tc, records_longer_than_the_read_chunk);
 	tcase_add_test(tc, api_edges);
 	suite_add_tcase(s, tc);
 	return s;
