@@ -165,13 +165,9 @@ int main(int argc, char **argv)
 		}
 	}
 	wal_flush(w);
-	uint64_t bytes = wal_bytes(w), segs = wal_segments(w);
 	close_log(&loop, w);
 	double write_s = (double)(uv_hrtime() - t0) / 1e9;
-	printf("wrote %" PRIu64 " records of %u keys: %.1f MB in %" PRIu64
-	       " segments, %.1f bytes per key, %.2f s (appends, writes, rotations)\n",
-	       records, keys, (double)bytes / 1e6, segs, (double)bytes / ((double)records * keys),
-	       write_s);
+	uint64_t bytes = 0, segs = 0;
 
 	double *secs = calloc(reps, sizeof(double));
 	for (unsigned r = 0; r < reps; r++) {
@@ -183,8 +179,14 @@ int main(int argc, char **argv)
 				st.records, s.keys);
 			return 1;
 		}
+		bytes = st.bytes;
+		segs = st.segments_read;
 		close_log(&loop, w);
 	}
+	printf("wrote %" PRIu64 " records of %u keys: %.1f MB in %" PRIu64
+	       " segments, %.1f bytes per key, %.2f s (appends, writes, rotations)\n",
+	       records, keys, (double)bytes / 1e6, segs, (double)bytes / ((double)records * keys),
+	       write_s);
 	qsort(secs, reps, sizeof(double), cmp_double);
 	double med = secs[reps / 2];
 	printf("replay (median of %u, page cache warm): %.3f s = %.2f M records/s, %.1f M keys/s, "
