@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * bench/core: the core filter against Debian's libbloom, on the same keys, in the same run.
  *
@@ -30,8 +31,8 @@
 #include <string.h>
 #include <time.h>
 
-#include "bf_filter.h"
-#include "bf_layer_impl.h"
+#include "core/bf_filter.h"
+#include "core/bf_layer_impl.h"
 
 #define KEY_BYTES 16
 #define MAX_SIZES 16
@@ -40,7 +41,7 @@
 #define TARGET_BITS_PER_KEY 10.6
 #define TARGET_CHECK_RATIO  4.0
 #define TARGET_BATCH_RATIO  8.0
-#define TARGET_P            0.01
+#define TARGET_P	    0.01
 
 struct key {
 	uint64_t w[2];
@@ -109,7 +110,7 @@ static struct span stamp_since(const struct stamp *a)
 {
 	struct stamp b;
 	stamp_now(&b);
-	return (struct span){ ts_ns(b.wall) - ts_ns(a->wall), ts_ns(b.cpu) - ts_ns(a->cpu) };
+	return (struct span){ts_ns(b.wall) - ts_ns(a->wall), ts_ns(b.cpu) - ts_ns(a->cpu)};
 }
 
 /* Totals over every timed loop, for the CPU/wall sanity figure. */
@@ -195,15 +196,16 @@ static uint64_t bd_check_batch(struct bf_filter *f, const void *const *ptrs, con
 
 static void usage(FILE *to)
 {
-	fprintf(to,
-		"usage: bench/core [--n N ...] [--p P] [--probes M] [--batch B] [--reps R] [--seed S]\n"
-		"  --n N       keys inserted; repeat or comma-separate for several sizes\n"
-		"              (default 10M and 100M; suffixes k, M, G are powers of 1000)\n"
-		"  --p P       target false-positive rate (default 0.01)\n"
-		"  --probes M  present and absent keys checked per loop (default 10M)\n"
-		"  --batch B   keys per bf_filter_check_batch call (default 1024)\n"
-		"  --reps R    repetitions of every timed loop, median reported (default 3)\n"
-		"  --seed S    seed of the key streams and of the filter (default 1)\n");
+	fprintf(
+	    to,
+	    "usage: bench/core [--n N ...] [--p P] [--probes M] [--batch B] [--reps R] [--seed S]\n"
+	    "  --n N       keys inserted; repeat or comma-separate for several sizes\n"
+	    "              (default 10M and 100M; suffixes k, M, G are powers of 1000)\n"
+	    "  --p P       target false-positive rate (default 0.01)\n"
+	    "  --probes M  present and absent keys checked per loop (default 10M)\n"
+	    "  --batch B   keys per bf_filter_check_batch call (default 1024)\n"
+	    "  --reps R    repetitions of every timed loop, median reported (default 3)\n"
+	    "  --seed S    seed of the key streams and of the filter (default 1)\n");
 }
 
 static bool parse_count(const char *s, uint64_t *out)
@@ -214,10 +216,23 @@ static bool parse_count(const char *s, uint64_t *out)
 	if (errno || end == s)
 		return false;
 	switch (*end) {
-	case 'k': case 'K': v *= 1e3; end++; break;
-	case 'm': case 'M': v *= 1e6; end++; break;
-	case 'g': case 'G': v *= 1e9; end++; break;
-	default: break;
+	case 'k':
+	case 'K':
+		v *= 1e3;
+		end++;
+		break;
+	case 'm':
+	case 'M':
+		v *= 1e6;
+		end++;
+		break;
+	case 'g':
+	case 'G':
+		v *= 1e9;
+		end++;
+		break;
+	default:
+		break;
 	}
 	if (*end || !(v >= 1) || v > 1e15 || v != floor(v))
 		return false;
@@ -227,7 +242,7 @@ static bool parse_count(const char *s, uint64_t *out)
 
 static int parse_opts(int argc, char **argv, struct opts *o)
 {
-	*o = (struct opts){ .p = 0.01, .probes = 10000000, .batch = 1024, .reps = 3, .seed = 1 };
+	*o = (struct opts){.p = 0.01, .probes = 10000000, .batch = 1024, .reps = 3, .seed = 1};
 
 	for (int i = 1; i < argc; i++) {
 		const char *a = argv[i];
@@ -244,7 +259,8 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 		if (!strcmp(a, "--n")) {
 			char buf[256];
 			snprintf(buf, sizeof(buf), "%s", v);
-			for (char *save, *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+			for (char *save, *t = strtok_r(buf, ",", &save); t;
+			     t = strtok_r(NULL, ",", &save)) {
 				if (o->nsizes == MAX_SIZES || !parse_count(t, &c)) {
 					fprintf(stderr, "bench/core: bad --n %s\n", t);
 					return -1;
@@ -298,7 +314,8 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 	for (unsigned i = 0; i < o->nsizes; i++) {
 		if (o->n[i] < 1000 || (double)o->n[i] * bpe >= (double)INT_MAX) {
 			fprintf(stderr,
-				"bench/core: N = %" PRIu64 " is outside what libbloom can hold at p = %g "
+				"bench/core: N = %" PRIu64
+				" is outside what libbloom can hold at p = %g "
 				"(1000 <= N, N * %.2f bits < 2^31)\n",
 				o->n[i], o->p, bpe);
 			return -1;
@@ -312,9 +329,9 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 struct side {
 	double bits_per_key, mib;
 	unsigned k;
-	uint64_t added;    /* inserts that answered "new" */
-	uint64_t fp;       /* absent probes answered "maybe present" (single check) */
-	uint64_t fn;       /* present probes answered "absent" */
+	uint64_t added; /* inserts that answered "new" */
+	uint64_t fp;	/* absent probes answered "maybe present" (single check) */
+	uint64_t fn;	/* present probes answered "absent" */
 	double ins, chk_present, chk_absent, bat_present, bat_absent; /* ns per key */
 	uint64_t checksum; /* hits summed over every timed loop */
 };
@@ -351,10 +368,13 @@ static int run_size(const struct opts *o, uint64_t n, const struct key *keys,
 		absent_ptrs[i] = &absent[i];
 	}
 
-	struct bf_params params = { .capacity = n, .error_rate = o->p, .type = BF_TYPE_BLOOM,
-				    .expansion = 0, .persist = false };
+	struct bf_params params = {.capacity = n,
+				   .error_rate = o->p,
+				   .type = BF_TYPE_BLOOM,
+				   .expansion = 0,
+				   .persist = false};
 	struct bf_filter *f = NULL;
-	struct bloom b = { 0 };
+	struct bloom b = {0};
 	struct stamp t;
 	double bi[100], li[100];
 
@@ -493,7 +513,8 @@ static void print_table(const struct opts *o, const struct result *r)
 	char a[64], b[64];
 
 	printf("\nN = %" PRIu64 " keys, p = %g, M = %" PRIu64 " present + %" PRIu64
-	       " absent probes\n", r->n, o->p, m, m);
+	       " absent probes\n",
+	       r->n, o->p, m, m);
 	printf("  %-30s %12s %12s %10s\n", "", "blossomd", "libbloom", "lb/bd");
 	printf("  %-30s %12.2f %12.2f\n", "bits per key", r->bd.bits_per_key, r->lb.bits_per_key);
 	printf("  %-30s %12.1f %12.1f\n", "memory (MiB)", r->bd.mib, r->lb.mib);
@@ -501,8 +522,10 @@ static void print_table(const struct opts *o, const struct result *r)
 	snprintf(a, sizeof(a), "%.4f%%", 100.0 * (double)r->bd.fp / (double)m);
 	snprintf(b, sizeof(b), "%.4f%%", 100.0 * (double)r->lb.fp / (double)m);
 	printf("  %-30s %12s %12s\n", "measured FPR", a, b);
-	printf("  %-30s %12" PRIu64 " %12" PRIu64 "\n", "  false positives / M", r->bd.fp, r->lb.fp);
-	printf("  %-30s %12" PRIu64 " %12" PRIu64 "\n", "  false negatives / M", r->bd.fn, r->lb.fn);
+	printf("  %-30s %12" PRIu64 " %12" PRIu64 "\n", "  false positives / M", r->bd.fp,
+	       r->lb.fp);
+	printf("  %-30s %12" PRIu64 " %12" PRIu64 "\n", "  false negatives / M", r->bd.fn,
+	       r->lb.fn);
 	row_ns("insert (ns/key)", r->bd.ins, r->lb.ins);
 	row_ns("check present (ns)", r->bd.chk_present, r->lb.chk_present);
 	row_ns("check absent (ns)", r->bd.chk_absent, r->lb.chk_absent);
@@ -512,15 +535,16 @@ static void print_table(const struct opts *o, const struct result *r)
 	row_ns("batched absent (ns)", r->bd.bat_absent, r->lb.bat_absent);
 	row_ns("batched 50/50 (ns)", mix(r->bd.bat_present, r->bd.bat_absent),
 	       mix(r->lb.bat_present, r->lb.bat_absent));
-	printf("  %-30s %12" PRIu64 " %12" PRIu64 "\n", "checksum (hits, all loops)", r->bd.checksum,
-	       r->lb.checksum);
+	printf("  %-30s %12" PRIu64 " %12" PRIu64 "\n", "checksum (hits, all loops)",
+	       r->bd.checksum, r->lb.checksum);
 	if (!r->consistent)
 		printf("  ERROR: inconsistent results (false negatives, or batched != single)\n");
 }
 
 static void print_targets(const struct opts *o, const struct result *res, unsigned nres)
 {
-	printf("\nTargets (check figures are the 50/50 mix; libbloom batched = its single check):\n");
+	printf(
+	    "\nTargets (check figures are the 50/50 mix; libbloom batched = its single check):\n");
 	for (unsigned i = 0; i < nres; i++) {
 		const struct result *r = &res[i];
 		double bound = fp_bound(o->probes, o->p);
@@ -535,7 +559,8 @@ static void print_targets(const struct opts *o, const struct result *res, unsign
 			       r->bd.bits_per_key, TARGET_BITS_PER_KEY);
 		else
 			printf("  [ -- ] N=%-10" PRIu64 " bits per key      %8.2f (target defined "
-			       "for p = 0.01 only)\n", r->n, r->bd.bits_per_key);
+			       "for p = 0.01 only)\n",
+			       r->n, r->bd.bits_per_key);
 		printf("  [%s] N=%-10" PRIu64 " false positives   %8" PRIu64
 		       " <= %.0f  (M*p + 3*sqrt(M*p*(1-p)); FPR %.4f%%)\n",
 		       (double)r->bd.fp <= bound ? "PASS" : "MISS", r->n, r->bd.fp, floor(bound),
@@ -583,7 +608,8 @@ int main(int argc, char **argv)
 	       bloom_version(), KEY_BYTES);
 	printf("cpu: %s; blossomd kernel: %s\n", cpu, bf_layer_have_avx2() ? "avx2" : "scalar");
 	printf("p = %g; M = %" PRIu64 " probes per loop; batch = %zu; reps = %u (median); "
-	       "times are wall clock, ns per key\n", o.p, m, o.batch, o.reps);
+	       "times are wall clock, ns per key\n",
+	       o.p, m, o.batch, o.reps);
 	printf("present = M added keys sampled at random (not insert order); absent = M never-added"
 	       " keys; 50/50 = mean of the two\n");
 	fflush(stdout);
@@ -607,8 +633,8 @@ int main(int argc, char **argv)
 
 	bool consistent = true;
 	for (unsigned i = 0; i < o.nsizes; i++) {
-		if (run_size(&o, o.n[i], keys, absent, present, present_ptrs, absent_ptrs, lens, out,
-			     &res[i]))
+		if (run_size(&o, o.n[i], keys, absent, present, present_ptrs, absent_ptrs, lens,
+			     out, &res[i]))
 			return 1;
 		print_table(&o, &res[i]);
 		fflush(stdout);

@@ -16,8 +16,8 @@
  * With -C, "create FILTER capacity=CAPACITY prob=0.01" is sent first (Done or Exists is fine).
  *
  * Prints one line:
- *   mode=s keys=1000000 commands=1000000 seconds=0.812 commands/s=1231527 keys/s=1231527 yes=... no=...
- * Exit status 0, or 1 on a connection error or a reply that is not Yes/No per key.
+ *   mode=s keys=1000000 commands=1000000 seconds=0.812 commands/s=1231527 keys/s=1231527 yes=...
+ * no=... Exit status 0, or 1 on a connection error or a reply that is not Yes/No per key.
  */
 #include <errno.h>
 #include <getopt.h>
@@ -100,7 +100,8 @@ struct reader {
 static char *read_line(struct reader *r, size_t *len)
 {
 	for (;;) {
-		char *nl = r->end > r->start ? memchr(r->buf + r->start, '\n', r->end - r->start) : NULL;
+		char *nl =
+		    r->end > r->start ? memchr(r->buf + r->start, '\n', r->end - r->start) : NULL;
 		if (nl) {
 			char *line = r->buf + r->start;
 			*len = (size_t)(nl - line);
@@ -143,8 +144,8 @@ static char *put_u64(char *p, uint64_t v)
 }
 
 /* Fill b with up to `lines` commands starting at key *next (< end). */
-static void build_batch(struct batch *b, char mode, const char *filter, size_t flen,
-			uint64_t *next, uint64_t end, uint64_t lines, unsigned per_line)
+static void build_batch(struct batch *b, char mode, const char *filter, size_t flen, uint64_t *next,
+			uint64_t end, uint64_t lines, unsigned per_line)
 {
 	char *p = b->buf;
 
@@ -177,7 +178,8 @@ static void read_batch(struct reader *r, const struct batch *b, unsigned per_lin
 			if (e - p >= 3 && memcmp(p, "Yes", 3) == 0 && (p + 3 == e || p[3] == ' ')) {
 				++*yes;
 				p += 3;
-			} else if (e - p >= 2 && memcmp(p, "No", 2) == 0 && (p + 2 == e || p[2] == ' ')) {
+			} else if (e - p >= 2 && memcmp(p, "No", 2) == 0 &&
+				   (p + 2 == e || p[2] == ' ')) {
 				++*no;
 				p += 2;
 			} else {

@@ -12,7 +12,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "bf_model.h"
+#include "core/bf_model.h"
 
 static double now_us(void)
 {

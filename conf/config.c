@@ -8,7 +8,7 @@
 #define _GNU_SOURCE /* GNU strerror_r, fopen "e" */
 #endif
 
-#include "config.h"
+#include "conf/config.h"
 
 #include <arpa/inet.h>
 #include <errno.h>

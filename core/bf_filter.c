@@ -1,5 +1,6 @@
-#include "bf_filter.h"
-#include "bf_kernels.h"
+/* SPDX-License-Identifier: MIT */
+#include "core/bf_filter.h"
+#include "core/bf_kernels.h"
 
 #include <errno.h>
 #include <math.h>
@@ -173,7 +174,7 @@ static inline struct bf_hash hash_and_prefetch(const struct bf_filter *f, const 
 #define PATH(name)   name##_scalar
 #define PATH_ATTR    /* none */
 #define KERNEL_CHECK bf_kernel_check_scalar
-#include "bf_filter_paths.h"
+#include "core/bf_filter_paths.h"
 #undef PATH
 #undef PATH_ATTR
 #undef KERNEL_CHECK
@@ -182,14 +183,14 @@ static inline struct bf_hash hash_and_prefetch(const struct bf_filter *f, const 
 #define PATH(name)   name##_avx2
 #define PATH_ATTR    __attribute__((target("avx2")))
 #define KERNEL_CHECK bf_kernel_check_avx2
-#include "bf_filter_paths.h"
+#include "core/bf_filter_paths.h"
 #undef PATH
 #undef PATH_ATTR
 #undef KERNEL_CHECK
 #define USE_AVX2() BF_HAVE_AVX2()
 #else
-#define USE_AVX2()                   0
-#define check_key_avx2(f, key, len)  check_key_scalar(f, key, len)
+#define USE_AVX2()			0
+#define check_key_avx2(f, key, len)	check_key_scalar(f, key, len)
 #define check_batch_avx2(f, n, k, l, o) check_batch_scalar(f, n, k, l, o)
 #endif
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * A filter: a chain of layers that grows when full (scalable), or a single layer that refuses
  * new keys when full (non-scaling). Plain or counting. Not thread-safe: one owner at a time.
@@ -9,10 +10,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "bf_layer.h"
+#include "core/bf_layer.h"
 
-#define BF_MAX_LAYERS    32
-#define BF_NAME_MAX      200
+#define BF_MAX_LAYERS	 32
+#define BF_NAME_MAX	 200
 #define BF_MAX_EXPANSION 1024
 
 /*
@@ -34,7 +35,7 @@ struct bf_params {
 	double error_rate; /* promised rate of the whole chain at capacity, 0 < p < 1 */
 	enum bf_type type;
 	uint32_t expansion; /* growth factor of each new layer; 0 = non-scaling (fixed size) */
-	bool persist;       /* false: memory only, never snapshotted */
+	bool persist;	    /* false: memory only, never snapshotted */
 };
 
 /* Shared accounting of the bytes all filters hold against a limit (0 = no limit). */
@@ -65,11 +66,11 @@ struct bf_filter {
 	size_t name_len;
 	struct bf_params params;
 	uint64_t seed;
-	uint64_t id;  /* names the filter in log records; given by the registry, kept by snapshots */
-	uint64_t lsn; /* log sequence number of the last logged change to it (0: none) */
-	uint64_t items; /* adds that changed the filter (every add, if counting), minus deletes;
-			 * always the sum of the layers' items */
-	uint64_t bytes; /* sum of layer sizes (the bits; see bf_filter_cost for the memory) */
+	uint64_t id; /* names the filter in log records; given by the registry, kept by snapshots */
+	uint64_t lsn;	  /* log sequence number of the last logged change to it (0: none) */
+	uint64_t items;	  /* adds that changed the filter (every add, if counting), minus deletes;
+			   * always the sum of the layers' items */
+	uint64_t bytes;	  /* sum of layer sizes (the bits; see bf_filter_cost for the memory) */
 	uint64_t changes; /* bumped by every mutation, for snapshot scheduling */
 	struct bf_stats stats;
 	struct bf_budget *budget; /* may be NULL: no accounting */

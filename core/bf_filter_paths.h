@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Template of the filter's lookup paths, included twice by bf_filter.c: once for the scalar
  * kernels and once compiled for AVX2, so each path inlines its kernel and the hash into one
@@ -25,7 +26,7 @@ PATH_ATTR static inline bool PATH(chain_check)(const struct bf_filter *f, struct
 
 /* Out of line, so the chain walk's registers do not weigh on check_key's fast path. */
 PATH_ATTR static __attribute__((noinline)) bool PATH(chain_check_cold)(const struct bf_filter *f,
-								   struct bf_hash h)
+								       struct bf_hash h)
 {
 	return PATH(chain_check)(f, h);
 }
@@ -40,7 +41,7 @@ PATH_ATTR static __attribute__((noinline)) bool PATH(chain_check_cold)(const str
  * branch is inlined (bf_hash_key): about 125 instructions per lookup instead of 190.
  */
 PATH_ATTR static __attribute__((noinline)) int PATH(check_key)(struct bf_filter *f, const void *key,
-								size_t len)
+							       size_t len)
 {
 	struct bf_hash h = bf_hash_key(key, len, f->seed);
 	const struct bf_layer *l = &f->layers[0];

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* One XXH3-128 call per key: the high half picks the block, the low half the bits inside it. */
 #ifndef BF_HASH_H
 #define BF_HASH_H
@@ -25,7 +26,7 @@ static inline struct bf_hash bf_hash_key(const void *key, size_t len, uint64_t s
 {
 	XXH128_hash_t h = len <= 16 ? XXH3_len_0to16_128b(len ? key : "", len, XXH3_kSecret, seed)
 				    : XXH3_128bits_withSeed(key, len, seed);
-	return (struct bf_hash){ .lo = h.low64, .hi = h.high64 };
+	return (struct bf_hash){.lo = h.low64, .hi = h.high64};
 }
 
 #endif

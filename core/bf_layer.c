@@ -1,12 +1,12 @@
-#include "bf_kernels.h"
-#include "bf_layer_impl.h"
-#include "bf_model.h"
+/* SPDX-License-Identifier: MIT */
+#include "core/bf_kernels.h"
+#include "core/bf_layer_impl.h"
+#include "core/bf_model.h"
 
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
-
 
 /* Layers at least this large come from mmap: page-aligned, zero pages until first written. */
 #define MMAP_THRESHOLD (2u << 20)
@@ -80,13 +80,13 @@ int bf_layer_alloc(struct bf_layer *l, bool counting, uint64_t nblocks, unsigned
 	}
 
 	*l = (struct bf_layer){
-		.blocks = mem,
-		.nblocks = nblocks,
-		.capacity = capacity,
-		.error_rate = error_rate,
-		.b = (uint8_t)b,
-		.counting = counting,
-		.mapped = mapped,
+	    .blocks = mem,
+	    .nblocks = nblocks,
+	    .capacity = capacity,
+	    .error_rate = error_rate,
+	    .b = (uint8_t)b,
+	    .counting = counting,
+	    .mapped = mapped,
 	};
 	return 0;
 }
@@ -126,8 +126,7 @@ bool bf_layer_add_scalar(struct bf_layer *l, struct bf_hash h)
 }
 
 #if defined(__x86_64__)
-__attribute__((target("avx2"))) bool bf_layer_check_avx2(const struct bf_layer *l,
-							 struct bf_hash h)
+__attribute__((target("avx2"))) bool bf_layer_check_avx2(const struct bf_layer *l, struct bf_hash h)
 {
 	return bf_kernel_check_avx2(l, h);
 }

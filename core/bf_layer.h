@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * One layer: a cache-line-blocked Bloom filter (sectorized, 8 x 64-bit words per 64-byte block,
  * b bits per word, k = 8b), or its counting variant (the same 64-byte blocks holding 8 words of
@@ -10,7 +11,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "bf_hash.h"
+#include "core/bf_hash.h"
 
 #define BF_BLOCK_BYTES 64
 #define BF_BLOCK_WORDS 8
@@ -19,12 +20,12 @@
 #define BF_LAYER_MAX_BLOCKS (UINT64_C(1) << 34)
 
 struct bf_layer {
-	uint64_t *blocks;  /* nblocks * 8 words, 64-byte aligned, zeroed at init */
+	uint64_t *blocks; /* nblocks * 8 words, 64-byte aligned, zeroed at init */
 	uint64_t nblocks;
 	uint64_t capacity; /* keys this layer is sized for */
-	uint64_t items;    /* keys added to this layer (adds that reported "new") */
+	uint64_t items;	   /* keys added to this layer (adds that reported "new") */
 	double error_rate; /* this layer's target at capacity */
-	uint8_t b;         /* positions per word */
+	uint8_t b;	   /* positions per word */
 	bool counting;
 	bool mapped; /* blocks come from mmap (large layers) rather than the heap */
 };

@@ -1,8 +1,9 @@
+/* SPDX-License-Identifier: MIT */
 /* Internal: the per-ISA kernels of the plain layer, exposed so tests can prove they agree. */
 #ifndef BF_LAYER_IMPL_H
 #define BF_LAYER_IMPL_H
 
-#include "bf_layer.h"
+#include "core/bf_layer.h"
 
 bool bf_layer_check_scalar(const struct bf_layer *l, struct bf_hash h);
 bool bf_layer_add_scalar(struct bf_layer *l, struct bf_hash h);

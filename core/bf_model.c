@@ -1,4 +1,5 @@
-#include "bf_model.h"
+/* SPDX-License-Identifier: MIT */
+#include "core/bf_model.h"
 
 #include <errno.h>
 #include <math.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The sizing model: exact false-positive rate of a cache-line-blocked Bloom filter from the
  * Poisson distribution of block loads, and the smallest layer that meets a target rate.
@@ -19,9 +20,9 @@ struct bf_geometry {
 	unsigned slots; /* slots per word */
 };
 
-#define BF_GEOMETRY_SECTOR512 ((struct bf_geometry){ .words = 8, .slots = 64 })
-#define BF_GEOMETRY_COUNT512  ((struct bf_geometry){ .words = 8, .slots = 16 })
-#define BF_GEOMETRY_SPLIT256  ((struct bf_geometry){ .words = 8, .slots = 32 })
+#define BF_GEOMETRY_SECTOR512 ((struct bf_geometry){.words = 8, .slots = 64})
+#define BF_GEOMETRY_COUNT512  ((struct bf_geometry){.words = 8, .slots = 16})
+#define BF_GEOMETRY_SPLIT256  ((struct bf_geometry){.words = 8, .slots = 32})
 
 /* Largest b the model and the layers support. */
 #define BF_MODEL_MAX_B 8

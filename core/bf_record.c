@@ -1,14 +1,14 @@
 /* SPDX-License-Identifier: MIT */
 /* Log record payloads; see bf_record.h for the layouts. */
-#include "bf_record.h"
+#include "core/bf_record.h"
 
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "bf_registry.h"
-#include "bf_snapshot.h"
+#include "core/bf_registry.h"
+#include "core/bf_snapshot.h"
 
 #if __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
 #error "the log's records are little-endian"
@@ -57,7 +57,7 @@ void bf_record_put_hash(struct bf_hash h, unsigned char *buf)
 
 struct bf_hash bf_record_get_hash(const unsigned char *p)
 {
-	return (struct bf_hash){ .lo = get64(p), .hi = get64(p + 8) };
+	return (struct bf_hash){.lo = get64(p), .hi = get64(p + 8)};
 }
 
 int bf_record_read_create(const unsigned char *p, size_t len, struct bf_record_create *out)
@@ -101,8 +101,8 @@ int bf_record_read_id(const unsigned char *p, size_t len, uint64_t *id)
 	return 0;
 }
 
-int bf_record_read_blob(const unsigned char *p, size_t len, int type, uint64_t *id,
-			uint64_t *off, const unsigned char **data, size_t *dlen)
+int bf_record_read_blob(const unsigned char *p, size_t len, int type, uint64_t *id, uint64_t *off,
+			const unsigned char **data, size_t *dlen)
 {
 	size_t head = type == BF_REC_BODY ? 16 : 8;
 
@@ -337,7 +337,8 @@ int bf_replay_apply(struct bf_replay *rp, uint64_t lsn, int type, const unsigned
 		for (size_t i = 0; i < n; i++) {
 			int rc = bf_filter_add_hash(f, bf_record_get_hash(data + 16 * i));
 			if (rc < 0)
-				return rc == -ENOMEM ? rc : bad(why, whylen, "ADD cannot be applied");
+				return rc == -ENOMEM ? rc
+						     : bad(why, whylen, "ADD cannot be applied");
 		}
 		rp->st.keys += n;
 		break;

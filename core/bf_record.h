@@ -23,8 +23,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "bf_filter.h"
-#include "bf_registry.h"
+#include "core/bf_filter.h"
+#include "core/bf_registry.h"
 
 enum bf_record_type {
 	BF_REC_CREATE = 1,
@@ -70,8 +70,8 @@ int bf_record_read_create(const unsigned char *p, size_t len, struct bf_record_c
 int bf_record_read_keys(const unsigned char *p, size_t len, uint64_t *id,
 			const unsigned char **hashes, size_t *n);
 int bf_record_read_id(const unsigned char *p, size_t len, uint64_t *id);
-int bf_record_read_blob(const unsigned char *p, size_t len, int type, uint64_t *id,
-			uint64_t *off, const unsigned char **data, size_t *dlen);
+int bf_record_read_blob(const unsigned char *p, size_t len, int type, uint64_t *id, uint64_t *off,
+			const unsigned char **data, size_t *dlen);
 struct bf_hash bf_record_get_hash(const unsigned char *p);
 
 /*

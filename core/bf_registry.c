@@ -1,4 +1,5 @@
-#include "bf_registry.h"
+/* SPDX-License-Identifier: MIT */
+#include "core/bf_registry.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -74,8 +75,7 @@ void bf_registry_free(struct bf_registry *r)
 	free(r);
 }
 
-static struct entry **find(const struct bf_registry *r, const char *name, size_t len,
-			   uint64_t hash)
+static struct entry **find(const struct bf_registry *r, const char *name, size_t len, uint64_t hash)
 {
 	struct entry **pp = &r->buckets[hash & (r->nbuckets - 1)];
 
@@ -228,7 +228,8 @@ int bf_registry_list(const struct bf_registry *r, const char *prefix, size_t ple
 	for (size_t i = 0; i < r->nbuckets; i++) {
 		for (struct entry *e = r->buckets[i]; e; e = e->next) {
 			const struct bf_filter *f = e->filter;
-			if (plen == 0 || (f->name_len >= plen && memcmp(f->name, prefix, plen) == 0))
+			if (plen == 0 ||
+			    (f->name_len >= plen && memcmp(f->name, prefix, plen) == 0))
 				list[k++] = e->filter;
 		}
 	}

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The registry of named filters, with the memory budget they share. Names are 1..200 bytes of
  * printable non-space characters (bytes 0x21-0x7e and >= 0x80 for UTF-8).
@@ -9,7 +10,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "bf_filter.h"
+#include "core/bf_filter.h"
 
 struct bf_registry;
 
@@ -23,9 +24,10 @@ int bf_registry_new(uint64_t max_memory, struct bf_registry **out);
 void bf_registry_free(struct bf_registry *r);
 
 /*
- * Create a filter, with the next unused id. Returns 0 with *out (may be NULL) set to it; -EINVAL for a bad name or
- * bad params; -EEXIST if the name is taken (*out, if given, is set to the existing filter);
- * -ENOMEM if it would pass max_memory or allocation failed. On error nothing changes.
+ * Create a filter, with the next unused id. Returns 0 with *out (may be NULL) set to it; -EINVAL
+ * for a bad name or bad params; -EEXIST if the name is taken (*out, if given, is set to the
+ * existing filter); -ENOMEM if it would pass max_memory or allocation failed. On error nothing
+ * changes.
  */
 int bf_registry_create(struct bf_registry *r, const char *name, size_t len,
 		       const struct bf_params *p, uint64_t seed, struct bf_filter **out);
@@ -33,8 +35,9 @@ int bf_registry_create(struct bf_registry *r, const char *name, size_t len,
 /*
  * Insert a filter built elsewhere without a budget (e.g. loaded from a snapshot); its cost is
  * then charged to the registry's budget. It keeps a non-zero id (a checkpoint's, which the log
- * names; later new filters get higher ids) and gets a new one if its id is 0. Returns 0, -EINVAL (bad name, or f already has a
- * budget), -EEXIST, -ENOMEM. On success the registry owns f; on error the caller still does.
+ * names; later new filters get higher ids) and gets a new one if its id is 0. Returns 0, -EINVAL
+ * (bad name, or f already has a budget), -EEXIST, -ENOMEM. On success the registry owns f; on error
+ * the caller still does.
  */
 int bf_registry_adopt(struct bf_registry *r, const char *name, size_t len, struct bf_filter *f);
 

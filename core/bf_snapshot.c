@@ -1,4 +1,5 @@
-#include "bf_snapshot.h"
+/* SPDX-License-Identifier: MIT */
+#include "core/bf_snapshot.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -10,8 +11,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "bf_model.h"
-#include "bf_registry.h"
+#include "core/bf_model.h"
+#include "core/bf_registry.h"
 
 #if __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
 #error "the snapshot format and the block words are little-endian"
@@ -304,19 +305,21 @@ static int check_header(const unsigned char *h, struct bf_params *p, char *why, 
 	if (get64(h, sum_off) != XXH3_64bits(h, sum_off))
 		return reason(why, whylen, -EINVAL, "header checksum mismatch");
 	if (get32(h, OFF_HEADER_LEN) != BF_SNAPSHOT_HEADER_LEN)
-		return reason(why, whylen, -EINVAL, "bad header length %u", get32(h, OFF_HEADER_LEN));
+		return reason(why, whylen, -EINVAL, "bad header length %u",
+			      get32(h, OFF_HEADER_LEN));
 	/* The checksum covers the fields; the padding after it must be what the writer wrote. */
 	for (size_t i = sum_off + 8; i < BF_SNAPSHOT_HEADER_LEN; i++)
 		if (h[i])
-			return reason(why, whylen, -EINVAL, "header padding not zero at byte %zu", i);
+			return reason(why, whylen, -EINVAL, "header padding not zero at byte %zu",
+				      i);
 
 	uint32_t persist = get32(h, OFF_PERSIST);
 	*p = (struct bf_params){
-		.capacity = get64(h, OFF_CAPACITY),
-		.error_rate = getf64(h, OFF_ERROR),
-		.type = (enum bf_type)get32(h, OFF_TYPE),
-		.expansion = get32(h, OFF_EXPANSION),
-		.persist = persist != 0,
+	    .capacity = get64(h, OFF_CAPACITY),
+	    .error_rate = getf64(h, OFF_ERROR),
+	    .type = (enum bf_type)get32(h, OFF_TYPE),
+	    .expansion = get32(h, OFF_EXPANSION),
+	    .persist = persist != 0,
 	};
 	if (persist > 1 || bf_params_validate(p))
 		return reason(why, whylen, -EINVAL, "bad filter parameters");
@@ -335,14 +338,18 @@ static int check_header(const unsigned char *h, struct bf_params *p, char *why, 
 		double err;
 		unsigned b;
 		bf_filter_layer_target(p, i, &cap, &err);
-		if (get64(e, 8) != cap || getf64(e, 24) != err || e[33] != (p->type == BF_TYPE_COUNTING))
-			return reason(why, whylen, -EINVAL, "layer %u does not match the parameters", i);
-		if (bf_layer_plan(e[33], cap, err, &nblocks, &b) || get64(e, 0) != nblocks || e[32] != b)
+		if (get64(e, 8) != cap || getf64(e, 24) != err ||
+		    e[33] != (p->type == BF_TYPE_COUNTING))
+			return reason(why, whylen, -EINVAL,
+				      "layer %u does not match the parameters", i);
+		if (bf_layer_plan(e[33], cap, err, &nblocks, &b) || get64(e, 0) != nblocks ||
+		    e[32] != b)
 			return reason(why, whylen, -EINVAL, "layer %u has the wrong geometry", i);
 		/* A plain layer takes no key past its capacity; a counting one counts re-adds of
 		 * keys it holds, so it may. */
 		if (!e[33] && get64(e, 16) > cap)
-			return reason(why, whylen, -EINVAL, "layer %u holds more than its capacity", i);
+			return reason(why, whylen, -EINVAL, "layer %u holds more than its capacity",
+				      i);
 		for (unsigned k = 34; k < LAYER_ENTRY; k++)
 			if (e[k])
 				return reason(why, whylen, -EINVAL, "layer %u padding not zero", i);
@@ -411,8 +418,8 @@ int bf_snapshot_decode(const unsigned char *h, size_t len, uint64_t max_bytes,
 	return 0;
 }
 
-int bf_snapshot_read(int dirfd, const char *filename, struct bf_filter **out,
-		     uint64_t *generation, char *why, size_t whylen)
+int bf_snapshot_read(int dirfd, const char *filename, struct bf_filter **out, uint64_t *generation,
+		     char *why, size_t whylen)
 {
 	unsigned char *h = NULL;
 	struct bf_filter *f = NULL;

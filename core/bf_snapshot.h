@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Snapshot files: one per persistent filter. A fixed header (magic, version, parameters, seed,
  * stats, layer table, body length and checksum, header checksum) followed by the layers'
@@ -38,7 +39,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "bf_filter.h"
+#include "core/bf_filter.h"
 
 #define BF_SNAPSHOT_VERSION    2
 #define BF_SNAPSHOT_HEADER_LEN 4096
@@ -102,7 +103,7 @@ int bf_snapshot_decode(const unsigned char *h, size_t len, uint64_t max_bytes,
  * "header checksum mismatch", "truncated: 1234 of 5678 bytes", ...), -ENOTSUP (a version this
  * build does not know), -ENOMEM.
  */
-int bf_snapshot_read(int dirfd, const char *filename, struct bf_filter **out,
-		     uint64_t *generation, char *why, size_t whylen);
+int bf_snapshot_read(int dirfd, const char *filename, struct bf_filter **out, uint64_t *generation,
+		     char *why, size_t whylen);
 
 #endif

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The shared command layer: the operations every front end calls, and their error kinds. */
 #include "proto/command.h"
 
@@ -102,11 +103,11 @@ enum cmd_status cmd_status_from_errno(int rc)
 struct bf_params cmd_default_params(const struct cmd_ctx *c)
 {
 	return (struct bf_params){
-		.capacity = c->default_capacity,
-		.error_rate = c->default_error_rate,
-		.type = BF_TYPE_BLOOM,
-		.expansion = c->default_expansion,
-		.persist = true,
+	    .capacity = c->default_capacity,
+	    .error_rate = c->default_error_rate,
+	    .type = BF_TYPE_BLOOM,
+	    .expansion = c->default_expansion,
+	    .persist = true,
 	};
 }
 
@@ -184,8 +185,8 @@ enum cmd_status cmd_add(struct cmd_ctx *c, struct bf_filter *f, size_t n, const 
 	return CMD_OK;
 }
 
-enum cmd_status cmd_check(struct cmd_ctx *c, struct bf_filter *f, size_t n,
-			  const void *const *keys, const size_t *lens, int *out)
+enum cmd_status cmd_check(struct cmd_ctx *c, struct bf_filter *f, size_t n, const void *const *keys,
+			  const size_t *lens, int *out)
 {
 	c->ops[CMD_OP_CHECK]++;
 	c->keys[CMD_OP_CHECK] += n;
@@ -220,7 +221,7 @@ enum cmd_status cmd_delete(struct cmd_ctx *c, struct bf_filter *f, size_t n,
 }
 
 enum cmd_status cmd_run_keys(struct cmd_ctx *c, struct cmd_session *s, struct bf_filter *f,
-			 enum cmd_key_op op, size_t n, size_t *done)
+			     enum cmd_key_op op, size_t n, size_t *done)
 {
 	enum cmd_status st;
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The one command layer all front ends share. A front end (text, RESP, HTTP) turns bytes into
  * a call here, and the typed result back into its own reply bytes; rules about names, keys,
@@ -12,23 +13,23 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "bf_registry.h"
+#include "core/bf_registry.h"
 #include "proto/buf.h"
 
 /* What went wrong, independent of any protocol; each front end has its own words for it. */
 enum cmd_status {
 	CMD_OK = 0,
-	CMD_NOT_FOUND,     /* no filter of that name */
-	CMD_EXISTS,        /* create: the name is taken */
-	CMD_BAD_NAME,      /* the name breaks the naming rules */
-	CMD_BAD_ARGS,      /* parameters out of range or malformed */
-	CMD_RATE_TOO_LOW,  /* error rate under BF_MIN_ERROR_RATE */
-	CMD_KEY_TOO_LONG,  /* a key over max_key_bytes */
-	CMD_FULL,          /* non-scaling filter (or 32 layers) full */
-	CMD_NO_MEMORY,     /* max_memory would be passed, or allocation failed */
-	CMD_NOT_COUNTING,  /* delete on a plain filter */
-	CMD_AMBIGUOUS,     /* delete: the key tests present in more than one layer */
-	CMD_INTERNAL,      /* anything else */
+	CMD_NOT_FOUND,	  /* no filter of that name */
+	CMD_EXISTS,	  /* create: the name is taken */
+	CMD_BAD_NAME,	  /* the name breaks the naming rules */
+	CMD_BAD_ARGS,	  /* parameters out of range or malformed */
+	CMD_RATE_TOO_LOW, /* error rate under BF_MIN_ERROR_RATE */
+	CMD_KEY_TOO_LONG, /* a key over max_key_bytes */
+	CMD_FULL,	  /* non-scaling filter (or 32 layers) full */
+	CMD_NO_MEMORY,	  /* max_memory would be passed, or allocation failed */
+	CMD_NOT_COUNTING, /* delete on a plain filter */
+	CMD_AMBIGUOUS,	  /* delete: the key tests present in more than one layer */
+	CMD_INTERNAL,	  /* anything else */
 };
 
 /* The command-layer operations, counted in cmd_ctx.ops / .keys for /metrics. */
@@ -83,11 +84,11 @@ struct cmd_ctx {
 
 /* Per connection state. */
 struct cmd_session {
-	int resp;          /* RESP protocol version, 2 or 3 */
-	bool close_after;  /* QUIT: close once the replies are written */
-	uint64_t id;       /* client id (CLIENT ID, HELLO) */
-	char name[64];     /* CLIENT SETNAME */
-	bool authed;       /* AUTH succeeded (only matters when cmd_ctx.token is set) */
+	int resp;		/* RESP protocol version, 2 or 3 */
+	bool close_after;	/* QUIT: close once the replies are written */
+	uint64_t id;		/* client id (CLIENT ID, HELLO) */
+	char name[64];		/* CLIENT SETNAME */
+	bool authed;		/* AUTH succeeded (only matters when cmd_ctx.token is set) */
 	unsigned auth_failures; /* failed AUTH attempts; CMD_AUTH_MAX_FAILURES closes */
 	/* Scratch arrays reused by multi-key commands, grown as needed: no allocation per
 	 * command once a connection has seen its largest one. */
@@ -162,8 +163,8 @@ enum cmd_status cmd_add(struct cmd_ctx *c, struct bf_filter *f, size_t n, const 
 			const size_t *lens, int *out, size_t *done);
 
 /* Check n keys (out[i] = 0/1). CMD_OK or CMD_KEY_TOO_LONG (nothing checked). */
-enum cmd_status cmd_check(struct cmd_ctx *c, struct bf_filter *f, size_t n,
-			  const void *const *keys, const size_t *lens, int *out);
+enum cmd_status cmd_check(struct cmd_ctx *c, struct bf_filter *f, size_t n, const void *const *keys,
+			  const size_t *lens, int *out);
 
 /*
  * Delete n keys from a counting filter (out[i] = 1 removed, 0 absent). CMD_NOT_COUNTING and
@@ -182,7 +183,7 @@ enum cmd_key_op { CMD_KEYS_ADD, CMD_KEYS_CHECK, CMD_KEYS_DELETE };
  * and *done as cmd_add, cmd_check (*done = n, or 0 with an error) or cmd_delete.
  */
 enum cmd_status cmd_run_keys(struct cmd_ctx *c, struct cmd_session *s, struct bf_filter *f,
-			 enum cmd_key_op op, size_t n, size_t *done);
+			     enum cmd_key_op op, size_t n, size_t *done);
 
 /* flush one filter (f) or all (NULL) through the server hook. CMD_OK or CMD_INTERNAL. */
 enum cmd_status cmd_flush(struct cmd_ctx *c, struct bf_filter *f);

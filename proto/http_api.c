@@ -900,7 +900,8 @@ static bool parse_param(struct http_api_response *r, enum param_field f, const c
 
 	switch (f) {
 	case PF_CAPACITY:
-		if (!json_int(e, 0, JSON_INT_MAX, &v) || cmd_check_capacity((uint64_t)v) != CMD_OK) {
+		if (!json_int(e, 0, JSON_INT_MAX, &v) ||
+		    cmd_check_capacity((uint64_t)v) != CMD_OK) {
 			problem(r, P_BAD_REQUEST, "\"capacity\" must be an integer >= 1");
 			return false;
 		}
@@ -925,7 +926,8 @@ static bool parse_param(struct http_api_response *r, enum param_field f, const c
 		}
 		return true;
 	case PF_EXPANSION:
-		if (!json_int(e, 0, JSON_INT_MAX, &v) || cmd_check_expansion((uint64_t)v) != CMD_OK) {
+		if (!json_int(e, 0, JSON_INT_MAX, &v) ||
+		    cmd_check_expansion((uint64_t)v) != CMD_OK) {
 			problem(r, P_BAD_REQUEST, "\"expansion\" must be an integer from 0 to %d",
 				BF_MAX_EXPANSION);
 			return false;
@@ -1097,7 +1099,8 @@ static void do_key(struct http_api *api, struct http_api_response *r, struct bf_
 	}
 	api->sess.keys[0] = key.p;
 	api->sess.lens[0] = key.n;
-	run_keys(api, r, f, put ? CMD_KEYS_ADD : CMD_KEYS_CHECK, 1, put ? "added" : "present", false);
+	run_keys(api, r, f, put ? CMD_KEYS_ADD : CMD_KEYS_CHECK, 1, put ? "added" : "present",
+		 false);
 }
 
 static void do_snapshot(struct http_api *api, struct http_api_response *r, struct bf_filter *f)

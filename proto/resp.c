@@ -264,8 +264,8 @@ ssize_t proto_resp_parse(struct proto_resp_state *st, const char *buf, size_t le
 			if (buf[st->pos] != '$')
 				return resp_fail_got(st, errmsg, '$', buf[st->pos]);
 			if (buf[eol + 1] != '\n' ||
-			    !proto_resp_parse_ll(buf + st->pos + 1, eol - st->pos - 1, &ll) || ll < 0 ||
-			    (unsigned long long)ll > lim->max_bulk_bytes ||
+			    !proto_resp_parse_ll(buf + st->pos + 1, eol - st->pos - 1, &ll) ||
+			    ll < 0 || (unsigned long long)ll > lim->max_bulk_bytes ||
 			    (unsigned long long)ll > SIZE_MAX - 2)
 				return resp_fail(errmsg, err_bulk_len);
 			if (lim->unauthenticated && ll > PROTO_RESP_UNAUTH_MAX_BULK)

@@ -26,7 +26,7 @@ static bool expansion_ok(long long e)
 }
 
 void resp_bf_reserve(struct cmd_ctx *c, struct cmd_session *s, const struct proto_argv *av,
-		       struct proto_buf *out)
+		     struct proto_buf *out)
 {
 	double error_rate;
 	long long capacity, expansion = c->default_expansion;
@@ -46,7 +46,8 @@ void resp_bf_reserve(struct cmd_ctx *c, struct cmd_session *s, const struct prot
 		resp_error(c, out, "ERR bad capacity");
 		return;
 	}
-	if (capacity < 0 || cmd_check_capacity((uint64_t)capacity) || capacity > RESP_CAPACITY_MAX) {
+	if (capacity < 0 || cmd_check_capacity((uint64_t)capacity) ||
+	    capacity > RESP_CAPACITY_MAX) {
 		resp_error(c, out, err_capacity_range);
 		return;
 	}
@@ -151,21 +152,21 @@ static void add_items(struct cmd_ctx *c, struct cmd_session *s, const struct pro
 }
 
 void resp_bf_add(struct cmd_ctx *c, struct cmd_session *s, const struct proto_argv *av,
-		   struct proto_buf *out)
+		 struct proto_buf *out)
 {
 	struct bf_params p = cmd_default_params(c);
 	add_items(c, s, av, 2, &p, false, out);
 }
 
 void resp_bf_madd(struct cmd_ctx *c, struct cmd_session *s, const struct proto_argv *av,
-		    struct proto_buf *out)
+		  struct proto_buf *out)
 {
 	struct bf_params p = cmd_default_params(c);
 	add_items(c, s, av, 2, &p, true, out);
 }
 
 void resp_bf_insert(struct cmd_ctx *c, struct cmd_session *s, const struct proto_argv *av,
-		      struct proto_buf *out)
+		    struct proto_buf *out)
 {
 	struct bf_params p = cmd_default_params(c);
 	bool create = true, nonscaling = p.expansion == 0;
@@ -180,7 +181,8 @@ void resp_bf_insert(struct cmd_ctx *c, struct cmd_session *s, const struct proto
 				resp_error_arity(c, out, "bf.insert");
 				return;
 			}
-			if (!resp_arg_double(av, i++, &e) || cmd_check_error_rate(e) == CMD_BAD_ARGS) {
+			if (!resp_arg_double(av, i++, &e) ||
+			    cmd_check_error_rate(e) == CMD_BAD_ARGS) {
 				resp_error(c, out, "-Bad error rate");
 				return;
 			}
@@ -202,8 +204,8 @@ void resp_bf_insert(struct cmd_ctx *c, struct cmd_session *s, const struct proto
 				resp_error_arity(c, out, "bf.insert");
 				return;
 			}
-			if (!resp_arg_ll(av, i++, &cap) || cap < 0 || cmd_check_capacity((uint64_t)cap) ||
-			    cap > RESP_CAPACITY_MAX) {
+			if (!resp_arg_ll(av, i++, &cap) || cap < 0 ||
+			    cmd_check_capacity((uint64_t)cap) || cap > RESP_CAPACITY_MAX) {
 				resp_error(c, out, "-Bad capacity");
 				return;
 			}
@@ -263,19 +265,19 @@ static void check_items(struct cmd_ctx *c, struct cmd_session *s, const struct p
 }
 
 void resp_bf_exists(struct cmd_ctx *c, struct cmd_session *s, const struct proto_argv *av,
-		      struct proto_buf *out)
+		    struct proto_buf *out)
 {
 	check_items(c, s, av, false, out);
 }
 
 void resp_bf_mexists(struct cmd_ctx *c, struct cmd_session *s, const struct proto_argv *av,
-		       struct proto_buf *out)
+		     struct proto_buf *out)
 {
 	check_items(c, s, av, true, out);
 }
 
 void resp_bf_del(struct cmd_ctx *c, struct cmd_session *s, const struct proto_argv *av,
-		   struct proto_buf *out)
+		 struct proto_buf *out)
 {
 	int one = 0;
 
@@ -334,7 +336,7 @@ static void info_value(struct proto_buf *out, int resp, const struct bf_filter *
 }
 
 void resp_bf_info(struct cmd_ctx *c, struct cmd_session *s, const struct proto_argv *av,
-		    struct proto_buf *out)
+		  struct proto_buf *out)
 {
 	struct bf_filter *f = resp_arg_filter(c, av, 1);
 
@@ -369,7 +371,7 @@ void resp_bf_info(struct cmd_ctx *c, struct cmd_session *s, const struct proto_a
 }
 
 void resp_bf_card(struct cmd_ctx *c, struct cmd_session *s, const struct proto_argv *av,
-		    struct proto_buf *out)
+		  struct proto_buf *out)
 {
 	struct bf_filter *f = resp_arg_filter(c, av, 1);
 	(void)s;
@@ -392,7 +394,7 @@ void resp_bf_card(struct cmd_ctx *c, struct cmd_session *s, const struct proto_a
  */
 
 void resp_bf_scandump(struct cmd_ctx *c, struct cmd_session *s, const struct proto_argv *av,
-			struct proto_buf *out)
+		      struct proto_buf *out)
 {
 	struct bf_filter *f = resp_arg_filter(c, av, 1);
 	long long iter;
@@ -428,8 +430,7 @@ void resp_bf_scandump(struct cmd_ctx *c, struct cmd_session *s, const struct pro
 }
 
 /* A header chunk: a new filter named name, built and checked by core's snapshot decoder. */
-static void dump_load_header(struct cmd_ctx *c, const struct proto_argv *av,
-			     struct proto_buf *out)
+static void dump_load_header(struct cmd_ctx *c, const struct proto_argv *av, struct proto_buf *out)
 {
 	const char *name = av->argv[1];
 	size_t nlen = av->argvlen[1];
@@ -442,8 +443,10 @@ static void dump_load_header(struct cmd_ctx *c, const struct proto_argv *av,
 		return;
 	}
 	int rc = bf_snapshot_decode((const unsigned char *)av->argv[3], av->argvlen[3],
-				    !limit ? UINT64_MAX : used < limit ? limit - used : 0, &f,
-				    &info, NULL, 0);
+				    !limit	   ? UINT64_MAX
+				    : used < limit ? limit - used
+						   : 0,
+				    &f, &info, NULL, 0);
 	if (rc) {
 		resp_error(c, out, rc == -ENOMEM ? resp_err_oom : resp_err_bad_data);
 		return;
@@ -462,7 +465,7 @@ static void dump_load_header(struct cmd_ctx *c, const struct proto_argv *av,
 }
 
 void resp_bf_loadchunk(struct cmd_ctx *c, struct cmd_session *s, const struct proto_argv *av,
-			 struct proto_buf *out)
+		       struct proto_buf *out)
 {
 	const char *data = av->argv[3];
 	size_t len = av->argvlen[3];
@@ -490,8 +493,8 @@ void resp_bf_loadchunk(struct cmd_ctx *c, struct cmd_session *s, const struct pr
 		return;
 	}
 	int rc = (uint64_t)iter - 1 >= len
-			 ? bf_filter_body_write(f, (uint64_t)iter - 1 - len, data, len)
-			 : -ERANGE;
+		     ? bf_filter_body_write(f, (uint64_t)iter - 1 - len, data, len)
+		     : -ERANGE;
 	if (rc == -ERANGE)
 		resp_error(c, out, "ERR invalid offset - no link found");
 	else if (rc)
@@ -499,4 +502,3 @@ void resp_bf_loadchunk(struct cmd_ctx *c, struct cmd_session *s, const struct pr
 	else
 		proto_resp_ok(out);
 }
-

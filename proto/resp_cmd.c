@@ -66,9 +66,7 @@ const char resp_err_not_int[] = "ERR value is not an integer or out of range";
 const char resp_err_bad_data[] = "ERR received bad data";
 /* KEYS, SCAN ... MATCH and CONFIG GET with a pattern over GLOB_MAX_PATTERN bytes (ours:
  * Redis takes any length). */
-const char resp_err_pattern_long[] =
-    "ERR pattern longer than " RESP_STR(GLOB_MAX_PATTERN) " bytes";
-
+const char resp_err_pattern_long[] = "ERR pattern longer than " RESP_STR(GLOB_MAX_PATTERN) " bytes";
 
 /* ---------------------------------------------------------------------------------------- */
 /* Replies and argument helpers */
@@ -122,7 +120,7 @@ static const char *resp_status_text(enum cmd_status st, const struct bf_filter *
 }
 
 void resp_error_status(struct cmd_ctx *c, struct proto_buf *out, enum cmd_status st,
-			 const struct bf_filter *f)
+		       const struct bf_filter *f)
 {
 	resp_error(c, out, resp_status_text(st, f));
 }
@@ -190,7 +188,7 @@ int resp_scratch_items(struct cmd_session *s, const struct proto_argv *av, size_
 
 /* "ERR unknown subcommand 'x'. Try CMD HELP." with the subcommand as the client typed it. */
 void resp_error_unknown_sub(struct cmd_ctx *c, const struct proto_argv *av, struct proto_buf *out,
-			      const char *upper)
+			    const char *upper)
 {
 	size_t n = strnlen(av->argv[1], av->argvlen[1]);
 
@@ -223,7 +221,7 @@ struct resp_cmd {
 };
 
 static void resp_command(struct cmd_ctx *c, struct cmd_session *s, const struct proto_argv *av,
-			struct proto_buf *out);
+			 struct proto_buf *out);
 
 /* Hottest first: lookups scan the table in order. */
 static const struct resp_cmd commands[] = {
@@ -241,7 +239,8 @@ static const struct resp_cmd commands[] = {
     {"ping", 4, resp_server_ping, 1, 2, "fast", 0, 0, 0},
     {"echo", 4, resp_server_echo, 2, 2, "fast", 0, 0, 0},
     {"quit", 4, resp_server_quit, 1, 0, "noscript loading stale fast no_auth allow_busy", 0, 0, 0},
-    {"hello", 5, resp_server_hello, 1, 0, "noscript loading stale fast no_auth allow_busy", 0, 0, 0},
+    {"hello", 5, resp_server_hello, 1, 0, "noscript loading stale fast no_auth allow_busy", 0, 0,
+     0},
     {"auth", 4, resp_server_auth, 2, 0, "noscript loading stale fast no_auth allow_busy", 0, 0, 0},
     {"select", 6, resp_server_select, 2, 2, "loading stale fast", 0, 0, 0},
     {"client", 6, resp_server_client, 2, 0, "", 0, 0, 0},
@@ -322,7 +321,7 @@ static void command_entry(struct proto_buf *out, int resp, const struct resp_cmd
 }
 
 static void resp_command(struct cmd_ctx *c, struct cmd_session *s, const struct proto_argv *av,
-			struct proto_buf *out)
+			 struct proto_buf *out)
 {
 	static const char *const help[] = {
 	    "COMMAND <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
@@ -421,8 +420,9 @@ void resp_cmd_exec(struct cmd_ctx *c, struct cmd_session *s, const struct proto_
 		return;
 	c->commands++;
 	const struct resp_cmd *e = lookup(av->argv[0], av->argvlen[0]);
-	if (!cmd_session_authed(c, s) && (!e || (e->run != resp_server_auth && e->run != resp_server_hello &&
-						 e->run != resp_server_ping && e->run != resp_server_quit))) {
+	if (!cmd_session_authed(c, s) &&
+	    (!e || (e->run != resp_server_auth && e->run != resp_server_hello &&
+		    e->run != resp_server_ping && e->run != resp_server_quit))) {
 		resp_error(c, out, resp_err_noauth);
 		return;
 	}

@@ -58,7 +58,7 @@ int resp_scratch_items(struct cmd_session *s, const struct proto_argv *av, size_
 
 /* The handlers of the command table. */
 #define RESP_HANDLER(name)                                                                         \
-	void name(struct cmd_ctx *c, struct cmd_session *s, const struct proto_argv *av,            \
+	void name(struct cmd_ctx *c, struct cmd_session *s, const struct proto_argv *av,           \
 		  struct proto_buf *out)
 RESP_HANDLER(resp_bf_reserve);
 RESP_HANDLER(resp_bf_add);

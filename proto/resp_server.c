@@ -20,7 +20,7 @@
 /* Connection basics */
 
 void resp_server_ping(struct cmd_ctx *c, struct cmd_session *s, const struct proto_argv *av,
-		     struct proto_buf *out)
+		      struct proto_buf *out)
 {
 	(void)c;
 	(void)s;
@@ -31,7 +31,7 @@ void resp_server_ping(struct cmd_ctx *c, struct cmd_session *s, const struct pro
 }
 
 void resp_server_echo(struct cmd_ctx *c, struct cmd_session *s, const struct proto_argv *av,
-		     struct proto_buf *out)
+		      struct proto_buf *out)
 {
 	(void)c;
 	(void)s;
@@ -39,7 +39,7 @@ void resp_server_echo(struct cmd_ctx *c, struct cmd_session *s, const struct pro
 }
 
 void resp_server_quit(struct cmd_ctx *c, struct cmd_session *s, const struct proto_argv *av,
-		     struct proto_buf *out)
+		      struct proto_buf *out)
 {
 	(void)c;
 	(void)av;
@@ -75,7 +75,7 @@ static const char err_wrongpass[] =
     "-WRONGPASS invalid username-password pair or user is disabled.";
 
 void resp_server_auth(struct cmd_ctx *c, struct cmd_session *s, const struct proto_argv *av,
-		     struct proto_buf *out)
+		      struct proto_buf *out)
 {
 	if (av->argc > 3) {
 		resp_error(c, out, resp_err_syntax);
@@ -83,8 +83,8 @@ void resp_server_auth(struct cmd_ctx *c, struct cmd_session *s, const struct pro
 	}
 	if (av->argc == 2 && !c->token) {
 		resp_error(c, out,
-			    "ERR AUTH <password> called without any password configured for "
-			    "the default user. Are you sure your configuration is correct?");
+			   "ERR AUTH <password> called without any password configured for "
+			   "the default user. Are you sure your configuration is correct?");
 		return;
 	}
 	if (!auth_ok(c, s, av, av->argc == 3 ? 1 : 0, av->argc - 1)) {
@@ -113,7 +113,7 @@ static void set_client_name(struct cmd_session *s, const char *p, size_t n)
 }
 
 void resp_server_hello(struct cmd_ctx *c, struct cmd_session *s, const struct proto_argv *av,
-		      struct proto_buf *out)
+		       struct proto_buf *out)
 {
 	long long ver = 0;
 	size_t i = 1, name = 0, user = 0;
@@ -121,7 +121,7 @@ void resp_server_hello(struct cmd_ctx *c, struct cmd_session *s, const struct pr
 	if (av->argc >= 2) {
 		if (!resp_arg_ll(av, 1, &ver)) {
 			resp_error(c, out,
-				    "ERR Protocol version is not an integer or out of range");
+				   "ERR Protocol version is not an integer or out of range");
 			return;
 		}
 		if (ver < 2 || ver > 3) {
@@ -158,10 +158,10 @@ void resp_server_hello(struct cmd_ctx *c, struct cmd_session *s, const struct pr
 	}
 	if (!cmd_session_authed(c, s)) {
 		resp_error(c, out,
-			    "-NOAUTH HELLO must be called with the client already authenticated, "
-			    "otherwise the HELLO <proto> AUTH <user> <pass> option can be used to "
-			    "authenticate the client and select the RESP protocol version at the "
-			    "same time");
+			   "-NOAUTH HELLO must be called with the client already authenticated, "
+			   "otherwise the HELLO <proto> AUTH <user> <pass> option can be used to "
+			   "authenticate the client and select the RESP protocol version at the "
+			   "same time");
 		return;
 	}
 	if (name)
@@ -187,7 +187,7 @@ void resp_server_hello(struct cmd_ctx *c, struct cmd_session *s, const struct pr
 }
 
 void resp_server_select(struct cmd_ctx *c, struct cmd_session *s, const struct proto_argv *av,
-		       struct proto_buf *out)
+			struct proto_buf *out)
 {
 	long long db;
 	(void)s;
@@ -204,7 +204,7 @@ void resp_server_select(struct cmd_ctx *c, struct cmd_session *s, const struct p
 }
 
 void resp_server_client(struct cmd_ctx *c, struct cmd_session *s, const struct proto_argv *av,
-		       struct proto_buf *out)
+			struct proto_buf *out)
 {
 	static const char *const help[] = {
 	    "CLIENT <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
@@ -272,7 +272,7 @@ void resp_server_client(struct cmd_ctx *c, struct cmd_session *s, const struct p
 /* Keyspace: filters seen as Redis keys */
 
 void resp_server_dbsize(struct cmd_ctx *c, struct cmd_session *s, const struct proto_argv *av,
-		       struct proto_buf *out)
+			struct proto_buf *out)
 {
 	(void)s;
 	(void)av;
@@ -280,7 +280,7 @@ void resp_server_dbsize(struct cmd_ctx *c, struct cmd_session *s, const struct p
 }
 
 void resp_server_exists(struct cmd_ctx *c, struct cmd_session *s, const struct proto_argv *av,
-		       struct proto_buf *out)
+			struct proto_buf *out)
 {
 	int64_t n = 0;
 	(void)s;
@@ -291,7 +291,7 @@ void resp_server_exists(struct cmd_ctx *c, struct cmd_session *s, const struct p
 }
 
 void resp_server_del(struct cmd_ctx *c, struct cmd_session *s, const struct proto_argv *av,
-		    struct proto_buf *out)
+		     struct proto_buf *out)
 {
 	int64_t n = 0;
 	(void)s;
@@ -302,7 +302,7 @@ void resp_server_del(struct cmd_ctx *c, struct cmd_session *s, const struct prot
 }
 
 void resp_server_type(struct cmd_ctx *c, struct cmd_session *s, const struct proto_argv *av,
-		     struct proto_buf *out)
+		      struct proto_buf *out)
 {
 	(void)s;
 	if (resp_arg_filter(c, av, 1))
@@ -345,7 +345,7 @@ static void reply_names(struct cmd_ctx *c, struct proto_buf *out, const struct g
 }
 
 void resp_server_keys(struct cmd_ctx *c, struct cmd_session *s, const struct proto_argv *av,
-		     struct proto_buf *out)
+		      struct proto_buf *out)
 {
 	struct glob *g = pattern(c, out, av->argv[1], av->argvlen[1], false);
 	(void)s;
@@ -371,7 +371,7 @@ static bool scan_cursor_ok(const char *p, size_t n)
 }
 
 void resp_server_scan(struct cmd_ctx *c, struct cmd_session *s, const struct proto_argv *av,
-		     struct proto_buf *out)
+		      struct proto_buf *out)
 {
 	size_t match = 0, type = 0;
 	(void)s;
@@ -421,7 +421,7 @@ void resp_server_scan(struct cmd_ctx *c, struct cmd_session *s, const struct pro
 /* Server */
 
 void resp_server_save(struct cmd_ctx *c, struct cmd_session *s, const struct proto_argv *av,
-		     struct proto_buf *out)
+		      struct proto_buf *out)
 {
 	(void)s;
 	bool background = resp_arg_is(av, 0, "bgsave");
@@ -441,7 +441,7 @@ void resp_server_save(struct cmd_ctx *c, struct cmd_session *s, const struct pro
 }
 
 void resp_server_lastsave(struct cmd_ctx *c, struct cmd_session *s, const struct proto_argv *av,
-			 struct proto_buf *out)
+			  struct proto_buf *out)
 {
 	(void)s;
 	(void)av;
@@ -476,7 +476,7 @@ static void info_section(struct proto_buf *b, const char *title)
 }
 
 void resp_server_info(struct cmd_ctx *c, struct cmd_session *s, const struct proto_argv *av,
-		     struct proto_buf *out)
+		      struct proto_buf *out)
 {
 	static const struct {
 		const char *name;
@@ -552,7 +552,7 @@ void resp_server_info(struct cmd_ctx *c, struct cmd_session *s, const struct pro
 /* CONFIG GET answers the few parameters clients read on connect (redis-benchmark: save,
  * appendonly). */
 void resp_server_config(struct cmd_ctx *c, struct cmd_session *s, const struct proto_argv *av,
-		       struct proto_buf *out)
+			struct proto_buf *out)
 {
 	static const char *const help[] = {
 	    "CONFIG <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
@@ -607,4 +607,3 @@ void resp_server_config(struct cmd_ctx *c, struct cmd_session *s, const struct p
 			proto_resp_bulk_str(out, "");
 	}
 }
-

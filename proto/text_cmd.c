@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The text protocol front end (bloomd's dialect, DESIGN.md §4.1): one line in, one reply out.
  * bloomd's clients rely on its exact words, so every reply string lives in this file.
@@ -14,18 +15,18 @@
 #define CLIENT_ERR(s) "Client Error: " s "\n"
 
 static const char *const status_reply[] = {
-	[CMD_OK] = "Done\n",
-	[CMD_NOT_FOUND] = "Filter does not exist\n",
-	[CMD_EXISTS] = "Exists\n",
-	[CMD_BAD_NAME] = CLIENT_ERR("Bad filter name"),
-	[CMD_BAD_ARGS] = CLIENT_ERR("Bad arguments"),
-	[CMD_RATE_TOO_LOW] = CLIENT_ERR("Error rate below 1e-12 is not supported"),
-	[CMD_KEY_TOO_LONG] = CLIENT_ERR("Key too long"),
-	[CMD_FULL] = CLIENT_ERR("Filter is full"),
-	[CMD_NO_MEMORY] = CLIENT_ERR("Not enough memory"),
-	[CMD_NOT_COUNTING] = CLIENT_ERR("Not a counting filter"),
-	[CMD_AMBIGUOUS] = CLIENT_ERR("Key is in more than one layer, not deleted"),
-	[CMD_INTERNAL] = "Internal Error\n",
+    [CMD_OK] = "Done\n",
+    [CMD_NOT_FOUND] = "Filter does not exist\n",
+    [CMD_EXISTS] = "Exists\n",
+    [CMD_BAD_NAME] = CLIENT_ERR("Bad filter name"),
+    [CMD_BAD_ARGS] = CLIENT_ERR("Bad arguments"),
+    [CMD_RATE_TOO_LOW] = CLIENT_ERR("Error rate below 1e-12 is not supported"),
+    [CMD_KEY_TOO_LONG] = CLIENT_ERR("Key too long"),
+    [CMD_FULL] = CLIENT_ERR("Filter is full"),
+    [CMD_NO_MEMORY] = CLIENT_ERR("Not enough memory"),
+    [CMD_NOT_COUNTING] = CLIENT_ERR("Not a counting filter"),
+    [CMD_AMBIGUOUS] = CLIENT_ERR("Key is in more than one layer, not deleted"),
+    [CMD_INTERNAL] = "Internal Error\n",
 };
 
 static void reply(struct cmd_ctx *c, struct proto_buf *out, enum cmd_status st)
@@ -114,12 +115,12 @@ static bool option(struct span w, const char *key, struct span *value)
 	if (w.n < n || memcmp(w.p, key, n) != 0)
 		return false;
 	if (w.n == n) {
-		*value = (struct span){ "1", 1 };
+		*value = (struct span){"1", 1};
 		return true;
 	}
 	if (w.p[n] != '=')
 		return false;
-	*value = (struct span){ w.p + n + 1, w.n - n - 1 };
+	*value = (struct span){w.p + n + 1, w.n - n - 1};
 	return true;
 }
 
@@ -151,7 +152,8 @@ static void do_create(struct cmd_ctx *c, struct span args, struct proto_buf *out
 	while (st == CMD_OK && next_word(&args, &w)) {
 		uint64_t u = 0;
 		if (option(w, "capacity", &v))
-			st = parse_u64(v, &p.capacity) ? cmd_check_capacity(p.capacity) : CMD_BAD_ARGS;
+			st = parse_u64(v, &p.capacity) ? cmd_check_capacity(p.capacity)
+						       : CMD_BAD_ARGS;
 		else if (option(w, "prob", &v))
 			st = parse_double(v, &p.error_rate) ? cmd_check_error_rate(p.error_rate)
 							    : CMD_BAD_ARGS;
@@ -189,7 +191,7 @@ static void do_create(struct cmd_ctx *c, struct span args, struct proto_buf *out
 /* list [PREFIX]: START, "NAME PROB BYTES CAPACITY SIZE" per filter, END. */
 static void do_list(struct cmd_ctx *c, struct span args, struct proto_buf *out)
 {
-	struct span prefix = { "", 0 }, extra;
+	struct span prefix = {"", 0}, extra;
 	next_word(&args, &prefix);
 	if (next_word(&args, &extra)) {
 		client_error(c, out, CLIENT_ERR("Unexpected arguments"));
@@ -205,18 +207,16 @@ static void do_list(struct cmd_ctx *c, struct span args, struct proto_buf *out)
 	for (size_t i = 0; i < n; i++) {
 		const struct bf_filter *f = list[i];
 		proto_buf_append(out, f->name, f->name_len);
-		proto_buf_append_fmt(out, " %f %llu %llu %llu\n", f->params.error_rate,
-				     (unsigned long long)f->bytes,
-				     (unsigned long long)bf_filter_capacity(f),
-				     (unsigned long long)f->items);
+		proto_buf_append_fmt(
+		    out, " %f %llu %llu %llu\n", f->params.error_rate, (unsigned long long)f->bytes,
+		    (unsigned long long)bf_filter_capacity(f), (unsigned long long)f->items);
 	}
 	proto_buf_append_str(out, "END\n");
 	free(list);
 }
 
 /* The one filter name of drop/close/clear/info/flush, or a reply saying why not. */
-static bool only_name(struct cmd_ctx *c, struct span args, struct span *name,
-		      struct proto_buf *out)
+static bool only_name(struct cmd_ctx *c, struct span args, struct span *name, struct proto_buf *out)
 {
 	struct span extra;
 	if (!next_word(&args, name)) {
@@ -301,7 +301,6 @@ static void do_info(struct cmd_ctx *c, struct span args, struct proto_buf *out)
 	proto_buf_append_str(out, "END\n");
 }
 
-
 static void append_yes_no(struct proto_buf *out, const int *res, size_t n)
 {
 	for (size_t i = 0; i < n; i++) {
@@ -326,8 +325,8 @@ static void run_keys(struct cmd_ctx *c, struct cmd_session *s, enum cmd_key_op o
 }
 
 /* check/set/delete NAME KEY: the key is every byte after the space that follows NAME. */
-static void do_single(struct cmd_ctx *c, struct cmd_session *s, enum cmd_key_op op, struct span args,
-		      struct proto_buf *out)
+static void do_single(struct cmd_ctx *c, struct cmd_session *s, enum cmd_key_op op,
+		      struct span args, struct proto_buf *out)
 {
 	struct span name, key;
 	if (proto_text_rest(args.p, args.n, 1, &key.p, &key.n) || !next_word(&args, &name)) {
@@ -388,7 +387,7 @@ static void do_auth(struct cmd_ctx *c, struct cmd_session *s, struct span args,
 		client_error(c, out, CLIENT_ERR("Authentication is not configured"));
 		return;
 	}
-	struct span token = { args.p, 0 };
+	struct span token = {args.p, 0};
 	if (args.n)
 		proto_text_rest(args.p + 1, args.n - 1, 0, &token.p, &token.n);
 	if (cmd_auth_check(c, s, token.p, token.n))
@@ -402,8 +401,8 @@ void text_cmd_exec(struct cmd_ctx *c, struct cmd_session *s, const char *line, s
 {
 	/* The command is everything before the first space; the arguments everything after. */
 	const char *sp = memchr(line, ' ', len);
-	struct span cmd = { line, sp ? (size_t)(sp - line) : len };
-	struct span args = { sp ? sp : line + len, sp ? len - cmd.n : 0 };
+	struct span cmd = {line, sp ? (size_t)(sp - line) : len};
+	struct span args = {sp ? sp : line + len, sp ? len - cmd.n : 0};
 
 	c->commands++;
 	if (!cmd_session_authed(c, s) && !word_is(cmd, "auth") && !word_is(cmd, "ping") &&

@@ -3,7 +3,7 @@
  * libmicrohttpd inside the libuv loop; see http.h for the behaviour and the limits. The
  * request bodies are collected here (bounded), the answers come from proto/http_api.c.
  */
-#include "http.h"
+#include "server/http.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -24,7 +24,7 @@
 #include <sys/uio.h>
 #include <time.h>
 
-#include "log.h"
+#include "server/log.h"
 #include "proto/http_api.h"
 
 /* Body buffers up to this size are kept for the connection's next request. */
@@ -564,7 +564,8 @@ static void http_mhd_refusing(struct http_server *h)
 {
 	struct http_conn *c;
 
-	LIST_FOREACH(c, &h->conns, link) {
+	LIST_FOREACH(c, &h->conns, link)
+	{
 		const union MHD_ConnectionInfo *ci;
 		const char *url, *method;
 		struct http_head f;
@@ -683,7 +684,8 @@ static void http_metrics(void *arg, struct proto_buf *out)
 	/* Closed connections' bytes, plus what the open ones have moved so far. */
 	struct http_conn *c;
 
-	LIST_FOREACH(c, &h->conns, link) {
+	LIST_FOREACH(c, &h->conns, link)
+	{
 		http_conn_tcp(c);
 		src.http.bytes_in += c->bytes_in;
 		src.http.bytes_out += c->bytes_out;
@@ -811,7 +813,8 @@ static void http_on_sweep(uv_timer_t *t)
 		return;
 	struct http_conn *c;
 
-	LIST_FOREACH(c, &h->conns, link) {
+	LIST_FOREACH(c, &h->conns, link)
+	{
 		bool tcp_ok;
 
 		if (c->cut)

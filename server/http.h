@@ -62,7 +62,7 @@
 #include <uv.h>
 
 #include "conf/config.h"
-#include "metrics.h"
+#include "server/metrics.h"
 #include "proto/command.h"
 
 /*

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /* Logging to stderr with <N> priority prefixes; see log.h. */
-#include "log.h"
+#include "server/log.h"
 
 #include <errno.h>
 #include <stdarg.h>

@@ -12,8 +12,8 @@
 #include <string.h>
 
 #include "conf/config.h"
-#include "log.h"
-#include "server.h"
+#include "server/log.h"
+#include "server/server.h"
 
 #ifndef BLOSSOMD_VERSION
 #define BLOSSOMD_VERSION "unknown"

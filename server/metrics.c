@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /* The Prometheus exposition of /metrics; see metrics.h for the families. */
-#include "metrics.h"
+#include "server/metrics.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -11,7 +11,7 @@
 #include <string.h>
 #include <sys/socket.h>
 
-#include "bf_registry.h"
+#include "core/bf_registry.h"
 
 static const char *const op_names[CMD_OP_COUNT] = {
     [CMD_OP_CREATE] = "create", [CMD_OP_DROP] = "drop",	    [CMD_OP_ADD] = "add",

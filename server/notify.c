@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /* sd_notify messages and the watchdog timer; see notify.h. */
-#include "notify.h"
+#include "server/notify.h"
 
 #include <inttypes.h>
 #include <stdarg.h>
@@ -8,7 +8,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "log.h"
+#include "server/log.h"
 
 #ifdef BLOSSOMD_SYSTEMD
 #include <systemd/sd-daemon.h>

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /* Snapshot scheduling, flush, shutdown save and the start-up load; see snapshot.h. */
-#include "snapshot.h"
+#include "server/snapshot.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -15,8 +15,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "bf_snapshot.h"
-#include "log.h"
+#include "core/bf_snapshot.h"
+#include "server/log.h"
 
 #define SNAP_TICK_MS 1000
 /* Added to the nice value of a threadpool thread once it runs snapshot work (see below). */
@@ -51,9 +51,9 @@ struct snap_job {
 	char file[BF_SNAPSHOT_NAME_MAX]; /* e->file: the worker never reads e */
 	bool remove_after;		 /* dropped meanwhile: remove the file once written */
 	/* Preparing and copying (sn->copy == this job). */
-	bool prefaulting; /* its memory is being faulted in on the threadpool */
-	bool aborted;	  /* given up while prefaulting: freed when that ends */
-	uint64_t copy_off; /* body bytes copied so far */
+	bool prefaulting;	       /* its memory is being faulted in on the threadpool */
+	bool aborted;		       /* given up while prefaulting: freed when that ends */
+	uint64_t copy_off;	       /* body bytes copied so far */
 	uint64_t copy_ns, copy_max_ns; /* loop time spent copying, longest single pause */
 	/* Written by the worker, read by the loop once done (under lock) or after after_work. */
 	uv_mutex_t lock;
@@ -1053,8 +1053,10 @@ int srv_snap_new(uv_loop_t *loop, const struct config *cfg, struct cmd_ctx *ctx,
 	sn->cfg = cfg;
 	sn->ctx = ctx;
 	snprintf(sn->dir, sizeof(sn->dir), "%s", cfg->data_dir);
-	/* Each filter's entry here (and its slots in ents and pending) counts against max_memory. */
-	bf_registry_set_entry_overhead(ctx->reg, sizeof(struct snap_entry) + 16 + 3 * sizeof(void *));
+	/* Each filter's entry here (and its slots in ents and pending) counts against max_memory.
+	 */
+	bf_registry_set_entry_overhead(ctx->reg,
+				       sizeof(struct snap_entry) + 16 + 3 * sizeof(void *));
 
 	rc = snap_mkdirs(sn->dir);
 	if (rc) {

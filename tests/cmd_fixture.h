@@ -20,13 +20,13 @@ static inline void cmd_fixture_init(struct cmd_ctx *c, uint64_t max_memory, size
 	if (bf_registry_new(max_memory, &reg) != 0)
 		abort();
 	*c = (struct cmd_ctx){
-		.reg = reg,
-		.default_capacity = 1000,
-		.default_error_rate = 0.01,
-		.default_expansion = 2,
-		.max_key_bytes = max_key_bytes,
-		.max_args = max_args,
-		.version = "0.1.0",
+	    .reg = reg,
+	    .default_capacity = 1000,
+	    .default_error_rate = 0.01,
+	    .default_expansion = 2,
+	    .max_key_bytes = max_key_bytes,
+	    .max_args = max_args,
+	    .version = "0.1.0",
 	};
 }
 

@@ -1,10 +1,11 @@
+/* SPDX-License-Identifier: MIT */
 /* The text protocol as a conversation: each line in, the exact reply bytes out. */
 #include <check.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
 
-#include "check_main.h"
+#include "tests/check_main.h"
 #include "tests/cmd_fixture.h"
 #include "proto/text_cmd.h"
 
@@ -237,25 +238,38 @@ END_TEST
 START_TEST(create_bad_options_change_nothing)
 {
 	static const char *const bad[] = {
-		"create x capacity=0",    "create x capacity=-1",   "create x capacity=abc",
-		"create x capacity=",     "create x capacity=1e3",  "create x prob=0",
-		"create x prob=1",        "create x prob=1.5",      "create x prob=nan",
-		"create x prob=0.01x",    "create x in_memory=2",   "create x in_memory=yes",
-		"create x type=cuckoo",   "create x expansion=1025", "create x expansion=99999",
-		"create x nonscaling=1 expansion=4", "create x expansion=2 nonscaling",
-		"create x bogus=1",       "create x capacityy=10",  "create x nonscaling=2",
-		"create x capacity=99999999999999999999999",
+	    "create x capacity=0",
+	    "create x capacity=-1",
+	    "create x capacity=abc",
+	    "create x capacity=",
+	    "create x capacity=1e3",
+	    "create x prob=0",
+	    "create x prob=1",
+	    "create x prob=1.5",
+	    "create x prob=nan",
+	    "create x prob=0.01x",
+	    "create x in_memory=2",
+	    "create x in_memory=yes",
+	    "create x type=cuckoo",
+	    "create x expansion=1025",
+	    "create x expansion=99999",
+	    "create x nonscaling=1 expansion=4",
+	    "create x expansion=2 nonscaling",
+	    "create x bogus=1",
+	    "create x capacityy=10",
+	    "create x nonscaling=2",
+	    "create x capacity=99999999999999999999999",
 	};
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
-		ck_assert_msg(strcmp(say(bad[i]), "Client Error: Bad arguments\n") == 0,
-			      "%s -> %s", bad[i], say(bad[i]));
+		ck_assert_msg(strcmp(say(bad[i]), "Client Error: Bad arguments\n") == 0, "%s -> %s",
+			      bad[i], say(bad[i]));
 	ck_assert_uint_eq(bf_registry_count(reg), 0);
 	SAYS("create bad\x7fname", "Client Error: Bad filter name\n");
 	char longname[256] = "create ";
 	memset(longname + 7, 'n', 201);
 	SAYS(longname, "Client Error: Bad filter name\n");
 	longname[7 + 200] = '\0';
-	SAYS(longname, "Done\n"); /* 200 bytes: the limit */
+	SAYS(longname, "Done\n");		   /* 200 bytes: the limit */
 	SAYS("create ../../etc/passwd", "Done\n"); /* a name, never a path */
 }
 END_TEST
@@ -271,7 +285,8 @@ START_TEST(list_and_prefix)
 	const struct bf_filter *bar = bf_registry_get(reg, "bar", 3);
 	char expect[512];
 	snprintf(expect, sizeof(expect),
-		 "START\nbar 0.001000 %llu 1000 0\nfoo 0.010000 %llu 1000 1\nfoobar 0.010000 %llu 1000 0\nEND\n",
+		 "START\nbar 0.001000 %llu 1000 0\nfoo 0.010000 %llu 1000 1\nfoobar 0.010000 %llu "
+		 "1000 0\nEND\n",
 		 (unsigned long long)bar->bytes, (unsigned long long)foo->bytes,
 		 (unsigned long long)foo->bytes);
 	SAYS("list", expect);

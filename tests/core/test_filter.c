@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The chain: no false negatives, the promised false-positive rate at capacity, scalable growth,
  * non-scaling refusal, the 32-layer cap, counting delete, the memory budget.
@@ -14,8 +15,8 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "bf_filter.h"
-#include "check_main.h"
+#include "core/bf_filter.h"
+#include "tests/check_main.h"
 
 #define PROBES 1000000
 
@@ -67,19 +68,20 @@ static uint64_t false_positives(struct bf_filter *f)
 	return fp;
 }
 
-static const double rates[] = { 0.1, 0.01, 0.001, 0.0001 };
+static const double rates[] = {0.1, 0.01, 0.001, 0.0001};
 
 START_TEST(fpr_at_capacity_nonscaling)
 {
 	double p = rates[_i];
-	struct bf_params params = { .capacity = 1000000, .error_rate = p, .expansion = 0 };
+	struct bf_params params = {.capacity = 1000000, .error_rate = p, .expansion = 0};
 	struct bf_filter *f;
 	ck_assert_int_eq(bf_filter_new(&params, 12345, NULL, &f), 0);
 	add_range(f, 0, params.capacity);
 	assert_all_present(f, params.capacity);
 	uint64_t fp = false_positives(f);
-	fprintf(stderr, "# nonscaling p=%g: %llu false positives in %d (bound %.0f), %.2f bits/key\n",
-		p, (unsigned long long)fp, PROBES, bound(p), f->bytes * 8.0 / params.capacity);
+	fprintf(stderr,
+		"# nonscaling p=%g: %llu false positives in %d (bound %.0f), %.2f bits/key\n", p,
+		(unsigned long long)fp, PROBES, bound(p), f->bytes * 8.0 / params.capacity);
 	ck_assert_double_le((double)fp, bound(p));
 	bf_filter_free(f);
 }
@@ -88,7 +90,7 @@ END_TEST
 START_TEST(fpr_at_capacity_scalable)
 {
 	double p = rates[_i];
-	struct bf_params params = { .capacity = 1000000, .error_rate = p, .expansion = 2 };
+	struct bf_params params = {.capacity = 1000000, .error_rate = p, .expansion = 2};
 	struct bf_filter *f;
 	ck_assert_int_eq(bf_filter_new(&params, 777, NULL, &f), 0);
 	add_range(f, 0, params.capacity);
@@ -103,7 +105,7 @@ END_TEST
 START_TEST(scalable_filled_to_20x_stays_under_rate)
 {
 	const double p = 0.01;
-	struct bf_params params = { .capacity = 50000, .error_rate = p, .expansion = 2 };
+	struct bf_params params = {.capacity = 50000, .error_rate = p, .expansion = 2};
 	struct bf_filter *f;
 	ck_assert_int_eq(bf_filter_new(&params, 99, NULL, &f), 0);
 	uint64_t n = 20 * params.capacity;
@@ -112,8 +114,9 @@ START_TEST(scalable_filled_to_20x_stays_under_rate)
 	ck_assert_uint_eq(f->nlayers, 5);
 	assert_all_present(f, n);
 	uint64_t fp = false_positives(f);
-	fprintf(stderr, "# scalable 20x p=%g: %llu false positives in %d (bound %.0f), model %.5f\n",
-		p, (unsigned long long)fp, PROBES, bound(p), bf_filter_fpr(f));
+	fprintf(stderr,
+		"# scalable 20x p=%g: %llu false positives in %d (bound %.0f), model %.5f\n", p,
+		(unsigned long long)fp, PROBES, bound(p), bf_filter_fpr(f));
 	ck_assert_double_le((double)fp, bound(p));
 	ck_assert_double_lt(bf_filter_fpr(f), p);
 	bf_filter_free(f);
@@ -122,7 +125,7 @@ END_TEST
 
 START_TEST(nonscaling_full_refuses_new_keys)
 {
-	struct bf_params params = { .capacity = 1000, .error_rate = 0.01, .expansion = 0 };
+	struct bf_params params = {.capacity = 1000, .error_rate = 0.01, .expansion = 0};
 	struct bf_filter *f;
 	ck_assert_int_eq(bf_filter_new(&params, 1, NULL, &f), 0);
 	uint64_t i = 0;
@@ -144,7 +147,7 @@ END_TEST
 
 START_TEST(chain_stops_at_32_layers)
 {
-	struct bf_params params = { .capacity = 1, .error_rate = 0.5, .expansion = 1 };
+	struct bf_params params = {.capacity = 1, .error_rate = 0.5, .expansion = 1};
 	struct bf_filter *f;
 	ck_assert_int_eq(bf_filter_new(&params, 3, NULL, &f), 0);
 	int rc = 0;
@@ -163,8 +166,8 @@ END_TEST
 
 START_TEST(budget_refuses_growth_and_changes_nothing)
 {
-	struct bf_params params = { .capacity = 1000, .error_rate = 0.01, .expansion = 2 };
-	struct bf_budget budget = { .limit = 0 };
+	struct bf_params params = {.capacity = 1000, .error_rate = 0.01, .expansion = 2};
+	struct bf_budget budget = {.limit = 0};
 	struct bf_filter *f;
 	ck_assert_int_eq(bf_filter_new(&params, 5, &budget, &f), 0);
 	ck_assert_uint_eq(budget.used, bf_filter_cost(f));
@@ -189,8 +192,8 @@ END_TEST
 START_TEST(counting_delete_makes_keys_absent)
 {
 	const double p = 0.01;
-	struct bf_params params = { .capacity = 200000, .error_rate = p, .type = BF_TYPE_COUNTING,
-				    .expansion = 2 };
+	struct bf_params params = {
+	    .capacity = 200000, .error_rate = p, .type = BF_TYPE_COUNTING, .expansion = 2};
 	struct bf_filter *f;
 	ck_assert_int_eq(bf_filter_new(&params, 8, NULL, &f), 0);
 	add_range(f, 0, 200000);
@@ -218,8 +221,8 @@ END_TEST
 
 START_TEST(counting_delete_absent_changes_nothing)
 {
-	struct bf_params params = { .capacity = 1000, .error_rate = 0.01, .type = BF_TYPE_COUNTING,
-				    .expansion = 2 };
+	struct bf_params params = {
+	    .capacity = 1000, .error_rate = 0.01, .type = BF_TYPE_COUNTING, .expansion = 2};
 	struct bf_filter *f;
 	ck_assert_int_eq(bf_filter_new(&params, 8, NULL, &f), 0);
 	ck_assert_int_eq(add(f, 1), 1);
@@ -256,8 +259,8 @@ END_TEST
 START_TEST(counting_delete_across_layers_loses_nothing)
 {
 	const double p = _i ? 0.1 : 0.01;
-	struct bf_params params = { .capacity = 10000, .error_rate = p, .type = BF_TYPE_COUNTING,
-				    .expansion = 2 };
+	struct bf_params params = {
+	    .capacity = 10000, .error_rate = p, .type = BF_TYPE_COUNTING, .expansion = 2};
 	struct bf_filter *f;
 	char k[32];
 	ck_assert_int_eq(bf_filter_new(&params, 8, NULL, &f), 0);
@@ -301,8 +304,8 @@ START_TEST(counting_random_adds_and_deletes_match_model)
 {
 	enum { KEYS = 4000, OPS = 60000 };
 	static uint8_t count[KEYS];
-	struct bf_params params = { .capacity = 50, .error_rate = 0.1, .type = BF_TYPE_COUNTING,
-				    .expansion = 2 };
+	struct bf_params params = {
+	    .capacity = 50, .error_rate = 0.1, .type = BF_TYPE_COUNTING, .expansion = 2};
 	struct bf_filter *f;
 	char k[32];
 	uint64_t x = 88172645463325252ULL, refused = 0;
@@ -341,8 +344,8 @@ END_TEST
  * has its delete. */
 START_TEST(counting_readd_after_growth_deletes_cleanly)
 {
-	struct bf_params params = { .capacity = 100, .error_rate = 0.001, .type = BF_TYPE_COUNTING,
-				    .expansion = 2 };
+	struct bf_params params = {
+	    .capacity = 100, .error_rate = 0.001, .type = BF_TYPE_COUNTING, .expansion = 2};
 	struct bf_filter *f;
 	char k[32];
 	size_t n = key(k, 'z', 0);
@@ -363,7 +366,7 @@ END_TEST
 
 START_TEST(plain_delete_not_supported)
 {
-	struct bf_params params = { .capacity = 10, .error_rate = 0.01 };
+	struct bf_params params = {.capacity = 10, .error_rate = 0.01};
 	struct bf_filter *f;
 	ck_assert_int_eq(bf_filter_new(&params, 8, NULL, &f), 0);
 	ck_assert_int_eq(add(f, 1), 1);
@@ -376,7 +379,7 @@ END_TEST
 
 START_TEST(stats_and_duplicates)
 {
-	struct bf_params params = { .capacity = 100, .error_rate = 0.01, .expansion = 2 };
+	struct bf_params params = {.capacity = 100, .error_rate = 0.01, .expansion = 2};
 	struct bf_filter *f;
 	ck_assert_int_eq(bf_filter_new(&params, 8, NULL, &f), 0);
 	ck_assert_int_eq(add(f, 1), 1);
@@ -405,7 +408,7 @@ END_TEST
 START_TEST(fpr_estimate_keeps_tiny_rates)
 {
 	/* A few keys in a big filter: the rate is ~1e-19, not rounded to 0. */
-	struct bf_params params = { .capacity = 1000000, .error_rate = 0.001, .expansion = 2 };
+	struct bf_params params = {.capacity = 1000000, .error_rate = 0.001, .expansion = 2};
 	struct bf_filter *f;
 	ck_assert_int_eq(bf_filter_new(&params, 8, NULL, &f), 0);
 	for (uint64_t i = 0; i < 4; i++)
@@ -418,7 +421,7 @@ END_TEST
 
 START_TEST(batch_matches_single)
 {
-	struct bf_params params = { .capacity = 5000, .error_rate = 0.001, .expansion = 2 };
+	struct bf_params params = {.capacity = 5000, .error_rate = 0.001, .expansion = 2};
 	struct bf_filter *a, *b;
 	ck_assert_int_eq(bf_filter_new(&params, 4, NULL, &a), 0);
 	ck_assert_int_eq(bf_filter_new(&params, 4, NULL, &b), 0);
@@ -453,12 +456,12 @@ END_TEST
 
 START_TEST(batch_add_stops_at_first_error)
 {
-	struct bf_params params = { .capacity = 3, .error_rate = 0.01, .expansion = 0 };
+	struct bf_params params = {.capacity = 3, .error_rate = 0.01, .expansion = 0};
 	struct bf_filter *f;
 	ck_assert_int_eq(bf_filter_new(&params, 4, NULL, &f), 0);
-	const void *keys[] = { "a", "b", "c", "d", "e" };
-	size_t lens[] = { 1, 1, 1, 1, 1 };
-	int out[5] = { 9, 9, 9, 9, 9 };
+	const void *keys[] = {"a", "b", "c", "d", "e"};
+	size_t lens[] = {1, 1, 1, 1, 1};
+	int out[5] = {9, 9, 9, 9, 9};
 	ck_assert_uint_eq(bf_filter_add_batch(f, 5, keys, lens, out, NULL), 4);
 	ck_assert_int_eq(out[0], 1);
 	ck_assert_int_eq(out[1], 1);
@@ -473,20 +476,20 @@ START_TEST(params_validation)
 {
 	struct bf_filter *f = NULL;
 	struct bf_params bad[] = {
-		{ .capacity = 0, .error_rate = 0.01 },
-		{ .capacity = 10, .error_rate = 0 },
-		{ .capacity = 10, .error_rate = 1 },
-		{ .capacity = 10, .error_rate = -0.5 },
-		{ .capacity = 10, .error_rate = NAN },
-		{ .capacity = 10, .error_rate = 0.01, .type = 7 },
-		{ .capacity = 10, .error_rate = 0.01, .expansion = BF_MAX_EXPANSION + 1 },
+	    {.capacity = 0, .error_rate = 0.01},
+	    {.capacity = 10, .error_rate = 0},
+	    {.capacity = 10, .error_rate = 1},
+	    {.capacity = 10, .error_rate = -0.5},
+	    {.capacity = 10, .error_rate = NAN},
+	    {.capacity = 10, .error_rate = 0.01, .type = 7},
+	    {.capacity = 10, .error_rate = 0.01, .expansion = BF_MAX_EXPANSION + 1},
 	};
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
 		ck_assert_int_eq(bf_params_validate(&bad[i]), -EINVAL);
 		ck_assert_int_eq(bf_filter_new(&bad[i], 0, NULL, &f), -EINVAL);
 	}
 	ck_assert_ptr_null(f);
-	struct bf_params huge = { .capacity = UINT64_MAX / 2, .error_rate = 0.01 };
+	struct bf_params huge = {.capacity = UINT64_MAX / 2, .error_rate = 0.01};
 	ck_assert_int_eq(bf_filter_new(&huge, 0, NULL, &f), -ENOMEM);
 }
 END_TEST

@@ -1,11 +1,12 @@
+/* SPDX-License-Identifier: MIT */
 /* The layer kernels: scalar and AVX2 set identical bits; counting semantics. */
 #include <check.h>
 #include <errno.h>
 #include <stdint.h>
 #include <string.h>
 
-#include "bf_layer_impl.h"
-#include "check_main.h"
+#include "core/bf_layer_impl.h"
+#include "tests/check_main.h"
 
 static struct bf_hash hash_u64(uint64_t i)
 {
@@ -18,7 +19,7 @@ START_TEST(scalar_and_avx2_set_identical_bits)
 		return; /* nothing to compare on this CPU */
 #if defined(__x86_64__)
 	/* b = 1 at 1e-2, b = 2 at 1e-6: cover both kernels' round loops. */
-	static const double rates[] = { 1e-2, 1e-6 };
+	static const double rates[] = {1e-2, 1e-6};
 	for (unsigned t = 0; t < 2; t++) {
 		struct bf_layer a, v;
 		ck_assert_int_eq(bf_layer_init(&a, false, 20000, rates[t]), 0);
@@ -51,7 +52,8 @@ START_TEST(hash_is_xxh3_128_with_seed)
 	unsigned differ = 0;
 	for (uint64_t seed = 0; seed < 50; seed++) {
 		for (size_t len = 0; len <= sizeof(key); len++) {
-			XXH128_hash_t want = XXH3_128bits_withSeed(key, len, seed * 0x9e3779b97f4a7c15u);
+			XXH128_hash_t want =
+			    XXH3_128bits_withSeed(key, len, seed * 0x9e3779b97f4a7c15u);
 			struct bf_hash got = bf_hash_key(key, len, seed * 0x9e3779b97f4a7c15u);
 			differ += got.lo != want.low64 || got.hi != want.high64;
 		}
@@ -105,7 +107,7 @@ START_TEST(counting_add_delete)
 	struct bf_layer l;
 	ck_assert_int_eq(bf_layer_init(&l, true, 1000, 0.01), 0);
 	struct bf_hash h = hash_u64(7);
-	ck_assert(!bf_layer_delete(&l, h));  /* absent: refused */
+	ck_assert(!bf_layer_delete(&l, h)); /* absent: refused */
 	ck_assert_uint_eq(bf_layer_popcount(&l), 0);
 	ck_assert(bf_layer_add(&l, h));
 	ck_assert(!bf_layer_add(&l, h)); /* present: reported so, but counted again */

@@ -1,11 +1,12 @@
+/* SPDX-License-Identifier: MIT */
 /* The sizing model against textbook Bloom numbers and known blocked-filter values. */
 #include <check.h>
 #include <errno.h>
 #include <math.h>
 
-#include "bf_layer.h"
-#include "bf_model.h"
-#include "check_main.h"
+#include "core/bf_layer.h"
+#include "core/bf_model.h"
+#include "tests/check_main.h"
 
 START_TEST(textbook_bits_per_key)
 {

@@ -10,10 +10,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "bf_record.h"
-#include "bf_registry.h"
-#include "bf_snapshot.h"
-#include "check_main.h"
+#include "core/bf_record.h"
+#include "core/bf_registry.h"
+#include "core/bf_snapshot.h"
+#include "tests/check_main.h"
 
 /* The log of one test: records kept in memory, in LSN order (LSN = index + 1). */
 struct rec {
@@ -63,9 +63,12 @@ static void keys(struct bf_filter *f, int type, const char *prefix, int from, in
 	for (int i = from; i < to; i++) {
 		int kl = snprintf(k, sizeof(k), "%s%d", prefix, i);
 		struct bf_hash h = bf_filter_hash(f, k, (size_t)kl);
-		int rc = type == BF_REC_ADD ? bf_filter_add_hash(f, h) : bf_filter_delete_hash(f, h);
-		/* Logged: adds that changed the filter (all of a counting filter's), deletes done. */
-		if (rc == 1 || (rc == 0 && type == BF_REC_ADD && f->params.type == BF_TYPE_COUNTING)) {
+		int rc =
+		    type == BF_REC_ADD ? bf_filter_add_hash(f, h) : bf_filter_delete_hash(f, h);
+		/* Logged: adds that changed the filter (all of a counting filter's), deletes done.
+		 */
+		if (rc == 1 ||
+		    (rc == 0 && type == BF_REC_ADD && f->params.type == BF_TYPE_COUNTING)) {
 			bf_record_put_hash(h, buf + len);
 			len += 16;
 			n++;
@@ -162,7 +165,7 @@ START_TEST(create_round_trip_and_malformed)
 	struct bf_registry *r;
 	struct bf_record_create c;
 	unsigned char buf[BF_RECORD_CREATE_MAX + 1];
-	struct bf_params p = { 777, 0.003, BF_TYPE_COUNTING, 5, false };
+	struct bf_params p = {777, 0.003, BF_TYPE_COUNTING, 5, false};
 
 	ck_assert_int_eq(bf_registry_new(0, &r), 0);
 	struct bf_filter *f = create(r, "caf\xc3\xa9:1", p, 99);
@@ -207,8 +210,8 @@ END_TEST
 START_TEST(replay_equals_live)
 {
 	struct bf_registry *live, *ck;
-	struct bf_params plain = { 100, 0.01, BF_TYPE_BLOOM, 2, true };
-	struct bf_params counting = { 100, 0.01, BF_TYPE_COUNTING, 2, true };
+	struct bf_params plain = {100, 0.01, BF_TYPE_BLOOM, 2, true};
+	struct bf_params counting = {100, 0.01, BF_TYPE_COUNTING, 2, true};
 
 	ck_assert_int_eq(bf_registry_new(0, &live), 0);
 	struct bf_filter *a = create(live, "a", plain, 1);
@@ -240,7 +243,8 @@ START_TEST(replay_equals_live)
 	bf_registry_free(ck);
 
 	/* From the very first record: what the checkpoint holds is skipped, not applied twice;
-	 * only the two filters it does not hold come and go again (two creates, a drop, a clear). */
+	 * only the two filters it does not hold come and go again (two creates, a drop, a clear).
+	 */
 	ck = checkpoint(live);
 	st = replay(ck, 0);
 	ck_assert_uint_eq(st.applied, 4);
@@ -263,7 +267,7 @@ END_TEST
 START_TEST(replay_load_and_body)
 {
 	struct bf_registry *src, *live, *ck;
-	struct bf_params p = { 1000, 0.01, BF_TYPE_BLOOM, 2, true };
+	struct bf_params p = {1000, 0.01, BF_TYPE_BLOOM, 2, true};
 	unsigned char buf[8 + BF_SNAPSHOT_HEADER_LEN];
 	struct bf_snapshot_info info;
 	struct bf_filter *s, *f;
@@ -275,9 +279,8 @@ START_TEST(replay_load_and_body)
 	log_free();
 
 	bf_snapshot_header(s, 0, 0, buf + 8);
-	ck_assert_int_eq(bf_snapshot_decode(buf + 8, BF_SNAPSHOT_HEADER_LEN, UINT64_MAX, &f, &info,
-					    NULL, 0),
-			 0);
+	ck_assert_int_eq(
+	    bf_snapshot_decode(buf + 8, BF_SNAPSHOT_HEADER_LEN, UINT64_MAX, &f, &info, NULL, 0), 0);
 	bf_filter_detach(f);
 	ck_assert_int_eq(bf_registry_adopt(live, "s", 1, f), 0);
 	bf_record_id(f->id, buf);

@@ -1,13 +1,14 @@
+/* SPDX-License-Identifier: MIT */
 /* The registry: validation, create/get/drop, prefix listing, the memory limit. */
 #include <check.h>
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
 
-#include "bf_registry.h"
-#include "check_main.h"
+#include "core/bf_registry.h"
+#include "tests/check_main.h"
 
-static const struct bf_params small = { .capacity = 1000, .error_rate = 0.01, .expansion = 2 };
+static const struct bf_params small = {.capacity = 1000, .error_rate = 0.01, .expansion = 2};
 
 #define S(x) x, sizeof(x) - 1
 
@@ -19,7 +20,7 @@ START_TEST(name_rules)
 	ck_assert(!bf_name_valid(longest, BF_NAME_MAX + 1));
 	ck_assert(!bf_name_valid("", 0));
 	ck_assert(bf_name_valid(S("a")));
-	ck_assert(bf_name_valid(S("../x")));    /* just a name: never a path */
+	ck_assert(bf_name_valid(S("../x")));	    /* just a name: never a path */
 	ck_assert(bf_name_valid(S("caf\xc3\xa9"))); /* UTF-8 */
 	ck_assert(!bf_name_valid(S("a b")));
 	ck_assert(!bf_name_valid(S("a\tb")));
@@ -93,7 +94,8 @@ START_TEST(many_names_and_prefix_list)
 	char name[32];
 	for (int i = 0; i < 500; i++) {
 		int n = snprintf(name, sizeof(name), "%s:%03d", (i % 2) ? "odd" : "even", i);
-		ck_assert_int_eq(bf_registry_create(r, name, (size_t)n, &small, (uint64_t)i, NULL), 0);
+		ck_assert_int_eq(bf_registry_create(r, name, (size_t)n, &small, (uint64_t)i, NULL),
+				 0);
 	}
 	ck_assert_uint_eq(bf_registry_count(r), 500);
 	struct bf_filter **list;

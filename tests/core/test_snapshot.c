@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Snapshot files: names never become paths, round trips are exact, corruption is detected. */
 #include <check.h>
 #include <dirent.h>
@@ -9,8 +10,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "bf_snapshot.h"
-#include "check_main.h"
+#include "core/bf_snapshot.h"
+#include "tests/check_main.h"
 
 static char dir[64];
 static int dirfd_;
@@ -107,11 +108,11 @@ START_TEST(round_trip_every_kind)
 		struct bf_params p;
 		uint64_t keys;
 	} cases[] = {
-		{ "scalable", { 1000, 0.01, BF_TYPE_BLOOM, 2, true }, 5000 },
-		{ "counting", { 1000, 0.001, BF_TYPE_COUNTING, 3, true }, 3000 },
-		{ "fixed", { 500, 0.1, BF_TYPE_BLOOM, 0, true }, 800 },
-		{ "empty", { 10, 0.5, BF_TYPE_BLOOM, 2, false }, 0 },
-		{ "../../weird?name", { 100, 0.0001, BF_TYPE_BLOOM, 1, true }, 150 },
+	    {"scalable", {1000, 0.01, BF_TYPE_BLOOM, 2, true}, 5000},
+	    {"counting", {1000, 0.001, BF_TYPE_COUNTING, 3, true}, 3000},
+	    {"fixed", {500, 0.1, BF_TYPE_BLOOM, 0, true}, 800},
+	    {"empty", {10, 0.5, BF_TYPE_BLOOM, 2, false}, 0},
+	    {"../../weird?name", {100, 0.0001, BF_TYPE_BLOOM, 1, true}, 150},
 	};
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
 		struct bf_filter *f = make(cases[i].name, cases[i].p, cases[i].keys), *g;
@@ -120,7 +121,8 @@ START_TEST(round_trip_every_kind)
 		const char *step = NULL;
 		ck_assert_int_eq(bf_snapshot_write(f, 7 + i, dirfd_, file, &step), 0);
 		uint64_t gen = 0;
-		ck_assert_msg(bf_snapshot_read(dirfd_, file, &g, &gen, why, sizeof(why)) == 0, "%s", why);
+		ck_assert_msg(bf_snapshot_read(dirfd_, file, &g, &gen, why, sizeof(why)) == 0, "%s",
+			      why);
 		ck_assert_uint_eq(gen, 7 + i);
 		assert_same(f, g);
 		ck_assert_ptr_null(g->budget);
@@ -140,7 +142,7 @@ END_TEST
 /* Write a snapshot of a small filter, return its size. */
 static off_t write_sample(const char *file)
 {
-	struct bf_params p = { 2000, 0.01, BF_TYPE_BLOOM, 2, true };
+	struct bf_params p = {2000, 0.01, BF_TYPE_BLOOM, 2, true};
 	struct bf_filter *f = make("sample", p, 3000);
 	ck_assert_int_eq(bf_snapshot_write(f, 1, dirfd_, file, NULL), 0);
 	off_t size = (off_t)(BF_SNAPSHOT_HEADER_LEN + f->bytes);
@@ -188,7 +190,7 @@ START_TEST(header_corruption_detected)
 	flip("s.bsnap", 9);
 	ck_assert_int_eq(load("s.bsnap", why, sizeof(why)), -ENOTSUP);
 
-	static const off_t offsets[] = { 0, 7, 13, 20, 30, 40, 60, 75, 85, 100, 170, 370, 420, 1650 };
+	static const off_t offsets[] = {0, 7, 13, 20, 30, 40, 60, 75, 85, 100, 170, 370, 420, 1650};
 
 	/* The padding after the header checksum is checked too. */
 	write_sample("s.bsnap");
@@ -201,8 +203,8 @@ START_TEST(header_corruption_detected)
 		int rc = load("s.bsnap", why, sizeof(why));
 		ck_assert_msg(rc == -EINVAL, "offset %lld: rc %d", (long long)offsets[i], rc);
 		if (offsets[i] >= 8)
-			ck_assert_msg(strcmp(why, "header checksum mismatch") == 0, "offset %lld: %s",
-				      (long long)offsets[i], why);
+			ck_assert_msg(strcmp(why, "header checksum mismatch") == 0,
+				      "offset %lld: %s", (long long)offsets[i], why);
 		else
 			ck_assert_str_eq(why, "bad magic");
 	}
@@ -213,7 +215,8 @@ START_TEST(body_corruption_detected)
 {
 	char why[128];
 	off_t size = write_sample("s.bsnap");
-	for (off_t off = BF_SNAPSHOT_HEADER_LEN; off < size; off += (size - BF_SNAPSHOT_HEADER_LEN) / 7) {
+	for (off_t off = BF_SNAPSHOT_HEADER_LEN; off < size;
+	     off += (size - BF_SNAPSHOT_HEADER_LEN) / 7) {
 		write_sample("s.bsnap");
 		flip("s.bsnap", off);
 		ck_assert_int_eq(load("s.bsnap", why, sizeof(why)), -EINVAL);
@@ -234,8 +237,10 @@ START_TEST(truncation_detected_at_every_region)
 		int fd = openat(dirfd_, "s.bsnap", O_RDWR);
 		ck_assert_int_eq(ftruncate(fd, len), 0);
 		close(fd);
-		ck_assert_msg(load("s.bsnap", why, sizeof(why)) == -EINVAL, "length %lld", (long long)len);
-		ck_assert_msg(strncmp(why, "truncated", 9) == 0, "length %lld: %s", (long long)len, why);
+		ck_assert_msg(load("s.bsnap", why, sizeof(why)) == -EINVAL, "length %lld",
+			      (long long)len);
+		ck_assert_msg(strncmp(why, "truncated", 9) == 0, "length %lld: %s", (long long)len,
+			      why);
 	}
 	/* Appended garbage is as wrong as missing bytes. */
 	write_sample("s.bsnap");
@@ -268,7 +273,7 @@ END_TEST
 START_TEST(version_1_still_read)
 {
 	char why[128];
-	struct bf_params p = { 100, 0.01, BF_TYPE_BLOOM, 2, true };
+	struct bf_params p = {100, 0.01, BF_TYPE_BLOOM, 2, true};
 	struct bf_filter *f = make("s", p, 50), *g;
 	uint64_t gen;
 
@@ -333,7 +338,7 @@ START_TEST(failed_write_keeps_old_and_removes_temp)
 {
 	/* A directory where the snapshot should go makes the rename fail. */
 	ck_assert_int_eq(mkdirat(dirfd_, "s.bsnap", 0700), 0);
-	struct bf_params p = { 100, 0.01, BF_TYPE_BLOOM, 2, true };
+	struct bf_params p = {100, 0.01, BF_TYPE_BLOOM, 2, true};
 	struct bf_filter *f = make("s", p, 10);
 	const char *step = NULL;
 	int rc = bf_snapshot_write(f, 1, dirfd_, "s.bsnap", &step);
@@ -358,7 +363,7 @@ END_TEST
 
 START_TEST(clone_is_exact_and_independent)
 {
-	struct bf_params p = { 1000, 0.01, BF_TYPE_COUNTING, 2, true };
+	struct bf_params p = {1000, 0.01, BF_TYPE_COUNTING, 2, true};
 	struct bf_filter *f = make("c", p, 2500), *g;
 	ck_assert_int_eq(bf_filter_clone(f, &g), 0);
 	assert_same(f, g);

@@ -11,15 +11,15 @@
  */
 #include <string.h>
 
-#include "fuzz_common.h"
+#include "tests/fuzz/fuzz_common.h"
 #include "proto/http_api.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
-static const char *const methods[8] = { "GET", "HEAD", "PUT", "POST", "DELETE", "PATCH",
-					"OPTIONS", "get" };
-static const char *const ctypes[4] = { NULL, "application/json", "text/plain",
-				       "application/json; charset=utf-8" };
+static const char *const methods[8] = {"GET",	 "HEAD",  "PUT",     "POST",
+				       "DELETE", "PATCH", "OPTIONS", "get"};
+static const char *const ctypes[4] = {NULL, "application/json", "text/plain",
+				      "application/json; charset=utf-8"};
 
 /* The bytes up to the next '\n' (not included), advancing past it. */
 static const char *take_line(const char **p, size_t *n, size_t *len)
@@ -53,8 +53,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	size_t n = size - 1;
 
 	struct http_api_request req = {
-		.method = methods[sel & 7],
-		.content_type = ctypes[(sel >> 3) & 3],
+	    .method = methods[sel & 7],
+	    .content_type = ctypes[(sel >> 3) & 3],
 	};
 	req.path = take_line(&p, &n, &req.path_len);
 

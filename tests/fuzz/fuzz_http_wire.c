@@ -33,7 +33,7 @@
 #include <uv.h>
 
 #include "conf/config.h"
-#include "fuzz_common.h"
+#include "tests/fuzz/fuzz_common.h"
 #include "server/http.h"
 #include "server/log.h"
 

@@ -10,7 +10,7 @@
 #include <stdbool.h>
 #include <string.h>
 
-#include "fuzz_common.h"
+#include "tests/fuzz/fuzz_common.h"
 #include "proto/buf.h"
 #include "proto/resp.h"
 #include "proto/resp_cmd.h"
@@ -18,9 +18,9 @@
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 static const struct proto_limits lim = {
-	.max_bulk_bytes = 256,
-	.max_args = 16,
-	.max_line_bytes = 256,
+    .max_bulk_bytes = 256,
+    .max_args = 16,
+    .max_line_bytes = 256,
 };
 
 /* FNV-1a over the commands seen, to compare the two parses. */

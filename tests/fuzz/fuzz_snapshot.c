@@ -61,8 +61,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		if (size > BF_SNAPSHOT_HEADER_LEN) {
 			uint64_t body = get64(file + OFF_BODY_LEN);
 			uint64_t have = size - BF_SNAPSHOT_HEADER_LEN;
-			put64(file + OFF_BODY_SUM,
-			      XXH3_64bits(file + BF_SNAPSHOT_HEADER_LEN, body < have ? body : have));
+			put64(file + OFF_BODY_SUM, XXH3_64bits(file + BF_SNAPSHOT_HEADER_LEN,
+							       body < have ? body : have));
 		}
 		put64(file + OFF_HEADER_SUM, XXH3_64bits(file, OFF_HEADER_SUM));
 	}
@@ -77,7 +77,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (rc == 0) {
 		if (!f)
 			abort();
-		static const char *const keys[] = { "a", "key", "another key", "" };
+		static const char *const keys[] = {"a", "key", "another key", ""};
 		for (size_t i = 0; i < 4; i++) {
 			bf_filter_check(f, keys[i], strlen(keys[i]));
 			int added = bf_filter_add(f, keys[i], strlen(keys[i]));

@@ -8,7 +8,7 @@
 #include <stdbool.h>
 #include <string.h>
 
-#include "fuzz_common.h"
+#include "tests/fuzz/fuzz_common.h"
 #include "proto/buf.h"
 #include "proto/resp.h"
 #include "proto/text.h"
@@ -54,8 +54,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			}
 			const char *line;
 			size_t linelen;
-			ssize_t r = proto_text_line(rbuf + start, end - start, MAX_LINE, &line,
-						    &linelen);
+			ssize_t r =
+			    proto_text_line(rbuf + start, end - start, MAX_LINE, &line, &linelen);
 			if (r == 0)
 				break;
 			if (r == -E2BIG) {

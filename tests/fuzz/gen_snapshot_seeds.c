@@ -16,7 +16,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "bf_snapshot.h"
+#include "core/bf_snapshot.h"
 
 static void seed(int dirfd, const char *file, const char *name, struct bf_params p, int grow)
 {
@@ -47,10 +47,10 @@ int main(int argc, char **argv)
 	int dirfd = open(argc > 1 ? argv[1] : ".", O_RDONLY | O_DIRECTORY);
 	if (dirfd < 0)
 		return 1;
-	seed(dirfd, "bloom", "plain", (struct bf_params){ 50, 0.01, BF_TYPE_BLOOM, 2, true }, 10);
-	seed(dirfd, "counting", "cnt", (struct bf_params){ 20, 0.05, BF_TYPE_COUNTING, 0, true }, 5);
+	seed(dirfd, "bloom", "plain", (struct bf_params){50, 0.01, BF_TYPE_BLOOM, 2, true}, 10);
+	seed(dirfd, "counting", "cnt", (struct bf_params){20, 0.05, BF_TYPE_COUNTING, 0, true}, 5);
 	/* Past its first layer's capacity: three layers. */
-	seed(dirfd, "scaled", "grown/\xc3\xa9", (struct bf_params){ 8, 0.1, BF_TYPE_BLOOM, 2, true },
+	seed(dirfd, "scaled", "grown/\xc3\xa9", (struct bf_params){8, 0.1, BF_TYPE_BLOOM, 2, true},
 	     40);
 	return 0;
 }

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: MIT
 # run.sh FUZZER SEED-CORPUS-DIR ARTIFACT-DIR: run a libFuzzer target for FUZZ_SECONDS
 # (default 20) on a scratch copy of its seed corpus (the seeds in the tree stay as they are).
 # Exit status: the fuzzer's, non-zero on a crash, leak, timeout or out-of-memory; the input

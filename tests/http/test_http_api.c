@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "check_main.h"
+#include "tests/check_main.h"
 #include "proto/http_api.h"
 #include "tests/cmd_fixture.h"
 
@@ -715,8 +715,7 @@ START_TEST(delete_ambiguous)
 	call("PUT", "/v1/filters/c/keys/fresh", NULL, NULL);
 	ck_assert_uint_eq(resp.status, 200);
 	uint64_t items = f->items;
-	snprintf(body, sizeof(body), "{\"keys\":[\"zz-absent\",\"k%d\",\"k%d\"]}", found,
-		 found);
+	snprintf(body, sizeof(body), "{\"keys\":[\"zz-absent\",\"k%d\",\"k%d\"]}", found, found);
 	POST("/v1/filters/c/delete", body, 409,
 	     "{\"type\":\"ambiguous_delete\",\"title\":\"Key in more than one layer\","
 	     "\"status\":409,\"detail\":\"a key tests present in more than one layer of this "

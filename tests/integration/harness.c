@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /* Integration-test harness; see harness.h. */
-#include "harness.h"
+#include "tests/integration/harness.h"
 
 #include <arpa/inet.h>
 #include <errno.h>

@@ -20,7 +20,7 @@
 #include <sys/types.h>
 #include <sys/wait.h>
 
-#include "harness.h"
+#include "tests/integration/harness.h"
 
 #ifndef ITEST_T
 #define ITEST_T 5000

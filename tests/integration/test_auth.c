@@ -16,8 +16,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "../check_main.h"
-#include "itest_check.h"
+#include "tests/check_main.h"
+#include "tests/integration/itest_check.h"
 
 #define TOKEN_A "0123456789abcdefghijklmnopqrstuvwxyzABCD" /* 40 bytes */
 #define TOKEN_B "B-second-token-B-second-token-B-second-token"

@@ -34,8 +34,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "../check_main.h"
-#include "itest_check.h"
+#include "tests/check_main.h"
+#include "tests/integration/itest_check.h"
 
 /* request_timeout of the cases that test it, in seconds and ms. */
 #define REQ_S  2

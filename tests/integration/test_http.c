@@ -20,8 +20,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "../check_main.h"
-#include "itest_check.h"
+#include "tests/check_main.h"
+#include "tests/integration/itest_check.h"
 
 #define CT_JSON	   "Content-Type: application/json\r\n"
 #define CT_PROBLEM "Content-Type: application/problem+json\r\n"

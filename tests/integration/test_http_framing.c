@@ -25,8 +25,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "../check_main.h"
-#include "itest_check.h"
+#include "tests/check_main.h"
+#include "tests/integration/itest_check.h"
 
 #define PROBLEM(type, title, status, detail)                                                       \
 	"{\"type\":\"" type "\",\"title\":\"" title "\",\"status\":" #status                       \

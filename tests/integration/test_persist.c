@@ -21,10 +21,10 @@
 #include <unistd.h>
 #include <xxhash.h>
 
-#include "../check_main.h"
+#include "tests/check_main.h"
 #define ITEST_T	      10000 /* snapshots of big filters under a sanitizer take a while */
 #define ITEST_STOP_MS 30000
-#include "itest_check.h"
+#include "tests/integration/itest_check.h"
 
 /* snprintf into an array, asserting nothing was cut. */
 #define FMT(buf, ...) ck_assert_int_lt(snprintf((buf), sizeof(buf), __VA_ARGS__), (int)sizeof(buf))
@@ -1147,12 +1147,14 @@ static Suite *persist_suite(void)
 	if (can_mount_tmpfs())
 		tcase_add_test(faults, test_disk_full);
 	else
-		skips[nskips++] = (struct check_skip){"test_disk_full", "cannot mount a tmpfs here"};
+		skips[nskips++] =
+		    (struct check_skip){"test_disk_full", "cannot mount a tmpfs here"};
 	if (have_strace()) {
 		tcase_add_test(faults, test_inject_errors);
 		tcase_add_test(faults, test_final_snapshot_failure_exits_nonzero);
 	} else {
-		skips[nskips++] = (struct check_skip){"test_inject_errors", "strace cannot trace here"};
+		skips[nskips++] =
+		    (struct check_skip){"test_inject_errors", "strace cannot trace here"};
 		skips[nskips++] = (struct check_skip){"test_final_snapshot_failure_exits_nonzero",
 						      "strace cannot trace here"};
 	}

@@ -18,8 +18,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "../check_main.h"
-#include "itest_check.h"
+#include "tests/check_main.h"
+#include "tests/integration/itest_check.h"
 
 /* A string of n copies of c, in a static buffer. */
 static const char *rep(char c, size_t n)
@@ -1008,7 +1008,9 @@ enum fill_proto { FILL_TEXT, FILL_RESP, FILL_HTTP };
 static unsigned fill_tiny_filters(enum fill_proto proto, unsigned most)
 {
 	static char req[500 * 160], buf[1 << 16];
-	const char *ok = proto == FILL_TEXT ? "Done\n" : proto == FILL_RESP ? "+OK\r\n" : "HTTP/1.1 201";
+	const char *ok = proto == FILL_TEXT   ? "Done\n"
+			 : proto == FILL_RESP ? "+OK\r\n"
+					      : "HTTP/1.1 201";
 	const char *full = proto == FILL_TEXT	? "Client Error: Not enough memory\n"
 			   : proto == FILL_RESP ? "-OOM command not allowed when used memory > "
 						  "'maxmemory'.\r\n"
@@ -1108,7 +1110,13 @@ START_TEST(test_max_memory_counts_everything)
 {
 	static const enum fill_proto protos[] = {FILL_RESP, FILL_TEXT, FILL_HTTP};
 	const char *wrapper = getenv("BLOSSOMD_WRAPPER");
+	/* RSS means the daemon's memory only without valgrind and without ASan (its redzones and
+	 * shadow memory multiply a heap's footprint); the counts are checked in every build. */
+#if defined(__SANITIZE_ADDRESS__)
+	bool measured = false;
+#else
 	bool measured = !wrapper || !strstr(wrapper, "valgrind");
+#endif
 
 	for (size_t i = 0; i < 3; i++) {
 		start(CONF("max_memory = 8m\n"), NULL);
@@ -1117,7 +1125,10 @@ START_TEST(test_max_memory_counts_everything)
 		unsigned n = fill_tiny_filters(protos[i], 131072);
 		long after = rss_kib(pid);
 		printf("# %s: %u filters of capacity 1 in max_memory 8 MiB, RSS +%ld KiB\n",
-		       i == 0 ? "RESP" : i == 1 ? "text" : "HTTP", n, after - before);
+		       i == 0	? "RESP"
+		       : i == 1 ? "text"
+				: "HTTP",
+		       n, after - before);
 		ck_assert_uint_gt(n, 500);
 		ck_assert_uint_lt(n, 8u << 10 >> 1); /* each costs well over 2 KiB */
 		if (measured)

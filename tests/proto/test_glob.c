@@ -14,7 +14,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "../check_main.h"
+#include "tests/check_main.h"
 #include "proto/glob.h"
 
 /*

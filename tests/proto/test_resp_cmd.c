@@ -13,8 +13,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "check_main.h"
-#include "bf_snapshot.h"
+#include "tests/check_main.h"
+#include "core/bf_snapshot.h"
 #include "proto/command.h"
 #include "proto/resp_cmd.h"
 #include "tests/cmd_fixture.h"
@@ -51,8 +51,8 @@ static uint64_t seed_hook(void *arg)
 static void setup_limit(uint64_t max_memory)
 {
 	cmd_fixture_init(&ctx, max_memory, 16, 1024);
-	ctx.hooks = (struct cmd_hooks){.flush = flush_hook, .created = created_hook,
-				       .seed = seed_hook};
+	ctx.hooks =
+	    (struct cmd_hooks){.flush = flush_hook, .created = created_hook, .seed = seed_hook};
 	ctx.started_unix = 1000;
 	ctx.last_save_unix = 1234567890;
 	reg = ctx.reg;
@@ -223,8 +223,8 @@ START_TEST(reserve_errors)
 	SAYS("-ERR error rate below 1e-12 is not supported\r\n", "BF.RESERVE", "f", "1e-54", "1");
 	SAYS("-ERR error rate below 1e-12 is not supported\r\n", "BF.RESERVE", "f", "9.99e-13",
 	     "1");
-	SAYS("-ERR error rate below 1e-12 is not supported\r\n", "BF.INSERT", "f", "ERROR",
-	     "1e-20", "ITEMS", "a");
+	SAYS("-ERR error rate below 1e-12 is not supported\r\n", "BF.INSERT", "f", "ERROR", "1e-20",
+	     "ITEMS", "a");
 	SAYS(":0\r\n", "DBSIZE");
 	SAYS("-ERR error rate must be in the range (0.000000, 1.000000)\r\n", "BF.RESERVE", "f",
 	     "0", "100");
@@ -1184,8 +1184,8 @@ START_TEST(hello)
 }
 END_TEST
 
-#define TOKEN "0123456789abcdef0123456789abcdef"
-#define NOAUTH "-NOAUTH Authentication required.\r\n"
+#define TOKEN	  "0123456789abcdef0123456789abcdef"
+#define NOAUTH	  "-NOAUTH Authentication required.\r\n"
 #define WRONGPASS "-WRONGPASS invalid username-password pair or user is disabled.\r\n"
 
 /* With a token: only AUTH, HELLO, PING and QUIT before AUTH; three failures close. */
@@ -1195,7 +1195,7 @@ START_TEST(auth_with_token)
 	ctx.token_len = strlen(TOKEN);
 	SAYS("+PONG\r\n", "PING");
 	SAYS(NOAUTH, "BF.ADD", "f", "k");
-	SAYS(NOAUTH, "BF.EXISTS", "f");	   /* before the arity check */
+	SAYS(NOAUTH, "BF.EXISTS", "f");	    /* before the arity check */
 	SAYS(NOAUTH, "nosuchcommand", "x"); /* before the unknown-command error */
 	SAYS(NOAUTH, "CLIENT", "ID");
 	SAYS("-NOAUTH HELLO must be called with the client already authenticated, otherwise the "

@@ -15,7 +15,7 @@
 #include <uv.h>
 #include <xxhash.h>
 
-#include "check_main.h"
+#include "tests/check_main.h"
 #include "server/wal.h"
 
 static char root[64];
