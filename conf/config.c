@@ -30,6 +30,7 @@ enum conf_type {
 	CONF_SIZE,	/* as CONF_UINT, with an optional k/m/g suffix */
 	CONF_RATE,	/* double, 0 < p < 1 */
 	CONF_LOG_LEVEL, /* int, syslog priority 0..7 */
+	CONF_CHOICE,	/* int: the index of one of the key's choices */
 };
 
 struct conf_key {
@@ -39,31 +40,39 @@ struct conf_key {
 	size_t size;
 	uint64_t min;
 	uint64_t max;
+	const char *const *choices; /* CONF_CHOICE: the words, NULL-terminated */
 };
 
 #define CONF_FIELD(f) offsetof(struct config, f), sizeof(((struct config *)0)->f)
 
+static const char *const conf_wal_names[] = {"off", "on", NULL};
+static const char *const conf_wal_fsync_names[] = {"always", "everysec", "no", NULL};
+
 static const struct conf_key conf_keys[] = {
-    {"bind", CONF_ADDRS, CONF_FIELD(bind), 1, 0},
-    {"port", CONF_UINT, CONF_FIELD(port), 1, UINT16_MAX},
-    {"http_port", CONF_UINT, CONF_FIELD(http_port), 0, UINT16_MAX},
-    {"data_dir", CONF_STRING, CONF_FIELD(data_dir), 1, 0},
-    {"snapshot_interval", CONF_UINT, CONF_FIELD(snapshot_interval), 0, UINT32_MAX},
-    {"default_capacity", CONF_UINT, CONF_FIELD(default_capacity), 1, UINT64_MAX},
-    {"default_error_rate", CONF_RATE, CONF_FIELD(default_error_rate), 0, 0},
-    {"max_memory", CONF_SIZE, CONF_FIELD(max_memory), 0, UINT64_MAX},
-    {"max_line_bytes", CONF_SIZE, CONF_FIELD(max_line_bytes), 1, UINT32_MAX},
-    {"max_bulk_bytes", CONF_SIZE, CONF_FIELD(max_bulk_bytes), 1, UINT32_MAX},
-    {"max_args", CONF_UINT, CONF_FIELD(max_args), 1, UINT32_MAX},
-    {"max_key_bytes", CONF_SIZE, CONF_FIELD(max_key_bytes), 1, UINT32_MAX},
-    {"max_body_bytes", CONF_SIZE, CONF_FIELD(max_body_bytes), 1, UINT64_MAX},
-    {"max_connections", CONF_UINT, CONF_FIELD(max_connections), 1, UINT32_MAX},
-    {"idle_timeout", CONF_UINT, CONF_FIELD(idle_timeout), 0, UINT32_MAX},
-    {"request_timeout", CONF_UINT, CONF_FIELD(request_timeout), 0, UINT32_MAX},
-    {"max_output_bytes", CONF_SIZE, CONF_FIELD(max_output_bytes), 1, UINT64_MAX},
-    {"max_client_memory", CONF_SIZE, CONF_FIELD(max_client_memory), 0, UINT64_MAX},
-    {"log_level", CONF_LOG_LEVEL, CONF_FIELD(log_level), 0, 7},
-    {"auth_token_file", CONF_STRING, CONF_FIELD(auth_token_file), 0, 0},
+    {"bind", CONF_ADDRS, CONF_FIELD(bind), 1, 0, NULL},
+    {"port", CONF_UINT, CONF_FIELD(port), 1, UINT16_MAX, NULL},
+    {"http_port", CONF_UINT, CONF_FIELD(http_port), 0, UINT16_MAX, NULL},
+    {"data_dir", CONF_STRING, CONF_FIELD(data_dir), 1, 0, NULL},
+    {"snapshot_interval", CONF_UINT, CONF_FIELD(snapshot_interval), 0, UINT32_MAX, NULL},
+    {"wal", CONF_CHOICE, CONF_FIELD(wal), 0, 0, conf_wal_names},
+    {"wal_fsync", CONF_CHOICE, CONF_FIELD(wal_fsync), 0, 0, conf_wal_fsync_names},
+    {"wal_segment_bytes", CONF_SIZE, CONF_FIELD(wal_segment_bytes), 4096, UINT64_MAX, NULL},
+    {"wal_max_bytes", CONF_SIZE, CONF_FIELD(wal_max_bytes), 0, UINT64_MAX, NULL},
+    {"default_capacity", CONF_UINT, CONF_FIELD(default_capacity), 1, UINT64_MAX, NULL},
+    {"default_error_rate", CONF_RATE, CONF_FIELD(default_error_rate), 0, 0, NULL},
+    {"max_memory", CONF_SIZE, CONF_FIELD(max_memory), 0, UINT64_MAX, NULL},
+    {"max_line_bytes", CONF_SIZE, CONF_FIELD(max_line_bytes), 1, UINT32_MAX, NULL},
+    {"max_bulk_bytes", CONF_SIZE, CONF_FIELD(max_bulk_bytes), 1, UINT32_MAX, NULL},
+    {"max_args", CONF_UINT, CONF_FIELD(max_args), 1, UINT32_MAX, NULL},
+    {"max_key_bytes", CONF_SIZE, CONF_FIELD(max_key_bytes), 1, UINT32_MAX, NULL},
+    {"max_body_bytes", CONF_SIZE, CONF_FIELD(max_body_bytes), 1, UINT64_MAX, NULL},
+    {"max_connections", CONF_UINT, CONF_FIELD(max_connections), 1, UINT32_MAX, NULL},
+    {"idle_timeout", CONF_UINT, CONF_FIELD(idle_timeout), 0, UINT32_MAX, NULL},
+    {"request_timeout", CONF_UINT, CONF_FIELD(request_timeout), 0, UINT32_MAX, NULL},
+    {"max_output_bytes", CONF_SIZE, CONF_FIELD(max_output_bytes), 1, UINT64_MAX, NULL},
+    {"max_client_memory", CONF_SIZE, CONF_FIELD(max_client_memory), 0, UINT64_MAX, NULL},
+    {"log_level", CONF_LOG_LEVEL, CONF_FIELD(log_level), 0, 7, NULL},
+    {"auth_token_file", CONF_STRING, CONF_FIELD(auth_token_file), 0, 0, NULL},
 };
 
 #define CONF_NKEYS (sizeof(conf_keys) / sizeof(conf_keys[0]))
@@ -96,6 +105,10 @@ void conf_defaults(struct config *c)
 	c->http_port = 8674;
 	strcpy(c->data_dir, "/var/lib/blossomd");
 	c->snapshot_interval = 5;
+	c->wal = 1;
+	c->wal_fsync = 0;
+	c->wal_segment_bytes = UINT64_C(64) << 20;
+	c->wal_max_bytes = UINT64_C(1) << 30;
 	c->default_capacity = 100000;
 	c->default_error_rate = 0.01;
 	c->max_memory = UINT64_C(4) << 30;
@@ -367,6 +380,16 @@ int conf_set(struct config *c, const char *key, const char *value, char *err, si
 			return r;
 		memcpy(field, &d, sizeof(d));
 		return 0;
+	case CONF_CHOICE:
+		for (int i = 0; k->choices[i]; i++) {
+			if (strcasecmp(value, k->choices[i]) == 0) {
+				memcpy(field, &i, sizeof(i));
+				return 0;
+			}
+		}
+		conf_errf(err, errlen, "bad value for %s: '%s' (expected %s)", k->name, value,
+			  k->choices == conf_wal_names ? "on or off" : "always, everysec or no");
+		return -EINVAL;
 	case CONF_LOG_LEVEL:
 		if (conf_parse_level(value, &level)) {
 			conf_errf(err, errlen, "bad value for %s: '%s' (" CONF_LEVEL_HINT ")",
@@ -405,6 +428,13 @@ static int conf_validate_key(const struct conf_key *k, const struct config *c, c
 		memcpy(&d, field, sizeof(d));
 		snprintf(shown, sizeof(shown), "%g", d);
 		return conf_check_rate(k, d, shown, err, errlen);
+	case CONF_CHOICE:
+		memcpy(&level, field, sizeof(level));
+		for (int i = 0; k->choices[i]; i++)
+			if (level == i)
+				return 0;
+		conf_errf(err, errlen, "bad value for %s: %d", k->name, level);
+		return -EINVAL;
 	case CONF_LOG_LEVEL:
 		memcpy(&level, field, sizeof(level));
 		if (level < 0 || level > 7) {

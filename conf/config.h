@@ -28,6 +28,11 @@ struct config {
 	uint16_t http_port;	    /* HTTP port, default 8674; 0 disables HTTP */
 	char data_dir[4096];	    /* snapshot directory, default "/var/lib/blossomd" */
 	uint32_t snapshot_interval; /* seconds, default 5; 0 disables periodic snapshots */
+	int wal;		    /* write-ahead log: 1 on (default), 0 off */
+	int wal_fsync;		    /* 0 always (default), 1 everysec, 2 no (enum wal_fsync) */
+	uint64_t wal_segment_bytes; /* log segment size, default 64 MiB, >= 4096 */
+	uint64_t wal_max_bytes;	    /* log size that triggers early checkpoints, default 1 GiB;
+				     * 0 = none */
 	uint64_t default_capacity;  /* default 100000, >= 1 */
 	double default_error_rate;  /* default 0.01, 0 < p < 1 */
 	uint64_t max_memory;	    /* bytes for all filters, default 4 GiB; 0 = no limit */

@@ -111,6 +111,10 @@ static const struct {
     {"http_port", "0"},
     {"data_dir", "/srv/bloom data"},
     {"snapshot_interval", "0"},
+    {"wal", "off"},
+    {"wal_fsync", "everysec"},
+    {"wal_segment_bytes", "4096"},
+    {"wal_max_bytes", "0"},
     {"default_capacity", "18446744073709551615"},
     {"default_error_rate", "1e-3"},
     {"max_memory", "0"},
@@ -145,6 +149,10 @@ static void other_config(struct config *c)
 	c->http_port = 0;
 	set_str(c->data_dir, sizeof(c->data_dir), "/srv/bloom data");
 	c->snapshot_interval = 0;
+	c->wal = 0;
+	c->wal_fsync = 1;
+	c->wal_segment_bytes = 4096;
+	c->wal_max_bytes = 0;
 	c->default_capacity = UINT64_MAX;
 	c->default_error_rate = 1e-3;
 	c->max_memory = 0;
@@ -170,6 +178,10 @@ static void expect_config_eq(const struct config *a, const struct config *b)
 	ck_assert_uint_eq(a->http_port, b->http_port);
 	ck_assert_str_eq(a->data_dir, b->data_dir);
 	ck_assert_uint_eq(a->snapshot_interval, b->snapshot_interval);
+	ck_assert_int_eq(a->wal, b->wal);
+	ck_assert_int_eq(a->wal_fsync, b->wal_fsync);
+	ck_assert_uint_eq(a->wal_segment_bytes, b->wal_segment_bytes);
+	ck_assert_uint_eq(a->wal_max_bytes, b->wal_max_bytes);
 	ck_assert_uint_eq(a->default_capacity, b->default_capacity);
 	ck_assert(a->default_error_rate == b->default_error_rate);
 	ck_assert_uint_eq(a->max_memory, b->max_memory);
@@ -202,6 +214,10 @@ START_TEST(test_defaults)
 	ck_assert_uint_eq(c.http_port, 8674);
 	ck_assert_str_eq(c.data_dir, "/var/lib/blossomd");
 	ck_assert_uint_eq(c.snapshot_interval, 5);
+	ck_assert_int_eq(c.wal, 1);
+	ck_assert_int_eq(c.wal_fsync, 0);
+	ck_assert_uint_eq(c.wal_segment_bytes, 64u << 20);
+	ck_assert_uint_eq(c.wal_max_bytes, 1u << 30);
 	ck_assert_uint_eq(c.default_capacity, 100000);
 	ck_assert(c.default_error_rate == 0.01);
 	ck_assert_uint_eq(c.max_memory, 4294967296ULL);
@@ -282,7 +298,7 @@ START_TEST(test_other_values_cover_every_field)
 	other_config(&want);
 	expect_config_eq(&c, &want);
 	expect_valid(&c);
-	ck_assert_uint_eq(N_OTHER, 20);
+	ck_assert_uint_eq(N_OTHER, 24);
 }
 END_TEST
 
@@ -479,6 +495,32 @@ START_TEST(test_error_rate_values)
 			 range[i]);
 		expect_set_error("default_error_rate", range[i], msg);
 	}
+}
+END_TEST
+
+/* The write-ahead log's keys: words for the modes, the smallest segment (4096 bytes). */
+START_TEST(test_wal_values)
+{
+	struct config c;
+	char err[512] = "";
+
+	conf_defaults(&c);
+	ck_assert_int_eq(conf_set(&c, "wal", "OFF", err, sizeof(err)), 0);
+	ck_assert_int_eq(c.wal, 0);
+	ck_assert_int_eq(conf_set(&c, "wal", "on", err, sizeof(err)), 0);
+	ck_assert_int_eq(c.wal, 1);
+	ck_assert_int_eq(conf_set(&c, "wal_fsync", "no", err, sizeof(err)), 0);
+	ck_assert_int_eq(c.wal_fsync, 2);
+	ck_assert_int_eq(conf_set(&c, "wal_fsync", "Always", err, sizeof(err)), 0);
+	ck_assert_int_eq(c.wal_fsync, 0);
+	expect_set_error("wal", "yes", "bad value for wal: 'yes' (expected on or off)");
+	expect_set_error("wal", "", "bad value for wal: '' (expected on or off)");
+	expect_set_error("wal_fsync", "sometimes",
+			 "bad value for wal_fsync: 'sometimes' (expected always, everysec or no)");
+	ck_assert_int_eq(conf_set(&c, "wal_segment_bytes", "4096", err, sizeof(err)), 0);
+	ck_assert_uint_eq(c.wal_segment_bytes, 4096);
+	ck_assert_int_eq(conf_set(&c, "wal_segment_bytes", "4095", err, sizeof(err)), -EINVAL);
+	ck_assert_uint_eq(c.wal_segment_bytes, 4096);
 }
 END_TEST
 
@@ -937,6 +979,7 @@ static Suite *conf_suite(void)
 	tcase_add_test(tc, test_ports);
 	tcase_add_test(tc, test_error_rate_values);
 	tcase_add_test(tc, test_log_level_values);
+	tcase_add_test(tc, test_wal_values);
 	tcase_add_test(tc, test_bind_values);
 	tcase_add_test(tc, test_string_values);
 	tcase_add_test(tc, test_set_unknown_key);
