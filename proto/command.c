@@ -2,6 +2,9 @@
 /* The shared command layer: the operations every front end calls, and their error kinds. */
 #include "proto/command.h"
 
+#include "core/bf_record.h"
+#include "core/bf_snapshot.h"
+
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -95,9 +98,71 @@ enum cmd_status cmd_status_from_errno(int rc)
 		return CMD_NOT_COUNTING;
 	case -ENOTUNIQ:
 		return CMD_AMBIGUOUS;
+	case -EROFS:
+		return CMD_LOG_FAILED;
 	default:
 		return CMD_INTERNAL;
 	}
+}
+
+/* ---- the write-ahead log ---- */
+
+/* Whether changes to f are logged (a memory-only filter is not: it never survives a restart). */
+static bool logged(const struct cmd_ctx *c, const struct bf_filter *f)
+{
+	return c->hooks.log && f->params.persist;
+}
+
+/* The replies built from now on wait for lsn to be durable (if it is not yet). */
+static void wait_for(struct cmd_ctx *c, uint64_t lsn)
+{
+	if (lsn > c->durable_lsn && lsn > c->wait_lsn)
+		c->wait_lsn = lsn;
+}
+
+/* Room for n bytes of record payload in c->rec. 0 or -ENOMEM. */
+static int rec_reserve(struct cmd_ctx *c, size_t n)
+{
+	if (n <= c->rec_cap)
+		return 0;
+	size_t cap = c->rec_cap ? c->rec_cap : 4096;
+	while (cap < n)
+		cap *= 2;
+	unsigned char *p = realloc(c->rec, cap);
+	if (!p)
+		return -ENOMEM;
+	c->rec = p;
+	c->rec_cap = cap;
+	return 0;
+}
+
+/* Log a record about f (its payload is c->rec[0..len)): f->lsn becomes its LSN and the replies
+ * wait for it. 0, or -ENOMEM if the log could not take it. */
+static int log_change(struct cmd_ctx *c, struct bf_filter *f, int type, const void *p, size_t len)
+{
+	uint64_t lsn = c->hooks.log(c->hooks.arg, type, p, len);
+
+	if (!lsn)
+		return -ENOMEM;
+	f->lsn = lsn;
+	wait_for(c, lsn);
+	return 0;
+}
+
+/* ADD or DELETE of the keys whose hashes are at c->rec + 8, n of them. */
+static int log_keys(struct cmd_ctx *c, struct bf_filter *f, int type, size_t n)
+{
+	if (!n)
+		return 0;
+	bf_record_id(f->id, c->rec);
+	return log_change(c, f, type, c->rec, BF_RECORD_KEYS_HEAD + BF_RECORD_HASH_BYTES * n);
+}
+
+void cmd_ctx_free(struct cmd_ctx *c)
+{
+	free(c->rec);
+	c->rec = NULL;
+	c->rec_cap = 0;
 }
 
 struct bf_params cmd_default_params(const struct cmd_ctx *c)
@@ -117,11 +182,20 @@ enum cmd_status cmd_create(struct cmd_ctx *c, const char *name, size_t len,
 	c->ops[CMD_OP_CREATE]++;
 	if (!bf_name_valid(name, len))
 		return CMD_BAD_NAME;
+	if (c->hooks.log && p->persist && c->log_failed)
+		return CMD_LOG_FAILED;
 	uint64_t seed = c->hooks.seed ? c->hooks.seed(c->hooks.arg) : 0;
 	struct bf_filter *f;
 	int rc = bf_registry_create(c->reg, name, len, p, seed, &f);
 	if (rc)
 		return cmd_status_from_errno(rc);
+	if (logged(c, f)) {
+		unsigned char rec[BF_RECORD_CREATE_MAX];
+		if (log_change(c, f, BF_REC_CREATE, rec, bf_record_create(f, rec))) {
+			bf_registry_drop(c->reg, name, len);
+			return CMD_INTERNAL;
+		}
+	}
 	if (c->hooks.created)
 		c->hooks.created(c->hooks.arg, f);
 	if (out)
@@ -135,6 +209,16 @@ enum cmd_status cmd_drop(struct cmd_ctx *c, const char *name, size_t len, bool r
 	struct bf_filter *f = bf_registry_get(c->reg, name, len);
 	if (!f)
 		return CMD_NOT_FOUND;
+	if (logged(c, f)) {
+		unsigned char rec[8];
+		if (c->log_failed)
+			return CMD_LOG_FAILED;
+		uint64_t lsn = c->hooks.log(c->hooks.arg, remove_file ? BF_REC_DROP : BF_REC_CLEAR,
+					    rec, bf_record_id(f->id, rec));
+		if (!lsn)
+			return CMD_INTERNAL;
+		wait_for(c, lsn);
+	}
 	if (c->hooks.dropping)
 		c->hooks.dropping(c->hooks.arg, f, remove_file);
 	return cmd_status_from_errno(bf_registry_drop(c->reg, name, len));
@@ -175,8 +259,33 @@ enum cmd_status cmd_add(struct cmd_ctx *c, struct bf_filter *f, size_t n, const 
 		return CMD_KEY_TOO_LONG;
 	if (n == 0)
 		return CMD_OK;
-	size_t k = n == 1 ? (out[0] = bf_filter_add(f, keys[0], lens[0]), 1)
-			  : bf_filter_add_batch(f, n, keys, lens, out, NULL);
+	if (!logged(c, f)) {
+		size_t k = n == 1 ? (out[0] = bf_filter_add(f, keys[0], lens[0]), 1)
+				  : bf_filter_add_batch(f, n, keys, lens, out, NULL);
+		if (out[k - 1] < 0) {
+			*done = k - 1;
+			return cmd_status_from_errno(out[k - 1]);
+		}
+		*done = n;
+		return CMD_OK;
+	}
+	if (c->log_failed)
+		return CMD_LOG_FAILED;
+	if (rec_reserve(c, BF_RECORD_KEYS_HEAD + BF_RECORD_HASH_BYTES * n))
+		return CMD_INTERNAL;
+	/* The hashes land in the record (struct bf_hash is its little-endian lo, hi); then only
+	 * the keys that changed the filter stay: a plain filter's new keys, every add of a
+	 * counting filter's (it counts repeats). */
+	struct bf_hash *h = (struct bf_hash *)(void *)(c->rec + BF_RECORD_KEYS_HEAD);
+	bool counting = f->params.type == BF_TYPE_COUNTING;
+	size_t k = bf_filter_add_batch(f, n, keys, lens, out, h), m = 0;
+	for (size_t i = 0; i < k; i++)
+		if (out[i] == 1 || (counting && out[i] == 0))
+			h[m++] = h[i];
+	if (log_keys(c, f, BF_REC_ADD, m))
+		return CMD_INTERNAL;
+	/* An answer of "already present" may owe it to a change not yet durable. */
+	wait_for(c, f->lsn);
 	if (out[k - 1] < 0) {
 		*done = k - 1;
 		return cmd_status_from_errno(out[k - 1]);
@@ -196,6 +305,16 @@ enum cmd_status cmd_check(struct cmd_ctx *c, struct bf_filter *f, size_t n, cons
 		out[0] = bf_filter_check(f, keys[0], lens[0]);
 	else
 		bf_filter_check_batch(f, n, keys, lens, out);
+	/* A "present" may owe it to a change not yet durable: then the reply waits for it. An
+	 * all-"absent" answer, or one about a filter whose changes are all durable, never waits. */
+	if (f->lsn > c->durable_lsn) {
+		for (size_t i = 0; i < n; i++) {
+			if (out[i] == 1) {
+				wait_for(c, f->lsn);
+				break;
+			}
+		}
+	}
 	return CMD_OK;
 }
 
@@ -209,15 +328,102 @@ enum cmd_status cmd_delete(struct cmd_ctx *c, struct bf_filter *f, size_t n,
 		return CMD_NOT_COUNTING;
 	if (!cmd_keys_fit(c, n, lens))
 		return CMD_KEY_TOO_LONG;
-	for (size_t i = 0; i < n; i++) {
-		out[i] = bf_filter_delete(f, keys[i], lens[i]);
+	bool log = logged(c, f);
+	if (log && c->log_failed)
+		return CMD_LOG_FAILED;
+	if (log && rec_reserve(c, BF_RECORD_KEYS_HEAD + BF_RECORD_HASH_BYTES * n))
+		return CMD_INTERNAL;
+	enum cmd_status st = CMD_OK;
+	size_t i, m = 0;
+	for (i = 0; i < n; i++) {
+		struct bf_hash h = bf_filter_hash(f, keys[i], lens[i]);
+		out[i] = bf_filter_delete_hash(f, h);
 		if (out[i] < 0) {
-			*done = i;
-			return cmd_status_from_errno(out[i]);
+			st = cmd_status_from_errno(out[i]);
+			break;
+		}
+		if (log && out[i] == 1)
+			bf_record_put_hash(h, c->rec + BF_RECORD_KEYS_HEAD +
+						  BF_RECORD_HASH_BYTES * m++);
+	}
+	*done = i;
+	if (log) {
+		if (log_keys(c, f, BF_REC_DELETE, m))
+			return CMD_INTERNAL;
+		wait_for(c, f->lsn);
+	}
+	return st;
+}
+
+enum cmd_status cmd_load_header(struct cmd_ctx *c, const char *name, size_t len,
+				const unsigned char *h, size_t hlen)
+{
+	uint64_t limit = bf_registry_max_memory(c->reg), used = bf_registry_memory(c->reg);
+	struct bf_snapshot_info info;
+	struct bf_filter *f;
+
+	c->ops[CMD_OP_CREATE]++;
+	if (!bf_name_valid(name, len))
+		return CMD_BAD_NAME;
+	if (bf_registry_get(c->reg, name, len))
+		return CMD_EXISTS;
+	int rc = bf_snapshot_decode(h, hlen,
+				    !limit	   ? UINT64_MAX
+				    : used < limit ? limit - used
+						   : 0,
+				    &f, &info, NULL, 0);
+	if (rc)
+		return rc == -ENOMEM ? CMD_NO_MEMORY : CMD_BAD_ARGS;
+	if (c->hooks.log && f->params.persist && c->log_failed) {
+		bf_filter_free(f);
+		return CMD_LOG_FAILED;
+	}
+	bf_filter_detach(f); /* a copy: a new filter here, with an id of this instance's */
+	rc = bf_registry_adopt(c->reg, name, len, f);
+	if (rc) {
+		bf_filter_free(f);
+		return cmd_status_from_errno(rc);
+	}
+	f->changes++;
+	if (logged(c, f)) {
+		if (rec_reserve(c, BF_RECORD_KEYS_HEAD + hlen)) {
+			bf_registry_drop(c->reg, name, len);
+			return CMD_INTERNAL;
+		}
+		bf_record_id(f->id, c->rec);
+		memcpy(c->rec + BF_RECORD_KEYS_HEAD, h, hlen);
+		if (log_change(c, f, BF_REC_LOAD, c->rec, BF_RECORD_KEYS_HEAD + hlen)) {
+			bf_registry_drop(c->reg, name, len);
+			return CMD_INTERNAL;
 		}
 	}
-	*done = n;
+	if (c->hooks.created)
+		c->hooks.created(c->hooks.arg, f);
 	return CMD_OK;
+}
+
+int cmd_load_body(struct cmd_ctx *c, struct bf_filter *f, uint64_t off, const void *data,
+		  size_t len)
+{
+	uint64_t room;
+
+	if (!bf_filter_body_at(f, off, &room))
+		return -ERANGE;
+	if (len > room)
+		return -EMSGSIZE;
+	if (logged(c, f)) {
+		if (c->log_failed)
+			return -EROFS;
+		if (rec_reserve(c, 16 + len))
+			return -ENOMEM;
+		bf_record_id(f->id, c->rec);
+		memcpy(c->rec + 8, &off, 8);
+		memcpy(c->rec + 16, data, len);
+	}
+	int rc = bf_filter_body_write(f, off, data, len);
+	if (rc || !logged(c, f))
+		return rc;
+	return log_change(c, f, BF_REC_BODY, c->rec, 16 + len);
 }
 
 enum cmd_status cmd_run_keys(struct cmd_ctx *c, struct cmd_session *s, struct bf_filter *f,

@@ -29,6 +29,7 @@ enum cmd_status {
 	CMD_NO_MEMORY,	  /* max_memory would be passed, or allocation failed */
 	CMD_NOT_COUNTING, /* delete on a plain filter */
 	CMD_AMBIGUOUS,	  /* delete: the key tests present in more than one layer */
+	CMD_LOG_FAILED,	  /* the write-ahead log cannot write: changes are refused */
 	CMD_INTERNAL,	  /* anything else */
 };
 
@@ -54,6 +55,12 @@ struct cmd_hooks {
 	int (*flush)(void *arg, struct bf_filter *f);
 	/* 64 random bits for a new filter's seed. */
 	uint64_t (*seed)(void *arg);
+	/*
+	 * The write-ahead log; NULL: no log. Append one record (core/bf_record.h payload) and
+	 * return its LSN, or 0 if it could not be appended (out of memory). Called for every
+	 * change to a persistent filter, after the change is made in memory and before the reply.
+	 */
+	uint64_t (*log)(void *arg, int type, const void *payload, size_t len);
 };
 
 /* Shared state of the command layer: the registry, the defaults and limits from the config. */
@@ -77,6 +84,21 @@ struct cmd_ctx {
 	 * bytes, NUL-terminated; NULL = no authentication. Owned by the server. */
 	const char *token;
 	size_t token_len;
+	/*
+	 * The log's state, kept current by the server: the newest LSN durable, and whether the log
+	 * cannot write (every change to a persistent filter is then refused, CMD_LOG_FAILED).
+	 */
+	uint64_t durable_lsn;
+	bool log_failed;
+	/*
+	 * The replies built since the front end last set this to 0 must not be sent before
+	 * durable_lsn reaches it: the LSN of each change they acknowledge, and of the last change
+	 * to a filter a "present" answer may owe to a change not yet durable.
+	 */
+	uint64_t wait_lsn;
+	/* Scratch for a record's payload, grown as needed. */
+	unsigned char *rec;
+	size_t rec_cap;
 };
 
 /* Failed AUTH attempts after which a connection is closed. */
@@ -184,6 +206,22 @@ enum cmd_key_op { CMD_KEYS_ADD, CMD_KEYS_CHECK, CMD_KEYS_DELETE };
  */
 enum cmd_status cmd_run_keys(struct cmd_ctx *c, struct cmd_session *s, struct bf_filter *f,
 			     enum cmd_key_op op, size_t n, size_t *done);
+
+/*
+ * BF.LOADCHUNK's two halves, logged like any change. cmd_load_header: a new filter named name
+ * from a dump's header chunk (core/bf_snapshot.h), within max_memory: CMD_OK, CMD_BAD_NAME,
+ * CMD_BAD_ARGS (the header is refused by the snapshot reader's rules), CMD_NO_MEMORY,
+ * CMD_EXISTS, CMD_LOG_FAILED, CMD_INTERNAL. cmd_load_body: len bytes at offset off of f's body:
+ * 0, -ERANGE (off is past the body), -EMSGSIZE (the bytes run past off's layer), -EROFS (the
+ * log cannot write) or -ENOMEM (the record could not be appended); nothing changes on error.
+ */
+enum cmd_status cmd_load_header(struct cmd_ctx *c, const char *name, size_t len,
+				const unsigned char *h, size_t hlen);
+int cmd_load_body(struct cmd_ctx *c, struct bf_filter *f, uint64_t off, const void *data,
+		  size_t len);
+
+/* Free what the command layer allocated in c (the record scratch). */
+void cmd_ctx_free(struct cmd_ctx *c);
 
 /* flush one filter (f) or all (NULL) through the server hook. CMD_OK or CMD_INTERNAL. */
 enum cmd_status cmd_flush(struct cmd_ctx *c, struct bf_filter *f);

@@ -87,6 +87,7 @@ enum problem {
 	P_FILTER_FULL,
 	P_NOT_COUNTING,
 	P_AMBIGUOUS_DELETE,
+	P_LOG_UNAVAILABLE,
 	P_TOO_LARGE,
 	P_MEDIA_TYPE,
 	P_INTERNAL,
@@ -110,6 +111,7 @@ static const struct {
     [P_FILTER_FULL] = {409, "filter_full", "Filter is full"},
     [P_NOT_COUNTING] = {409, "not_counting", "Not a counting filter"},
     [P_AMBIGUOUS_DELETE] = {409, "ambiguous_delete", "Key in more than one layer"},
+    [P_LOG_UNAVAILABLE] = {503, "log_unavailable", "Write-ahead log unavailable"},
     [P_TOO_LARGE] = {413, "payload_too_large", "Payload too large"},
     [P_MEDIA_TYPE] = {415, "unsupported_media_type", "Unsupported media type"},
     [P_INTERNAL] = {500, "internal_error", "Internal error"},
@@ -462,6 +464,11 @@ static void problem_status(struct http_api *api, struct http_api_response *r, en
 		break;
 	case CMD_NOT_COUNTING:
 		problem(r, P_NOT_COUNTING, "delete needs a counting filter");
+		break;
+	case CMD_LOG_FAILED:
+		problem(r, P_LOG_UNAVAILABLE,
+			"the write-ahead log cannot be written; changes are refused until it can "
+			"(see the server log)");
 		break;
 	case CMD_AMBIGUOUS:
 		problem_partial(r, P_AMBIGUOUS_DELETE, results, done,

@@ -429,41 +429,6 @@ void resp_bf_scandump(struct cmd_ctx *c, struct cmd_session *s, const struct pro
 	proto_resp_bulk(out, p, (size_t)len);
 }
 
-/* A header chunk: a new filter named name, built and checked by core's snapshot decoder. */
-static void dump_load_header(struct cmd_ctx *c, const struct proto_argv *av, struct proto_buf *out)
-{
-	const char *name = av->argv[1];
-	size_t nlen = av->argvlen[1];
-	uint64_t limit = bf_registry_max_memory(c->reg), used = bf_registry_memory(c->reg);
-	struct bf_snapshot_info info;
-	struct bf_filter *f;
-
-	if (!bf_name_valid(name, nlen)) {
-		resp_error_status(c, out, CMD_BAD_NAME, NULL);
-		return;
-	}
-	int rc = bf_snapshot_decode((const unsigned char *)av->argv[3], av->argvlen[3],
-				    !limit	   ? UINT64_MAX
-				    : used < limit ? limit - used
-						   : 0,
-				    &f, &info, NULL, 0);
-	if (rc) {
-		resp_error(c, out, rc == -ENOMEM ? resp_err_oom : resp_err_bad_data);
-		return;
-	}
-	bf_filter_detach(f); /* a copy: a new filter here, with an id of this instance's */
-	rc = bf_registry_adopt(c->reg, name, nlen, f);
-	if (rc) {
-		bf_filter_free(f);
-		resp_error_status(c, out, cmd_status_from_errno(rc), NULL);
-		return;
-	}
-	f->changes++;
-	if (c->hooks.created)
-		c->hooks.created(c->hooks.arg, f);
-	proto_resp_ok(out);
-}
-
 void resp_bf_loadchunk(struct cmd_ctx *c, struct cmd_session *s, const struct proto_argv *av,
 		       struct proto_buf *out)
 {
@@ -478,7 +443,14 @@ void resp_bf_loadchunk(struct cmd_ctx *c, struct cmd_session *s, const struct pr
 	}
 	struct bf_filter *f = resp_arg_filter(c, av, 1);
 	if (!f && iter == 1) {
-		dump_load_header(c, av, out);
+		enum cmd_status st = cmd_load_header(c, av->argv[1], av->argvlen[1],
+						     (const unsigned char *)data, len);
+		if (st == CMD_OK)
+			proto_resp_ok(out);
+		else if (st == CMD_BAD_ARGS)
+			resp_error(c, out, resp_err_bad_data);
+		else
+			resp_error_status(c, out, st, NULL);
 		return;
 	}
 	if (!f) {
@@ -493,12 +465,14 @@ void resp_bf_loadchunk(struct cmd_ctx *c, struct cmd_session *s, const struct pr
 		return;
 	}
 	int rc = (uint64_t)iter - 1 >= len
-		     ? bf_filter_body_write(f, (uint64_t)iter - 1 - len, data, len)
+		     ? cmd_load_body(c, f, (uint64_t)iter - 1 - len, data, len)
 		     : -ERANGE;
 	if (rc == -ERANGE)
 		resp_error(c, out, "ERR invalid offset - no link found");
-	else if (rc)
+	else if (rc == -EMSGSIZE)
 		resp_error(c, out, "ERR invalid chunk - Too big for current filter");
+	else if (rc)
+		resp_error_status(c, out, cmd_status_from_errno(rc), f);
 	else
 		proto_resp_ok(out);
 }

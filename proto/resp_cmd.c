@@ -112,6 +112,9 @@ static const char *resp_status_text(enum cmd_status st, const struct bf_filter *
 		return resp_err_oom;
 	case CMD_NOT_COUNTING:
 		return "ERR not a counting filter";
+	case CMD_LOG_FAILED:
+		return "-MISCONF blossomd cannot write its write-ahead log; commands that change "
+		       "filters are refused until it can (see the server log)";
 	case CMD_AMBIGUOUS:
 		return "ERR item is in more than one sub-filter, not deleted";
 	default:

@@ -26,6 +26,7 @@ static const char *const status_reply[] = {
     [CMD_NO_MEMORY] = CLIENT_ERR("Not enough memory"),
     [CMD_NOT_COUNTING] = CLIENT_ERR("Not a counting filter"),
     [CMD_AMBIGUOUS] = CLIENT_ERR("Key is in more than one layer, not deleted"),
+    [CMD_LOG_FAILED] = "Internal Error\n",
     [CMD_INTERNAL] = "Internal Error\n",
 };
 
