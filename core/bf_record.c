@@ -126,6 +126,7 @@ struct slot {
 struct bf_replay {
 	struct bf_registry *reg;
 	bf_replay_dropping_fn dropping;
+	bf_replay_created_fn created;
 	void *arg;
 	struct slot *slots;
 	size_t cap, used; /* used: slots with an id, removed ones included */
@@ -169,8 +170,8 @@ static int index_put(struct bf_replay *rp, struct bf_filter *f)
 	return 0;
 }
 
-int bf_replay_new(struct bf_registry *r, bf_replay_dropping_fn dropping, void *arg,
-		  struct bf_replay **out)
+int bf_replay_new(struct bf_registry *r, bf_replay_dropping_fn dropping,
+		  bf_replay_created_fn created, void *arg, struct bf_replay **out)
 {
 	struct bf_replay *rp = calloc(1, sizeof(*rp));
 	struct bf_filter **list = NULL;
@@ -180,6 +181,7 @@ int bf_replay_new(struct bf_registry *r, bf_replay_dropping_fn dropping, void *a
 		goto fail;
 	rp->reg = r;
 	rp->dropping = dropping;
+	rp->created = created;
 	rp->arg = arg;
 	for (size_t i = 0; i < n; i++)
 		if (index_put(rp, list[i]))
@@ -219,6 +221,28 @@ static struct bf_filter *find(const struct bf_replay *rp, uint64_t id)
 	return rp->cap ? slot_of(rp, id)->f : NULL;
 }
 
+/*
+ * Whether a filter created at lsn may take name. Another filter holding it came from a
+ * checkpoint: one newer than lsn means this create was of an earlier filter of that name,
+ * dropped since (false: skip it); an older one was cleared (forgotten, its file kept) before
+ * this create, which replaces it, as it did when it ran.
+ */
+static bool name_free(struct bf_replay *rp, uint64_t lsn, const char *name, size_t len)
+{
+	struct bf_filter *g = bf_registry_get(rp->reg, name, len);
+
+	if (!g)
+		return true;
+	if (g->lsn >= lsn)
+		return false;
+	if (rp->dropping)
+		rp->dropping(rp->arg, g, false);
+	if (rp->cap && slot_of(rp, g->id)->f == g)
+		slot_of(rp, g->id)->f = NULL;
+	bf_registry_drop(rp->reg, name, len);
+	return true;
+}
+
 static int replay_create(struct bf_replay *rp, uint64_t lsn, const unsigned char *p, size_t len,
 			 char *why, size_t whylen)
 {
@@ -231,8 +255,10 @@ static int replay_create(struct bf_replay *rp, uint64_t lsn, const unsigned char
 		rp->st.skipped++; /* its checkpoint is newer */
 		return 0;
 	}
-	if (bf_registry_get(rp->reg, c.name, c.name_len))
-		return bad(why, whylen, "CREATE of a name another filter holds");
+	if (!name_free(rp, lsn, c.name, c.name_len)) {
+		rp->st.skipped++;
+		return 0;
+	}
 	int rc = bf_filter_new(&c.params, c.seed, NULL, &f);
 	if (rc)
 		return rc == -ENOMEM ? rc : bad(why, whylen, "CREATE with bad parameters");
@@ -248,6 +274,8 @@ static int replay_create(struct bf_replay *rp, uint64_t lsn, const unsigned char
 			bf_filter_free(f);
 		return rc == -ENOMEM ? rc : bad(why, whylen, "CREATE cannot be applied");
 	}
+	if (rp->created)
+		rp->created(rp->arg, f);
 	rp->st.applied++;
 	return 0;
 }
@@ -275,9 +303,10 @@ static int replay_load(struct bf_replay *rp, uint64_t lsn, const unsigned char *
 	char name[BF_NAME_MAX + 1];
 	size_t nlen = f->name_len;
 	memcpy(name, f->name, nlen);
-	if (bf_registry_get(rp->reg, name, nlen)) {
+	if (!name_free(rp, lsn, name, nlen)) {
 		bf_filter_free(f);
-		return bad(why, whylen, "LOAD of a name another filter holds");
+		rp->st.skipped++;
+		return 0;
 	}
 	rc = bf_registry_adopt(rp->reg, name, nlen, f);
 	if (!rc)
@@ -289,6 +318,8 @@ static int replay_load(struct bf_replay *rp, uint64_t lsn, const unsigned char *
 			bf_filter_free(f);
 		return rc;
 	}
+	if (rp->created)
+		rp->created(rp->arg, f);
 	rp->st.applied++;
 	return 0;
 }

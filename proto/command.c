@@ -116,7 +116,9 @@ static bool logged(const struct cmd_ctx *c, const struct bf_filter *f)
 /* The replies built from now on wait for lsn to be durable (if it is not yet). */
 static void wait_for(struct cmd_ctx *c, uint64_t lsn)
 {
-	if (lsn > c->durable_lsn && lsn > c->wait_lsn)
+	/* Without a log nothing is waited for (a filter loaded from a snapshot written while the
+	 * log was on still carries its LSN). */
+	if (c->hooks.log && lsn > c->durable_lsn && lsn > c->wait_lsn)
 		c->wait_lsn = lsn;
 }
 
@@ -209,12 +211,14 @@ enum cmd_status cmd_drop(struct cmd_ctx *c, const char *name, size_t len, bool r
 	struct bf_filter *f = bf_registry_get(c->reg, name, len);
 	if (!f)
 		return CMD_NOT_FOUND;
-	if (logged(c, f)) {
+	/* A clear only forgets the filter here: its file stays, and a restart loads it again
+	 * with every logged change (bloomd's clear). Only a drop is a change to log. */
+	if (remove_file && logged(c, f)) {
 		unsigned char rec[8];
 		if (c->log_failed)
 			return CMD_LOG_FAILED;
-		uint64_t lsn = c->hooks.log(c->hooks.arg, remove_file ? BF_REC_DROP : BF_REC_CLEAR,
-					    rec, bf_record_id(f->id, rec));
+		uint64_t lsn =
+		    c->hooks.log(c->hooks.arg, BF_REC_DROP, rec, bf_record_id(f->id, rec));
 		if (!lsn)
 			return CMD_INTERNAL;
 		wait_for(c, lsn);
@@ -307,7 +311,7 @@ enum cmd_status cmd_check(struct cmd_ctx *c, struct bf_filter *f, size_t n, cons
 		bf_filter_check_batch(f, n, keys, lens, out);
 	/* A "present" may owe it to a change not yet durable: then the reply waits for it. An
 	 * all-"absent" answer, or one about a filter whose changes are all durable, never waits. */
-	if (f->lsn > c->durable_lsn) {
+	if (c->hooks.log && f->lsn > c->durable_lsn) {
 		for (size_t i = 0; i < n; i++) {
 			if (out[i] == 1) {
 				wait_for(c, f->lsn);

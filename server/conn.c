@@ -210,6 +210,10 @@ void conn_close(struct srv_conn *c)
 
 	if (uv_is_closing((uv_handle_t *)&c->tcp))
 		return;
+	if (c->waiting) {
+		LIST_REMOVE(c, wait_link);
+		c->waiting = false;
+	}
 	if (c->listed) {
 		LIST_REMOVE(c, link);
 		s->nconns--;
@@ -606,6 +610,7 @@ static void conn_on_read(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf)
 	if (c->proto == CONN_UNKNOWN)
 		c->proto = data[0] == '*' ? CONN_RESP : CONN_TEXT;
 
+	s->ctx.wait_lsn = 0;
 	if (c->proto == CONN_RESP)
 		rc = conn_process_resp(c, data, len, &used, &done);
 	else
@@ -659,7 +664,33 @@ static void conn_on_read(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf)
 
 	if (c->state == CONN_DRAIN)
 		conn_read_stop(c);
+	/* Replies acknowledging a change (or owing a "present" to one) go out once the log has
+	 * it: the connection is not read meanwhile, so they stay in order with the next ones. */
+	if (s->ctx.wait_lsn > s->ctx.durable_lsn) {
+		c->wait_lsn = s->ctx.wait_lsn;
+		c->waiting = true;
+		LIST_INSERT_HEAD(&s->waiting, c, wait_link);
+		conn_read_stop(c);
+		return;
+	}
 	conn_flush(c);
+}
+
+void conn_release_waiting(struct srv *s)
+{
+	struct srv_conn *c, *next;
+
+	for (c = LIST_FIRST(&s->waiting); c; c = next) {
+		next = LIST_NEXT(c, wait_link);
+		if (c->wait_lsn > s->ctx.durable_lsn)
+			continue;
+		LIST_REMOVE(c, wait_link);
+		c->waiting = false;
+		conn_flush(c);
+		if (c->state == CONN_OPEN && !c->writing && !c->reading &&
+		    !uv_is_closing((uv_handle_t *)&c->tcp))
+			conn_read_start(c);
+	}
 }
 
 static void conn_read_start(struct srv_conn *c)

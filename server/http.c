@@ -51,6 +51,13 @@ struct http_listener {
 /* One client connection (MHD's socket context). */
 struct http_conn {
 	LIST_ENTRY(http_conn) link; /* in the server's conns */
+	/* A response waiting for the log to make wait_lsn durable: the connection is suspended
+	 * (in h->waiting) and the response queued when it is resumed. */
+	struct MHD_Response *held;
+	unsigned held_status;
+	uint64_t wait_lsn;
+	bool waiting, resumed;
+	LIST_ENTRY(http_conn) wait_link;
 	struct MHD_Connection *mhd;
 	int fd;
 	uint64_t request_ms; /* start of the request not yet done (loop ms), 0 between requests;
@@ -92,7 +99,8 @@ struct http_server {
 	char problem[256]; /* the body of an answer worded here (http_fault_answer()) */
 
 	LIST_HEAD(, http_conn) conns;
-	struct metrics_conns stats; /* bytes_in/out: of closed connections only */
+	LIST_HEAD(, http_conn) waiting; /* suspended until the log has their changes */
+	struct metrics_conns stats;	/* bytes_in/out: of closed connections only */
 	uint64_t warned_at;
 	bool warned;
 };
@@ -168,6 +176,10 @@ static void http_on_connection(void *cls, struct MHD_Connection *conn, void **so
 	h->stats.bytes_in += c->bytes_in;
 	h->stats.bytes_out += c->bytes_out;
 	LIST_REMOVE(c, link);
+	if (c->waiting)
+		LIST_REMOVE(c, wait_link);
+	if (c->held)
+		MHD_destroy_response(c->held);
 	h->stats.open--;
 	h->closed = true;
 	proto_buf_free(&c->body);
@@ -245,6 +257,7 @@ static size_t http_unescape_none(void *cls, struct MHD_Connection *conn, char *s
 }
 
 static void http_mhd_refusing(struct http_server *h);
+static void http_run(struct http_listener *l);
 
 static void http_on_mhd_log(void *cls, const char *fmt, va_list ap)
 {
@@ -271,21 +284,33 @@ static bool http_header(struct MHD_Response *resp, const char *name, const char 
 	return !value || MHD_add_response_header(resp, name, value) == MHD_YES;
 }
 
-static enum MHD_Result http_send(struct MHD_Connection *conn, const struct http_api_response *r)
+/* The MHD response for r (its bytes copied), or NULL when MHD has no memory for it. */
+static struct MHD_Response *http_response(const struct http_api_response *r)
 {
 	struct MHD_Response *resp;
-	enum MHD_Result ret = MHD_NO; /* MHD closes the connection */
 
 	resp = MHD_create_response_from_buffer(r->len, (void *)r->data, MHD_RESPMEM_MUST_COPY);
 	if (!resp)
-		return MHD_NO;
+		return NULL;
 	if (http_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, r->content_type) &&
 	    http_header(resp, MHD_HTTP_HEADER_ALLOW, r->allow) &&
 	    http_header(resp, MHD_HTTP_HEADER_WWW_AUTHENTICATE, r->www_authenticate) &&
 	    http_header(resp, MHD_HTTP_HEADER_LOCATION, r->location[0] ? r->location : NULL) &&
 	    http_header(resp, MHD_HTTP_HEADER_CONNECTION, r->close ? "close" : NULL))
-		ret = MHD_queue_response(conn, r->status, resp);
+		return resp;
 	MHD_destroy_response(resp);
+	return NULL;
+}
+
+static enum MHD_Result http_send(struct MHD_Connection *conn, const struct http_api_response *r)
+{
+	struct MHD_Response *resp = http_response(r);
+	enum MHD_Result ret = MHD_NO; /* MHD closes the connection */
+
+	if (resp) {
+		ret = MHD_queue_response(conn, r->status, resp);
+		MHD_destroy_response(resp);
+	}
 	return ret;
 }
 
@@ -313,8 +338,42 @@ static enum MHD_Result http_answer(struct http_server *h, struct MHD_Connection 
 	req.body_len = c->body.len;
 	/* The token can change on SIGHUP: take the current one. */
 	h->api.token = h->cmd->token;
+	h->cmd->wait_lsn = 0;
 	http_api_handle(&h->api, &req, &h->resp);
-	return http_send(conn, &h->resp);
+	if (h->cmd->wait_lsn <= h->cmd->durable_lsn)
+		return http_send(conn, &h->resp);
+	/* It acknowledges a change (or owes a "present" to one) the log does not have yet. */
+	c->held = http_response(&h->resp);
+	if (!c->held)
+		return MHD_NO;
+	c->held_status = h->resp.status;
+	c->wait_lsn = h->cmd->wait_lsn;
+	c->waiting = true;
+	LIST_INSERT_HEAD(&h->waiting, c, wait_link);
+	MHD_suspend_connection(conn);
+	return MHD_YES;
+}
+
+void http_release_waiting(struct http_server *h)
+{
+	struct http_conn *c, *next;
+	bool resumed = false;
+
+	for (c = LIST_FIRST(&h->waiting); c; c = next) {
+		next = LIST_NEXT(c, wait_link);
+		if (c->wait_lsn > h->cmd->durable_lsn)
+			continue;
+		LIST_REMOVE(c, wait_link);
+		c->waiting = false;
+		c->resumed = true;
+		MHD_resume_connection(c->mhd);
+		resumed = true;
+	}
+	/* A resumed connection is served by the next MHD_run(): run it now rather than wait for
+	 * its epoll descriptor to wake the loop. */
+	for (size_t i = 0; resumed && i < h->nls; i++)
+		if (h->ls[i].mhd)
+			http_run(&h->ls[i]);
 }
 
 /*
@@ -610,6 +669,14 @@ static enum MHD_Result http_on_request(void *cls, struct MHD_Connection *conn, c
 
 	if (!c)
 		return MHD_NO; /* no memory for the connection */
+	if (c->resumed) {
+		/* Its response waited for the log (http_answer): send it now. */
+		enum MHD_Result ret = MHD_queue_response(conn, c->held_status, c->held);
+		MHD_destroy_response(c->held);
+		c->held = NULL;
+		c->resumed = false;
+		return ret;
+	}
 	if (!c->in_request) {
 		c->in_head = false;
 		c->in_request = true;
@@ -875,6 +942,14 @@ void http_server_stop(struct http_server *h)
 {
 	if (!h)
 		return;
+	/* MHD must not be stopped with suspended connections: resume them (their responses
+	 * are not sent; the connections close with the daemon). */
+	while (!LIST_EMPTY(&h->waiting)) {
+		struct http_conn *c = LIST_FIRST(&h->waiting);
+		LIST_REMOVE(c, wait_link);
+		c->waiting = false;
+		MHD_resume_connection(c->mhd);
+	}
 	for (size_t i = 0; i < h->nls; i++) {
 		struct http_listener *l = &h->ls[i];
 
@@ -906,7 +981,7 @@ static int http_listen(struct http_server *h, struct http_listener *l, const cha
 		struct sockaddr_in6 in6;
 	} sa;
 	unsigned port = h->cfg->http_port;
-	unsigned flags = MHD_USE_EPOLL | MHD_USE_ERROR_LOG;
+	unsigned flags = MHD_USE_EPOLL | MHD_USE_ERROR_LOG | MHD_ALLOW_SUSPEND_RESUME;
 	const union MHD_DaemonInfo *di;
 	char where[INET6_ADDRSTRLEN + 16];
 	int rc;

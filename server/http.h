@@ -102,4 +102,8 @@ int http_server_start(const struct http_server_options *opt, struct http_server 
  */
 void http_server_stop(struct http_server *h);
 
+/* Resume the requests whose responses waited for the log: those whose wait_lsn the command
+ * layer's durable_lsn now reaches (their responses are then sent). */
+void http_release_waiting(struct http_server *h);
+
 #endif /* BLOSSOMD_SERVER_HTTP_H */

@@ -21,6 +21,7 @@
 
 enum {
 	OPT_HTTP_PORT = 256,
+	OPT_WAL_TRUNCATE,
 };
 
 static const struct option main_options[] = {
@@ -31,6 +32,7 @@ static const struct option main_options[] = {
     {"data-dir", required_argument, NULL, 'd'},
     {"log-level", required_argument, NULL, 'l'},
     {"test-config", no_argument, NULL, 't'},
+    {"wal-truncate-corrupt", no_argument, NULL, OPT_WAL_TRUNCATE},
     {"version", no_argument, NULL, 'V'},
     {"help", no_argument, NULL, 'h'},
     {NULL, 0, NULL, 0},
@@ -39,20 +41,23 @@ static const struct option main_options[] = {
 static void main_usage(FILE *f)
 {
 	fprintf(
-	    f, "Usage: blossomd [OPTION]...\n"
-	       "Serve named Bloom filters over the bloomd text protocol, RESP (Redis) and HTTP.\n"
-	       "\n"
-	       "  -c, --config FILE     read settings from FILE (INI, section [blossomd])\n"
-	       "  -p, --port N          text and RESP port (default 8673)\n"
-	       "      --http-port N     HTTP port, 0 disables HTTP (default 8674)\n"
-	       "  -b, --bind ADDR[,ADDR...]  IPv4/IPv6 addresses to listen on (default 127.0.0.1)\n"
-	       "  -d, --data-dir DIR    directory for snapshots (default /var/lib/blossomd)\n"
-	       "  -l, --log-level L     emerg alert crit err warning notice info debug, or 0-7\n"
-	       "  -t, --test-config     check the configuration, print the result and exit\n"
-	       "  -V, --version         print the version and exit\n"
-	       "  -h, --help            print this help and exit\n"
-	       "\n"
-	       "Flags override the file. SIGHUP re-reads the file; SIGTERM or SIGINT stop.\n");
+	    f,
+	    "Usage: blossomd [OPTION]...\n"
+	    "Serve named Bloom filters over the bloomd text protocol, RESP (Redis) and HTTP.\n"
+	    "\n"
+	    "  -c, --config FILE     read settings from FILE (INI, section [blossomd])\n"
+	    "  -p, --port N          text and RESP port (default 8673)\n"
+	    "      --http-port N     HTTP port, 0 disables HTTP (default 8674)\n"
+	    "  -b, --bind ADDR[,ADDR...]  IPv4/IPv6 addresses to listen on (default 127.0.0.1)\n"
+	    "  -d, --data-dir DIR    directory for snapshots (default /var/lib/blossomd)\n"
+	    "  -l, --log-level L     emerg alert crit err warning notice info debug, or 0-7\n"
+	    "  -t, --test-config     check the configuration, print the result and exit\n"
+	    "      --wal-truncate-corrupt  cut the write-ahead log at a corrupt record instead of\n"
+	    "                        refusing to start (what follows it is lost)\n"
+	    "  -V, --version         print the version and exit\n"
+	    "  -h, --help            print this help and exit\n"
+	    "\n"
+	    "Flags override the file. SIGHUP re-reads the file; SIGTERM or SIGINT stop.\n");
 }
 
 /* The config key a flag sets, or NULL for a flag that is not a setting. */
@@ -82,7 +87,7 @@ static const char *main_flag_key(int opt, const char **flag)
 int main(int argc, char **argv)
 {
 	struct srv_override *ov;
-	struct srv_options opts;
+	struct srv_options opts = {0};
 	const char *config_path = NULL;
 	bool test_config = false;
 	struct config cfg;
@@ -114,6 +119,9 @@ int main(int argc, char **argv)
 			break;
 		case 't':
 			test_config = true;
+			break;
+		case OPT_WAL_TRUNCATE:
+			opts.wal_truncate_corrupt = true;
 			break;
 		case 'V':
 			printf("blossomd %s\n", BLOSSOMD_VERSION);

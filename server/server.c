@@ -510,6 +510,7 @@ void srv_stop(struct srv *s)
 	 * after every handle below is closed. */
 	srv_snap_shutdown(s->snap);
 	srv_http_stop(s);
+	journal_stop(s);
 	uv_walk(&s->loop, srv_walk_close, s);
 }
 
@@ -688,6 +689,11 @@ int srv_new(const struct srv_options *opt, struct srv **out)
 	rc = srv_snap_new(&s->loop, &s->cfg, &s->ctx, &s->snap);
 	if (rc)
 		goto fail_handles;
+	s->wal_truncate_corrupt = opt->wal_truncate_corrupt;
+	srv_notify_status("replaying the write-ahead log");
+	rc = journal_start(s);
+	if (rc)
+		goto fail_handles;
 	rc = srv_listen_all(s);
 	if (rc)
 		goto fail_handles;
@@ -701,6 +707,7 @@ int srv_new(const struct srv_options *opt, struct srv **out)
 	return 0;
 
 fail_handles:
+	journal_stop(s);
 	srv_drain_loop(s);
 	srv_snap_free(s->snap);
 	free(s->listeners);

@@ -68,6 +68,9 @@ struct srv_options {
 	const struct srv_override *overrides;
 	size_t noverrides;
 	const char *version; /* reported by INFO and HELLO; must outlive the server */
+	/* --wal-truncate-corrupt: a corrupt record in the log is cut there (what follows is lost)
+	 * instead of refusing to start. */
+	bool wal_truncate_corrupt;
 };
 
 /*

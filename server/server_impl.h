@@ -68,6 +68,11 @@ struct srv_conn {
 	uv_tcp_t tcp; /* tcp.data points back here */
 	struct srv *srv;
 	LIST_ENTRY(srv_conn) link; /* in srv->conns from accept until conn_close() */
+	/* Replies of the last batch waiting for the log to make wait_lsn durable (not read
+	 * meanwhile, so replies stay in order): in srv->waiting while waiting. */
+	bool waiting;
+	uint64_t wait_lsn;
+	LIST_ENTRY(srv_conn) wait_link;
 	bool listed;	  /* accepted under max_connections: counted, listed, session set up */
 	bool reading;	  /* uv_read_start() in effect */
 	bool writing;	  /* wreq in flight */
@@ -129,6 +134,7 @@ struct srv {
 	bool handles_ready;	  /* signals and timer initialised */
 
 	LIST_HEAD(, srv_conn) conns;
+	LIST_HEAD(, srv_conn) waiting; /* connections whose replies wait for the log */
 	size_t nconns;
 	uint64_t next_id;
 
@@ -143,6 +149,13 @@ struct srv {
 	uint64_t conns_rejected, bytes_in, bytes_out; /* text/RESP port, for /metrics */
 	uint64_t client_mem; /* sum of every connection's held, against max_client_memory */
 
+	/* The write-ahead log (journal.c); NULL with wal = off. */
+	struct wal *wal;
+	uv_check_t wal_check; /* writes the loop iteration's records */
+	bool wal_check_init;
+	bool wal_truncate_corrupt; /* --wal-truncate-corrupt: cut a corrupt log at the bad record */
+	uint64_t wal_release_ms;   /* last look for segments to delete */
+
 	char *rbuf;  /* shared read buffer, SRV_READ_SIZE bytes */
 	char *token; /* from auth_token_file, NUL-terminated; NULL: no auth (ctx.token) */
 };
@@ -153,5 +166,17 @@ void conn_format_addr(const struct sockaddr *sa, char *out, size_t len);
 void conn_close(struct srv_conn *c);
 void conn_on_accept(uv_stream_t *server, int status);
 void conn_sweep(struct srv *s);
+
+/* conn.c: send the replies that waited for LSNs now durable (ctx.durable_lsn). */
+void conn_release_waiting(struct srv *s);
+
+/*
+ * journal.c: the daemon's write-ahead log. journal_start: after the snapshots are loaded, open
+ * data_dir/wal, replay it into the registry, and log every change from then on (wal = off:
+ * nothing); 0, or a negative errno after logging why (the start is refused). journal_stop:
+ * write and fdatasync what is left and close the log (its handles close with the loop).
+ */
+int journal_start(struct srv *s);
+void journal_stop(struct srv *s);
 
 #endif /* BLOSSOMD_SERVER_SERVER_IMPL_H */

@@ -36,6 +36,8 @@ struct snap_entry {
 	bool failed;		/* the latest write failed */
 	bool queued;		/* listed in sn->pending */
 	bool busy;		/* held by the copy in progress or by a job not yet applied */
+	uint64_t need_lsn;	/* the oldest log record a replay needs for this filter: the one
+				 * after what its snapshot holds, or its first if it has none */
 	char file[BF_SNAPSHOT_NAME_MAX];
 };
 
@@ -195,7 +197,7 @@ static void snap_record_failure(struct srv_snap *sn, struct snap_entry *e, const
  * log. cut/generation: what the file holds if rc is 0. kind names the trigger for the log.
  */
 static void snap_record(struct srv_snap *sn, struct snap_entry *e, const char *file,
-			const char *name, int rc, const char *step, uint64_t cut,
+			const char *name, int rc, const char *step, uint64_t cut, uint64_t lsn,
 			uint64_t generation, uint64_t bytes, uint64_t write_ns, const char *kind)
 {
 	uint64_t now = (uint64_t)time(NULL);
@@ -219,6 +221,7 @@ static void snap_record(struct srv_snap *sn, struct snap_entry *e, const char *f
 	if (e->f) {
 		e->on_disk = true;
 		e->saved_changes = cut;
+		e->need_lsn = lsn + 1;
 		e->generation = generation;
 		e->failed = false;
 	}
@@ -314,8 +317,8 @@ static void snap_apply(struct srv_snap *sn, struct snap_job *job)
 	if (job->applied)
 		return;
 	job->applied = true;
-	snap_record(sn, e, job->file, job->f->name, job->rc, job->step, job->cut, job->generation,
-		    BF_SNAPSHOT_HEADER_LEN + job->f->bytes, job->write_ns,
+	snap_record(sn, e, job->file, job->f->name, job->rc, job->step, job->cut, job->f->lsn,
+		    job->generation, BF_SNAPSHOT_HEADER_LEN + job->f->bytes, job->write_ns,
 		    sn->stopping ? "final" : "periodic");
 	if (job->rc == 0 && job->copy_ns)
 		sn->st.last_copy_pause_us = job->copy_max_ns / 1000;
@@ -468,7 +471,7 @@ static int snap_copy_begin(struct srv_snap *sn, struct snap_job *job)
 	}
 	rc = bf_filter_copy_grow(c, f);
 	if (rc) {
-		snap_record(sn, e, e->file, f->name, rc, "copy", 0, 0, 0, 0, "periodic");
+		snap_record(sn, e, e->file, f->name, rc, "copy", 0, 0, 0, 0, 0, "periodic");
 		snap_job_drop(job);
 		return -1;
 	}
@@ -524,7 +527,7 @@ static int snap_start(struct srv_snap *sn, struct snap_entry *e)
 	int rc;
 
 	if (!job) {
-		snap_record(sn, e, e->file, f->name, -ENOMEM, "copy", 0, 0, 0, 0, "periodic");
+		snap_record(sn, e, e->file, f->name, -ENOMEM, "copy", 0, 0, 0, 0, 0, "periodic");
 		return -1;
 	}
 	e->busy = true;
@@ -537,7 +540,7 @@ static int snap_start(struct srv_snap *sn, struct snap_entry *e)
 	job->owned = true;
 	rc = bf_filter_copy_new(f, &job->f);
 	if (rc) {
-		snap_record(sn, e, e->file, f->name, rc, "copy", 0, 0, 0, 0, "periodic");
+		snap_record(sn, e, e->file, f->name, rc, "copy", 0, 0, 0, 0, 0, "periodic");
 		snap_job_drop(job);
 		return -1;
 	}
@@ -677,7 +680,26 @@ void srv_snap_created(struct srv_snap *sn, struct bf_filter *f)
 {
 	if (!f->params.persist)
 		return;
-	snap_track(sn, f);
+	struct snap_entry *e = snap_track(sn, f);
+	if (e)
+		e->need_lsn = f->lsn ? f->lsn : 1; /* its first record, if it was logged */
+}
+
+uint64_t srv_snap_log_needed(const struct srv_snap *sn)
+{
+	uint64_t need = UINT64_MAX;
+
+	for (size_t i = 0; i < sn->nents; i++)
+		if (sn->ents[i]->need_lsn < need)
+			need = sn->ents[i]->need_lsn;
+	return need;
+}
+
+void srv_snap_soon(struct srv_snap *sn)
+{
+	if (sn->stopping || sn->cycle_running)
+		return;
+	snap_cycle_start(sn);
 }
 
 void srv_snap_dropping(struct srv_snap *sn, struct bf_filter *f, bool remove_file)
@@ -726,7 +748,7 @@ static int snap_write_now(struct srv_snap *sn, struct snap_entry *e)
 	gen = e->generation + 1;
 	t0 = uv_hrtime();
 	rc = bf_snapshot_write(f, gen, sn->dirfd, e->file, &step);
-	snap_record(sn, e, e->file, f->name, rc, step, f->changes, gen,
+	snap_record(sn, e, e->file, f->name, rc, step, f->changes, f->lsn, gen,
 		    BF_SNAPSHOT_HEADER_LEN + f->bytes, uv_hrtime() - t0, "flush");
 	return rc;
 }
@@ -992,6 +1014,7 @@ static int snap_load_one(struct srv_snap *sn, const char *file, uint64_t *newest
 		return -ENOMEM;
 	e->on_disk = true;
 	e->saved_changes = f->changes;
+	e->need_lsn = f->lsn + 1;
 	e->generation = gen;
 	sn->st.loaded++;
 	if (fstatat(sn->dirfd, file, &sb, 0) == 0) {

@@ -126,6 +126,16 @@ void srv_snap_shutdown(struct srv_snap *sn);
  * snapshot are lost), so the process must not exit 0. NULL: false. */
 bool srv_snap_final_failed(const struct srv_snap *sn);
 
+/*
+ * The write-ahead log: the oldest LSN some filter's replay still needs (the one after what its
+ * snapshot holds, or its first record if it has none); UINT64_MAX with no persistent filter.
+ * Segments below it may be deleted.
+ */
+uint64_t srv_snap_log_needed(const struct srv_snap *sn);
+
+/* Start a cycle now unless one runs (the log passed wal_max_bytes), whatever the interval. */
+void srv_snap_soon(struct srv_snap *sn);
+
 /* Current figures (computed on call). */
 void srv_snap_get_status(const struct srv_snap *sn, struct srv_snap_status *out);
 

@@ -174,6 +174,21 @@ START_TEST(failed_log_refuses_changes)
 }
 END_TEST
 
+/* Without a log (wal = off) nothing waits, also for a filter whose snapshot carries an LSN. */
+START_TEST(no_log_nothing_waits)
+{
+	ctx.hooks.log = NULL;
+	SAYS("create f", "Done\n");
+	SAYS("set f k", "Yes\n");
+	struct bf_filter *f = bf_registry_get(ctx.reg, "f", 1);
+	f->lsn = 77; /* as loaded from a snapshot written while the log was on */
+	SAYS("check f k", "Yes\n");
+	SAYS("set f k2", "Yes\n");
+	ck_assert_uint_eq(ctx.wait_lsn, 0);
+	ck_assert_uint_eq(nrecs, 0);
+}
+END_TEST
+
 /* A record the log cannot take (out of memory) is never acknowledged as done. */
 START_TEST(append_failure_is_an_error)
 {
@@ -216,7 +231,7 @@ START_TEST(replay_rebuilds_the_filters)
 	struct bf_replay *rp;
 	char why[128];
 	ck_assert_int_eq(bf_registry_new(0, &r), 0);
-	ck_assert_int_eq(bf_replay_new(r, dropping, NULL, &rp), 0);
+	ck_assert_int_eq(bf_replay_new(r, dropping, NULL, NULL, &rp), 0);
 	for (size_t i = 0; i < nrecs; i++)
 		ck_assert_int_eq(bf_replay_apply(rp, i + 1, recs[i].type, recs[i].p, recs[i].len,
 						 why, sizeof(why)),
@@ -250,6 +265,7 @@ static Suite *log_suite(void)
 	tcase_add_test(tc, changes_are_logged_and_replies_wait);
 	tcase_add_test(tc, failed_log_refuses_changes);
 	tcase_add_test(tc, append_failure_is_an_error);
+	tcase_add_test(tc, no_log_nothing_waits);
 	tcase_add_test(tc, replay_rebuilds_the_filters);
 	suite_add_tcase(s, tc);
 	return s;

@@ -124,7 +124,7 @@ static struct bf_replay_stats replay(struct bf_registry *c, uint64_t from)
 	struct bf_replay_stats st;
 	char why[128] = "";
 
-	ck_assert_int_eq(bf_replay_new(c, dropping, NULL, &rp), 0);
+	ck_assert_int_eq(bf_replay_new(c, dropping, NULL, NULL, &rp), 0);
 	for (size_t i = from; i < nlog; i++) {
 		int rc = bf_replay_apply(rp, i + 1, log_[i].type, log_[i].p, log_[i].len, why,
 					 sizeof(why));
@@ -307,6 +307,43 @@ START_TEST(replay_load_and_body)
 }
 END_TEST
 
+/* A name dropped and created again: replaying from before the drop onto a checkpoint of the
+ * new filter skips the old one's records; a cleared filter's name created again replaces it. */
+START_TEST(replay_same_name_again)
+{
+	struct bf_registry *live, *ck;
+	struct bf_params p = {100, 0.01, BF_TYPE_BLOOM, 2, true};
+
+	ck_assert_int_eq(bf_registry_new(0, &live), 0);
+	struct bf_filter *a = create(live, "x", p, 1);
+	keys(a, BF_REC_ADD, "old", 0, 50);
+	drop(live, "x", BF_REC_DROP);
+	struct bf_filter *b = create(live, "x", p, 2);
+	keys(b, BF_REC_ADD, "new", 0, 50);
+	ck = checkpoint(live);
+	struct bf_replay_stats st = replay(ck, 0);
+	ck_assert_uint_eq(st.applied, 0);
+	assert_same_registry(live, ck);
+	bf_registry_free(ck);
+
+	/* "y" cleared (its checkpoint kept), then created again: the new one replaces it. */
+	struct bf_filter *y = create(live, "y", p, 3);
+	keys(y, BF_REC_ADD, "a", 0, 10);
+	ck = checkpoint(live);
+	uint64_t cut = nlog;
+	ck_assert_int_eq(bf_registry_drop(live, "y", 1), 0); /* a clear logs nothing */
+	y = create(live, "y", p, 4);
+	keys(y, BF_REC_ADD, "b", 0, 10);
+	drops_seen = 0;
+	replay(ck, cut);
+	ck_assert_int_eq(drops_seen, 1);
+	assert_same_registry(live, ck);
+	bf_registry_free(ck);
+	bf_registry_free(live);
+	log_free();
+}
+END_TEST
+
 static Suite *record_suite(void)
 {
 	Suite *s = suite_create("record");
@@ -315,6 +352,7 @@ static Suite *record_suite(void)
 	tcase_add_test(tc, create_round_trip_and_malformed);
 	tcase_add_test(tc, replay_equals_live);
 	tcase_add_test(tc, replay_load_and_body);
+	tcase_add_test(tc, replay_same_name_again);
 	suite_add_tcase(s, tc);
 	return s;
 }

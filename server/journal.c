@@ -1,0 +1,252 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The daemon's write-ahead log (DESIGN.md §6), over server/wal.h: at start, replay the log
+ * into the registry the snapshots were loaded into; then append every change the command
+ * layer reports (cmd_hooks.log), write the loop iteration's records once per iteration (a
+ * uv_check handle: after the iteration's reads were served), and release the replies that
+ * waited for them when the log reports them durable. While the log cannot write, the command
+ * layer refuses changes (ctx.log_failed); the log retries by itself.
+ */
+#include "server/server_impl.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "core/bf_record.h"
+#include "server/http.h"
+#include "server/log.h"
+#include "server/snapshot.h"
+#include "server/wal.h"
+
+/* Fills the LSNs a checkpoint holds but the log lost (see journal_fill). Never a change. */
+#define JOURNAL_REC_NOOP 255
+
+static uint64_t journal_log(void *arg, int type, const void *payload, size_t len)
+{
+	struct srv *s = arg;
+	uint64_t lsn;
+
+	if (wal_append(s->wal, (unsigned)type, payload, len, &lsn)) {
+		srv_log(SRV_LOG_ERR, "write-ahead log: out of memory for a record; change refused");
+		return 0;
+	}
+	return lsn;
+}
+
+static void journal_state(struct srv *s)
+{
+	bool failed = wal_failed(s->wal);
+
+	if (failed != s->ctx.log_failed)
+		srv_log(failed ? SRV_LOG_ERR : SRV_LOG_NOTICE,
+			failed ? "write-ahead log: cannot write (%s); changes are refused until it "
+				 "can"
+			       : "write-ahead log: writing again%s; changes are accepted",
+			failed ? strerror(-wal_error(s->wal)) : "");
+	s->ctx.log_failed = failed;
+}
+
+static void journal_on_durable(void *arg, uint64_t lsn)
+{
+	struct srv *s = arg;
+
+	s->ctx.durable_lsn = lsn;
+	journal_state(s);
+	conn_release_waiting(s);
+	if (s->http)
+		http_release_waiting(s->http);
+}
+
+/* Once per loop iteration, after its reads were served: write its records. */
+static void journal_on_check(uv_check_t *h)
+{
+	struct srv *s = h->data;
+
+	uint64_t now = uv_now(&s->loop);
+
+	wal_flush(s->wal);
+	journal_state(s);
+	/* About once a second: delete the segments every snapshot covers, and snapshot early
+	 * when the log has grown past wal_max_bytes. */
+	if (now - s->wal_release_ms < 1000)
+		return;
+	s->wal_release_ms = now;
+	uint64_t need = srv_snap_log_needed(s->snap);
+	if (need > wal_next_lsn(s->wal))
+		need = wal_next_lsn(s->wal);
+	wal_release(s->wal, need);
+	if (s->cfg.wal_max_bytes && wal_bytes(s->wal) > s->cfg.wal_max_bytes)
+		srv_snap_soon(s->snap);
+}
+
+struct journal_replay {
+	struct srv *s;
+	struct bf_replay *rp;
+	char why[256];
+	uint64_t noops;
+};
+
+static int journal_apply(void *arg, uint64_t lsn, unsigned type, const void *payload, size_t len)
+{
+	struct journal_replay *jr = arg;
+
+	if (type == JOURNAL_REC_NOOP) {
+		jr->noops++;
+		return 0;
+	}
+	int rc = bf_replay_apply(jr->rp, lsn, (int)type, payload, len, jr->why, sizeof(jr->why));
+	if (rc == -EINVAL)
+		return -EBADMSG;
+	return rc;
+}
+
+static void journal_dropping(void *arg, struct bf_filter *f, bool remove_file)
+{
+	struct srv *s = arg;
+
+	srv_snap_dropping(s->snap, f, remove_file);
+}
+
+static void journal_created(void *arg, struct bf_filter *f)
+{
+	struct srv *s = arg;
+
+	srv_snap_created(s->snap, f);
+}
+
+/* The oldest LSN a loaded filter may still need from the log, and the newest a checkpoint
+ * holds. */
+static void journal_bounds(struct srv *s, uint64_t *from, uint64_t *newest)
+{
+	struct bf_filter **list;
+	size_t n;
+
+	*from = 1;
+	*newest = 0;
+	if (bf_registry_list(s->reg, "", 0, &list, &n))
+		return;
+	for (size_t i = 0; i < n; i++) {
+		if (i == 0 || list[i]->lsn + 1 < *from)
+			*from = list[i]->lsn + 1;
+		if (list[i]->lsn > *newest)
+			*newest = list[i]->lsn;
+	}
+	free(list);
+}
+
+/*
+ * A power cut can lose log records that a checkpoint already holds (it was renamed into place
+ * before the log's fdatasync covered them). The log then ends before that checkpoint's LSN, and
+ * new records would reuse LSNs the next replay skips for that filter. Append no-op records up
+ * to it, so every new record is newer than every checkpoint.
+ */
+static int journal_fill(struct srv *s, uint64_t newest)
+{
+	uint64_t next = wal_next_lsn(s->wal), n = 0;
+
+	for (; next + n <= newest; n++)
+		if (wal_append(s->wal, JOURNAL_REC_NOOP, NULL, 0, NULL))
+			return -ENOMEM;
+	if (n)
+		srv_log(SRV_LOG_WARNING,
+			"write-ahead log: it ends at LSN %" PRIu64
+			" but a snapshot holds LSN %" PRIu64
+			" (a power cut lost records the snapshot has); %" PRIu64
+			" LSNs skipped so that none is reused",
+			next - 1, newest, n);
+	return 0;
+}
+
+int journal_start(struct srv *s)
+{
+	struct wal_options o = {
+	    .loop = &s->loop,
+	    .fsync = (enum wal_fsync)s->cfg.wal_fsync,
+	    .segment_bytes = s->cfg.wal_segment_bytes,
+	    .on_durable = journal_on_durable,
+	    .arg = s,
+	};
+	struct journal_replay jr = {.s = s};
+	struct wal_replay_stats st;
+	char dir[sizeof(s->cfg.data_dir) + 8], why[512] = "";
+	uint64_t from, newest, limit;
+	int rc;
+
+	if (!s->cfg.wal)
+		return 0;
+	snprintf(dir, sizeof(dir), "%s/wal", s->cfg.data_dir);
+	o.dir = dir;
+	rc = wal_open(&o, &s->wal, why, sizeof(why));
+	if (rc) {
+		srv_log(SRV_LOG_ERR, "write-ahead log %s: %s", dir, why);
+		return rc;
+	}
+	journal_bounds(s, &from, &newest);
+	/* What was acknowledged is restored whatever max_memory says now. */
+	limit = bf_registry_max_memory(s->reg);
+	bf_registry_set_max_memory(s->reg, 0);
+	rc = bf_replay_new(s->reg, journal_dropping, journal_created, s, &jr.rp);
+	if (!rc)
+		rc = wal_replay(s->wal, from, s->wal_truncate_corrupt, journal_apply, &jr, &st, why,
+				sizeof(why));
+	bf_registry_set_max_memory(s->reg, limit);
+	if (rc == -EBADMSG && jr.why[0])
+		srv_log(SRV_LOG_ERR, "write-ahead log %s: %s: %s; not starting", dir, why, jr.why);
+	else if (rc == -EBADMSG)
+		srv_log(SRV_LOG_ERR,
+			"write-ahead log %s: %s; not starting (start once with "
+			"--wal-truncate-corrupt to cut the log there, losing what follows)",
+			dir, why);
+	else if (rc)
+		srv_log(SRV_LOG_ERR, "write-ahead log %s: replay: %s", dir,
+			why[0] ? why : strerror(-rc));
+	if (rc)
+		goto fail;
+	if (why[0])
+		srv_log(SRV_LOG_WARNING, "write-ahead log %s: %s", dir, why);
+	struct bf_replay_stats rs;
+	bf_replay_stats(jr.rp, &rs);
+	srv_log(SRV_LOG_INFO,
+		"write-ahead log: replayed %" PRIu64 " records (%" PRIu64 " keys) from LSN %" PRIu64
+		" in %" PRIu64 " ms; %" PRIu64 " already in snapshots",
+		rs.applied, rs.keys, from, st.ns / 1000000, rs.skipped);
+	bf_replay_free(jr.rp);
+	jr.rp = NULL;
+	rc = journal_fill(s, newest);
+	if (rc)
+		goto fail;
+
+	rc = uv_check_init(&s->loop, &s->wal_check);
+	if (rc)
+		goto fail;
+	s->wal_check_init = true;
+	s->wal_check.data = s;
+	uv_check_start(&s->wal_check, journal_on_check);
+	s->ctx.hooks.log = journal_log;
+	s->ctx.durable_lsn = wal_durable_lsn(s->wal);
+	return 0;
+fail:
+	bf_replay_free(jr.rp);
+	wal_close(s->wal);
+	s->wal = NULL;
+	return rc;
+}
+
+void journal_stop(struct srv *s)
+{
+	if (!s->wal)
+		return;
+	s->ctx.hooks.log = NULL;
+	if (s->wal_check_init)
+		uv_close((uv_handle_t *)&s->wal_check, NULL);
+	s->wal_check_init = false;
+	int rc = wal_close(s->wal);
+	if (rc)
+		srv_log(SRV_LOG_ERR,
+			"write-ahead log: closing: %s; changes not in a snapshot may "
+			"be lost",
+			strerror(-rc));
+	s->wal = NULL;
+}
