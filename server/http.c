@@ -354,6 +354,16 @@ static enum MHD_Result http_answer(struct http_server *h, struct MHD_Connection 
 	return MHD_YES;
 }
 
+uint64_t http_waiting(const struct http_server *h)
+{
+	const struct http_conn *c;
+	uint64_t n = 0;
+
+	LIST_FOREACH(c, &h->waiting, wait_link)
+	n++;
+	return n;
+}
+
 void http_release_waiting(struct http_server *h)
 {
 	struct http_conn *c, *next;

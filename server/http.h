@@ -106,4 +106,7 @@ void http_server_stop(struct http_server *h);
  * layer's durable_lsn now reaches (their responses are then sent). */
 void http_release_waiting(struct http_server *h);
 
+/* Requests whose responses wait for the log now. */
+uint64_t http_waiting(const struct http_server *h);
+
 #endif /* BLOSSOMD_SERVER_HTTP_H */

@@ -17,6 +17,7 @@
 #include "core/bf_record.h"
 #include "server/http.h"
 #include "server/log.h"
+#include "server/metrics.h"
 #include "server/snapshot.h"
 #include "server/wal.h"
 
@@ -212,6 +213,8 @@ int journal_start(struct srv *s)
 		"write-ahead log: replayed %" PRIu64 " records (%" PRIu64 " keys) from LSN %" PRIu64
 		" in %" PRIu64 " ms; %" PRIu64 " already in snapshots",
 		rs.applied, rs.keys, from, st.ns / 1000000, rs.skipped);
+	s->wal_replay_records = rs.applied;
+	s->wal_replay_ns = st.ns;
 	bf_replay_free(jr.rp);
 	jr.rp = NULL;
 	rc = journal_fill(s, newest);
@@ -232,6 +235,39 @@ fail:
 	wal_close(s->wal);
 	s->wal = NULL;
 	return rc;
+}
+
+void journal_metrics(struct srv *s, struct metrics_wal *out)
+{
+	struct wal_stats st;
+	struct srv_conn *c;
+	uint64_t waiting = 0;
+
+	if (!s->wal)
+		return;
+	wal_get_stats(s->wal, &st);
+	LIST_FOREACH(c, &s->waiting, wait_link)
+	waiting++;
+	if (s->http)
+		waiting += http_waiting(s->http);
+	*out = (struct metrics_wal){
+	    .enabled = true,
+	    .bytes = st.bytes,
+	    .segments = st.segments,
+	    .written_bytes = st.bytes_written,
+	    .records = st.appended,
+	    .fsyncs = st.fsyncs,
+	    .fsync_ns = st.fsync_ns,
+	    .fsync_bucket_us = wal_fsync_bucket_us,
+	    .failures = st.failures,
+	    .recoveries = st.recoveries,
+	    .failing = st.failed,
+	    .waiting = waiting,
+	    .replay_records = s->wal_replay_records,
+	    .replay_ns = s->wal_replay_ns,
+	};
+	_Static_assert(METRICS_WAL_BUCKETS == WAL_FSYNC_BUCKETS, "one histogram");
+	memcpy(out->fsync_hist, st.fsync_hist, sizeof(out->fsync_hist));
 }
 
 void journal_stop(struct srv *s)

@@ -4,6 +4,7 @@
 
 #include <errno.h>
 #include <inttypes.h>
+#include <stdio.h>
 #include <linux/tcp.h> /* struct tcp_info with tcpi_bytes_received (glibc's lacks it) */
 #include <netinet/in.h>
 #include <stddef.h>
@@ -235,6 +236,45 @@ static void render_persist(const struct metrics_persist *p, struct proto_buf *b)
 	       p->in_progress);
 }
 
+static void render_wal(const struct metrics_wal *w, struct proto_buf *b)
+{
+	uint64_t cum = 0;
+
+	if (!w->enabled)
+		return;
+	single(b, "wal_bytes", "gauge", "Bytes of the write-ahead log's segment files.", w->bytes);
+	single(b, "wal_segments", "gauge", "Segment files of the write-ahead log.", w->segments);
+	single(b, "wal_written_bytes_total", "counter", "Bytes written to the log.",
+	       w->written_bytes);
+	single(b, "wal_records_total", "counter", "Records appended to the log since start.",
+	       w->records);
+	family(b, "wal_fsync_seconds", "histogram", "Latency of the log's fdatasync calls.");
+	for (size_t i = 0; i < METRICS_WAL_BUCKETS; i++) {
+		char le[32];
+		cum += w->fsync_hist[i];
+		if (i + 1 == METRICS_WAL_BUCKETS)
+			snprintf(le, sizeof(le), "+Inf");
+		else
+			snprintf(le, sizeof(le), "%g", (double)w->fsync_bucket_us[i] / 1e6);
+		proto_buf_append_fmt(
+		    b, "blossomd_wal_fsync_seconds_bucket{le=\"%s\"} %" PRIu64 "\n", le, cum);
+	}
+	proto_buf_append_fmt(b, "blossomd_wal_fsync_seconds_sum %.9f\n", (double)w->fsync_ns / 1e9);
+	proto_buf_append_fmt(b, "blossomd_wal_fsync_seconds_count %" PRIu64 "\n", w->fsyncs);
+	single(b, "wal_failures_total", "counter", "Failed log writes, fdatasyncs and switches.",
+	       w->failures);
+	single(b, "wal_recoveries_total", "counter", "Times the log recovered from failing.",
+	       w->recoveries);
+	single(b, "wal_failing", "gauge", "1 while the log cannot write (changes are refused).",
+	       w->failing);
+	single(b, "wal_waiting_replies", "gauge",
+	       "Connections and HTTP requests whose replies wait for the log.", w->waiting);
+	single(b, "wal_replay_records", "gauge", "Log records applied at start.",
+	       w->replay_records);
+	family(b, "wal_replay_seconds", "gauge", "Time the replay at start took.");
+	proto_buf_append_fmt(b, "blossomd_wal_replay_seconds %.6f\n", (double)w->replay_ns / 1e9);
+}
+
 int metrics_tcp_bytes(int fd, uint64_t *in, uint64_t *out)
 {
 	struct tcp_info ti;
@@ -280,4 +320,5 @@ void metrics_render(const struct metrics_source *src, struct proto_buf *b)
 		render_http(src->api, b);
 	render_filters(cmd, b);
 	render_persist(&src->server->persist, b);
+	render_wal(&src->server->wal, b);
 }

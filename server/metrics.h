@@ -57,10 +57,25 @@ struct metrics_persist {
 	bool in_progress;
 };
 
+/* The write-ahead log's figures (server/wal.h's stats, and the daemon's around it). */
+#define METRICS_WAL_BUCKETS 7
+struct metrics_wal {
+	bool enabled; /* false: no wal_* series */
+	uint64_t bytes, segments, written_bytes, records, fsyncs, fsync_ns;
+	uint64_t fsync_hist[METRICS_WAL_BUCKETS]; /* per bucket (not cumulative) */
+	const uint64_t *fsync_bucket_us;	  /* upper bounds; the last one is +Inf */
+	uint64_t failures, recoveries;
+	bool failing;
+	uint64_t waiting;	 /* replies (connections, HTTP requests) waiting for it */
+	uint64_t replay_records; /* applied at start */
+	uint64_t replay_ns;
+};
+
 /* What the server outside HTTP knows (filled by server.c through a hook). */
 struct metrics_server {
 	struct metrics_conns tcp; /* the text/RESP port */
 	struct metrics_persist persist;
+	struct metrics_wal wal;
 };
 
 struct metrics_source {

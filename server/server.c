@@ -397,6 +397,8 @@ static const char *srv_http_not_ready(void *arg)
 
 	if (s->stopping)
 		return "shutting down";
+	if (s->ctx.log_failed)
+		return "the write-ahead log cannot write: changes are refused; see the server log";
 	srv_snap_get_status(s->snap, &st);
 	if (st.failing)
 		return "snapshot writes are failing; see the server log";
@@ -425,6 +427,7 @@ static void srv_http_stats(void *arg, struct metrics_server *out)
 						.failing = st.failing,
 						.dirty = st.dirty,
 						.in_progress = st.in_progress};
+	journal_metrics(s, &out->wal);
 }
 
 static int srv_http_start(struct srv *s)

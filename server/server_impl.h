@@ -155,6 +155,7 @@ struct srv {
 	bool wal_check_init;
 	bool wal_truncate_corrupt; /* --wal-truncate-corrupt: cut a corrupt log at the bad record */
 	uint64_t wal_release_ms;   /* last look for segments to delete */
+	uint64_t wal_replay_records, wal_replay_ns; /* the replay at start, for /metrics */
 
 	char *rbuf;  /* shared read buffer, SRV_READ_SIZE bytes */
 	char *token; /* from auth_token_file, NUL-terminated; NULL: no auth (ctx.token) */
@@ -178,5 +179,9 @@ void conn_release_waiting(struct srv *s);
  */
 int journal_start(struct srv *s);
 void journal_stop(struct srv *s);
+
+/* journal.c: the log's figures for /metrics (left as they are with no log). */
+struct metrics_wal;
+void journal_metrics(struct srv *s, struct metrics_wal *out);
 
 #endif /* BLOSSOMD_SERVER_SERVER_IMPL_H */

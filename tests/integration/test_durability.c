@@ -484,7 +484,8 @@ START_TEST(test_log_enospc_then_recovery)
 	char line[128], buf[512];
 	const char *prev = getenv("ASAN_OPTIONS");
 	char asan[512];
-	unsigned long acked = 0, refused = 0, misconf = 0, n_sent = 0, nprobes = 0;
+	unsigned long acked = 0, refused = 0, misconf = 0, n_sent = 0, nprobes = 0, readyz_503 = 0;
+	static char hbuf[1 << 17];
 	static bool ok[3000], probe_ok[3000];
 
 	dir_new();
@@ -523,6 +524,12 @@ START_TEST(test_log_enospc_then_recovery)
 			probe_ok[nprobes++] = strcmp(pr, "Internal Error\n") != 0;
 			if (!probe_ok[nprobes - 1]) {
 				refused++;
+				/* /readyz says why while it lasts. */
+				int hfd = itest_connect(d.http_port);
+				ck_assert(http_call(hfd, "GET", "/readyz", "", hbuf, sizeof(hbuf)));
+				readyz_503 += !strncmp(hbuf, "HTTP/1.1 503", 12) &&
+					      strstr(hbuf, "write-ahead log");
+				close(hfd);
 				n = snprintf(line, sizeof(line),
 					     "*3\r\n$6\r\nBF.ADD\r\n$1\r\nf\r\n$5\r\nprobe\r\n");
 				ck_assert_int_eq(itest_send(qfd, line, (size_t)n), 0);
@@ -548,6 +555,15 @@ START_TEST(test_log_enospc_then_recovery)
 	       refused, acked);
 	ck_assert_uint_gt(refused, 0);
 	ck_assert_uint_gt(misconf, 0);
+	ck_assert_uint_gt(readyz_503, 0);
+	{
+		int hfd = itest_connect(d.http_port);
+		ck_assert(http_call(hfd, "GET", "/metrics", "", hbuf, sizeof(hbuf)));
+		ck_assert_ptr_nonnull(strstr(hbuf, "\nblossomd_wal_failing 0\n"));
+		ck_assert_ptr_null(strstr(hbuf, "\nblossomd_wal_recoveries_total 0\n"));
+		ck_assert_ptr_null(strstr(hbuf, "\nblossomd_wal_failures_total 0\n"));
+		close(hfd);
+	}
 	ck_assert_uint_ge(acked, 200);
 	ck_assert(itest_log_wait(&d, "write-ahead log: writing again", T));
 	close(rfd);

@@ -12,6 +12,7 @@
 #include <errno.h>
 #include <poll.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -518,7 +519,8 @@ static void check_exposition(const char *text)
 		if (strncmp(buf, "# TYPE ", 7) == 0) {
 			ck_assert_int_eq(sscanf(buf + 7, "%255s %31s", name, type), 2);
 			ck_assert_str_eq(name, family);
-			ck_assert_msg(strcmp(type, "counter") == 0 || strcmp(type, "gauge") == 0,
+			ck_assert_msg(strcmp(type, "counter") == 0 || strcmp(type, "gauge") == 0 ||
+					  strcmp(type, "histogram") == 0,
 				      "%s", buf);
 			if (strcmp(type, "counter") == 0)
 				ck_assert_msg(strlen(name) > 6 &&
@@ -531,7 +533,13 @@ static void check_exposition(const char *text)
 		char *value;
 
 		ck_assert_msg(type[0] != '\0', "sample before TYPE: %s", buf);
-		ck_assert_msg(nl == strlen(family) && strncmp(buf, family, nl) == 0,
+		/* A histogram's samples are its _bucket, _sum and _count. */
+		size_t fl = strlen(family);
+		bool hist =
+		    !strcmp(type, "histogram") && nl > fl && !strncmp(buf, family, fl) &&
+		    (!strncmp(buf + fl, "_bucket", nl - fl) ||
+		     !strncmp(buf + fl, "_sum", nl - fl) || !strncmp(buf + fl, "_count", nl - fl));
+		ck_assert_msg(hist || (nl == fl && strncmp(buf, family, nl) == 0),
 			      "sample '%s' outside its family %s", buf, family);
 		if (buf[nl] == '{') {
 			char *close = strstr(buf, "\"} ");

@@ -131,6 +131,8 @@ def case_start(s):
     s.d = Daemon(s.tmp, {"NOTIFY_SOCKET": s.lis.address})
     m = s.lis.expect(["STATUS"], s.d.proc)
     assert m["STATUS"] == f"loading snapshots from {s.tmp}/data", m
+    m = s.lis.expect(["STATUS"], s.d.proc)
+    assert m["STATUS"] == "replaying the write-ahead log", m
     m = s.lis.expect(["READY", "STATUS"], s.d.proc)
     assert m["READY"] == "1"
     assert m["STATUS"] == (f"serving 0 filters on 127.0.0.1 port {s.d.port}, "
@@ -178,6 +180,7 @@ def case_stop(s):
 def case_restart_loads_first(s):
     # The filter made above was saved at stop; the next start loads it before READY=1.
     s.d = Daemon(s.tmp, {"NOTIFY_SOCKET": s.lis.address})
+    s.lis.expect(["STATUS"], s.d.proc)
     s.lis.expect(["STATUS"], s.d.proc)
     m = s.lis.expect(["READY", "STATUS"], s.d.proc)
     assert m["STATUS"].startswith("serving 1 filter on "), m
@@ -283,6 +286,7 @@ def case_abstract_socket():
         d = None
         try:
             d = Daemon(tmp, {"NOTIFY_SOCKET": lis.address})
+            lis.expect(["STATUS"], d.proc)
             lis.expect(["STATUS"], d.proc)
             assert lis.expect(["READY", "STATUS"], d.proc)["READY"] == "1"
             os.kill(d.pid, signal.SIGTERM)
