@@ -758,6 +758,7 @@ int srv_free(struct srv *s)
 	free(s->listeners);
 	srv_snap_free(s->snap);
 	bf_registry_free(s->reg);
+	cmd_ctx_free(&s->ctx);
 	free(s->rbuf);
 	srv_token_set(s, NULL, 0);
 	free(s);
