@@ -235,6 +235,10 @@ static void *writer_run(void *arg)
  */
 static void kill_rounds(const char *mode, int rounds)
 {
+	/* bench/crash-loop asks for more ($DURABILITY_ROUNDS per mode). */
+	const char *env = getenv("DURABILITY_ROUNDS");
+	if (env && atoi(env) > 0)
+		rounds = atoi(env) > 32 ? 32 : atoi(env);
 	char conf[128];
 	static struct writer ws[32][W_N];
 
