@@ -238,9 +238,9 @@ static void kill_rounds(const char *mode, int rounds)
 	/* bench/crash-loop asks for more ($DURABILITY_ROUNDS per mode). */
 	const char *env = getenv("DURABILITY_ROUNDS");
 	if (env && atoi(env) > 0)
-		rounds = atoi(env) > 32 ? 32 : atoi(env);
+		rounds = atoi(env) > 64 ? 64 : atoi(env);
 	char conf[128];
-	static struct writer ws[32][W_N];
+	static struct writer ws[64][W_N];
 
 	snprintf(conf, sizeof(conf), "[blossomd]\nwal_fsync = %s\nsnapshot_interval = 1\n", mode);
 	dir_new();
