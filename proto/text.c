@@ -63,20 +63,13 @@ static size_t text_word_end(const char *line, size_t len, size_t i)
 size_t proto_text_split(const char *line, size_t len, size_t max, const char **words, size_t *lens,
 			size_t *rest_off)
 {
-	size_t n = 0, i = 0, end;
+	const char *p = line;
+	size_t left = len, n = 0;
 
-	for (;;) {
-		i = text_skip_spaces(line, len, i);
-		if (i == len || n == max)
-			break;
-		end = text_word_end(line, len, i);
-		words[n] = line + i;
-		lens[n] = end - i;
+	while (n < max && proto_text_next_word(&p, &left, &words[n], &lens[n]))
 		n++;
-		i = end;
-	}
 	if (rest_off)
-		*rest_off = i;
+		*rest_off = text_skip_spaces(line, len, (size_t)(p - line));
 	return n;
 }
 

@@ -27,6 +27,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <string.h>
 #include <sys/types.h>
 
 /*
@@ -55,6 +56,27 @@ ssize_t proto_text_line(const char *buf, size_t len, size_t max_line, const char
  * '\n' with *done = true, or len (all of it) with *done = false when there is no '\n'.
  */
 size_t proto_text_skip(const char *buf, size_t len, bool *done);
+
+/*
+ * Cut the first word off the n bytes at *p (leading spaces skipped): *word, *wlen receive it,
+ * and *p, *n are advanced to the byte after it. Returns false (nothing changed) when only
+ * spaces, or nothing, are left. Inline: the text front end cuts every key with it.
+ */
+static inline bool proto_text_next_word(const char **p, size_t *n, const char **word, size_t *wlen)
+{
+	const char *s = *p, *end = *p + *n, *sp;
+
+	while (s < end && *s == ' ')
+		s++;
+	if (s == end)
+		return false;
+	sp = memchr(s, ' ', (size_t)(end - s));
+	*word = s;
+	*wlen = (size_t)((sp ? sp : end) - s);
+	*p = s + *wlen;
+	*n = (size_t)(end - *p);
+	return true;
+}
 
 /*
  * Split line[0..len) into at most max words (see the top of this file for what a word is).

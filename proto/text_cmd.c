@@ -52,13 +52,7 @@ struct span {
 /* Cut the first word (proto/text.h's words) off *rest; *rest then starts after it. */
 static bool next_word(struct span *rest, struct span *word)
 {
-	size_t next;
-
-	if (proto_text_split(rest->p, rest->n, 1, &word->p, &word->n, &next) == 0)
-		return false;
-	rest->n -= (size_t)(word->p + word->n - rest->p);
-	rest->p = word->p + word->n;
-	return true;
+	return proto_text_next_word(&rest->p, &rest->n, &word->p, &word->n);
 }
 
 static bool word_is(struct span w, const char *s)
