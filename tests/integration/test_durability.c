@@ -27,6 +27,14 @@
 
 static char dir[256];
 
+/* 10 under valgrind ($BLOSSOMD_WRAPPER: the daemon runs 20-50x slower), else 1. */
+static int slowdown(void)
+{
+	const char *w = getenv("BLOSSOMD_WRAPPER");
+
+	return w && strstr(w, "valgrind") ? 10 : 1;
+}
+
 static void dir_new(void)
 {
 	snprintf(dir, sizeof(dir), "/tmp/blossomd-durability-XXXXXX");
@@ -260,7 +268,7 @@ static void kill_rounds(const char *mode, int rounds)
 			    .kind = (enum writer_kind)k, .round = round, .port = d.port};
 			pthread_create(&th[k], NULL, writer_run, &ws[round][k]);
 		}
-		itest_sleep_ms(100 + (int)((unsigned)rand() % 300));
+		itest_sleep_ms((100 + (int)((unsigned)rand() % 300)) * slowdown());
 		kill(daemon_pid(), SIGKILL);
 		for (int k = 0; k < W_N; k++) {
 			atomic_store(&ws[round][k].stop, true);
@@ -303,8 +311,12 @@ static void kill_rounds(const char *mode, int rounds)
 		stop();
 	}
 	/* Every protocol's writer got acknowledgements (the test tested something). */
-	ck_assert(ws[rounds - 1][W_TEXT].acked > 0 && ws[rounds - 1][W_RESP].acked > 0 &&
-		  ws[rounds - 1][W_HTTP].acked > 0);
+	for (int k = 0; k < W_N; k++) {
+		unsigned long acked = 0;
+		for (int r = 0; r < rounds; r++)
+			acked += atomic_load(&ws[r][k].acked);
+		ck_assert_msg(acked > 0, "%s: writer %d had nothing acknowledged", mode, k);
+	}
 }
 
 START_TEST(test_kill9_always)
