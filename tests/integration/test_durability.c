@@ -608,7 +608,7 @@ START_TEST(test_log_enospc_then_recovery)
 }
 END_TEST
 
-static struct check_skip skips[1];
+static struct check_skip skips[4];
 static size_t nskips;
 
 static Suite *durability_suite(void)
@@ -618,9 +618,18 @@ static Suite *durability_suite(void)
 	TCase *files = tcase_create("files");
 
 	tcase_set_timeout(kill9s, 240);
-	tcase_add_test(kill9s, test_kill9_always);
-	tcase_add_test(kill9s, test_kill9_everysec);
-	tcase_add_test(kill9s, test_kill9_no);
+	if (slowdown() == 1) {
+		tcase_add_test(kill9s, test_kill9_always);
+		tcase_add_test(kill9s, test_kill9_everysec);
+		tcase_add_test(kill9s, test_kill9_no);
+	} else {
+		/* Under valgrind a restart cannot load what the writers wrote within the harness's
+		 * start-up wait; the plain and ASan builds run these. */
+		static const char *const names[] = {"test_kill9_always", "test_kill9_everysec",
+						    "test_kill9_no"};
+		for (size_t i = 0; i < 3; i++)
+			skips[nskips++] = (struct check_skip){names[i], "too slow under valgrind"};
+	}
 	suite_add_tcase(s, kill9s);
 
 	tcase_set_timeout(files, 120);
@@ -638,5 +647,6 @@ static Suite *durability_suite(void)
 int main(void)
 {
 	srand(12345);
-	return check_run_with_skips(durability_suite(), skips, nskips);
+	Suite *s = durability_suite(); /* before nskips is read: it fills skips */
+	return check_run_with_skips(s, skips, nskips);
 }
