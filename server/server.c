@@ -301,6 +301,11 @@ static void srv_reload(struct srv *s)
 	SRV_RESTART_U64(port);
 	SRV_RESTART_U64(http_port);
 	SRV_RESTART_STR(data_dir);
+	/* The log was opened with these. */
+	SRV_RESTART_U64(wal);
+	SRV_RESTART_U64(wal_fsync);
+	SRV_RESTART_U64(wal_segment_bytes);
+	SRV_LOG_CHANGE_U64(wal_max_bytes);
 
 	SRV_LOG_CHANGE_U64(snapshot_interval);
 	SRV_LOG_CHANGE_U64(default_capacity);
