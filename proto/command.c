@@ -390,13 +390,16 @@ enum cmd_status cmd_load_header(struct cmd_ctx *c, const char *name, size_t len,
 	}
 	f->changes++;
 	if (logged(c, f)) {
-		if (rec_reserve(c, BF_RECORD_KEYS_HEAD + hlen)) {
+		/* The header as this filter has it now (its name here and its id), not the chunk
+		 * as sent: replay names the filter from it. */
+		size_t rlen = BF_RECORD_KEYS_HEAD + BF_SNAPSHOT_HEADER_LEN;
+		if (rec_reserve(c, rlen)) {
 			bf_registry_drop(c->reg, name, len);
 			return CMD_INTERNAL;
 		}
 		bf_record_id(f->id, c->rec);
-		memcpy(c->rec + BF_RECORD_KEYS_HEAD, h, hlen);
-		if (log_change(c, f, BF_REC_LOAD, c->rec, BF_RECORD_KEYS_HEAD + hlen)) {
+		bf_snapshot_header(f, 0, 0, c->rec + BF_RECORD_KEYS_HEAD);
+		if (log_change(c, f, BF_REC_LOAD, c->rec, rlen)) {
 			bf_registry_drop(c->reg, name, len);
 			return CMD_INTERNAL;
 		}
