@@ -397,6 +397,41 @@ START_TEST(test_counting_exact_after_kill)
 	}
 	int rfd = conn();
 	char *before = dump(rfd, "cnt", &la);
+	/* The other changes that are logged: a drop, and a copy loaded with BF.LOADCHUNK (its
+	 * header chunk, then its body in one chunk ending at 1 + the body's length). */
+	ck_assert_str_eq(txt(fd, "create gone capacity=10"), "Done\n");
+	ck_assert_str_eq(txt(fd, "drop gone"), "Done\n");
+	size_t hdr = 4096, body = la - hdr, cap = body + 256;
+	char *req = malloc(cap);
+	ck_assert_ptr_nonnull(req);
+	int n = snprintf(req, cap, "*4\r\n$12\r\nBF.LOADCHUNK\r\n$3\r\ncpy\r\n$1\r\n1\r\n$%zu\r\n",
+			 hdr);
+	ck_assert_int_eq(itest_send(rfd, req, (size_t)n), 0);
+	ck_assert_int_eq(itest_send(rfd, before, hdr), 0);
+	{
+		char r[256];
+		ck_assert_int_eq(itest_send(rfd, "\r\n", 2), 0);
+		ssize_t k = itest_recv_until(rfd, r, sizeof(r) - 1, "\r\n", T);
+		ck_assert_int_gt(k, 0);
+		r[k] = 0;
+		ck_assert_msg(!strcmp(r, "+OK\r\n"), "header chunk: %s", r);
+	}
+	/* Body chunks never span two layers: 64-byte ones (a block) never do. */
+	for (size_t off = 0; off < body; off += 64) {
+		char it[32], r[256];
+		int il = snprintf(it, sizeof(it), "%zu", 1 + off + 64);
+		n = snprintf(req, cap,
+			     "*4\r\n$12\r\nBF.LOADCHUNK\r\n$3\r\ncpy\r\n$%d\r\n%s\r\n$64\r\n", il,
+			     it);
+		ck_assert_int_eq(itest_send(rfd, req, (size_t)n), 0);
+		ck_assert_int_eq(itest_send(rfd, before + hdr + off, 64), 0);
+		ck_assert_int_eq(itest_send(rfd, "\r\n", 2), 0);
+		ssize_t k = itest_recv_until(rfd, r, sizeof(r) - 1, "\r\n", T);
+		ck_assert_int_gt(k, 0);
+		r[k] = 0;
+		ck_assert_msg(!strcmp(r, "+OK\r\n"), "body chunk at %zu: %s", off, r);
+	}
+	free(req);
 	close(rfd);
 	close(fd);
 	kill9();
@@ -405,6 +440,13 @@ START_TEST(test_counting_exact_after_kill)
 	char *after = dump(rfd, "cnt", &lb);
 	ck_assert_uint_eq(la, lb);
 	ck_assert_msg(memcmp(before, after, la) == 0, "counters differ after the kill");
+	free(after);
+	after = dump(rfd, "cpy", &lb);
+	ck_assert_uint_eq(la, lb);
+	ck_assert_msg(memcmp(before + hdr, after + hdr, body) == 0, "the loaded copy differs");
+	fd = conn();
+	ck_assert_str_eq(txt(fd, "check gone x"), "Filter does not exist\n");
+	close(fd);
 	close(rfd);
 	stop();
 	free(before);
