@@ -22,6 +22,7 @@
 
 static void conn_flush(struct srv_conn *c);
 static void conn_read_start(struct srv_conn *c);
+static void conn_unhold(struct srv_conn *c);
 
 static uint64_t conn_now(const struct srv *s)
 {
@@ -210,10 +211,7 @@ void conn_close(struct srv_conn *c)
 
 	if (uv_is_closing((uv_handle_t *)&c->tcp))
 		return;
-	if (c->waiting) {
-		LIST_REMOVE(c, wait_link);
-		c->waiting = false;
-	}
+	conn_unhold(c);
 	if (c->listed) {
 		LIST_REMOVE(c, link);
 		s->nconns--;
@@ -261,14 +259,29 @@ static void conn_finish(struct srv_conn *c)
 		conn_close(c);
 }
 
-/* The output buffer after a write: kept for reuse unless it grew large. */
-static void conn_out_done(struct srv_conn *c)
+/* n bytes of replies were written: drop them (an emptied buffer is kept for reuse unless it
+ * grew large); held replies move to the front with their marks. */
+static void conn_out_sent(struct srv_conn *c, size_t n)
 {
-	if (c->out.cap > SRV_KEEP_BYTES)
+	if (n < c->out.len) {
+		memmove(c->out.data, c->out.data + n, c->out.len - n);
+		c->out.len -= n;
+		for (unsigned i = 0; i < c->nmarks; i++)
+			c->marks[i].end -= n;
+	} else if (c->out.cap > SRV_KEEP_BYTES) {
 		proto_buf_free(&c->out);
-	else
+	} else {
 		proto_buf_reset(&c->out);
+	}
 	conn_account(c);
+}
+
+/* Whether the connection may be read: open, no write pending, not holding too much. */
+static bool conn_may_read(const struct srv_conn *c)
+{
+	return c->state == CONN_OPEN && !c->writing &&
+	       !(c->nmarks && c->out.len >= SRV_HOLD_BYTES) &&
+	       !uv_is_closing((const uv_handle_t *)&c->tcp);
 }
 
 static void conn_on_write(uv_write_t *req, int status)
@@ -285,11 +298,11 @@ static void conn_on_write(uv_write_t *req, int status)
 		return;
 	}
 	c->last_active = conn_now(c->srv);
-	conn_out_done(c);
-	if (c->state == CONN_DRAIN) {
-		conn_finish(c);
+	conn_out_sent(c, c->wlen);
+	/* Replies held for the log may have been released meanwhile. */
+	conn_flush(c);
+	if (!conn_may_read(c))
 		return;
-	}
 	/* The client could not finish its command while it was not read: its clock restarts. */
 	if (c->partial_since)
 		c->partial_since = c->last_active;
@@ -317,33 +330,87 @@ static bool conn_out_moved(struct srv_conn *c)
 	return moved;
 }
 
-/* Send the batch's replies: as much as the socket takes now, the rest with one uv_write(),
- * during which the connection is not read. */
+/* Leave srv->waiting (no reply is held any more). */
+static void conn_unhold(struct srv_conn *c)
+{
+	c->nmarks = 0;
+	if (c->waiting) {
+		LIST_REMOVE(c, wait_link);
+		c->waiting = false;
+	}
+}
+
+/* Hold the replies appended so far until lsn is durable (they also follow every reply held
+ * before them). */
+static void conn_hold(struct srv_conn *c, uint64_t lsn)
+{
+	unsigned last = c->nmarks - 1;
+
+	if (c->nmarks && (c->marks[last].lsn >= lsn || c->nmarks == SRV_CONN_MARKS)) {
+		c->marks[last].end = c->out.len;
+		if (lsn > c->marks[last].lsn)
+			c->marks[last].lsn = lsn;
+		return;
+	}
+	c->marks[c->nmarks].end = c->out.len;
+	c->marks[c->nmarks].lsn = lsn;
+	if (c->nmarks++ == 0) {
+		c->waiting = true;
+		LIST_INSERT_HEAD(&c->srv->waiting, c, wait_link);
+	}
+}
+
+/* How many bytes of replies may be sent now: those before the first mark the log has not
+ * made durable, or all of them once no mark is left. */
+static size_t conn_sendable(struct srv_conn *c)
+{
+	uint64_t durable = c->srv->ctx.durable_lsn;
+	size_t n = 0;
+	unsigned i = 0;
+
+	while (i < c->nmarks && c->marks[i].lsn <= durable)
+		n = c->marks[i++].end;
+	if (i == c->nmarks) {
+		conn_unhold(c);
+		return c->out.len;
+	}
+	memmove(c->marks, c->marks + i, (c->nmarks - i) * sizeof(c->marks[0]));
+	c->nmarks -= i;
+	return n;
+}
+
+/* Send the replies that may go (conn_sendable()): as much as the socket takes now, the rest
+ * with one uv_write(), during which the connection is not read. A draining connection ends
+ * once everything is sent. */
 static void conn_flush(struct srv_conn *c)
 {
 	uv_stream_t *st = (uv_stream_t *)&c->tcp;
 	uv_buf_t b;
+	size_t len;
 	int n;
 
+	if (c->writing || uv_is_closing((uv_handle_t *)st))
+		return;
 	if (c->out.failed) {
 		srv_log(SRV_LOG_ERR, "client %" PRIu64 " (%s): out of memory for replies; closing",
 			c->id, c->peer);
 		conn_close(c);
 		return;
 	}
-	if (c->out.len == 0) {
-		if (c->state == CONN_DRAIN)
+	len = conn_sendable(c);
+	if (len == 0) {
+		if (c->state == CONN_DRAIN && c->out.len == 0)
 			conn_finish(c);
 		return;
 	}
 	b.base = c->out.data;
-	b.len = c->out.len;
+	b.len = len;
 	c->srv->bytes_out += b.len;
 	n = uv_try_write(st, &b, 1);
-	if (n >= 0 && (size_t)n == c->out.len) {
+	if (n >= 0 && (size_t)n == len) {
 		c->last_active = conn_now(c->srv);
-		conn_out_done(c);
-		if (c->state == CONN_DRAIN)
+		conn_out_sent(c, len);
+		if (c->state == CONN_DRAIN && c->out.len == 0)
 			conn_finish(c);
 		return;
 	}
@@ -356,7 +423,8 @@ static void conn_flush(struct srv_conn *c)
 	if (n < 0)
 		n = 0;
 	b.base = c->out.data + n;
-	b.len = c->out.len - (size_t)n;
+	b.len = len - (size_t)n;
+	c->wlen = len;
 	c->wreq.data = c;
 	if (uv_write(&c->wreq, st, &b, 1, conn_on_write)) {
 		conn_close(c);
@@ -401,10 +469,11 @@ static void conn_mem_check(struct srv_conn *c)
 		conn_mem_refuse(c);
 }
 
-/* Too much output for one batch: the client is not keeping up (or asked for too much). */
+/* Too much output for one batch (replies held for the log before it do not count): the
+ * client is not keeping up (or asked for too much). */
 static bool conn_out_over(struct srv_conn *c)
 {
-	if ((uint64_t)c->out.len <= c->srv->cfg.max_output_bytes)
+	if ((uint64_t)(c->out.len - c->batch_start) <= c->srv->cfg.max_output_bytes)
 		return false;
 	srv_log(SRV_LOG_INFO,
 		"client %" PRIu64 " (%s): replies passed max_output_bytes (%" PRIu64 "); closing",
@@ -585,8 +654,9 @@ static void conn_on_read(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf)
 					"client %" PRIu64 " (%s): out of memory for input; closing",
 					c->id, c->peer);
 		}
-		/* Replies still being written go out first; the partial command is dropped. */
-		if (nread == UV_EOF && c->writing) {
+		/* Replies still being written or held for the log go out first; the partial
+		 * command is dropped. */
+		if (nread == UV_EOF && (c->writing || c->nmarks)) {
 			uv_read_stop(st);
 			c->state = CONN_DRAIN;
 			return;
@@ -611,6 +681,7 @@ static void conn_on_read(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf)
 		c->proto = data[0] == '*' ? CONN_RESP : CONN_TEXT;
 
 	s->ctx.wait_lsn = 0;
+	c->batch_start = c->out.len;
 	if (c->proto == CONN_RESP)
 		rc = conn_process_resp(c, data, len, &used, &done);
 	else
@@ -662,18 +733,14 @@ static void conn_on_read(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf)
 	else if (done || !c->partial_since)
 		c->partial_since = c->last_active;
 
-	if (c->state == CONN_DRAIN)
-		conn_read_stop(c);
 	/* Replies acknowledging a change (or owing a "present" to one) go out once the log has
-	 * it: the connection is not read meanwhile, so they stay in order with the next ones. */
-	if (s->ctx.wait_lsn > s->ctx.durable_lsn) {
-		c->wait_lsn = s->ctx.wait_lsn;
-		c->waiting = true;
-		LIST_INSERT_HEAD(&s->waiting, c, wait_link);
-		conn_read_stop(c);
-		return;
-	}
+	 * it, and the replies after them wait behind them; the connection is read on
+	 * meanwhile. */
+	if (s->ctx.wait_lsn > s->ctx.durable_lsn)
+		conn_hold(c, s->ctx.wait_lsn);
 	conn_flush(c);
+	if (!conn_may_read(c))
+		conn_read_stop(c);
 }
 
 void conn_release_waiting(struct srv *s)
@@ -682,13 +749,10 @@ void conn_release_waiting(struct srv *s)
 
 	for (c = LIST_FIRST(&s->waiting); c; c = next) {
 		next = LIST_NEXT(c, wait_link);
-		if (c->wait_lsn > s->ctx.durable_lsn)
+		if (c->marks[0].lsn > s->ctx.durable_lsn || c->writing)
 			continue;
-		LIST_REMOVE(c, wait_link);
-		c->waiting = false;
 		conn_flush(c);
-		if (c->state == CONN_OPEN && !c->writing && !c->reading &&
-		    !uv_is_closing((uv_handle_t *)&c->tcp))
+		if (!c->reading && conn_may_read(c))
 			conn_read_start(c);
 	}
 }

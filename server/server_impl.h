@@ -50,6 +50,10 @@ struct srv_snap;
 #define SRV_FD_RESERVE 64
 /* Shortest interval between two "too many connections" or accept warnings. */
 #define SRV_WARN_MS 1000
+/* A connection whose replies wait for the log keeps this many batches apart (a later batch
+ * merges into the last), and is not read once it holds SRV_HOLD_BYTES of replies. */
+#define SRV_CONN_MARKS 8
+#define SRV_HOLD_BYTES (256 * 1024)
 
 enum conn_proto {
 	CONN_UNKNOWN = 0, /* no byte read yet */
@@ -68,10 +72,16 @@ struct srv_conn {
 	uv_tcp_t tcp; /* tcp.data points back here */
 	struct srv *srv;
 	LIST_ENTRY(srv_conn) link; /* in srv->conns from accept until conn_close() */
-	/* Replies of the last batch waiting for the log to make wait_lsn durable (not read
-	 * meanwhile, so replies stay in order): in srv->waiting while waiting. */
+	/* Replies held for the log, oldest first: out[0, marks[i].end) may be sent once
+	 * marks[i].lsn is durable; replies after the last mark go when every mark has. The
+	 * connection is read meanwhile (up to SRV_HOLD_BYTES of held replies), and is in
+	 * srv->waiting while nmarks > 0. */
+	struct {
+		size_t end;
+		uint64_t lsn;
+	} marks[SRV_CONN_MARKS];
+	unsigned nmarks;
 	bool waiting;
-	uint64_t wait_lsn;
 	LIST_ENTRY(srv_conn) wait_link;
 	bool listed;	  /* accepted under max_connections: counted, listed, session set up */
 	bool reading;	  /* uv_read_start() in effect */
@@ -91,8 +101,11 @@ struct srv_conn {
 	struct proto_argv av;
 	struct cmd_session sess;
 
-	/* Replies of the current batch; written with one write, not touched while writing. */
+	/* Replies not yet sent. A pending write covers out[0, wlen); nothing is appended
+	 * meanwhile (the connection is not read while writing). */
 	struct proto_buf out;
+	size_t wlen;
+	size_t batch_start; /* out.len before the batch being run (conn_out_over()) */
 	uv_write_t wreq;
 	uv_shutdown_t sreq;
 	/* Bytes of the buffers above (input, arguments, session scratch, replies) as last

@@ -18,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -650,7 +651,116 @@ START_TEST(test_log_enospc_then_recovery)
 }
 END_TEST
 
-static struct check_skip skips[4];
+/* The sender of test_held_replies_in_order: its batches, 20 ms apart, then end of input. */
+struct held_sender {
+	int fd;
+	const char *batch[3];
+	size_t len[3];
+};
+
+static void *held_send(void *arg)
+{
+	struct held_sender *hs = arg;
+
+	for (int i = 0; i < 3; i++) {
+		if (itest_send(hs->fd, hs->batch[i], hs->len[i]))
+			return NULL;
+		itest_sleep_ms(20);
+	}
+	shutdown(hs->fd, SHUT_WR);
+	return NULL;
+}
+
+/* Append n copies of s to buf at *len. */
+static void repeat(char *buf, size_t *len, const char *s, int n)
+{
+	size_t l = strlen(s);
+
+	for (int i = 0; i < n; i++, *len += l)
+		memcpy(buf + *len, s, l);
+}
+
+/*
+ * While its replies wait for the log (fdatasync slowed to 200 ms by strace), a connection is
+ * read on: a client that pipelines an add, then tens of thousands of reads (more replies than
+ * a connection holds before it stops reading), another add, PING, and closes its side, gets
+ * every reply, in order, byte for byte.
+ */
+START_TEST(test_held_replies_in_order)
+{
+	enum { N = 40000 };
+	static const char add_a[] = "*3\r\n$6\r\nBF.ADD\r\n$1\r\nf\r\n$1\r\na\r\n";
+	static const char exists_a[] = "*3\r\n$9\r\nBF.EXISTS\r\n$1\r\nf\r\n$1\r\na\r\n";
+	static const char exists_g[] = "*3\r\n$9\r\nBF.EXISTS\r\n$1\r\ng\r\n$1\r\nx\r\n";
+	static const char add_b[] = "*3\r\n$6\r\nBF.ADD\r\n$1\r\nf\r\n$1\r\nb\r\n";
+	static const char ping[] = "*1\r\n$4\r\nPING\r\n";
+	static char in2[N * sizeof(exists_g) + 256], in3[N * sizeof(exists_g) + 256];
+	static char want[2 * N * 4 + 64], got[sizeof(want) + 64];
+	char in1[128];
+	size_t l1 = 0, l2 = 0, l3 = 0, wl = 0, gl = 0;
+	const char *prev = getenv("ASAN_OPTIONS");
+	char asan[512];
+
+	dir_new();
+	setenv("BLOSSOMD_WRAPPER",
+	       "strace -f -qq --seccomp-bpf -o /dev/null -e trace=fdatasync "
+	       "-e inject=fdatasync:delay_enter=200000",
+	       1);
+	snprintf(asan, sizeof(asan), "%s%sdetect_leaks=0", prev ? prev : "", prev ? ":" : "");
+	setenv("ASAN_OPTIONS", asan, 1);
+	start_in(CONF("snapshot_interval = 0\n"));
+	unsetenv("BLOSSOMD_WRAPPER");
+	if (prev)
+		setenv("ASAN_OPTIONS", prev, 1);
+	else
+		unsetenv("ASAN_OPTIONS");
+
+	int fd = conn();
+	ck_assert(
+	    itest_exchange(fd, "*4\r\n$10\r\nBF.RESERVE\r\n$1\r\nf\r\n$4\r\n0.01\r\n$4\r\n1000\r\n",
+			   "+OK\r\n", T));
+	repeat(in1, &l1, add_a, 1);
+	repeat(in1, &l1, exists_a, 1);
+	repeat(in2, &l2, exists_g, N);
+	repeat(in2, &l2, add_b, 1);
+	repeat(in3, &l3, exists_g, N);
+	repeat(in3, &l3, ping, 1);
+	repeat(want, &wl, ":1\r\n", 2);
+	repeat(want, &wl, ":0\r\n", N);
+	repeat(want, &wl, ":1\r\n", 1);
+	repeat(want, &wl, ":0\r\n", N);
+	repeat(want, &wl, "+PONG\r\n", 1);
+
+	struct held_sender hs = {fd, {in1, in2, in3}, {l1, l2, l3}};
+	pthread_t th;
+	ck_assert_int_eq(pthread_create(&th, NULL, held_send, &hs), 0);
+	for (;;) {
+		ssize_t r = itest_recv_until(fd, got + gl, sizeof(got) - gl, "+PONG\r\n", 20000);
+		if (r <= 0)
+			break;
+		gl += (size_t)r;
+		if (gl >= 7 && !memcmp(got + gl - 7, "+PONG\r\n", 7))
+			break;
+	}
+	pthread_join(th, NULL);
+	ck_assert_uint_eq(gl, wl);
+	ck_assert(!memcmp(got, want, wl));
+	/* Then the daemon closes (the client ended its side). */
+	ck_assert_int_eq(itest_wait_closed(fd, T, &gl), 0);
+	ck_assert_uint_eq(gl, 0);
+	close(fd);
+	/* strace does not pass SIGTERM on: the daemon is killed, and the adds are there. */
+	kill9();
+	start_in(CONF("snapshot_interval = 0\n"));
+	fd = conn();
+	ck_assert(itest_exchange(fd, "*4\r\n$10\r\nBF.MEXISTS\r\n$1\r\nf\r\n$1\r\na\r\n$1\r\nb\r\n",
+				 "*2\r\n:1\r\n:1\r\n", T));
+	close(fd);
+	stop();
+}
+END_TEST
+
+static struct check_skip skips[5];
 static size_t nskips;
 
 static Suite *durability_suite(void)
@@ -677,11 +787,15 @@ static Suite *durability_suite(void)
 	tcase_set_timeout(files, 120);
 	tcase_add_test(files, test_counting_exact_after_kill);
 	tcase_add_test(files, test_torn_tail_and_corruption);
-	if (have_strace())
+	if (have_strace()) {
 		tcase_add_test(files, test_log_enospc_then_recovery);
-	else
+		tcase_add_test(files, test_held_replies_in_order);
+	} else {
 		skips[nskips++] = (struct check_skip){"test_log_enospc_then_recovery",
 						      "strace cannot trace here"};
+		skips[nskips++] =
+		    (struct check_skip){"test_held_replies_in_order", "strace cannot trace here"};
+	}
 	suite_add_tcase(s, files);
 	return s;
 }
