@@ -23,6 +23,8 @@
 
 /* Fills the LSNs a checkpoint holds but the log lost (see journal_fill). Never a change. */
 #define JOURNAL_REC_NOOP 255
+/* Segments are kept zero-filled this far ahead of their records (wal_options). */
+#define JOURNAL_PREALLOC (4u << 20)
 
 static uint64_t journal_log(void *arg, int type, const void *payload, size_t len)
 {
@@ -166,6 +168,7 @@ int journal_start(struct srv *s)
 	    .loop = &s->loop,
 	    .fsync = (enum wal_fsync)s->cfg.wal_fsync,
 	    .segment_bytes = s->cfg.wal_segment_bytes,
+	    .prealloc_bytes = JOURNAL_PREALLOC,
 	    .on_durable = journal_on_durable,
 	    .arg = s,
 	};

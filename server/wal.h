@@ -98,6 +98,11 @@ struct wal_options {
 	enum wal_fsync fsync;
 	uint64_t segment_bytes; /* rotate once a segment has this many bytes; 0 = default */
 	unsigned retry_ms;	/* failed-state retry period; 0 = default */
+	/* Keep the current segment's file zero-filled this far (at least half of it) beyond
+	 * its last record, writing the zeros with the records: an fdatasync then rarely has
+	 * a file size to commit, only data (on ext4 about 4x faster). 0 = files grow with
+	 * their records. A log written either way is read either way. */
+	uint64_t prealloc_bytes;
 	/* Called on the loop thread whenever durable_lsn grows (see above). It may call
 	 * wal_append() (those records go to the next flush) and the read-only accessors, never
 	 * wal_flush(), wal_release(), wal_replay() or wal_close(). NULL = not told. */
@@ -172,6 +177,7 @@ int wal_open(const struct wal_options *o, struct wal **out, char *why, size_t wh
  * starts at or below it) are skipped unread; the last segment is always read, since its end
  * is the end of the log. Must be called exactly once, before the first wal_append().
  *
+ * A segment ends at its last record, or where only zero bytes follow (prealloc_bytes).
  * A bad record is one that is torn (its header or its length runs past the end of the file),
  * has a length above WAL_MAX_PAYLOAD, a non-zero padding byte or type 0, a wrong checksum, or
  * an LSN other than the previous one + 1 (a segment's first record must carry the LSN of its

@@ -632,7 +632,8 @@ START_TEST(torn_tail_cut_at_every_offset)
 		ck_assert_uint_eq(rst.tail_truncated, 0);
 		ck_assert_int_eq(close_wal(w), 0);
 	}
-	/* A power cut's zero-filled tail is cut as well. */
+	/* A zero-filled tail (a preallocated segment's, or a power cut's) ends the segment:
+	 * nothing is cut or reported, and appends go right after the last record. */
 	rm_files(wdir);
 	uint8_t *z = calloc(1, total + 4096);
 	memcpy(z, good, last);
@@ -640,10 +641,125 @@ START_TEST(torn_tail_cut_at_every_offset)
 	struct wal *w;
 	ck_assert_int_eq(try_open(WAL_FSYNC_NO, 0, 0, false, &w), 0);
 	assert_recs(1, 2);
-	ck_assert_uint_eq(rst.tail_truncated, 4096);
+	ck_assert_uint_eq(rst.tail_truncated, 0);
+	ck_assert_str_eq(why, "");
+	ck_assert_uint_eq(wal_bytes(w), last);
+	append(w, 3);
+	ck_assert_int_eq(wal_flush(w), 0);
+	ck_assert_int_eq(close_wal(w), 0);
+	ck_assert_uint_eq(file_size(path), last + 4096);
+	ck_assert_int_eq(try_open(WAL_FSYNC_NO, 0, 0, false, &w), 0);
+	assert_recs(1, 3);
 	ck_assert_int_eq(close_wal(w), 0);
 	free(z);
 	free(good);
+}
+END_TEST
+
+/* A file's bytes from off on are all zero. */
+static bool zero_from(const uint8_t *b, size_t len, size_t off)
+{
+	for (size_t i = off; i < len; i++)
+		if (b[i])
+			return false;
+	return true;
+}
+
+/*
+ * prealloc_bytes: segments are zero-filled ahead of their records, rotation and replay read
+ * them (the zeros are each segment's clean end, reported nowhere), appends after a restart go
+ * right after the last record; a torn write before the zeros is still cut, and a flipped bit
+ * in a record before them still refuses the replay.
+ */
+START_TEST(preallocated_segments)
+{
+	struct wal_options o = opts(WAL_FSYNC_ALWAYS, 16384);
+	struct wal *w;
+	char path[160];
+	size_t len;
+
+	payload_len = 200;
+	o.prealloc_bytes = 8192;
+	ck_assert_int_eq(wal_open(&o, &w, why, sizeof(why)), 0);
+	ck_assert_int_eq(wal_replay(w, 0, false, collect, NULL, &rst, why, sizeof(why)), 0);
+	append(w, 1);
+	ck_assert_int_eq(wal_flush(w), 0);
+	RUN_UNTIL(wal_durable_lsn(w) == 1, 2000);
+	/* One record, then zeros to the next multiple of 8192 past half of it ahead. */
+	seg_path(1, path, sizeof(path));
+	uint8_t *b = read_file(path, &len);
+	ck_assert_uint_eq(len, 8192);
+	ck_assert_uint_eq(wal_bytes(w), WAL_RECORD_OVERHEAD + 200);
+	ck_assert(zero_from(b, len, WAL_RECORD_OVERHEAD + 200));
+	free(b);
+	/* Enough records for several segments (never zero-filled past segment_bytes). */
+	for (uint64_t l = 2; l <= 300; l++) {
+		append(w, l);
+		if (l % 7 == 0) {
+			ck_assert_int_eq(wal_flush(w), 0);
+			RUN_UNTIL(wal_durable_lsn(w) == l, 2000);
+		}
+	}
+	ck_assert_int_eq(wal_flush(w), 0);
+	RUN_UNTIL(wal_durable_lsn(w) == 300, 5000);
+	ck_assert_uint_gt(wal_segments(w), 3);
+	ck_assert_int_eq(close_wal(w), 0);
+	b = read_file(path, &len);
+	ck_assert_uint_le(len, 16384 + 7 * (WAL_RECORD_OVERHEAD + 200));
+	free(b);
+
+	/* Replayed with or without preallocation alike, nothing reported. */
+	ck_assert_int_eq(try_open(WAL_FSYNC_NO, 16384, 0, false, &w), 0);
+	assert_recs(1, 300);
+	ck_assert_str_eq(why, "");
+	ck_assert_uint_eq(rst.tail_truncated, 0);
+	ck_assert_int_eq(close_wal(w), 0);
+	ck_assert_int_eq(wal_open(&o, &w, why, sizeof(why)), 0);
+	nrecs = 0;
+	ck_assert_int_eq(wal_replay(w, 0, false, collect, NULL, &rst, why, sizeof(why)), 0);
+	assert_recs(1, 300);
+	ck_assert_str_eq(why, "");
+	append(w, 301);
+	ck_assert_int_eq(wal_flush(w), 0);
+	RUN_UNTIL(wal_durable_lsn(w) == 301, 2000);
+	ck_assert_int_eq(close_wal(w), 0);
+	ck_assert_int_eq(try_open(WAL_FSYNC_NO, 16384, 0, false, &w), 0);
+	assert_recs(1, 301);
+	ck_assert_int_eq(close_wal(w), 0);
+
+	/* The last segment: its last record torn (half of it written, zeros after). */
+	uint64_t first = 0;
+	DIR *dp = opendir(wdir);
+	struct dirent *e;
+	while ((e = readdir(dp)))
+		if (strstr(e->d_name, ".wal") && strtoull(e->d_name, NULL, 16) > first)
+			first = strtoull(e->d_name, NULL, 16);
+	closedir(dp);
+	seg_path(first, path, sizeof(path));
+	b = read_file(path, &len);
+	size_t rec = WAL_RECORD_OVERHEAD + 200, end = (301 - first + 1) * rec;
+	ck_assert(zero_from(b, len, end));
+	ck_assert_uint_gt(len, end);
+	memset(b + end - rec / 2, 0, rec / 2);
+	write_file(path, b, len);
+	ck_assert_int_eq(try_open(WAL_FSYNC_NO, 16384, 0, false, &w), 0);
+	assert_recs(1, 300);
+	ck_assert_uint_eq(rst.tail_truncated, len - (end - rec));
+	ck_assert_ptr_nonnull(strstr(why, "torn"));
+	ck_assert_int_eq(close_wal(w), 0);
+
+	/* A flipped bit in a record of a preallocated older segment: corruption. */
+	seg_path(1, path, sizeof(path));
+	b = read_file(path, &len);
+	b[rec + 20] ^= 0x04;
+	write_file(path, b, len);
+	free(b);
+	ck_assert_int_eq(try_open(WAL_FSYNC_NO, 16384, 0, false, &w), -EBADMSG);
+	char want[128];
+	snprintf(want, sizeof(want), "segment 0000000000000001.wal, offset %zu: checksum mismatch",
+		 rec);
+	ck_assert_str_eq(why, want);
+	payload_len = 0;
 }
 END_TEST
 
@@ -1084,6 +1200,7 @@ static Suite *wal_suite(void)
 	tcase_add_test(tc, release_deletes_exactly_covered_segments);
 	tcase_add_test(tc, records_longer_than_the_read_chunk);
 	tcase_add_test(tc, api_edges);
+	tcase_add_test(tc, preallocated_segments);
 	suite_add_tcase(s, tc);
 	return s;
 }
