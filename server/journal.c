@@ -119,24 +119,20 @@ static void journal_created(void *arg, struct bf_filter *f)
 	srv_snap_created(s->snap, f);
 }
 
-/* The oldest LSN a loaded filter may still need from the log, and the newest a checkpoint
- * holds. */
-static void journal_bounds(struct srv *s, uint64_t *from, uint64_t *newest)
+/* The newest LSN a checkpoint holds. */
+static uint64_t journal_newest(struct srv *s)
 {
 	struct bf_filter **list;
 	size_t n;
+	uint64_t newest = 0;
 
-	*from = 1;
-	*newest = 0;
 	if (bf_registry_list(s->reg, "", 0, &list, &n))
-		return;
-	for (size_t i = 0; i < n; i++) {
-		if (i == 0 || list[i]->lsn + 1 < *from)
-			*from = list[i]->lsn + 1;
-		if (list[i]->lsn > *newest)
-			*newest = list[i]->lsn;
-	}
+		return 0;
+	for (size_t i = 0; i < n; i++)
+		if (list[i]->lsn > newest)
+			newest = list[i]->lsn;
 	free(list);
+	return newest;
 }
 
 /*
@@ -187,7 +183,11 @@ int journal_start(struct srv *s)
 		srv_log(SRV_LOG_ERR, "write-ahead log %s: %s", dir, why);
 		return rc;
 	}
-	journal_bounds(s, &from, &newest);
+	/* The whole log that is left: segments go only once every checkpoint covers them, so
+	 * what is left may hold the create of a filter no checkpoint has yet, older than every
+	 * loaded one's LSN; records a checkpoint holds are skipped per filter. */
+	from = 1;
+	newest = journal_newest(s);
 	/* What was acknowledged is restored whatever max_memory says now. */
 	limit = bf_registry_max_memory(s->reg);
 	bf_registry_set_max_memory(s->reg, 0);

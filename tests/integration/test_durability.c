@@ -535,6 +535,29 @@ START_TEST(test_torn_tail_and_corruption)
 }
 END_TEST
 
+/* A filter no snapshot holds yet, created before every loaded snapshot's LSN, is replayed
+ * from the log all the same. */
+START_TEST(test_unsnapshotted_create_older_than_snapshots)
+{
+	dir_new();
+	start_in(CONF("snapshot_interval = 0\n"));
+	int fd = conn();
+	ck_assert_str_eq(txt(fd, "create early capacity=1000"), "Done\n");
+	ck_assert_str_eq(txt(fd, "set early k"), "Yes\n");
+	ck_assert_str_eq(txt(fd, "create later capacity=1000"), "Done\n");
+	ck_assert_str_eq(txt(fd, "set later k"), "Yes\n");
+	ck_assert_str_eq(txt(fd, "flush later"), "Done\n");
+	close(fd);
+	kill9();
+	start_in(CONF("snapshot_interval = 0\n"));
+	fd = conn();
+	ck_assert_str_eq(txt(fd, "check early k"), "Yes\n");
+	ck_assert_str_eq(txt(fd, "check later k"), "Yes\n");
+	close(fd);
+	stop();
+}
+END_TEST
+
 /* ---------------------------------------------------------------------------------------- */
 /* A log that cannot write */
 
@@ -792,6 +815,7 @@ static Suite *durability_suite(void)
 	tcase_set_timeout(files, 120);
 	tcase_add_test(files, test_counting_exact_after_kill);
 	tcase_add_test(files, test_torn_tail_and_corruption);
+	tcase_add_test(files, test_unsnapshotted_create_older_than_snapshots);
 	if (have_strace()) {
 		tcase_add_test(files, test_log_enospc_then_recovery);
 		tcase_add_test(files, test_held_replies_in_order);
