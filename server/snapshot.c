@@ -820,25 +820,50 @@ void srv_snap_get_status(const struct srv_snap *sn, struct srv_snap_status *out)
 /* ---------------------------------------------------------------------------------------- */
 /* Start-up */
 
-/* mkdir -p: the missing parents 0755, the directory itself 0700. 0 or -errno. */
+/* fsync the directory buf[0, len) names ("/" if len is 0). 0 or -errno. */
+static int snap_sync_dir(const char *buf, size_t len)
+{
+	char dir[sizeof(((struct config *)0)->data_dir)];
+	int fd, rc;
+
+	snprintf(dir, sizeof(dir), "%.*s", len ? (int)len : 1, len ? buf : "/");
+	fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	rc = fsync(fd) ? -errno : 0;
+	close(fd);
+	return rc;
+}
+
+/* mkdir -p: the missing parents 0755, the directory itself 0700. Each directory made is
+ * durable before the next (its parent fsync'ed), so a power cut cannot take data_dir away
+ * from under what is written in it. 0 or -errno. */
 static int snap_mkdirs(const char *path)
 {
 	char buf[sizeof(((struct config *)0)->data_dir)];
-	size_t len = strlen(path);
+	size_t len = strlen(path), parent = 0;
+	int rc;
 
 	if (len == 0 || len >= sizeof(buf))
 		return -ENAMETOOLONG;
 	memcpy(buf, path, len + 1);
-	for (char *p = buf + 1; *p; p++) {
-		if (*p != '/')
+	for (char *p = buf + 1;; p++) {
+		if (*p != '/' && *p)
 			continue;
+		bool last = !*p;
 		*p = '\0';
-		if (mkdir(buf, 0755) && errno != EEXIST)
+		if (mkdir(buf, last ? 0700 : 0755) == 0) {
+			rc = snap_sync_dir(buf, parent);
+			if (rc)
+				return rc;
+		} else if (errno != EEXIST) {
 			return -errno;
+		}
+		if (last)
+			break;
+		parent = (size_t)(p - buf);
 		*p = '/';
 	}
-	if (mkdir(buf, 0700) && errno != EEXIST)
-		return -errno;
 	return 0;
 }
 

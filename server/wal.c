@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -849,6 +850,26 @@ out:
 	return err;
 }
 
+/* fsync the directory that holds path. 0 or -errno. */
+static int sync_parent(const char *path)
+{
+	char parent[PATH_MAX];
+	const char *slash = strrchr(path, '/');
+
+	if (!slash)
+		snprintf(parent, sizeof(parent), ".");
+	else if (slash == path)
+		snprintf(parent, sizeof(parent), "/");
+	else
+		snprintf(parent, sizeof(parent), "%.*s", (int)(slash - path), path);
+	int fd = open(parent, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	int err = fsync(fd) == 0 ? 0 : -errno;
+	close(fd);
+	return err;
+}
+
 int wal_open(const struct wal_options *o, struct wal **out, char *why, size_t whylen)
 {
 	*out = NULL;
@@ -880,7 +901,15 @@ int wal_open(const struct wal_options *o, struct wal **out, char *why, size_t wh
 		err = -ENOMEM;
 		goto fail;
 	}
-	if (mkdir(w->dir, 0700) != 0 && errno != EEXIST) {
+	if (mkdir(w->dir, 0700) == 0) {
+		/* The new directory's name is durable once its parent is (else a power cut
+		 * could take the whole log with it). */
+		err = sync_parent(w->dir);
+		if (err) {
+			set_why(why, whylen, "fsync the parent of %s: %s", w->dir, strerror(-err));
+			goto fail;
+		}
+	} else if (errno != EEXIST) {
 		err = -errno;
 		set_why(why, whylen, "mkdir %s: %s", w->dir, strerror(errno));
 		goto fail;
