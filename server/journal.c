@@ -220,6 +220,7 @@ int journal_start(struct srv *s)
 	s->wal_replay_ns = st.ns;
 	bf_replay_free(jr.rp);
 	jr.rp = NULL;
+	srv_snap_after_replay(s->snap, s->reg);
 	rc = journal_fill(s, newest);
 	if (rc)
 		goto fail;

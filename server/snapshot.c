@@ -94,6 +94,10 @@ struct srv_snap {
 	bool stopping;
 
 	struct srv_snap_status st;
+
+	/* Files set aside at load (their names), until srv_snap_after_replay(). */
+	char **aside;
+	size_t naside;
 };
 
 static void snap_step(struct srv_snap *sn);
@@ -973,6 +977,13 @@ static void snap_set_aside(struct srv_snap *sn, const char *file, const char *wh
 		break;
 	}
 	sn->st.set_aside++;
+	char **grown = realloc(sn->aside, (sn->naside + 1) * sizeof(*grown));
+	if (grown) {
+		sn->aside = grown;
+		sn->aside[sn->naside] = strdup(file);
+		if (sn->aside[sn->naside])
+			sn->naside++;
+	}
 	if (renameat(sn->dirfd, file, sn->dirfd, to)) {
 		srv_log(SRV_LOG_ERR,
 			"snapshot %s/%s: %s; not loaded, and it cannot be renamed to %s: %s",
@@ -1147,10 +1158,49 @@ fail:
 	return rc;
 }
 
+void srv_snap_after_replay(struct srv_snap *sn, struct bf_registry *reg)
+{
+	struct bf_filter **list = NULL;
+	size_t n = 0;
+
+	if (sn->naside && bf_registry_list(reg, "", 0, &list, &n))
+		n = 0;
+	for (size_t i = 0; i < sn->naside; i++) {
+		const struct bf_filter *found = NULL;
+		char file[BF_SNAPSHOT_NAME_MAX];
+
+		for (size_t j = 0; j < n && !found; j++) {
+			bf_snapshot_filename(list[j]->name, list[j]->name_len, file);
+			if (!strcmp(file, sn->aside[i]))
+				found = list[j];
+		}
+		if (found)
+			srv_log(
+			    SRV_LOG_NOTICE,
+			    "snapshot %s/%s was corrupt: filter '%s' rebuilt from the write-ahead "
+			    "log",
+			    sn->dir, sn->aside[i], found->name);
+		else
+			srv_log(
+			    SRV_LOG_ERR,
+			    "snapshot %s/%s was corrupt and the write-ahead log no longer holds "
+			    "its filter from its creation: that filter is lost",
+			    sn->dir, sn->aside[i]);
+		free(sn->aside[i]);
+	}
+	free(list);
+	free(sn->aside);
+	sn->aside = NULL;
+	sn->naside = 0;
+}
+
 void srv_snap_free(struct srv_snap *sn)
 {
 	if (!sn)
 		return;
+	for (size_t i = 0; i < sn->naside; i++)
+		free(sn->aside[i]);
+	free(sn->aside);
 	if (sn->copy)
 		snap_copy_abort(sn);
 	/* A job still here means its after_work never ran: the loop was not drained. Its

@@ -140,6 +140,12 @@ void srv_snap_soon(struct srv_snap *sn);
 void srv_snap_get_status(const struct srv_snap *sn, struct srv_snap_status *out);
 
 /*
+ * After the write-ahead log's replay: for each snapshot file set aside as corrupt at load, log
+ * whether the replay rebuilt its filter (the log held it from its creation) or it is lost.
+ */
+void srv_snap_after_replay(struct srv_snap *sn, struct bf_registry *reg);
+
+/*
  * Release everything. The loop must have closed this module's handles and finished its work
  * requests first (uv_walk + uv_close, then uv_run(), as srv_free() does). NULL is ignored.
  */
