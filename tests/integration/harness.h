@@ -129,6 +129,8 @@ bool itest_exchange_n(int fd, const void *req, size_t reqlen, const void *expect
 
 /* Milliseconds on a monotonic clock. */
 int64_t itest_now_ms(void);
+/* The same in microseconds. */
+int64_t itest_now_us(void);
 
 /* Sleep for ms milliseconds. */
 void itest_sleep_ms(int ms);
