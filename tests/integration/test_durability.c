@@ -5,8 +5,12 @@
  * acknowledged key and create must be there after a restart; a counting filter's counters are
  * the same bytes after a kill; a torn log tail is cut and the start goes on; a corrupt record in
  * the middle refuses the start, naming segment and offset, unless --wal-truncate-corrupt; a log
- * that cannot write (ENOSPC injected with strace) refuses changes with -MISCONF, keeps serving
- * reads of other filters, and recovers by itself, acknowledging nothing it did not log.
+ * that cannot write (ENOSPC on its writes, EIO on its fdatasyncs, injected with strace) refuses
+ * changes with -MISCONF, keeps serving reads of other filters, and recovers by itself,
+ * acknowledging nothing it did not log; a filter created before every loaded snapshot's LSN
+ * comes back from the log, and so does one whose snapshot is corrupt while the log still
+ * holds it; with fdatasync slowed down, a connection is read on while its replies wait and gets
+ * them in order, and reads of another filter are not held.
  */
 #include <check.h>
 #include <dirent.h>
@@ -641,7 +645,12 @@ static bool have_strace(void)
 	return system("strace -f -qq -o /dev/null true >/dev/null 2>&1") == 0;
 }
 
-START_TEST(test_log_enospc_then_recovery)
+/*
+ * The log fails under load (wrapper: strace injecting the failures), then recovers by
+ * itself: meanwhile changes are refused on every protocol and /readyz says why, reads go on,
+ * and after a kill every acknowledged key is there and no refused one is.
+ */
+static void log_failure_round(const char *wrapper, const char *what)
 {
 	char line[128], buf[512];
 	const char *prev = getenv("ASAN_OPTIONS");
@@ -650,12 +659,10 @@ START_TEST(test_log_enospc_then_recovery)
 	static char hbuf[1 << 17];
 	static bool ok[3000], probe_ok[3000];
 
+	memset(ok, 0, sizeof(ok));
+	memset(probe_ok, 0, sizeof(probe_ok));
 	dir_new();
-	/* pwrite64 calls 5 to 40 fail: the log's writes and its retries (snapshots are off). */
-	setenv("BLOSSOMD_WRAPPER",
-	       "strace -f -qq --seccomp-bpf -o /dev/null -e trace=pwrite64 "
-	       "-e inject=pwrite64:error=ENOSPC:when=5..40",
-	       1);
+	setenv("BLOSSOMD_WRAPPER", wrapper, 1);
 	snprintf(asan, sizeof(asan), "%s%sdetect_leaks=0", prev ? prev : "", prev ? ":" : "");
 	setenv("ASAN_OPTIONS", asan, 1);
 	start_in(CONF("snapshot_interval = 0\n"));
@@ -712,9 +719,9 @@ START_TEST(test_log_enospc_then_recovery)
 	}
 	close(pfd);
 	close(qfd);
-	printf("# log ENOSPC: changes refused with -MISCONF while it failed (%lu times), %lu adds "
+	printf("# log %s: changes refused with -MISCONF while it failed (%lu times), %lu adds "
 	       "acknowledged\n",
-	       refused, acked);
+	       what, refused, acked);
 	ck_assert_uint_gt(refused, 0);
 	ck_assert_uint_gt(misconf, 0);
 	ck_assert_uint_gt(readyz_503, 0);
@@ -751,6 +758,24 @@ START_TEST(test_log_enospc_then_recovery)
 	ck_assert_uint_eq(present_refused, 0);
 	close(fd);
 	stop();
+}
+
+START_TEST(test_log_enospc_then_recovery)
+{
+	/* pwrite64 calls 5 to 40 fail: the log's writes and its retries (snapshots are off). */
+	log_failure_round("strace -f -qq --seccomp-bpf -o /dev/null -e trace=pwrite64 "
+			  "-e inject=pwrite64:error=ENOSPC:when=5..40",
+			  "ENOSPC");
+}
+END_TEST
+
+START_TEST(test_log_eio_on_fdatasync_then_recovery)
+{
+	/* fdatasync calls 4 to 12 fail: syncs of acknowledged-to-be records and the
+	 * recovery's own. */
+	log_failure_round("strace -f -qq --seccomp-bpf -o /dev/null -e trace=fdatasync "
+			  "-e inject=fdatasync:error=EIO:when=4..12",
+			  "fdatasync EIO");
 }
 END_TEST
 
@@ -997,7 +1022,7 @@ START_TEST(test_reads_not_held)
 }
 END_TEST
 
-static struct check_skip skips[6];
+static struct check_skip skips[7];
 static size_t nskips;
 
 static Suite *durability_suite(void)
@@ -1028,10 +1053,13 @@ static Suite *durability_suite(void)
 	tcase_add_test(files, test_corrupt_snapshot_rebuilt_from_log);
 	if (have_strace()) {
 		tcase_add_test(files, test_log_enospc_then_recovery);
+		tcase_add_test(files, test_log_eio_on_fdatasync_then_recovery);
 		tcase_add_test(files, test_held_replies_in_order);
 		tcase_add_test(files, test_reads_not_held);
 	} else {
 		skips[nskips++] = (struct check_skip){"test_log_enospc_then_recovery",
+						      "strace cannot trace here"};
+		skips[nskips++] = (struct check_skip){"test_log_eio_on_fdatasync_then_recovery",
 						      "strace cannot trace here"};
 		skips[nskips++] =
 		    (struct check_skip){"test_held_replies_in_order", "strace cannot trace here"};
