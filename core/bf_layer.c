@@ -21,11 +21,44 @@ static struct bf_geometry geometry(bool counting)
 	return counting ? BF_GEOMETRY_COUNT512 : BF_GEOMETRY_SECTOR512;
 }
 
+/*
+ * Sizing runs the model (pow, lgamma: about 100 us), and most creates repeat a geometry
+ * already seen (a filter per user, per day: the same capacity and error rate). A small
+ * direct-mapped cache per thread remembers recent answers; the model is deterministic, so a
+ * hit is exactly what it would compute.
+ */
+#define PLAN_CACHE 64
+
+struct plan_entry {
+	uint64_t capacity, error_bits, nblocks;
+	unsigned b;
+	int rc;
+	bool counting, used;
+};
+
+static _Thread_local struct plan_entry plan_cache[PLAN_CACHE];
+
 int bf_layer_plan(bool counting, uint64_t capacity, double error_rate, uint64_t *nblocks,
 		  unsigned *b)
 {
-	return bf_model_size(geometry(counting), capacity, error_rate, BF_LAYER_MAX_BLOCKS, nblocks,
-			     b);
+	uint64_t bits;
+	memcpy(&bits, &error_rate, sizeof(bits));
+	uint64_t h = (capacity * 0x9e3779b97f4a7c15ull) ^ (bits * 0xc2b2ae3d27d4eb4full) ^ counting;
+	struct plan_entry *e = &plan_cache[(h >> 32) % PLAN_CACHE];
+
+	if (!e->used || e->capacity != capacity || e->error_bits != bits ||
+	    e->counting != counting) {
+		uint64_t nb = 0;
+		unsigned bb = 0;
+		int rc = bf_model_size(geometry(counting), capacity, error_rate,
+				       BF_LAYER_MAX_BLOCKS, &nb, &bb);
+		*e = (struct plan_entry){capacity, bits, nb, bb, rc, counting, true};
+	}
+	if (e->rc)
+		return e->rc;
+	*nblocks = e->nblocks;
+	*b = e->b;
+	return 0;
 }
 
 /*
@@ -95,8 +128,7 @@ int bf_layer_init(struct bf_layer *l, bool counting, uint64_t capacity, double e
 {
 	uint64_t nblocks;
 	unsigned b;
-	int rc = bf_model_size(geometry(counting), capacity, error_rate, BF_LAYER_MAX_BLOCKS,
-			       &nblocks, &b);
+	int rc = bf_layer_plan(counting, capacity, error_rate, &nblocks, &b);
 	if (rc)
 		return rc;
 	return bf_layer_alloc(l, counting, nblocks, b, capacity, error_rate);

@@ -39,7 +39,8 @@ int bf_layer_init(struct bf_layer *l, bool counting, uint64_t capacity, double e
 
 /*
  * The geometry bf_layer_init would allocate (block count and positions per word), without
- * allocating. Same returns.
+ * allocating. Same returns. Recent answers are cached per thread (the model is slow and
+ * deterministic).
  */
 int bf_layer_plan(bool counting, uint64_t capacity, double error_rate, uint64_t *nblocks,
 		  unsigned *b);

@@ -185,6 +185,38 @@ START_TEST(plain_layer_refuses_delete)
 }
 END_TEST
 
+/* The sizing cache answers exactly as the model does, errors included, whatever was asked
+ * in between (entries evicted and refilled). */
+START_TEST(plan_cache_matches_the_model)
+{
+	uint64_t nb[2][300];
+	unsigned b[2][300];
+	int rc[2][300];
+
+	for (int pass = 0; pass < 2; pass++)
+		for (int i = 0; i < 300; i++) {
+			bool counting = i % 3 == 0;
+			uint64_t cap = i % 7 == 0 ? 0 : 1 + (uint64_t)i * 37;
+			double err = i % 2 ? 0.01 : 0.001 / (1 + i % 5);
+			nb[pass][i] = 0;
+			b[pass][i] = 0;
+			rc[pass][i] = bf_layer_plan(counting, cap, err, &nb[pass][i], &b[pass][i]);
+		}
+	for (int i = 0; i < 300; i++) {
+		ck_assert_int_eq(rc[0][i], rc[1][i]);
+		ck_assert_int_eq(rc[0][i], i % 7 == 0 ? -EINVAL : 0);
+		ck_assert_uint_eq(nb[0][i], nb[1][i]);
+		ck_assert_uint_eq(b[0][i], b[1][i]);
+	}
+	/* And as bf_layer_init sizes a layer. */
+	struct bf_layer l;
+	ck_assert_int_eq(bf_layer_init(&l, false, 1 + 5 * 37, 0.01), 0);
+	ck_assert_uint_eq(l.nblocks, nb[0][5]);
+	ck_assert_uint_eq(l.b, b[0][5]);
+	bf_layer_free(&l);
+}
+END_TEST
+
 static Suite *layer_suite(void)
 {
 	Suite *s = suite_create("layer");
@@ -199,6 +231,7 @@ static Suite *layer_suite(void)
 	tcase_add_test(tc, counting_saturates_and_never_decrements_15);
 	tcase_add_test(tc, counting_delete_one_of_two_sharing_counters);
 	tcase_add_test(tc, plain_layer_refuses_delete);
+	tcase_add_test(tc, plan_cache_matches_the_model);
 	suite_add_tcase(s, tc);
 	return s;
 }
