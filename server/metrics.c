@@ -242,7 +242,9 @@ static void render_wal(const struct metrics_wal *w, struct proto_buf *b)
 
 	if (!w->enabled)
 		return;
-	single(b, "wal_bytes", "gauge", "Bytes of the write-ahead log's records (its files may also hold zeros written ahead).", w->bytes);
+	single(b, "wal_bytes", "gauge",
+	       "Bytes of the write-ahead log's records (its files also hold zeros ahead).",
+	       w->bytes);
 	single(b, "wal_segments", "gauge", "Segment files of the write-ahead log.", w->segments);
 	single(b, "wal_written_bytes_total", "counter", "Bytes written to the log.",
 	       w->written_bytes);
