@@ -742,6 +742,7 @@ START_TEST(preallocated_segments)
 	ck_assert_uint_gt(len, end);
 	memset(b + end - rec / 2, 0, rec / 2);
 	write_file(path, b, len);
+	free(b);
 	ck_assert_int_eq(try_open(WAL_FSYNC_NO, 16384, 0, false, &w), 0);
 	assert_recs(1, 300);
 	ck_assert_uint_eq(rst.tail_truncated, len - (end - rec));
