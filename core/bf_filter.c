@@ -61,8 +61,28 @@ void bf_filter_layer_target(const struct bf_params *p, unsigned i, uint64_t *cap
 	*err = ldexp(p->error_rate, -(int)(i + 1));
 }
 
-/* The filter's own structure, as the heap holds it. */
-#define FILTER_STRUCT_COST (sizeof(struct bf_filter) + 16)
+/* The filter's own structure, as the heap holds it; each layer adds its entry in the layer
+ * array to its blocks' cost (the array's allocation header is counted in the structure's). */
+#define FILTER_STRUCT_COST (sizeof(struct bf_filter) + 32)
+#define LAYER_ENTRY_COST   (sizeof(struct bf_layer))
+
+int bf_filter_layers_reserve(struct bf_filter *f, unsigned n)
+{
+	if (n <= f->layers_cap)
+		return 0;
+	if (n > BF_MAX_LAYERS)
+		return -ENOMEM;
+	unsigned cap = f->layers_cap * 2 > n ? f->layers_cap * 2 : n;
+	if (cap > BF_MAX_LAYERS)
+		cap = BF_MAX_LAYERS;
+	struct bf_layer *l = realloc(f->layers, cap * sizeof(*l));
+	if (!l)
+		return -ENOMEM;
+	memset(l + f->layers_cap, 0, (cap - f->layers_cap) * sizeof(*l));
+	f->layers = l;
+	f->layers_cap = cap;
+	return 0;
+}
 
 /*
  * Append layer number f->nlayers, charging the budget its cost plus `extra` (the structure's,
@@ -92,12 +112,15 @@ static int grow(struct bf_filter *f, uint64_t extra)
 	if (rc)
 		return rc == -E2BIG ? -ENOMEM : rc;
 	uint64_t bytes = nblocks * BF_BLOCK_BYTES;
-	rc = bf_budget_reserve(f->budget, bf_layer_cost(bytes) + extra);
+	if (bf_filter_layers_reserve(f, f->nlayers + 1))
+		return -ENOMEM;
+	uint64_t charge = bf_layer_cost(bytes) + LAYER_ENTRY_COST + extra;
+	rc = bf_budget_reserve(f->budget, charge);
 	if (rc)
 		return rc;
 	rc = bf_layer_alloc(&f->layers[f->nlayers], counting, nblocks, b, cap, err);
 	if (rc) {
-		bf_budget_release(f->budget, bf_layer_cost(bytes) + extra);
+		bf_budget_release(f->budget, charge);
 		return rc == -E2BIG ? -ENOMEM : rc;
 	}
 	f->nlayers++;
@@ -120,6 +143,7 @@ int bf_filter_new(const struct bf_params *p, uint64_t seed, struct bf_budget *bu
 	f->budget = budget;
 	rc = grow(f, FILTER_STRUCT_COST);
 	if (rc) {
+		free(f->layers);
 		free(f);
 		return rc;
 	}
@@ -134,6 +158,7 @@ void bf_filter_free(struct bf_filter *f)
 	bf_budget_release(f->budget, bf_filter_cost(f));
 	for (unsigned i = 0; i < f->nlayers; i++)
 		bf_layer_free(&f->layers[i]);
+	free(f->layers);
 	free(f);
 }
 
@@ -142,7 +167,7 @@ uint64_t bf_filter_cost(const struct bf_filter *f)
 	uint64_t c = FILTER_STRUCT_COST;
 
 	for (unsigned i = 0; i < f->nlayers; i++)
-		c += bf_layer_cost(bf_layer_bytes(&f->layers[i]));
+		c += bf_layer_cost(bf_layer_bytes(&f->layers[i])) + LAYER_ENTRY_COST;
 	return c;
 }
 
@@ -406,6 +431,8 @@ int bf_filter_body_write(struct bf_filter *f, uint64_t off, const void *data, si
 
 int bf_filter_copy_grow(struct bf_filter *c, const struct bf_filter *f)
 {
+	if (bf_filter_layers_reserve(c, f->nlayers))
+		return -ENOMEM;
 	for (unsigned i = c->nlayers; i < f->nlayers; i++) {
 		const struct bf_layer *l = &f->layers[i];
 		int rc = bf_layer_alloc(&c->layers[i], l->counting, l->nblocks, l->b, l->capacity,

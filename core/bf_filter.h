@@ -74,14 +74,21 @@ struct bf_filter {
 	uint64_t changes; /* bumped by every mutation, for snapshot scheduling */
 	struct bf_stats stats;
 	struct bf_budget *budget; /* may be NULL: no accounting */
-	unsigned nlayers;
-	struct bf_layer layers[BF_MAX_LAYERS];
+	unsigned nlayers;	  /* layers in use, at most BF_MAX_LAYERS */
+	unsigned layers_cap;	  /* layers allocated (bf_filter_layers_reserve) */
+	struct bf_layer *layers;  /* heap array: a small filter holds one, not BF_MAX_LAYERS */
 };
 
 static inline unsigned bf_filter_nlayers(const struct bf_filter *f)
 {
 	return f->nlayers;
 }
+
+/*
+ * Core only: make room for n layers (n <= BF_MAX_LAYERS) in f->layers, which may move; the
+ * new entries are zeroed. 0 or -ENOMEM (nothing changed).
+ */
+int bf_filter_layers_reserve(struct bf_filter *f, unsigned n);
 
 /* Forget the id and LSN a filter had elsewhere (a copy from another instance): a registry then
  * gives it a new id when it adopts it. */

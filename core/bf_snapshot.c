@@ -399,6 +399,10 @@ int bf_snapshot_decode(const unsigned char *h, size_t len, uint64_t max_bytes,
 		f->lsn = get64(h, OFF_LSN);
 	}
 	uint32_t nlayers = get32(h, OFF_NLAYERS);
+	if (bf_filter_layers_reserve(f, nlayers)) {
+		bf_filter_free(f);
+		return reason(why, whylen, -ENOMEM, "out of memory");
+	}
 	for (unsigned i = 0; i < nlayers; i++) {
 		const unsigned char *e = h + OFF_LAYERS + i * LAYER_ENTRY;
 		struct bf_layer *l = &f->layers[i];
