@@ -66,6 +66,33 @@ void bf_filter_layer_target(const struct bf_params *p, unsigned i, uint64_t *cap
 #define FILTER_STRUCT_COST (sizeof(struct bf_filter) + 32)
 #define LAYER_ENTRY_COST   (sizeof(struct bf_layer))
 
+struct bf_filter *bf_filter_alloc(void)
+{
+	struct bf_filter *f = calloc(1, sizeof(*f));
+
+	if (f)
+		f->name = f->name_buf;
+	return f;
+}
+
+int bf_filter_set_name(struct bf_filter *f, const char *name, size_t len)
+{
+	char *to = f->name_buf;
+
+	if (len >= sizeof(f->name_buf)) {
+		to = malloc(len + 1);
+		if (!to)
+			return -ENOMEM;
+	}
+	memcpy(to, name, len);
+	to[len] = '\0';
+	if (f->name != f->name_buf)
+		free(f->name);
+	f->name = to;
+	f->name_len = len;
+	return 0;
+}
+
 int bf_filter_layers_reserve(struct bf_filter *f, unsigned n)
 {
 	if (n <= f->layers_cap)
@@ -135,7 +162,7 @@ int bf_filter_new(const struct bf_params *p, uint64_t seed, struct bf_budget *bu
 	if (rc)
 		return rc;
 
-	struct bf_filter *f = calloc(1, sizeof(*f));
+	struct bf_filter *f = bf_filter_alloc();
 	if (!f)
 		return -ENOMEM;
 	f->params = *p;
@@ -159,6 +186,8 @@ void bf_filter_free(struct bf_filter *f)
 	for (unsigned i = 0; i < f->nlayers; i++)
 		bf_layer_free(&f->layers[i]);
 	free(f->layers);
+	if (f->name != f->name_buf)
+		free(f->name);
 	free(f);
 }
 
@@ -445,16 +474,17 @@ int bf_filter_copy_grow(struct bf_filter *c, const struct bf_filter *f)
 	return 0;
 }
 
-void bf_filter_copy_meta(struct bf_filter *c, const struct bf_filter *f)
+int bf_filter_copy_meta(struct bf_filter *c, const struct bf_filter *f)
 {
-	memcpy(c->name, f->name, sizeof(c->name));
-	c->name_len = f->name_len;
+	if (bf_filter_set_name(c, f->name, f->name_len))
+		return -ENOMEM;
 	c->params = f->params;
 	c->seed = f->seed;
 	c->id = f->id;
 	c->lsn = f->lsn;
 	c->changes = f->changes;
 	bf_filter_copy_counts(c, f);
+	return 0;
 }
 
 void bf_filter_copy_counts(struct bf_filter *c, const struct bf_filter *f)
@@ -470,15 +500,14 @@ void bf_filter_copy_counts(struct bf_filter *c, const struct bf_filter *f)
 
 int bf_filter_copy_new(const struct bf_filter *f, struct bf_filter **out)
 {
-	struct bf_filter *c = calloc(1, sizeof(*c));
+	struct bf_filter *c = bf_filter_alloc();
 
 	if (!c)
 		return -ENOMEM;
-	if (bf_filter_copy_grow(c, f)) {
+	if (bf_filter_copy_grow(c, f) || bf_filter_copy_meta(c, f)) {
 		bf_filter_free(c);
 		return -ENOMEM;
 	}
-	bf_filter_copy_meta(c, f);
 	*out = c;
 	return 0;
 }

@@ -62,8 +62,9 @@ struct bf_stats {
  * bf_filter_body_*, bf_snapshot_*). Read the layer count with bf_filter_nlayers().
  */
 struct bf_filter {
-	char name[BF_NAME_MAX + 1]; /* NUL-terminated for logs; name_len is authoritative */
+	char *name; /* NUL-terminated for logs; name_len is authoritative; name_buf or heap */
 	size_t name_len;
+	char name_buf[24]; /* a name shorter than this lives here (bf_filter_set_name) */
 	struct bf_params params;
 	uint64_t seed;
 	uint64_t id; /* names the filter in log records; given by the registry, kept by snapshots */
@@ -83,6 +84,15 @@ static inline unsigned bf_filter_nlayers(const struct bf_filter *f)
 {
 	return f->nlayers;
 }
+
+/*
+ * Core only: a zeroed filter with an empty name, no layers, no budget; NULL if out of memory.
+ * Free it with bf_filter_free.
+ */
+struct bf_filter *bf_filter_alloc(void);
+
+/* Core only: give f the name name[0, len) (len <= BF_NAME_MAX). 0 or -ENOMEM (unchanged). */
+int bf_filter_set_name(struct bf_filter *f, const char *name, size_t len);
 
 /*
  * Core only: make room for n layers (n <= BF_MAX_LAYERS) in f->layers, which may move; the
@@ -191,7 +201,8 @@ int bf_filter_clone(const struct bf_filter *f, struct bf_filter **out);
  * bf_filter_copy_grow: allocate the layers f gained since c was made, so c has f's geometry
  *   again. 0, or -ENOMEM (c keeps the layers it had).
  * bf_filter_copy_meta: everything but the blocks (name, parameters, seed, id, lsn, and the
- *   counts of bf_filter_copy_counts), as f has them now: the cut a snapshot records.
+ *   counts of bf_filter_copy_counts), as f has them now: the cut a snapshot records. 0, or
+ *   -ENOMEM (a long name could not be copied).
  * bf_filter_copy_counts: the stats and the item counts of the layers c has (c->items their sum)
  *   as f has them now, for the end of a sliced copy (never fewer than the bits copied hold). If
  *   f grew since c's layers were allocated, its new layers are the next copy's.
@@ -202,7 +213,7 @@ int bf_filter_clone(const struct bf_filter *f, struct bf_filter **out);
  */
 int bf_filter_copy_new(const struct bf_filter *f, struct bf_filter **out);
 int bf_filter_copy_grow(struct bf_filter *c, const struct bf_filter *f);
-void bf_filter_copy_meta(struct bf_filter *c, const struct bf_filter *f);
+int bf_filter_copy_meta(struct bf_filter *c, const struct bf_filter *f);
 void bf_filter_copy_counts(struct bf_filter *c, const struct bf_filter *f);
 uint64_t bf_filter_copy_body(struct bf_filter *c, const struct bf_filter *f, uint64_t off,
 			     uint64_t n);

@@ -118,9 +118,10 @@ static int insert(struct bf_registry *r, const char *name, size_t len, uint64_t 
 	struct entry *e = malloc(sizeof(*e));
 	if (!e)
 		return -ENOMEM;
-	memcpy(f->name, name, len);
-	f->name[len] = '\0';
-	f->name_len = len;
+	if (bf_filter_set_name(f, name, len)) {
+		free(e);
+		return -ENOMEM;
+	}
 	e->hash = hash;
 	e->filter = f;
 	struct entry **head = &r->buckets[hash & (r->nbuckets - 1)];

@@ -385,15 +385,17 @@ int bf_snapshot_decode(const unsigned char *h, size_t len, uint64_t max_bytes,
 		return reason(why, whylen, -ENOMEM, "%llu bytes of layers would pass the limit",
 			      (unsigned long long)get64(h, OFF_BODY_LEN));
 
-	struct bf_filter *f = calloc(1, sizeof(*f));
+	struct bf_filter *f = bf_filter_alloc();
 	if (!f)
 		return reason(why, whylen, -ENOMEM, "out of memory");
 	f->params = p;
 	f->seed = get64(h, OFF_SEED);
 	f->items = get64(h, OFF_ITEMS);
 	memcpy(&f->stats, h + OFF_STATS, sizeof(f->stats));
-	f->name_len = get32(h, OFF_NAME_LEN);
-	memcpy(f->name, h + OFF_NAME, f->name_len);
+	if (bf_filter_set_name(f, (const char *)h + OFF_NAME, get32(h, OFF_NAME_LEN))) {
+		bf_filter_free(f);
+		return reason(why, whylen, -ENOMEM, "out of memory");
+	}
 	if (get32(h, OFF_VERSION) >= 2) {
 		f->id = get64(h, OFF_ID);
 		f->lsn = get64(h, OFF_LSN);

@@ -38,7 +38,7 @@ struct snap_entry {
 	bool busy;		/* held by the copy in progress or by a job not yet applied */
 	uint64_t need_lsn;	/* the oldest log record a replay needs for this filter: the one
 				 * after what its snapshot holds, or its first if it has none */
-	char file[BF_SNAPSHOT_NAME_MAX];
+	char file[];		/* its file name, as long as it is */
 };
 
 /* One background write: a copy (or, at shutdown, the live filter) and its file. */
@@ -132,11 +132,14 @@ static struct snap_entry *snap_track(struct srv_snap *sn, struct bf_filter *f)
 		sn->ents = p;
 		sn->ents_cap = cap;
 	}
-	e = calloc(1, sizeof(*e));
+	char file[BF_SNAPSHOT_NAME_MAX];
+	bf_snapshot_filename(f->name, f->name_len, file);
+	size_t flen = strlen(file) + 1;
+	e = calloc(1, sizeof(*e) + flen);
 	if (!e)
 		goto nomem;
 	e->f = f;
-	bf_snapshot_filename(f->name, f->name_len, e->file);
+	memcpy(e->file, file, flen);
 	sn->ents[sn->nents++] = e;
 	return e;
 nomem:
@@ -266,7 +269,7 @@ static struct snap_job *snap_job_new(struct srv_snap *sn, struct snap_entry *e)
 	job->cut = e->f->changes;
 	job->generation = e->generation + 1;
 	job->req.data = job;
-	memcpy(job->file, e->file, sizeof(job->file));
+	snprintf(job->file, sizeof(job->file), "%s", e->file);
 	return job;
 }
 
@@ -474,12 +477,13 @@ static int snap_copy_begin(struct srv_snap *sn, struct snap_job *job)
 		return -1;
 	}
 	rc = bf_filter_copy_grow(c, f);
+	if (!rc)
+		rc = bf_filter_copy_meta(c, f);
 	if (rc) {
 		snap_record(sn, e, e->file, f->name, rc, "copy", 0, 0, 0, 0, 0, "periodic");
 		snap_job_drop(job);
 		return -1;
 	}
-	bf_filter_copy_meta(c, f);
 	job->cut = f->changes;
 	if (f->params.type == BF_TYPE_COUNTING || f->bytes <= SRV_SNAP_SLICE) {
 		bf_filter_copy_body(c, f, 0, f->bytes);

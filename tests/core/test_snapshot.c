@@ -39,8 +39,7 @@ static struct bf_filter *make(const char *name, struct bf_params p, uint64_t nke
 {
 	struct bf_filter *f;
 	ck_assert_int_eq(bf_filter_new(&p, 0x1234abcd, NULL, &f), 0);
-	f->name_len = strlen(name);
-	memcpy(f->name, name, f->name_len);
+	ck_assert_int_eq(bf_filter_set_name(f, name, strlen(name)), 0);
 	char k[32];
 	for (uint64_t i = 0; i < nkeys; i++) {
 		int n = snprintf(k, sizeof(k), "key%llu", (unsigned long long)i);

@@ -23,8 +23,8 @@ static void seed(int dirfd, const char *file, const char *name, struct bf_params
 	struct bf_filter *f;
 	if (bf_filter_new(&p, 0x1234567890abcdefull, NULL, &f) != 0)
 		exit(1);
-	f->name_len = strlen(name);
-	memcpy(f->name, name, f->name_len + 1);
+	if (bf_filter_set_name(f, name, strlen(name)))
+		exit(1);
 	char key[32];
 	for (int i = 0; i < grow; i++) {
 		snprintf(key, sizeof(key), "key-%d", i);
