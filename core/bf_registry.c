@@ -245,6 +245,37 @@ int bf_registry_list(const struct bf_registry *r, const char *prefix, size_t ple
 	return 0;
 }
 
+static uint64_t rev64(uint64_t v)
+{
+	v = ((v >> 1) & 0x5555555555555555ull) | ((v & 0x5555555555555555ull) << 1);
+	v = ((v >> 2) & 0x3333333333333333ull) | ((v & 0x3333333333333333ull) << 2);
+	v = ((v >> 4) & 0x0f0f0f0f0f0f0f0full) | ((v & 0x0f0f0f0f0f0f0f0full) << 4);
+	return __builtin_bswap64(v);
+}
+
+uint64_t bf_registry_scan(const struct bf_registry *r, uint64_t cursor, size_t count,
+			  void (*fn)(void *arg, struct bf_filter *f), void *arg)
+{
+	uint64_t mask = r->nbuckets - 1, v = cursor;
+	size_t seen = 0, looked = 0;
+
+	if (count == 0)
+		count = 1;
+	do {
+		for (struct entry *e = r->buckets[v & mask]; e; e = e->next) {
+			fn(arg, e->filter);
+			seen++;
+		}
+		/* The next bucket index counting with its bits reversed: with a table twice as
+		 * large, the buckets a smaller one's bucket split into come right after it. */
+		v |= ~mask;
+		v = rev64(v);
+		v++;
+		v = rev64(v);
+	} while (v && seen < count && ++looked < 10 * count);
+	return v;
+}
+
 size_t bf_registry_count(const struct bf_registry *r)
 {
 	return r->count;

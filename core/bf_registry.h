@@ -55,6 +55,18 @@ int bf_registry_drop(struct bf_registry *r, const char *name, size_t len);
 int bf_registry_list(const struct bf_registry *r, const char *prefix, size_t plen,
 		     struct bf_filter ***out, size_t *n);
 
+/*
+ * Redis's SCAN over the filters: from cursor (0 to start), call fn for every filter of the
+ * next buckets, in reverse-binary order of bucket index, until at least count were visited or
+ * every bucket was; returns the cursor to go on from, 0 once the scan is complete. A filter
+ * present from the first call to the last is visited exactly once, however many filters are
+ * created or dropped in between (the table only grows, and growth keeps the order); one
+ * created or dropped meanwhile may or may not be. Each call does O(count) work (plus empty
+ * buckets: at most 10 * count are looked at).
+ */
+uint64_t bf_registry_scan(const struct bf_registry *r, uint64_t cursor, size_t count,
+			  void (*fn)(void *arg, struct bf_filter *f), void *arg);
+
 size_t bf_registry_count(const struct bf_registry *r);
 
 /* Memory held by all filters (their cost, entries and the owner's overhead: what the limit

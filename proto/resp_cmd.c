@@ -33,11 +33,11 @@
  * are booleans and BF.INFO is a map; a nonscaling filter's "Expansion rate" is null.
  *
  * Differences from Redis 7.0: CLIENT SETINFO is answered +OK (it is 7.2's; clients send it on
- * connect); client names are at most 63 bytes; COMMAND DOCS is an empty map; SCAN returns
- * every match in one reply with cursor 0; SAVE/BGSAVE report a failed snapshot as "ERR
- * snapshot failed, see the server log" rather than a bare "ERR". Without a token (cmd_ctx.token)
- * AUTH and HELLO ... AUTH answer as a Redis without requirepass does; with one, as a Redis with
- * requirepass: only AUTH, HELLO (with AUTH to authenticate), PING and QUIT before AUTH, others
+ * connect); client names are at most 63 bytes; COMMAND DOCS is an empty map; SAVE/BGSAVE report a
+ * failed snapshot as "ERR snapshot failed, see the server log" rather than a bare "ERR". Without a
+ * token (cmd_ctx.token) AUTH and HELLO ... AUTH answer as a Redis without requirepass does; with
+ * one, as a Redis with requirepass: only AUTH, HELLO (with AUTH to authenticate), PING and QUIT
+ * before AUTH, others
  * "-NOAUTH Authentication required."; the connection closes after CMD_AUTH_MAX_FAILURES
  * failed attempts.
  */

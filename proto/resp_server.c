@@ -9,6 +9,7 @@
 
 #include <ctype.h>
 #include <errno.h>
+#include <inttypes.h>
 #include <limits.h>
 #include <math.h>
 #include <stdio.h>
@@ -356,7 +357,7 @@ void resp_server_keys(struct cmd_ctx *c, struct cmd_session *s, const struct pro
 }
 
 /* Redis 7.0's SCAN cursor: strtoul over the whole argument, no leading space ("" is 0). */
-static bool scan_cursor_ok(const char *p, size_t n)
+static bool scan_cursor_ok(const char *p, size_t n, uint64_t *cursor)
 {
 	char buf[64];
 	char *end;
@@ -366,17 +367,46 @@ static bool scan_cursor_ok(const char *p, size_t n)
 	memcpy(buf, p, n);
 	buf[n] = '\0';
 	errno = 0;
-	(void)strtoull(buf, &end, 10);
+	*cursor = strtoull(buf, &end, 10);
 	return (size_t)(end - buf) == n && errno != ERANGE;
+}
+
+/* What one SCAN call collects. */
+struct scan_acc {
+	const struct glob *g;
+	struct bf_filter **found;
+	size_t n, cap;
+	bool failed;
+};
+
+static void scan_visit(void *arg, struct bf_filter *f)
+{
+	struct scan_acc *a = arg;
+
+	if (a->failed || (a->g && !glob_match(a->g, f->name, f->name_len)))
+		return;
+	if (a->n == a->cap) {
+		size_t cap = a->cap ? a->cap * 2 : 16;
+		struct bf_filter **p = realloc(a->found, cap * sizeof(*p));
+		if (!p) {
+			a->failed = true;
+			return;
+		}
+		a->found = p;
+		a->cap = cap;
+	}
+	a->found[a->n++] = f;
 }
 
 void resp_server_scan(struct cmd_ctx *c, struct cmd_session *s, const struct proto_argv *av,
 		      struct proto_buf *out)
 {
 	size_t match = 0, type = 0;
+	uint64_t cursor;
+	long long count = 10;
 	(void)s;
 
-	if (!scan_cursor_ok(av->argv[1], av->argvlen[1])) {
+	if (!scan_cursor_ok(av->argv[1], av->argvlen[1], &cursor)) {
 		resp_error(c, out, "ERR invalid cursor");
 		return;
 	}
@@ -386,12 +416,11 @@ void resp_server_scan(struct cmd_ctx *c, struct cmd_session *s, const struct pro
 			return;
 		}
 		if (resp_arg_is(av, i, "count")) {
-			long long n;
-			if (!resp_arg_ll(av, i + 1, &n)) {
+			if (!resp_arg_ll(av, i + 1, &count)) {
 				resp_error(c, out, resp_err_not_int);
 				return;
 			}
-			if (n < 1) {
+			if (count < 1) {
 				resp_error(c, out, resp_err_syntax);
 				return;
 			}
@@ -407,14 +436,24 @@ void resp_server_scan(struct cmd_ctx *c, struct cmd_session *s, const struct pro
 	struct glob *g = NULL;
 	if (match && !(g = pattern(c, out, av->argv[match], av->argvlen[match], false)))
 		return;
-	/* One pass returns everything: the next cursor is always 0. */
-	proto_resp_array(out, 2);
-	proto_resp_bulk(out, "0", 1);
-	if (type && !resp_arg_is(av, type, RESP_BF_TYPE))
-		proto_resp_array(out, 0);
-	else
-		reply_names(c, out, g);
+	/* Every key is a filter: another TYPE matches none, but the cursor moves on alike. */
+	struct scan_acc acc = {.g = g};
+	bool none = type && !resp_arg_is(av, type, RESP_BF_TYPE);
+	uint64_t next = bf_registry_scan(c->reg, cursor, (size_t)count, scan_visit, &acc);
 	glob_free(g);
+	if (acc.failed) {
+		free(acc.found);
+		resp_error(c, out, resp_err_oom);
+		return;
+	}
+	char num[24];
+	int nl = snprintf(num, sizeof(num), "%" PRIu64, next);
+	proto_resp_array(out, 2);
+	proto_resp_bulk(out, num, (size_t)nl);
+	proto_resp_array(out, none ? 0 : acc.n);
+	for (size_t i = 0; !none && i < acc.n; i++)
+		proto_resp_bulk(out, acc.found[i]->name, acc.found[i]->name_len);
+	free(acc.found);
 }
 
 /* ---------------------------------------------------------------------------------------- */

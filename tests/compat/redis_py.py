@@ -289,6 +289,17 @@ def run(port):
         is_("EXISTS", r.exists("f", "g", "missing"), 2)
         is_("DEL", r.delete("h"), 1)
         is_("KEYS", sorted(r.keys("*")), [b"f", b"g", b"n", b"ns"])
+        # A real cursor: scan_iter follows it over several calls and sees each name once.
+        p = r.pipeline(transaction=False)
+        for i in range(300):
+            p.bf().create(f"scan:{i}", 0.01, 100)
+        p.execute()
+        cursor, first = r.scan(0, match="scan:*", count=10)
+        is_("SCAN COUNT 10 over 300 filters returns a cursor to go on from", cursor != 0, True)
+        names = list(r.scan_iter(match="scan:*", count=10))
+        is_("scan_iter sees each of 300 filters once", sorted(names),
+            sorted(f"scan:{i}".encode() for i in range(300)))
+        r.delete(*[f"scan:{i}" for i in range(300)])
 
     @case("scandump/loadchunk")
     def _():

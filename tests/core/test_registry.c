@@ -181,6 +181,67 @@ START_TEST(adopt)
 }
 END_TEST
 
+/* What a scan saw: how many times each "base:N" name, and anything else. */
+static unsigned seen[2000];
+static unsigned seen_other;
+
+static void count_seen(void *arg, struct bf_filter *f)
+{
+	(void)arg;
+	unsigned i;
+	if (sscanf(f->name, "base:%u", &i) == 1 && i < 2000)
+		seen[i]++;
+	else
+		seen_other++;
+}
+
+/* SCAN's cursor: every filter present throughout is visited exactly once, while others are
+ * created (the table doubles several times) and dropped between calls; a call does about
+ * COUNT filters' work. */
+START_TEST(scan_visits_each_once_while_changing)
+{
+	struct bf_registry *r;
+	char name[32];
+	ck_assert_int_eq(bf_registry_new(0, &r), 0);
+	for (int i = 0; i < 2000; i++) {
+		int n = snprintf(name, sizeof(name), "base:%d", i);
+		ck_assert_int_eq(bf_registry_create(r, name, (size_t)n, &small, 1, NULL), 0);
+	}
+	memset(seen, 0, sizeof(seen));
+	seen_other = 0;
+	uint64_t cursor = 0;
+	unsigned calls = 0, extra = 0;
+	do {
+		unsigned before = 0;
+		for (int i = 0; i < 2000; i++)
+			before += seen[i];
+		before += seen_other;
+		cursor = bf_registry_scan(r, cursor, 10, count_seen, NULL);
+		unsigned after = seen_other;
+		for (int i = 0; i < 2000; i++)
+			after += seen[i];
+		/* A call's work is bounded (a bucket's chain may pass COUNT a little). */
+		ck_assert_uint_le(after - before, 40);
+		calls++;
+		/* Meanwhile: 30 new filters, and 10 of the newest dropped. */
+		for (int k = 0; k < 30; k++, extra++) {
+			int n = snprintf(name, sizeof(name), "new:%u", extra);
+			ck_assert_int_eq(bf_registry_create(r, name, (size_t)n, &small, 1, NULL),
+					 0);
+		}
+		for (unsigned k = extra - 10; k < extra; k++) {
+			int n = snprintf(name, sizeof(name), "new:%u", k);
+			ck_assert_int_eq(bf_registry_drop(r, name, (size_t)n), 0);
+		}
+	} while (cursor != 0);
+	for (int i = 0; i < 2000; i++)
+		ck_assert_msg(seen[i] == 1, "base:%d seen %u times", i, seen[i]);
+	ck_assert_uint_gt(calls, 100);
+	ck_assert_uint_gt(bf_registry_count(r), 2000 + 20 * (calls - 1));
+	bf_registry_free(r);
+}
+END_TEST
+
 static Suite *registry_suite(void)
 {
 	Suite *s = suite_create("registry");
@@ -191,6 +252,7 @@ static Suite *registry_suite(void)
 	tcase_add_test(tc, many_names_and_prefix_list);
 	tcase_add_test(tc, memory_limit_refuses_and_changes_nothing);
 	tcase_add_test(tc, adopt);
+	tcase_add_test(tc, scan_visits_each_once_while_changing);
 	suite_add_tcase(s, tc);
 	return s;
 }

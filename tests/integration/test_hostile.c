@@ -1803,8 +1803,8 @@ START_TEST(test_glob_bounded)
 
 	/* SCAN and CONFIG GET match as before. */
 	req.n = want.n = 0;
-	blob_str(&req, "*6\r\n$4\r\nSCAN\r\n$1\r\n0\r\n$5\r\nMATCH\r\n$5\r\n*b*a*\r\n$4\r\nTYPE\r\n"
-		       "$9\r\nMBbloom--\r\n");
+	blob_str(&req, "*8\r\n$4\r\nSCAN\r\n$1\r\n0\r\n$5\r\nMATCH\r\n$5\r\n*b*a*\r\n$4\r\nTYPE\r\n"
+		       "$9\r\nMBbloom--\r\n$5\r\nCOUNT\r\n$4\r\n1000\r\n");
 	blob_fmt(&want, "*2\r\n$1\r\n0\r\n*1\r\n$%d\r\n", NAME_LEN);
 	blob_add(&want, name, NAME_LEN);
 	blob_str(&want, "\r\n");
