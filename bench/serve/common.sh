@@ -65,17 +65,21 @@ wait_port() {
 
 # start_blossomd: sets BLOSSOMD_PORT and BLOSSOMD_PID (text + RESP). HTTP is off unless
 # $BENCH_HTTP is 1, which also sets BLOSSOMD_HTTP_PORT. $BENCH_PIN (e.g. "taskset -c 0") is
-# put in front of the daemon.
+# put in front of the daemon; $BENCH_CONF (e.g. "wal = off") is its configuration file's body.
 start_blossomd() {
-	local http=0 pin
+	local http=0 pin conf=()
 	read -r -a pin <<<"${BENCH_PIN:-}"
+	if [[ -n ${BENCH_CONF:-} ]]; then
+		printf '[blossomd]\n%s\n' "$BENCH_CONF" >"$BENCH_TMP/blossomd.conf"
+		conf=(--config "$BENCH_TMP/blossomd.conf")
+	fi
 	mkdir -p "$BENCH_TMP/blossomd"
 	BLOSSOMD_PORT=$(free_port)
 	if [[ ${BENCH_HTTP:-0} == 1 ]]; then
 		BLOSSOMD_HTTP_PORT=$(free_port)
 		http=$BLOSSOMD_HTTP_PORT
 	fi
-	"${pin[@]}" "$BLOSSOMD_BIN" --port "$BLOSSOMD_PORT" --http-port "$http" \
+	"${pin[@]}" "$BLOSSOMD_BIN" "${conf[@]}" --port "$BLOSSOMD_PORT" --http-port "$http" \
 		--data-dir "$BENCH_TMP/blossomd" --log-level warning </dev/null \
 		>"$BENCH_TMP/blossomd.log" 2>&1 &
 	BLOSSOMD_PID=$!
