@@ -75,9 +75,11 @@ struct bf_filter {
 	uint64_t changes; /* bumped by every mutation, for snapshot scheduling */
 	struct bf_stats stats;
 	struct bf_budget *budget; /* may be NULL: no accounting */
-	unsigned nlayers;	  /* layers in use, at most BF_MAX_LAYERS */
-	unsigned layers_cap;	  /* layers allocated (bf_filter_layers_reserve) */
-	struct bf_layer *layers;  /* heap array: a small filter holds one, not BF_MAX_LAYERS */
+	void *owner; /* the owner's own per-filter data (the server's snapshot entry); core never
+		      * reads it, and a copy does not carry it */
+	unsigned nlayers;	 /* layers in use, at most BF_MAX_LAYERS */
+	unsigned layers_cap;	 /* layers allocated (bf_filter_layers_reserve) */
+	struct bf_layer *layers; /* heap array: a small filter holds one, not BF_MAX_LAYERS */
 };
 
 static inline unsigned bf_filter_nlayers(const struct bf_filter *f)

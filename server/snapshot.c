@@ -38,6 +38,7 @@ struct snap_entry {
 	bool busy;		/* held by the copy in progress or by a job not yet applied */
 	uint64_t need_lsn;	/* the oldest log record a replay needs for this filter: the one
 				 * after what its snapshot holds, or its first if it has none */
+	size_t idx;		/* its place in sn->ents while live */
 	char file[];		/* its file name, as long as it is */
 };
 
@@ -110,12 +111,13 @@ static bool snap_dirty(const struct snap_entry *e)
 	return e->f && (!e->on_disk || e->f->changes != e->saved_changes);
 }
 
+/* f's live entry (f->owner), or NULL. */
 static struct snap_entry *snap_find(const struct srv_snap *sn, const struct bf_filter *f)
 {
-	for (size_t i = 0; i < sn->nents; i++)
-		if (sn->ents[i]->f == f)
-			return sn->ents[i];
-	return NULL;
+	struct snap_entry *e = f->owner;
+
+	(void)sn;
+	return e && e->f == f ? e : NULL;
 }
 
 /* A new entry for f, listed in ents. NULL on allocation failure (logged). */
@@ -140,6 +142,8 @@ static struct snap_entry *snap_track(struct srv_snap *sn, struct bf_filter *f)
 		goto nomem;
 	e->f = f;
 	memcpy(e->file, file, flen);
+	e->idx = sn->nents;
+	f->owner = e;
 	sn->ents[sn->nents++] = e;
 	return e;
 nomem:
@@ -718,12 +722,13 @@ void srv_snap_dropping(struct srv_snap *sn, struct bf_filter *f, bool remove_fil
 
 	if (!f->params.persist)
 		return;
-	for (i = 0; i < sn->nents && sn->ents[i]->f != f; i++)
-		;
-	if (i == sn->nents)
+	e = snap_find(sn, f);
+	if (!e)
 		return;
-	e = sn->ents[i];
+	i = e->idx;
 	sn->ents[i] = sn->ents[--sn->nents];
+	sn->ents[i]->idx = i;
+	f->owner = NULL;
 
 	if (sn->copy && sn->copy->e == e) {
 		snap_copy_abort(sn);
