@@ -53,6 +53,9 @@ struct cmd_hooks {
 	/* flush: make the filter's (or, with f NULL, every dirty filter's) snapshot durable.
 	 * Returns 0 when done; a negative errno is reported as an internal error. */
 	int (*flush)(void *arg, struct bf_filter *f);
+	/* bgsave: start writing every dirty filter's snapshot in the background and return at
+	 * once: 0, or -EBUSY if a snapshot cycle is running already. NULL: flush instead. */
+	int (*bgsave)(void *arg);
 	/* 64 random bits for a new filter's seed. */
 	uint64_t (*seed)(void *arg);
 	/*
@@ -79,6 +82,8 @@ struct cmd_ctx {
 	uint64_t ops[CMD_OP_COUNT], keys[CMD_OP_COUNT];
 	uint64_t started_unix; /* for uptime in INFO */
 	uint64_t last_save_unix;
+	/* A snapshot cycle is running; the last one that ended had a failure (INFO). */
+	bool save_in_progress, last_save_failed;
 	const char *version;
 	/* Shared secret text and RESP clients must AUTH with (and HTTP's Bearer token): token_len
 	 * bytes, NUL-terminated; NULL = no authentication. Owned by the server. */

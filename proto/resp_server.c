@@ -469,6 +469,16 @@ void resp_server_save(struct cmd_ctx *c, struct cmd_session *s, const struct pro
 		resp_error(c, out, resp_err_syntax);
 		return;
 	}
+	/* As Redis: BGSAVE answers at once and the snapshots are written in the background; one
+	 * already running is an error, SCHEDULE or not (Redis schedules only behind an AOF
+	 * rewrite, which blossomd does not have). */
+	if (background && c->hooks.bgsave) {
+		if (c->hooks.bgsave(c->hooks.arg) == -EBUSY)
+			resp_error(c, out, "ERR Background save already in progress");
+		else
+			proto_resp_simple(out, "Background saving started", 25);
+		return;
+	}
 	if (cmd_flush(c, NULL) != CMD_OK) {
 		resp_error(c, out, "ERR snapshot failed, see the server log");
 		return;
@@ -561,7 +571,10 @@ void resp_server_info(struct cmd_ctx *c, struct cmd_session *s, const struct pro
 	if (want & SEC_PERSISTENCE) {
 		info_section(&b, "Persistence");
 		proto_buf_append_str(&b, "loading:0\r\n");
+		info_line(&b, "rdb_bgsave_in_progress", c->save_in_progress);
 		info_line(&b, "rdb_last_save_time", c->last_save_unix);
+		proto_buf_append_str(&b, c->last_save_failed ? "rdb_last_bgsave_status:err\r\n"
+							     : "rdb_last_bgsave_status:ok\r\n");
 	}
 	if (want & SEC_STATS) {
 		info_section(&b, "Stats");

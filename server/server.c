@@ -380,6 +380,13 @@ static int srv_flush(void *arg, struct bf_filter *f)
 	return srv_snap_flush(s->snap, f);
 }
 
+static int srv_bgsave(void *arg)
+{
+	struct srv *s = arg;
+
+	return srv_snap_bgsave(s->snap);
+}
+
 static void srv_created(void *arg, struct bf_filter *f)
 {
 	struct srv *s = arg;
@@ -677,6 +684,7 @@ int srv_new(const struct srv_options *opt, struct srv **out)
 	s->ctx.hooks.arg = s;
 	s->ctx.hooks.seed = srv_seed;
 	s->ctx.hooks.flush = srv_flush;
+	s->ctx.hooks.bgsave = srv_bgsave;
 	s->ctx.hooks.created = srv_created;
 	s->ctx.hooks.dropping = srv_dropping;
 	s->ctx.started_unix = (uint64_t)time(NULL);

@@ -608,6 +608,8 @@ static void snap_cycle_end(struct srv_snap *sn)
 	uint64_t ms = now - sn->cycle_started_ms;
 
 	sn->cycle_running = false;
+	sn->ctx->save_in_progress = false;
+	sn->ctx->last_save_failed = sn->cycle_failed != 0;
 	sn->next_due_ms = sn->cycle_started_ms + (uint64_t)sn->cfg->snapshot_interval * 1000;
 	if (sn->stopping) {
 		sn->final_failed = sn->final_failed || sn->cycle_failed;
@@ -666,6 +668,7 @@ static void snap_cycle_start(struct srv_snap *sn)
 		return;
 	}
 	sn->cycle_running = true;
+	sn->ctx->save_in_progress = true;
 	snap_step(sn);
 }
 
@@ -705,6 +708,15 @@ uint64_t srv_snap_log_needed(const struct srv_snap *sn)
 		if (sn->ents[i]->need_lsn < need)
 			need = sn->ents[i]->need_lsn;
 	return need;
+}
+
+int srv_snap_bgsave(struct srv_snap *sn)
+{
+	if (sn->cycle_running)
+		return -EBUSY;
+	if (!sn->stopping)
+		snap_cycle_start(sn);
+	return 0;
 }
 
 void srv_snap_soon(struct srv_snap *sn)

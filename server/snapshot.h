@@ -136,6 +136,9 @@ uint64_t srv_snap_log_needed(const struct srv_snap *sn);
 /* Start a cycle now unless one runs (the log passed wal_max_bytes), whatever the interval. */
 void srv_snap_soon(struct srv_snap *sn);
 
+/* BGSAVE: start a cycle now (0; it may find nothing to write), or -EBUSY if one runs. */
+int srv_snap_bgsave(struct srv_snap *sn);
+
 /* Current figures (computed on call). */
 void srv_snap_get_status(const struct srv_snap *sn, struct srv_snap_status *out);
 

@@ -827,6 +827,33 @@ START_TEST(test_periodic)
 	ck_assert_int_gt(itest_recv_until(rfd, reply, sizeof(reply), "\r\n", T), 0);
 	before = atoll(reply + 1);
 	ck_assert_msg(reply[0] == ':' && before >= (long long)time(NULL) - 5, "%s", reply);
+	/* BGSAVE answers at once and writes in the background, as Redis's: while a large filter
+	 * is written, another BGSAVE is refused as Redis refuses it and INFO says a save runs;
+	 * then the save ends. */
+	TXT(fd, "create bg capacity=50000000 prob=0.001", "Done\n");
+	TXT(fd, "set bg x", "Yes\n");
+	EXCHANGE(rfd, resp("BGSAVE"), "+Background saving started\r\n");
+	EXCHANGE(rfd, resp("BGSAVE"), "-ERR Background save already in progress\r\n");
+	{
+		static char info[8192];
+		bool running = true;
+		int64_t until = itest_now_ms() + 30000;
+
+		ck_assert_int_eq(itest_send_str(rfd, resp("INFO persistence")), 0);
+		ck_assert_int_gt(itest_recv_until(rfd, info, sizeof(info), "\r\n\r\n", T), 0);
+		ck_assert_ptr_nonnull(strstr(info, "rdb_bgsave_in_progress:1\r\n"));
+		while (running && itest_now_ms() < until) {
+			itest_sleep_ms(50);
+			ck_assert_int_eq(itest_send_str(rfd, resp("INFO persistence")), 0);
+			ck_assert_int_gt(itest_recv_until(rfd, info, sizeof(info), "\r\n\r\n", T),
+					 0);
+			running = strstr(info, "rdb_bgsave_in_progress:1\r\n") != NULL;
+		}
+		ck_assert(!running);
+		ck_assert_ptr_nonnull(strstr(info, "rdb_last_bgsave_status:ok\r\n"));
+	}
+	ck_assert(exists("bg.bsnap"));
+	TXT(fd, "drop bg", "Done\n");
 
 	/* Drop and flush while background writes run: a dropped filter's file goes (also if
 	 * its write was in flight) and never comes back; a flush is never overtaken. */

@@ -1348,8 +1348,8 @@ START_TEST(info_command)
 	ck_assert_mem_eq(out.data, "$", 1);
 	ck_assert(reply_has("\r\n# Server\r\nredis_version:7.0.15\r\nredis_mode:standalone\r\n"
 			    "blossomd_version:0.1.0\r\n"));
-	ck_assert(reply_has("\r\n\r\n# Persistence\r\nloading:0\r\n"
-			    "rdb_last_save_time:1234567890\r\n"));
+	ck_assert(reply_has("\r\n\r\n# Persistence\r\nloading:0\r\nrdb_bgsave_in_progress:0\r\n"
+			    "rdb_last_save_time:1234567890\r\nrdb_last_bgsave_status:ok\r\n"));
 	ck_assert(reply_has("\r\n\r\n# Replication\r\nrole:master\r\n"));
 	ck_assert(reply_has("\r\n\r\n# Keyspace\r\ndb0:keys=1,expires=0,avg_ttl=0\r\n\r\n"));
 	ck_assert(reply_has("\r\nmaxmemory:0\r\n"));
@@ -1431,9 +1431,19 @@ START_TEST(glob_backtracking)
 }
 END_TEST
 
+static int bgsaves, bgsave_rc;
+
+static int bgsave_hook(void *arg)
+{
+	(void)arg;
+	bgsaves++;
+	return bgsave_rc;
+}
+
 START_TEST(save_commands)
 {
 	SAYS("+OK\r\n", "SAVE");
+	/* Without a background hook, BGSAVE flushes before it answers. */
 	SAYS("+Background saving started\r\n", "BGSAVE");
 	SAYS("+Background saving started\r\n", "BGSAVE", "SCHEDULE");
 	SAYS("-ERR syntax error\r\n", "BGSAVE", "x");
@@ -1441,6 +1451,16 @@ START_TEST(save_commands)
 	flush_rc = -EIO;
 	SAYS("-ERR snapshot failed, see the server log\r\n", "SAVE");
 	SAYS("-ERR snapshot failed, see the server log\r\n", "BGSAVE");
+	/* With one (the daemon's), it starts the cycle and answers at once, as Redis. */
+	ctx.hooks.bgsave = bgsave_hook;
+	bgsaves = bgsave_rc = 0;
+	SAYS("+Background saving started\r\n", "BGSAVE");
+	bgsave_rc = -EBUSY;
+	SAYS("-ERR Background save already in progress\r\n", "BGSAVE");
+	SAYS("-ERR Background save already in progress\r\n", "BGSAVE", "SCHEDULE");
+	SAYS("-ERR syntax error\r\n", "BGSAVE", "x");
+	ck_assert_int_eq(bgsaves, 3);
+	ck_assert_int_eq(flushes, 5);
 	SAYS(":1234567890\r\n", "LASTSAVE");
 	SAYS("-ERR wrong number of arguments for 'lastsave' command\r\n", "LASTSAVE", "x");
 	SAYS("-ERR wrong number of arguments for 'save' command\r\n", "SAVE", "x");
