@@ -276,6 +276,85 @@ uint64_t bf_registry_scan(const struct bf_registry *r, uint64_t cursor, size_t c
 	return v;
 }
 
+/* Name order of a filter against name[0, len). */
+static int name_cmp(const struct bf_filter *f, const char *name, size_t len)
+{
+	size_t n = f->name_len < len ? f->name_len : len;
+	int c = memcmp(f->name, name, n);
+	if (c)
+		return c;
+	return (f->name_len > len) - (f->name_len < len);
+}
+
+/* Restore the max-heap (by name) below i. */
+static void heap_down(struct bf_filter **h, size_t n, size_t i)
+{
+	for (;;) {
+		size_t l = 2 * i + 1, r = l + 1, m = i;
+		if (l < n && by_name(&h[l], &h[m]) > 0)
+			m = l;
+		if (r < n && by_name(&h[r], &h[m]) > 0)
+			m = r;
+		if (m == i)
+			return;
+		struct bf_filter *t = h[i];
+		h[i] = h[m];
+		h[m] = t;
+		i = m;
+	}
+}
+
+int bf_registry_page(const struct bf_registry *r, const char *prefix, size_t plen,
+		     const char *after, size_t alen, size_t limit, struct bf_filter ***out,
+		     size_t *n, bool *more)
+{
+	size_t cap = limit < r->count ? limit : r->count, k = 0;
+	struct bf_filter **h = NULL;
+
+	*out = NULL;
+	*n = 0;
+	*more = false;
+	if (limit == 0 || cap == 0)
+		return 0;
+	h = malloc(cap * sizeof(*h));
+	if (!h)
+		return -ENOMEM;
+	for (size_t i = 0; i < r->nbuckets; i++) {
+		for (struct entry *e = r->buckets[i]; e; e = e->next) {
+			struct bf_filter *f = e->filter;
+			if (plen && (f->name_len < plen || memcmp(f->name, prefix, plen)))
+				continue;
+			if (alen && name_cmp(f, after, alen) <= 0)
+				continue;
+			if (k < cap) {
+				/* Sift up the new leaf. */
+				size_t j = k++;
+				h[j] = f;
+				while (j && by_name(&h[(j - 1) / 2], &h[j]) < 0) {
+					struct bf_filter *t = h[j];
+					h[j] = h[(j - 1) / 2];
+					h[(j - 1) / 2] = t;
+					j = (j - 1) / 2;
+				}
+			} else {
+				*more = true;
+				if (by_name(&f, &h[0]) < 0) {
+					h[0] = f;
+					heap_down(h, k, 0);
+				}
+			}
+		}
+	}
+	if (k == 0) {
+		free(h);
+		return 0;
+	}
+	qsort(h, k, sizeof(*h), by_name);
+	*out = h;
+	*n = k;
+	return 0;
+}
+
 size_t bf_registry_count(const struct bf_registry *r)
 {
 	return r->count;

@@ -67,6 +67,17 @@ int bf_registry_list(const struct bf_registry *r, const char *prefix, size_t ple
 uint64_t bf_registry_scan(const struct bf_registry *r, uint64_t cursor, size_t count,
 			  void (*fn)(void *arg, struct bf_filter *f), void *arg);
 
+/*
+ * One page of bf_registry_list: the first `limit` (>= 1) filters in name order whose name
+ * starts with prefix (plen 0: all) and sorts after after[0, alen) (alen 0: from the start), as
+ * a malloc'd array the caller frees; *more says whether others follow. One pass over the
+ * filters keeping the best `limit` (O(n log limit)), so a page of a million filters costs no
+ * sort of them all. 0, or -ENOMEM.
+ */
+int bf_registry_page(const struct bf_registry *r, const char *prefix, size_t plen,
+		     const char *after, size_t alen, size_t limit, struct bf_filter ***out,
+		     size_t *n, bool *more);
+
 size_t bf_registry_count(const struct bf_registry *r);
 
 /* Memory held by all filters (their cost, entries and the owner's overhead: what the limit

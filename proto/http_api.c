@@ -11,6 +11,7 @@
 #include "proto/http_api.h"
 
 #include <cjson/cJSON.h>
+#include <ctype.h>
 #include <errno.h>
 #include <math.h>
 #include <stdarg.h>
@@ -1003,13 +1004,35 @@ static bool parse_params(struct http_api *api, const struct http_api_request *re
 /* ---------------------------------------------------------------------------------------- */
 /* Handlers */
 
-static void do_list(struct http_api *api, struct http_api_response *r)
+/*
+ * GET /v1/filters: every filter in name order; with ?prefix= those whose name starts with it,
+ * ?after= those after that name, and ?limit=N (1..HTTP_API_LIST_MAX) at most N of them, with
+ * "more": whether others follow (the next page: after= the last name).
+ */
+static void do_list(struct http_api *api, const struct http_api_request *req,
+		    struct http_api_response *r)
 {
+	const char *prefix = req->q_prefix ? req->q_prefix : "";
+	const char *after = req->q_after ? req->q_after : "";
 	struct bf_filter **list;
 	cJSON *j, *arr;
-	size_t n;
+	size_t n, limit = SIZE_MAX;
+	bool more = false;
 
-	if (bf_registry_list(api->cmd->reg, "", 0, &list, &n)) {
+	if (req->q_limit) {
+		char *end;
+		errno = 0;
+		unsigned long long v = strtoull(req->q_limit, &end, 10);
+		if (!isdigit((unsigned char)req->q_limit[0]) || *end || errno || v < 1 ||
+		    v > HTTP_API_LIST_MAX) {
+			problem(r, P_BAD_REQUEST, "\"limit\" must be an integer from 1 to %d",
+				HTTP_API_LIST_MAX);
+			return;
+		}
+		limit = (size_t)v;
+	}
+	if (bf_registry_page(api->cmd->reg, prefix, strlen(prefix), after, strlen(after), limit,
+			     &list, &n, &more)) {
 		resp_oom(r);
 		return;
 	}
@@ -1023,6 +1046,9 @@ static void do_list(struct http_api *api, struct http_api_response *r)
 			arr = NULL;
 		}
 	}
+	/* With a limit, whether more follow (pass the last name as after= for them). */
+	if (arr && req->q_limit && !cJSON_AddBoolToObject(j, "more", more))
+		arr = NULL;
 	free(list);
 	if (!arr) {
 		cJSON_Delete(j);
@@ -1185,7 +1211,7 @@ static void dispatch(struct http_api *api, const struct http_api_request *req,
 		api->hooks.metrics(api->hooks.arg, &r->body);
 		return;
 	case HTTP_ROUTE_FILTERS:
-		do_list(api, r);
+		do_list(api, req, r);
 		return;
 	default:
 		break;

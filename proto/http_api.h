@@ -101,6 +101,8 @@ unsigned http_api_status_at(unsigned i);
 const char *http_api_route_name(enum http_route r);
 
 /* Bytes of the Location header of a 201: "/v1/filters/" + the name, every byte encoded. */
+/* GET /v1/filters?limit= at most this. */
+#define HTTP_API_LIST_MAX     10000
 #define HTTP_API_LOCATION_MAX (sizeof("/v1/filters/") + 3 * BF_NAME_MAX)
 
 struct http_api_request {
@@ -111,6 +113,8 @@ struct http_api_request {
 	const char *authorization; /* the Authorization header, or NULL */
 	const char *body;	   /* may be NULL when body_len is 0 */
 	size_t body_len;
+	/* GET /v1/filters?prefix=&after=&limit= (decoded query arguments), NULL if absent. */
+	const char *q_prefix, *q_after, *q_limit;
 };
 
 struct http_api_response {

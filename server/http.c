@@ -326,6 +326,9 @@ static struct http_api_request http_request(struct MHD_Connection *conn, const c
 		MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_TYPE),
 	    .authorization =
 		MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION),
+	    .q_prefix = MHD_lookup_connection_value(conn, MHD_GET_ARGUMENT_KIND, "prefix"),
+	    .q_after = MHD_lookup_connection_value(conn, MHD_GET_ARGUMENT_KIND, "after"),
+	    .q_limit = MHD_lookup_connection_value(conn, MHD_GET_ARGUMENT_KIND, "limit"),
 	};
 }
 

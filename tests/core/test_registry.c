@@ -242,6 +242,46 @@ START_TEST(scan_visits_each_once_while_changing)
 }
 END_TEST
 
+/* Pages in name order: with a prefix, after a name, a limit, and "more" until the last. */
+START_TEST(pages_in_name_order)
+{
+	struct bf_registry *r;
+	char name[32];
+	ck_assert_int_eq(bf_registry_new(0, &r), 0);
+	for (int i = 499; i >= 0; i--) {
+		int n = snprintf(name, sizeof(name), "%s:%03d", (i % 2) ? "odd" : "even", i);
+		ck_assert_int_eq(bf_registry_create(r, name, (size_t)n, &small, 1, NULL), 0);
+	}
+	struct bf_filter **page;
+	size_t n, total = 0;
+	bool more = true;
+	char after[32] = "";
+	while (more) {
+		ck_assert_int_eq(
+		    bf_registry_page(r, S("odd:"), after, strlen(after), 7, &page, &n, &more), 0);
+		for (size_t i = 0; i < n; i++) {
+			snprintf(name, sizeof(name), "odd:%03zu", 2 * (total + i) + 1);
+			ck_assert_str_eq(page[i]->name, name);
+		}
+		ck_assert(more ? n == 7 : n <= 7);
+		total += n;
+		if (n)
+			snprintf(after, sizeof(after), "%s", page[n - 1]->name);
+		free(page);
+	}
+	ck_assert_uint_eq(total, 250);
+	ck_assert_int_eq(bf_registry_page(r, "", 0, S("zzz"), 10, &page, &n, &more), 0);
+	ck_assert_uint_eq(n, 0);
+	ck_assert(!more);
+	ck_assert_int_eq(bf_registry_page(r, "", 0, "", 0, 1000, &page, &n, &more), 0);
+	ck_assert_uint_eq(n, 500);
+	ck_assert(!more);
+	ck_assert_str_eq(page[0]->name, "even:000");
+	free(page);
+	bf_registry_free(r);
+}
+END_TEST
+
 static Suite *registry_suite(void)
 {
 	Suite *s = suite_create("registry");
@@ -253,6 +293,7 @@ static Suite *registry_suite(void)
 	tcase_add_test(tc, memory_limit_refuses_and_changes_nothing);
 	tcase_add_test(tc, adopt);
 	tcase_add_test(tc, scan_visits_each_once_while_changing);
+	tcase_add_test(tc, pages_in_name_order);
 	suite_add_tcase(s, tc);
 	return s;
 }

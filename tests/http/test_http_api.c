@@ -78,6 +78,9 @@ static void teardown(void)
 }
 
 /* One request with an n-byte body; the answer's body, NUL-terminated, in got. */
+/* The query arguments of the next requests (as libmicrohttpd decodes them), NULL: none. */
+static const char *q_prefix, *q_after, *q_limit;
+
 static const char *call_n(const char *method, const char *path, const char *ctype, const char *body,
 			  size_t n)
 {
@@ -89,6 +92,9 @@ static const char *call_n(const char *method, const char *path, const char *ctyp
 	    .authorization = authorization,
 	    .body = body,
 	    .body_len = n,
+	    .q_prefix = q_prefix,
+	    .q_after = q_after,
+	    .q_limit = q_limit,
 	};
 
 	http_api_handle(&api, &req, &resp);
@@ -1028,6 +1034,60 @@ START_TEST(utf8)
 }
 END_TEST
 
+/* GET /v1/filters?prefix=&after=&limit=: pages in name order, "more" until the last. */
+START_TEST(list_pages)
+{
+	char name[16], want[64];
+
+	for (int i = 24; i >= 0; i--) {
+		snprintf(name, sizeof(name), "u%02d", i);
+		ck_assert_int_eq(
+		    bf_registry_create(reg, name, 3,
+				       &(struct bf_params){.capacity = 10, .error_rate = 0.01}, 1,
+				       NULL),
+		    0);
+	}
+	ck_assert_int_eq(bf_registry_create(reg, "v1", 2,
+					    &(struct bf_params){.capacity = 10, .error_rate = 0.01},
+					    1, NULL),
+			 0);
+	q_prefix = "u";
+	q_limit = "10";
+	const char *afters[] = {NULL, "u09", "u19"};
+	for (int p = 0; p < 3; p++) {
+		q_after = afters[p];
+		call("GET", "/v1/filters", NULL, NULL);
+		ck_assert_uint_eq(resp.status, 200);
+		int first = p * 10, last = p == 2 ? 24 : first + 9;
+		for (int i = 0; i < 25; i++) {
+			snprintf(want, sizeof(want), "\"name\":\"u%02d\"", i);
+			ck_assert_msg((strstr(got, want) != NULL) == (i >= first && i <= last),
+				      "page %d: u%02d: %s", p, i, got);
+		}
+		ck_assert_ptr_null(strstr(got, "\"v1\""));
+		ck_assert_ptr_nonnull(strstr(got, p == 2 ? ",\"more\":false}" : ",\"more\":true}"));
+	}
+	/* Without a limit: all that match, no "more". */
+	q_limit = NULL;
+	q_prefix = NULL;
+	q_after = "u24";
+	call("GET", "/v1/filters", NULL, NULL);
+	ck_assert_ptr_nonnull(strstr(got, "\"name\":\"v1\""));
+	ck_assert_ptr_null(strstr(got, "\"u"));
+	ck_assert_ptr_null(strstr(got, "more"));
+	q_after = NULL;
+	const char *bad[] = {"0", "x", "10001", "-1", " 5", "5x", ""};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		q_limit = bad[i];
+		GET("/v1/filters", 400, BAD("\\\"limit\\\" must be an integer from 1 to 10000"));
+	}
+	q_limit = "10000";
+	call("GET", "/v1/filters", NULL, NULL);
+	ck_assert_uint_eq(resp.status, 200);
+	q_limit = NULL;
+}
+END_TEST
+
 static Suite *http_api_suite(void)
 {
 	Suite *s = suite_create("http-api");
@@ -1059,6 +1119,7 @@ static Suite *http_api_suite(void)
 	tcase_add_test(tc, counters);
 	tcase_add_test(tc, refusals);
 	tcase_add_test(tc, admit_before_body);
+	tcase_add_test(tc, list_pages);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("codecs");
