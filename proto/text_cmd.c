@@ -11,6 +11,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #define CLIENT_ERR(s) "Client Error: " s "\n"
 
@@ -59,6 +60,14 @@ static bool word_is(struct span w, const char *s)
 {
 	size_t n = strlen(s);
 	return w.n == n && memcmp(w.p, s, n) == 0;
+}
+
+/* The commands blossomd adds to bloomd's (auth, ping, quit, d/delete) in any case, as a user
+ * who types AUTH after reading about Redis expects; bloomd's own stay as bloomd has them. */
+static bool ext_is(struct span w, const char *s)
+{
+	size_t n = strlen(s);
+	return w.n == n && strncasecmp(w.p, s, n) == 0;
 }
 
 /* The filter named by the first word of args, or a reply saying why not. */
@@ -400,8 +409,8 @@ void text_cmd_exec(struct cmd_ctx *c, struct cmd_session *s, const char *line, s
 	struct span args = {sp ? sp : line + len, sp ? len - cmd.n : 0};
 
 	c->commands++;
-	if (!cmd_session_authed(c, s) && !word_is(cmd, "auth") && !word_is(cmd, "ping") &&
-	    !word_is(cmd, "quit")) {
+	if (!cmd_session_authed(c, s) && !ext_is(cmd, "auth") && !ext_is(cmd, "ping") &&
+	    !ext_is(cmd, "quit")) {
 		client_error(c, out, CLIENT_ERR("Authentication required"));
 		return;
 	}
@@ -413,7 +422,7 @@ void text_cmd_exec(struct cmd_ctx *c, struct cmd_session *s, const char *line, s
 		do_multi(c, s, CMD_KEYS_CHECK, args, out);
 	else if (word_is(cmd, "b") || word_is(cmd, "bulk"))
 		do_multi(c, s, CMD_KEYS_ADD, args, out);
-	else if (word_is(cmd, "d") || word_is(cmd, "delete"))
+	else if (ext_is(cmd, "d") || ext_is(cmd, "delete"))
 		do_single(c, s, CMD_KEYS_DELETE, args, out);
 	else if (word_is(cmd, "create"))
 		do_create(c, args, out);
@@ -429,11 +438,11 @@ void text_cmd_exec(struct cmd_ctx *c, struct cmd_session *s, const char *line, s
 		do_info(c, args, out);
 	else if (word_is(cmd, "flush"))
 		do_flush(c, args, out);
-	else if (word_is(cmd, "ping"))
+	else if (ext_is(cmd, "ping"))
 		proto_buf_append_str(out, "PONG\n");
-	else if (word_is(cmd, "quit"))
+	else if (ext_is(cmd, "quit"))
 		s->close_after = true;
-	else if (word_is(cmd, "auth"))
+	else if (ext_is(cmd, "auth"))
 		do_auth(c, s, args, out);
 	else
 		client_error(c, out, CLIENT_ERR("Command not supported"));

@@ -155,6 +155,21 @@ START_TEST(auth_with_token)
 	SAYS("create f", "Done\n");
 	SAYS("check f k", "No\n");
 
+	/* The extension commands in any case (bloomd's own stay lowercase). */
+	cmd_session_free(&sess);
+	cmd_session_init(&sess, 3);
+	SAYS("PING", "PONG\n");
+	SAYS("Ping", "PONG\n");
+	SAYS("CHECK f k", "Client Error: Authentication required\n");
+	SAYS("AUTH " TOKEN, "Done\n");
+	SAYS("CHECK f k", "Client Error: Command not supported\n");
+	SAYS("set f k", "Yes\n");
+	SAYS("DELETE f k", "Client Error: Not a counting filter\n");
+	SAYS("D f k", "Client Error: Not a counting filter\n");
+	ck_assert(!sess.close_after);
+	SAYS("QUIT", "");
+	ck_assert(sess.close_after);
+
 	cmd_session_free(&sess);
 	cmd_session_init(&sess, 2);
 	SAYS("auth 0123456789abcdef0123456789abcdeF", "Client Error: Invalid token\n");
