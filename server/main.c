@@ -150,8 +150,8 @@ int main(int argc, char **argv)
 			fprintf(stderr, "blossomd: %s\n", err);
 			goto out_ov;
 		}
-		/* A start would refuse a missing or weak token: so does the check. */
-		if (cfg.auth_token_file[0] && srv_token_check(cfg.auth_token_file))
+		/* What a start would refuse from the configuration alone, so does the check. */
+		if (srv_config_check_start(&cfg))
 			goto out_ov;
 		printf("configuration OK\n");
 		status = 0;

@@ -239,6 +239,20 @@ fail:
 	return rc;
 }
 
+int srv_config_check_start(const struct config *cfg)
+{
+	char pub[64];
+
+	if (!cfg->auth_token_file[0] && !srv_bind_is_loopback(cfg->bind, pub, sizeof(pub))) {
+		srv_log(SRV_LOG_ERR,
+			"refusing to listen on %s without auth_token_file: anyone on the network "
+			"could use it",
+			pub);
+		return -EPERM;
+	}
+	return cfg->auth_token_file[0] ? srv_token_check(cfg->auth_token_file) : 0;
+}
+
 int srv_token_check(const char *path)
 {
 	char *token;
@@ -619,7 +633,6 @@ static void srv_drain_loop(struct srv *s)
 
 int srv_new(const struct srv_options *opt, struct srv **out)
 {
-	char pub[64];
 	struct srv *s;
 	int rc;
 
@@ -643,14 +656,9 @@ int srv_new(const struct srv_options *opt, struct srv **out)
 	s->ov = opt->overrides;
 	s->nov = opt->noverrides;
 
-	if (!s->cfg.auth_token_file[0] && !srv_bind_is_loopback(s->cfg.bind, pub, sizeof(pub))) {
-		srv_log(SRV_LOG_ERR,
-			"refusing to listen on %s without auth_token_file: anyone on the network "
-			"could use it",
-			pub);
-		rc = -EPERM;
+	rc = srv_config_check_start(&s->cfg);
+	if (rc)
 		goto fail_free;
-	}
 	if (s->cfg.auth_token_file[0]) {
 		char *token;
 		size_t len;

@@ -99,6 +99,13 @@ int srv_new(const struct srv_options *opt, struct srv **out);
  */
 int srv_token_check(const char *path);
 
+/*
+ * What a start refuses before it opens anything, checked from the configuration alone: a
+ * public bind address without auth_token_file, and a missing or weak token. --test-config and
+ * srv_new() both use it. Returns 0, or a negative errno after logging why.
+ */
+int srv_config_check_start(const struct config *cfg);
+
 /* Serve until stopped (signal or srv_stop()). Returns 0 after a clean stop, or -EIO if a
  * filter's final snapshot failed (main exits 1, so systemd and scripts see the loss). */
 int srv_run(struct srv *s);

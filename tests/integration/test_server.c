@@ -100,6 +100,21 @@ START_TEST(test_test_config)
 	ck_assert_msg(strstr(err, expect) && strstr(err, "bogus_key"), "%s", err);
 	ck_assert_str_eq(out, "");
 
+	/* What a start refuses, the check refuses: a public address without a token, from the
+	 * file or from --bind (a start would exit 1 with the same message). */
+	ck_assert_int_eq(itest_write_file(path, CONF("bind = 0.0.0.0\n")), 0);
+	st = itest_run(good, out, sizeof(out), err, sizeof(err), T);
+	ck_assert(WIFEXITED(st) && WEXITSTATUS(st) == 1);
+	ck_assert_msg(strstr(err, "refusing to listen on 0.0.0.0 without auth_token_file"), "%s",
+		      err);
+	ck_assert_str_eq(out, "");
+	{
+		const char *pub[] = {"--bind", "0.0.0.0", "--test-config", NULL};
+		st = itest_run(pub, out, sizeof(out), err, sizeof(err), T);
+		ck_assert(WIFEXITED(st) && WEXITSTATUS(st) == 1);
+		ck_assert_msg(strstr(err, "refusing to listen on 0.0.0.0"), "%s", err);
+	}
+
 	/* Cross-field rule. */
 	ck_assert_int_eq(itest_write_file(path, CONF("max_line_bytes = 10\n")), 0);
 	st = itest_run(good, out, sizeof(out), err, sizeof(err), T);
