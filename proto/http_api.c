@@ -32,7 +32,7 @@
 
 /* Sent when not even a problem document can be built. */
 static const char oom_body[] = "{\"type\":\"insufficient_memory\",\"title\":\"Insufficient "
-			       "memory\",\"status\":507,\"detail\":\"out of memory\"}";
+			       "memory\",\"status\":507,\"detail\":\"out of memory\"}\n";
 
 /* ---------------------------------------------------------------------------------------- */
 /* Routes, statuses and problems */
@@ -1274,9 +1274,13 @@ static void dispatch(struct http_api *api, const struct http_api_request *req,
 	}
 }
 
-/* Count the answered request and fix data/len. */
+/* Count the answered request and fix data/len. A JSON body ends with a newline, as many APIs'
+ * do, so that curl's output ends its line. */
 static void finish(struct http_api *api, struct http_api_response *r, enum http_route route)
 {
+	if (!r->data && r->body.len && r->content_type &&
+	    (!strcmp(r->content_type, CT_JSON) || !strcmp(r->content_type, CT_PROBLEM)))
+		proto_buf_append_char(&r->body, '\n');
 	if (r->body.failed) {
 		resp_oom(r);
 	} else if (!r->data) {

@@ -462,7 +462,7 @@ static const struct http_api_response *http_fault_answer(struct http_server *h, 
 		return r;
 	}
 	n = snprintf(h->problem, sizeof(h->problem),
-		     "{\"type\":\"%s\",\"title\":\"%s\",\"status\":%u,\"detail\":\"%s\"}",
+		     "{\"type\":\"%s\",\"title\":\"%s\",\"status\":%u,\"detail\":\"%s\"}\n",
 		     http_fault_text[f].type, http_fault_text[f].title, http_fault_text[f].status,
 		     http_fault_text[f].detail);
 	r->status = http_fault_text[f].status;

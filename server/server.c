@@ -250,7 +250,17 @@ int srv_config_check_start(const struct config *cfg)
 			pub);
 		return -EPERM;
 	}
-	return cfg->auth_token_file[0] ? srv_token_check(cfg->auth_token_file) : 0;
+	if (cfg->auth_token_file[0]) {
+		char *token;
+		size_t len;
+		int rc = srv_token_read(cfg->auth_token_file, "refusing to start: ", &token, &len);
+
+		if (rc)
+			return rc;
+		explicit_bzero(token, len);
+		free(token);
+	}
+	return 0;
 }
 
 int srv_token_check(const char *path)

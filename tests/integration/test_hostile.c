@@ -553,7 +553,7 @@ static bool probe_once(struct probe *p, char *buf, size_t cap)
 	if (!p->http)
 		return itest_exchange(p->fd, p->req, p->expect, T);
 	return http_get(p->fd, "/healthz", buf, cap, &body, &blen, T) == 200 &&
-	       !strcmp(body, "{\"status\":\"ok\"}");
+	       !strcmp(body, "{\"status\":\"ok\"}\n");
 }
 
 static void *prober_run(void *arg)
@@ -1116,7 +1116,8 @@ START_TEST(test_http_slow_reader_kept)
 	/* 1M keys: a 4 MB body and a 6 MB answer, more than the kernel buffers hold. */
 	enum { N = 1000000 };
 	static const char head[] = "{\"results\":[";
-	size_t blen = strlen("{\"keys\":[]}") + 4 * N - 1, rlen = strlen(head) + 6 * N + 1;
+	/* The answer: head, N "false,", the last comma a "]}", and the final newline. */
+	size_t blen = strlen("{\"keys\":[]}") + 4 * N - 1, rlen = strlen(head) + 6 * N + 2;
 	size_t got = 0, cap = rlen + 4096;
 	char *body = malloc(blen + 1), *in = malloc(cap), *expect = malloc(rlen + 1), req[256];
 	const char *end;
@@ -1131,7 +1132,7 @@ START_TEST(test_http_slow_reader_kept)
 	memcpy(expect, head, strlen(head));
 	for (size_t i = 0; i < N; i++)
 		memcpy(expect + strlen(head) + 6 * i, "false,", 6);
-	memcpy(expect + rlen - 2, "]}", 3);
+	memcpy(expect + rlen - 3, "]}\n", 4);
 
 	start(CONF(REQ_CONF), NULL);
 	fd = hconn();
