@@ -360,7 +360,13 @@ int conf_set(struct config *c, const char *key, const char *value, char *err, si
 	case CONF_SIZE:
 		r = conf_parse_uint(value, k->type == CONF_SIZE, &u);
 		if (r == -EINVAL) {
-			conf_errf(err, errlen, "bad value for %s: '%s'", k->name, value);
+			conf_errf(
+			    err, errlen, "bad value for %s: '%s' (%s)", k->name, value,
+			    strpbrk(value, "#;") ? "a comment must be on a line of its own"
+			    : k->type == CONF_SIZE
+				? "expected a number of bytes, optionally with a k, m or g suffix: "
+				  "4g, 512m, 65536"
+				: "expected a whole number");
 			return -EINVAL;
 		}
 		if (r == -ERANGE) /* beyond 64 bits: reported as any other range error */

@@ -418,6 +418,8 @@ START_TEST(test_byte_size_out_of_range)
 }
 END_TEST
 
+#define SIZE_HINT "expected a number of bytes, optionally with a k, m or g suffix: 4g, 512m, 65536"
+
 START_TEST(test_bad_numbers)
 {
 	static const char *const bad_sizes[] = {
@@ -428,16 +430,22 @@ START_TEST(test_bad_numbers)
 	char msg[512];
 
 	for (size_t i = 0; i < sizeof(bad_sizes) / sizeof(bad_sizes[0]); i++) {
-		snprintf(msg, sizeof(msg), "bad value for max_memory: '%s'", bad_sizes[i]);
+		snprintf(msg, sizeof(msg), "bad value for max_memory: '%s' (" SIZE_HINT ")",
+			 bad_sizes[i]);
 		expect_set_error("max_memory", bad_sizes[i], msg);
 	}
 	/* counts, ports and seconds take no suffix */
 	for (size_t i = 0; i < sizeof(bad_counts) / sizeof(bad_counts[0]); i++) {
-		snprintf(msg, sizeof(msg), "bad value for port: '%s'", bad_counts[i]);
+		snprintf(msg, sizeof(msg), "bad value for port: '%s' (expected a whole number)",
+			 bad_counts[i]);
 		expect_set_error("port", bad_counts[i], msg);
-		snprintf(msg, sizeof(msg), "bad value for default_capacity: '%s'", bad_counts[i]);
+		snprintf(msg, sizeof(msg),
+			 "bad value for default_capacity: '%s' (expected a whole number)",
+			 bad_counts[i]);
 		expect_set_error("default_capacity", bad_counts[i], msg);
-		snprintf(msg, sizeof(msg), "bad value for idle_timeout: '%s'", bad_counts[i]);
+		snprintf(msg, sizeof(msg),
+			 "bad value for idle_timeout: '%s' (expected a whole number)",
+			 bad_counts[i]);
 		expect_set_error("idle_timeout", bad_counts[i], msg);
 	}
 }
@@ -648,19 +656,25 @@ END_TEST
 START_TEST(test_load_bad_value_line)
 {
 	expect_load_error("# settings\n[blossomd]\nport = 8000\nmax_memory = 12Q\n", 4,
-			  "bad value for max_memory: '12Q'");
+			  "bad value for max_memory: '12Q' (" SIZE_HINT ")");
 	expect_load_error("[blossomd]\n\n\n\n\n\nport = 0\n", 7,
 			  "bad value for port: '0' (must be between 1 and 65535)");
-	expect_load_error("[blossomd]\nmax_memory =\n", 2, "bad value for max_memory: ''");
+	expect_load_error("[blossomd]\nmax_memory =\n", 2,
+			  "bad value for max_memory: '' (" SIZE_HINT ")");
+	/* The common mistake: 4GB. The message lists what is accepted. */
+	expect_load_error("[blossomd]\nmax_memory = 4GB\n", 2,
+			  "bad value for max_memory: '4GB' (" SIZE_HINT ")");
 	expect_load_error("[blossomd]\ndefault_error_rate = 1\n", 2,
 			  "bad value for default_error_rate: '1' (must be greater than 0 and less "
 			  "than 1)");
 	expect_load_error("[blossomd]\nlog_level = loud\n", 2,
 			  "bad value for log_level: 'loud' (expected emerg, alert, crit, err, "
 			  "warning, notice, info, debug or 0-7)");
-	/* '#' is not an inline comment: the value runs to the end of the line */
+	/* '#' is not an inline comment: the value runs to the end of the line, and the
+	 * message says so */
 	expect_load_error("[blossomd]\nport = 8000 # main port\n", 2,
-			  "bad value for port: '8000 # main port'");
+			  "bad value for port: '8000 # main port' (a comment must be on a line of "
+			  "its own)");
 }
 END_TEST
 

@@ -47,7 +47,9 @@ def case_bad_value():
 
 
 def case_bad_size():
-    expect_error("max_memory = 4g", "max_memory = 4 GB", "bad value for max_memory: '4 GB'")
+    expect_error("max_memory = 4g", "max_memory = 4 GB",
+                 "bad value for max_memory: '4 GB' (expected a number of bytes, optionally "
+                 "with a k, m or g suffix: 4g, 512m, 65536)")
 
 
 def case_syntax_error():
