@@ -640,6 +640,26 @@ END_TEST
 /* ---------------------------------------------------------------------------------------- */
 /* A log that cannot write */
 
+/*
+ * Start the daemon (snapshots off) under a strace wrapper that injects faults or delays. It
+ * reports to the harness, not to valgrind; ASan's leak check is off, as the daemon is killed.
+ */
+static void start_traced(const char *wrapper)
+{
+	const char *prev = getenv("ASAN_OPTIONS");
+	char asan[512];
+
+	setenv("BLOSSOMD_WRAPPER", wrapper, 1);
+	snprintf(asan, sizeof(asan), "%s%sdetect_leaks=0", prev ? prev : "", prev ? ":" : "");
+	setenv("ASAN_OPTIONS", asan, 1);
+	start_in(CONF("snapshot_interval = 0\n"));
+	unsetenv("BLOSSOMD_WRAPPER");
+	if (prev)
+		setenv("ASAN_OPTIONS", prev, 1);
+	else
+		unsetenv("ASAN_OPTIONS");
+}
+
 static bool have_strace(void)
 {
 	return system("strace -f -qq -o /dev/null true >/dev/null 2>&1") == 0;
@@ -653,8 +673,6 @@ static bool have_strace(void)
 static void log_failure_round(const char *wrapper, const char *what)
 {
 	char line[128], buf[512];
-	const char *prev = getenv("ASAN_OPTIONS");
-	char asan[512];
 	unsigned long acked = 0, refused = 0, misconf = 0, n_sent = 0, nprobes = 0, readyz_503 = 0;
 	static char hbuf[1 << 17];
 	static bool ok[3000], probe_ok[3000];
@@ -662,15 +680,7 @@ static void log_failure_round(const char *wrapper, const char *what)
 	memset(ok, 0, sizeof(ok));
 	memset(probe_ok, 0, sizeof(probe_ok));
 	dir_new();
-	setenv("BLOSSOMD_WRAPPER", wrapper, 1);
-	snprintf(asan, sizeof(asan), "%s%sdetect_leaks=0", prev ? prev : "", prev ? ":" : "");
-	setenv("ASAN_OPTIONS", asan, 1);
-	start_in(CONF("snapshot_interval = 0\n"));
-	unsetenv("BLOSSOMD_WRAPPER");
-	if (prev)
-		setenv("ASAN_OPTIONS", prev, 1);
-	else
-		unsetenv("ASAN_OPTIONS");
+	start_traced(wrapper);
 	int fd = conn();
 	ck_assert_str_eq(txt(fd, "create f capacity=100000"), "Done\n");
 	ck_assert_str_eq(txt(fd, "create g capacity=100"), "Done\n");
@@ -826,22 +836,10 @@ START_TEST(test_held_replies_in_order)
 	static char want[2 * N * 4 + 64], got[sizeof(want) + 64];
 	char in1[128];
 	size_t l1 = 0, l2 = 0, l3 = 0, wl = 0, gl = 0;
-	const char *prev = getenv("ASAN_OPTIONS");
-	char asan[512];
 
 	dir_new();
-	setenv("BLOSSOMD_WRAPPER",
-	       "strace -f -qq --seccomp-bpf -o /dev/null -e trace=fdatasync "
-	       "-e inject=fdatasync:delay_enter=200000",
-	       1);
-	snprintf(asan, sizeof(asan), "%s%sdetect_leaks=0", prev ? prev : "", prev ? ":" : "");
-	setenv("ASAN_OPTIONS", asan, 1);
-	start_in(CONF("snapshot_interval = 0\n"));
-	unsetenv("BLOSSOMD_WRAPPER");
-	if (prev)
-		setenv("ASAN_OPTIONS", prev, 1);
-	else
-		unsetenv("ASAN_OPTIONS");
+	start_traced("strace -f -qq --seccomp-bpf -o /dev/null -e trace=fdatasync "
+		     "-e inject=fdatasync:delay_enter=200000");
 
 	int fd = conn();
 	ck_assert(
@@ -970,23 +968,11 @@ static int64_t read_p99(int fd, int n)
  */
 START_TEST(test_reads_not_held)
 {
-	const char *prev = getenv("ASAN_OPTIONS");
-	char asan[512];
 	atomic_bool stop_w = false;
 
 	dir_new();
-	setenv("BLOSSOMD_WRAPPER",
-	       "strace -f -qq --seccomp-bpf -o /dev/null -e trace=fdatasync "
-	       "-e inject=fdatasync:delay_enter=100000",
-	       1);
-	snprintf(asan, sizeof(asan), "%s%sdetect_leaks=0", prev ? prev : "", prev ? ":" : "");
-	setenv("ASAN_OPTIONS", asan, 1);
-	start_in(CONF("snapshot_interval = 0\n"));
-	unsetenv("BLOSSOMD_WRAPPER");
-	if (prev)
-		setenv("ASAN_OPTIONS", prev, 1);
-	else
-		unsetenv("ASAN_OPTIONS");
+	start_traced("strace -f -qq --seccomp-bpf -o /dev/null -e trace=fdatasync "
+		     "-e inject=fdatasync:delay_enter=100000");
 	int fd = conn();
 	ck_assert_str_eq(txt(fd, "create r capacity=10000"), "Done\n");
 	ck_assert_str_eq(txt(fd, "create w capacity=1000000"), "Done\n");
