@@ -119,19 +119,23 @@ static void journal_created(void *arg, struct bf_filter *f)
 	srv_snap_created(s->snap, f);
 }
 
-/* The newest LSN a checkpoint holds. */
+static void journal_newest_visit(void *arg, struct bf_filter *f)
+{
+	uint64_t *newest = arg;
+
+	if (f->lsn > *newest)
+		*newest = f->lsn;
+}
+
+/* The newest LSN a checkpoint holds: one pass over the filters, unsorted and without an
+ * allocation that could fail (a million filters are not sorted at start for a maximum). */
 static uint64_t journal_newest(struct srv *s)
 {
-	struct bf_filter **list;
-	size_t n;
-	uint64_t newest = 0;
+	uint64_t newest = 0, cursor = 0;
 
-	if (bf_registry_list(s->reg, "", 0, &list, &n))
-		return 0;
-	for (size_t i = 0; i < n; i++)
-		if (list[i]->lsn > newest)
-			newest = list[i]->lsn;
-	free(list);
+	do
+		cursor = bf_registry_scan(s->reg, cursor, 4096, journal_newest_visit, &newest);
+	while (cursor);
 	return newest;
 }
 
