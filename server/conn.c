@@ -344,13 +344,16 @@ static void conn_unhold(struct srv_conn *c)
  * before them). */
 static void conn_hold(struct srv_conn *c, uint64_t lsn)
 {
-	unsigned last = c->nmarks - 1;
+	/* Into the last mark when it already waits as long, or when no mark is free. */
+	if (c->nmarks) {
+		unsigned last = c->nmarks - 1;
 
-	if (c->nmarks && (c->marks[last].lsn >= lsn || c->nmarks == SRV_CONN_MARKS)) {
-		c->marks[last].end = c->out.len;
-		if (lsn > c->marks[last].lsn)
-			c->marks[last].lsn = lsn;
-		return;
+		if (c->marks[last].lsn >= lsn || c->nmarks == SRV_CONN_MARKS) {
+			c->marks[last].end = c->out.len;
+			if (lsn > c->marks[last].lsn)
+				c->marks[last].lsn = lsn;
+			return;
+		}
 	}
 	c->marks[c->nmarks].end = c->out.len;
 	c->marks[c->nmarks].lsn = lsn;
