@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include "core/bf_model.h"
@@ -175,14 +176,21 @@ static int pwrite_all(int fd, const void *buf, size_t len, off_t off)
 	return 0;
 }
 
-int bf_snapshot_write(const struct bf_filter *f, uint64_t generation, int dirfd,
-		      const char *filename, const char **step)
+/*
+ * Write the pieces iov[0..n) one after the other as `filename` in dirfd, crash-safe (see
+ * bf_snapshot_write). 0, or a negative errno with *step set.
+ */
+static int write_atomic(int dirfd, const char *filename, const struct iovec *iov, size_t n,
+			const char **step)
 {
 	char tmp[BF_SNAPSHOT_NAME_MAX + sizeof(BF_SNAPSHOT_TMP_SUFFIX)];
-	unsigned char *header = NULL;
 	const char *failed = "open";
+	uint64_t total = 0;
+	off_t off = 0;
 	int fd = -1, rc;
 
+	for (size_t i = 0; i < n; i++)
+		total += iov[i].iov_len;
 	snprintf(tmp, sizeof(tmp), "%s%s", filename, BF_SNAPSHOT_TMP_SUFFIX);
 	/* A temp file left by a crash would make O_EXCL fail forever: it is ours to remove. */
 	unlinkat(dirfd, tmp, 0);
@@ -191,40 +199,22 @@ int bf_snapshot_write(const struct bf_filter *f, uint64_t generation, int dirfd,
 		rc = -errno;
 		goto fail;
 	}
-
-	uint64_t body_len = f->bytes;
 	failed = "fallocate";
-	rc = -posix_fallocate(fd, 0, (off_t)(BF_SNAPSHOT_HEADER_LEN + body_len));
+	rc = -posix_fallocate(fd, 0, (off_t)total);
 	if (rc)
 		goto fail;
-
 	failed = "write";
-	XXH3_state_t st;
-	XXH3_64bits_reset(&st);
-	off_t off = BF_SNAPSHOT_HEADER_LEN;
-	for (unsigned i = 0; i < f->nlayers; i++) {
-		const struct bf_layer *l = &f->layers[i];
-		XXH3_64bits_update(&st, l->blocks, bf_layer_bytes(l));
-		rc = pwrite_all(fd, l->blocks, bf_layer_bytes(l), off);
+	for (size_t i = 0; i < n; i++) {
+		rc = pwrite_all(fd, iov[i].iov_base, iov[i].iov_len, off);
 		if (rc)
 			goto fail;
-		off += (off_t)bf_layer_bytes(l);
+		off += (off_t)iov[i].iov_len;
 	}
-	header = malloc(BF_SNAPSHOT_HEADER_LEN);
-	if (!header) {
-		rc = -ENOMEM;
-		goto fail;
-	}
-	bf_snapshot_header(f, generation, XXH3_64bits_digest(&st), header);
-	rc = pwrite_all(fd, header, BF_SNAPSHOT_HEADER_LEN, 0);
-	if (rc)
-		goto fail;
 	struct stat sb;
-	if (fstat(fd, &sb) < 0 || (uint64_t)sb.st_size != BF_SNAPSHOT_HEADER_LEN + body_len) {
+	if (fstat(fd, &sb) < 0 || (uint64_t)sb.st_size != total) {
 		rc = -EIO;
 		goto fail;
 	}
-
 	failed = "fsync";
 	if (fsync(fd) < 0) {
 		rc = -errno;
@@ -246,18 +236,41 @@ int bf_snapshot_write(const struct bf_filter *f, uint64_t generation, int dirfd,
 	if (fsync(dirfd) < 0) {
 		if (step)
 			*step = "fsync dir";
-		free(header);
 		return -errno;
 	}
-	free(header);
 	return 0;
 fail:
 	if (fd >= 0)
 		close(fd);
 	unlinkat(dirfd, tmp, 0);
-	free(header);
 	if (step)
 		*step = failed;
+	return rc;
+}
+
+int bf_snapshot_write(const struct bf_filter *f, uint64_t generation, int dirfd,
+		      const char *filename, const char **step)
+{
+	struct iovec iov[1 + BF_MAX_LAYERS];
+	unsigned char *header = malloc(BF_SNAPSHOT_HEADER_LEN);
+	XXH3_state_t st;
+	int rc;
+
+	if (!header) {
+		if (step)
+			*step = "open";
+		return -ENOMEM;
+	}
+	XXH3_64bits_reset(&st);
+	for (unsigned i = 0; i < f->nlayers; i++) {
+		const struct bf_layer *l = &f->layers[i];
+		XXH3_64bits_update(&st, l->blocks, bf_layer_bytes(l));
+		iov[1 + i] = (struct iovec){l->blocks, bf_layer_bytes(l)};
+	}
+	bf_snapshot_header(f, generation, XXH3_64bits_digest(&st), header);
+	iov[0] = (struct iovec){header, BF_SNAPSHOT_HEADER_LEN};
+	rc = write_atomic(dirfd, filename, iov, 1 + f->nlayers, step);
+	free(header);
 	return rc;
 }
 
@@ -290,50 +303,40 @@ static int pread_all(int fd, void *buf, size_t len, off_t off)
 	return 0;
 }
 
-/* Check the header; fill params. Every rule a loaded filter must meet is here, once. */
-static int check_header(const unsigned char *h, struct bf_params *p, char *why, size_t whylen)
-{
-	if (memcmp(h, magic, sizeof(magic)) != 0)
-		return reason(why, whylen, -EINVAL, "bad magic");
-	uint32_t version = get32(h, OFF_VERSION);
-	if (version != 1 && version != BF_SNAPSHOT_VERSION)
-		return reason(why, whylen, -ENOTSUP,
-			      "unknown format version %u (this build reads 1 to %u)", version,
-			      BF_SNAPSHOT_VERSION);
-	/* Version 1 (before the log) ends at the layer table: no id, no LSN. */
-	size_t sum_off = version == 1 ? OFF_HEADER_SUM_V1 : OFF_HEADER_SUM;
-	if (get64(h, sum_off) != XXH3_64bits(h, sum_off))
-		return reason(why, whylen, -EINVAL, "header checksum mismatch");
-	if (get32(h, OFF_HEADER_LEN) != BF_SNAPSHOT_HEADER_LEN)
-		return reason(why, whylen, -EINVAL, "bad header length %u",
-			      get32(h, OFF_HEADER_LEN));
-	/* The checksum covers the fields; the padding after it must be what the writer wrote. */
-	for (size_t i = sum_off + 8; i < BF_SNAPSHOT_HEADER_LEN; i++)
-		if (h[i])
-			return reason(why, whylen, -EINVAL, "header padding not zero at byte %zu",
-				      i);
+/*
+ * A filter's description as both formats carry it (a file's 4 KiB header, a pack's compact
+ * entry): check_meta() holds every rule a loaded filter must meet, once, and meta_build() makes
+ * the filter from it.
+ */
+struct snap_meta {
+	uint32_t type, expansion, persist, nlayers, name_len;
+	uint64_t capacity, seed, items, generation, body_len, id, lsn;
+	double error_rate;
+	const unsigned char *stats;  /* struct bf_stats, 9 x u64 */
+	const unsigned char *name;   /* name_len bytes */
+	const unsigned char *layers; /* nlayers x LAYER_ENTRY */
+};
 
-	uint32_t persist = get32(h, OFF_PERSIST);
+static int check_meta(const struct snap_meta *m, struct bf_params *p, char *why, size_t whylen)
+{
 	*p = (struct bf_params){
-	    .capacity = get64(h, OFF_CAPACITY),
-	    .error_rate = getf64(h, OFF_ERROR),
-	    .type = (enum bf_type)get32(h, OFF_TYPE),
-	    .expansion = get32(h, OFF_EXPANSION),
-	    .persist = persist != 0,
+	    .capacity = m->capacity,
+	    .error_rate = m->error_rate,
+	    .type = (enum bf_type)m->type,
+	    .expansion = m->expansion,
+	    .persist = m->persist != 0,
 	};
-	if (persist > 1 || bf_params_validate(p))
+	if (m->persist > 1 || bf_params_validate(p))
 		return reason(why, whylen, -EINVAL, "bad filter parameters");
-	uint32_t nlayers = get32(h, OFF_NLAYERS);
-	if (nlayers < 1 || nlayers > BF_MAX_LAYERS || (p->expansion == 0 && nlayers != 1))
-		return reason(why, whylen, -EINVAL, "bad layer count %u", nlayers);
-	uint32_t name_len = get32(h, OFF_NAME_LEN);
-	if (!bf_name_valid((const char *)h + OFF_NAME, name_len))
+	if (m->nlayers < 1 || m->nlayers > BF_MAX_LAYERS || (p->expansion == 0 && m->nlayers != 1))
+		return reason(why, whylen, -EINVAL, "bad layer count %u", m->nlayers);
+	if (!bf_name_valid((const char *)m->name, m->name_len))
 		return reason(why, whylen, -EINVAL, "bad filter name");
 
 	/* Each layer must be exactly what the sizing model builds for its place in the chain. */
 	uint64_t body = 0, items = 0;
-	for (unsigned i = 0; i < nlayers; i++) {
-		const unsigned char *e = h + OFF_LAYERS + i * LAYER_ENTRY;
+	for (unsigned i = 0; i < m->nlayers; i++) {
+		const unsigned char *e = m->layers + i * LAYER_ENTRY;
 		uint64_t cap, nblocks;
 		double err;
 		unsigned b;
@@ -356,57 +359,36 @@ static int check_header(const unsigned char *h, struct bf_params *p, char *why, 
 		body += nblocks * BF_BLOCK_BYTES;
 		items += get64(e, 16);
 	}
-	for (unsigned i = nlayers; i < BF_MAX_LAYERS; i++)
-		for (unsigned k = 0; k < LAYER_ENTRY; k++)
-			if (h[OFF_LAYERS + i * LAYER_ENTRY + k])
-				return reason(why, whylen, -EINVAL, "unused layer %u not zero", i);
-	for (size_t i = OFF_NAME + name_len; i < OFF_LAYERS; i++)
-		if (h[i])
-			return reason(why, whylen, -EINVAL, "name padding not zero");
-	if (get64(h, OFF_BODY_LEN) != body || get64(h, OFF_ITEMS) != items)
+	if (m->body_len != body || m->items != items)
 		return reason(why, whylen, -EINVAL, "body length or item count inconsistent");
 	return 0;
 }
 
-int bf_snapshot_decode(const unsigned char *h, size_t len, uint64_t max_bytes,
-		       struct bf_filter **out, struct bf_snapshot_info *info, char *why,
-		       size_t whylen)
+/* The filter m describes (checked by check_meta into p), its blocks zeroed. */
+static int meta_build(const struct snap_meta *m, const struct bf_params *p, uint64_t max_bytes,
+		      struct bf_filter **out, char *why, size_t whylen)
 {
-	struct bf_params p;
 	int rc;
 
-	if (len != BF_SNAPSHOT_HEADER_LEN)
-		return reason(why, whylen, -EINVAL, "header of %zu bytes, not %d", len,
-			      BF_SNAPSHOT_HEADER_LEN);
-	rc = check_header(h, &p, why, whylen);
-	if (rc)
-		return rc;
-	if (get64(h, OFF_BODY_LEN) > max_bytes)
+	if (m->body_len > max_bytes)
 		return reason(why, whylen, -ENOMEM, "%llu bytes of layers would pass the limit",
-			      (unsigned long long)get64(h, OFF_BODY_LEN));
-
+			      (unsigned long long)m->body_len);
 	struct bf_filter *f = bf_filter_alloc();
 	if (!f)
 		return reason(why, whylen, -ENOMEM, "out of memory");
-	f->params = p;
-	f->seed = get64(h, OFF_SEED);
-	f->items = get64(h, OFF_ITEMS);
-	memcpy(&f->stats, h + OFF_STATS, sizeof(f->stats));
-	if (bf_filter_set_name(f, (const char *)h + OFF_NAME, get32(h, OFF_NAME_LEN))) {
+	f->params = *p;
+	f->seed = m->seed;
+	f->items = m->items;
+	f->id = m->id;
+	f->lsn = m->lsn;
+	memcpy(&f->stats, m->stats, sizeof(f->stats));
+	if (bf_filter_set_name(f, (const char *)m->name, m->name_len) ||
+	    bf_filter_layers_reserve(f, m->nlayers)) {
 		bf_filter_free(f);
 		return reason(why, whylen, -ENOMEM, "out of memory");
 	}
-	if (get32(h, OFF_VERSION) >= 2) {
-		f->id = get64(h, OFF_ID);
-		f->lsn = get64(h, OFF_LSN);
-	}
-	uint32_t nlayers = get32(h, OFF_NLAYERS);
-	if (bf_filter_layers_reserve(f, nlayers)) {
-		bf_filter_free(f);
-		return reason(why, whylen, -ENOMEM, "out of memory");
-	}
-	for (unsigned i = 0; i < nlayers; i++) {
-		const unsigned char *e = h + OFF_LAYERS + i * LAYER_ENTRY;
+	for (unsigned i = 0; i < m->nlayers; i++) {
+		const unsigned char *e = m->layers + i * LAYER_ENTRY;
 		struct bf_layer *l = &f->layers[i];
 		rc = bf_layer_alloc(l, e[33], get64(e, 0), e[32], get64(e, 8), getf64(e, 24));
 		if (rc) {
@@ -418,8 +400,86 @@ int bf_snapshot_decode(const unsigned char *h, size_t len, uint64_t max_bytes,
 		l->items = get64(e, 16);
 	}
 	*out = f;
-	info->generation = get64(h, OFF_GENERATION);
-	info->body_len = f->bytes;
+	return 0;
+}
+
+/* Check a file header's framing (magic, version, checksum, padding) and its fields; fill m
+ * and p. */
+static int check_header(const unsigned char *h, struct snap_meta *m, struct bf_params *p, char *why,
+			size_t whylen)
+{
+	if (memcmp(h, magic, sizeof(magic)) != 0)
+		return reason(why, whylen, -EINVAL, "bad magic");
+	uint32_t version = get32(h, OFF_VERSION);
+	if (version != 1 && version != BF_SNAPSHOT_VERSION)
+		return reason(why, whylen, -ENOTSUP,
+			      "unknown format version %u (this build reads 1 to %u)", version,
+			      BF_SNAPSHOT_VERSION);
+	/* Version 1 (before the log) ends at the layer table: no id, no LSN. */
+	size_t sum_off = version == 1 ? OFF_HEADER_SUM_V1 : OFF_HEADER_SUM;
+	if (get64(h, sum_off) != XXH3_64bits(h, sum_off))
+		return reason(why, whylen, -EINVAL, "header checksum mismatch");
+	if (get32(h, OFF_HEADER_LEN) != BF_SNAPSHOT_HEADER_LEN)
+		return reason(why, whylen, -EINVAL, "bad header length %u",
+			      get32(h, OFF_HEADER_LEN));
+	/* The checksum covers the fields; the padding after it must be what the writer wrote. */
+	for (size_t i = sum_off + 8; i < BF_SNAPSHOT_HEADER_LEN; i++)
+		if (h[i])
+			return reason(why, whylen, -EINVAL, "header padding not zero at byte %zu",
+				      i);
+
+	*m = (struct snap_meta){
+	    .type = get32(h, OFF_TYPE),
+	    .expansion = get32(h, OFF_EXPANSION),
+	    .persist = get32(h, OFF_PERSIST),
+	    .nlayers = get32(h, OFF_NLAYERS),
+	    .name_len = get32(h, OFF_NAME_LEN),
+	    .capacity = get64(h, OFF_CAPACITY),
+	    .seed = get64(h, OFF_SEED),
+	    .items = get64(h, OFF_ITEMS),
+	    .generation = get64(h, OFF_GENERATION),
+	    .body_len = get64(h, OFF_BODY_LEN),
+	    .id = version >= 2 ? get64(h, OFF_ID) : 0,
+	    .lsn = version >= 2 ? get64(h, OFF_LSN) : 0,
+	    .error_rate = getf64(h, OFF_ERROR),
+	    .stats = h + OFF_STATS,
+	    .name = h + OFF_NAME,
+	    .layers = h + OFF_LAYERS,
+	};
+	if (m->name_len > BF_NAME_MAX)
+		return reason(why, whylen, -EINVAL, "bad filter name");
+	int rc = check_meta(m, p, why, whylen);
+	if (rc)
+		return rc;
+	for (unsigned i = m->nlayers; i < BF_MAX_LAYERS; i++)
+		for (unsigned k = 0; k < LAYER_ENTRY; k++)
+			if (h[OFF_LAYERS + i * LAYER_ENTRY + k])
+				return reason(why, whylen, -EINVAL, "unused layer %u not zero", i);
+	for (size_t i = OFF_NAME + m->name_len; i < OFF_LAYERS; i++)
+		if (h[i])
+			return reason(why, whylen, -EINVAL, "name padding not zero");
+	return 0;
+}
+
+int bf_snapshot_decode(const unsigned char *h, size_t len, uint64_t max_bytes,
+		       struct bf_filter **out, struct bf_snapshot_info *info, char *why,
+		       size_t whylen)
+{
+	struct snap_meta m;
+	struct bf_params p;
+	int rc;
+
+	if (len != BF_SNAPSHOT_HEADER_LEN)
+		return reason(why, whylen, -EINVAL, "header of %zu bytes, not %d", len,
+			      BF_SNAPSHOT_HEADER_LEN);
+	rc = check_header(h, &m, &p, why, whylen);
+	if (rc)
+		return rc;
+	rc = meta_build(&m, &p, max_bytes, out, why, whylen);
+	if (rc)
+		return rc;
+	info->generation = m.generation;
+	info->body_len = m.body_len;
 	info->body_sum = get64(h, OFF_BODY_SUM);
 	return 0;
 }
@@ -456,8 +516,9 @@ int bf_snapshot_read(int dirfd, const char *filename, struct bf_filter **out, ui
 		goto fail;
 	}
 	/* The header's own checks first; the file's length is checked before any allocation. */
+	struct snap_meta m;
 	struct bf_params p;
-	rc = check_header(h, &p, why, whylen);
+	rc = check_header(h, &m, &p, why, whylen);
 	if (rc)
 		goto fail;
 	uint64_t want = BF_SNAPSHOT_HEADER_LEN + get64(h, OFF_BODY_LEN);
@@ -498,4 +559,300 @@ fail:
 	free(h);
 	close(fd);
 	return rc;
+}
+
+/* ---------------------------------------------------------------------------------------- */
+/* Packed entries and pack files (see bf_snapshot.h) */
+
+static const char pack_magic[8] = "BLOSPAK";
+
+enum {
+	/* An entry's fixed part. */
+	E_LEN = 0,
+	E_TYPE = 4,
+	E_EXPANSION = 8,
+	E_PERSIST = 12,
+	E_NLAYERS = 16,
+	E_NAME_LEN = 20,
+	E_CAPACITY = 24,
+	E_ERROR = 32,
+	E_SEED = 40,
+	E_ITEMS = 48,
+	E_GENERATION = 56,
+	E_ID = 64,
+	E_LSN = 72,
+	E_BODY_LEN = 80,
+	E_STATS = 88,
+	E_NAME = E_STATS + 72,
+	/* A pack file's header; the index follows. */
+	P_VERSION = 8,
+	P_COUNT = 12,
+	P_LEN = 16,
+	P_SUM = 24,
+	P_INDEX = 32,
+	P_INDEX_ENTRY = 16,
+};
+
+_Static_assert(E_STATS + sizeof(struct bf_stats) == E_NAME, "stats are 9 x u64");
+
+static size_t pad8(size_t n)
+{
+	return (n + 7) & ~(size_t)7;
+}
+
+size_t bf_snapshot_entry_size(const struct bf_filter *f)
+{
+	return E_NAME + pad8(f->name_len) + (size_t)f->nlayers * LAYER_ENTRY + f->bytes + 8;
+}
+
+void bf_snapshot_entry_encode(const struct bf_filter *f, uint64_t generation, unsigned char *out)
+{
+	size_t len = bf_snapshot_entry_size(f);
+	unsigned char *p;
+
+	memset(out, 0, E_NAME + pad8(f->name_len) + (size_t)f->nlayers * LAYER_ENTRY);
+	put32(out, E_LEN, (uint32_t)len);
+	put32(out, E_TYPE, (uint32_t)f->params.type);
+	put32(out, E_EXPANSION, f->params.expansion);
+	put32(out, E_PERSIST, f->params.persist);
+	put32(out, E_NLAYERS, f->nlayers);
+	put32(out, E_NAME_LEN, (uint32_t)f->name_len);
+	put64(out, E_CAPACITY, f->params.capacity);
+	putf64(out, E_ERROR, f->params.error_rate);
+	put64(out, E_SEED, f->seed);
+	put64(out, E_ITEMS, f->items);
+	put64(out, E_GENERATION, generation);
+	put64(out, E_ID, f->id);
+	put64(out, E_LSN, f->lsn);
+	put64(out, E_BODY_LEN, f->bytes);
+	memcpy(out + E_STATS, &f->stats, sizeof(f->stats));
+	memcpy(out + E_NAME, f->name, f->name_len);
+	p = out + E_NAME + pad8(f->name_len);
+	for (unsigned i = 0; i < f->nlayers; i++, p += LAYER_ENTRY) {
+		const struct bf_layer *l = &f->layers[i];
+		put64(p, 0, l->nblocks);
+		put64(p, 8, l->capacity);
+		put64(p, 16, l->items);
+		putf64(p, 24, l->error_rate);
+		p[32] = l->b;
+		p[33] = l->counting;
+	}
+	for (unsigned i = 0; i < f->nlayers; i++) {
+		memcpy(p, f->layers[i].blocks, bf_layer_bytes(&f->layers[i]));
+		p += bf_layer_bytes(&f->layers[i]);
+	}
+	put64(out, len - 8, XXH3_64bits(out, len - 8));
+}
+
+/* The fixed part and the name of an entry of len bytes, framing checked; no checksum. */
+static int entry_meta(const unsigned char *e, size_t len, struct snap_meta *m, char *why,
+		      size_t whylen)
+{
+	if (len < E_NAME + 8 || len % 8 || get32(e, E_LEN) != len)
+		return reason(why, whylen, -EINVAL, "bad entry length");
+	*m = (struct snap_meta){
+	    .type = get32(e, E_TYPE),
+	    .expansion = get32(e, E_EXPANSION),
+	    .persist = get32(e, E_PERSIST),
+	    .nlayers = get32(e, E_NLAYERS),
+	    .name_len = get32(e, E_NAME_LEN),
+	    .capacity = get64(e, E_CAPACITY),
+	    .seed = get64(e, E_SEED),
+	    .items = get64(e, E_ITEMS),
+	    .generation = get64(e, E_GENERATION),
+	    .body_len = get64(e, E_BODY_LEN),
+	    .id = get64(e, E_ID),
+	    .lsn = get64(e, E_LSN),
+	    .error_rate = getf64(e, E_ERROR),
+	    .stats = e + E_STATS,
+	    .name = e + E_NAME,
+	};
+	if (m->name_len > BF_NAME_MAX || m->nlayers > BF_MAX_LAYERS || m->body_len > len ||
+	    E_NAME + pad8(m->name_len) + (uint64_t)m->nlayers * LAYER_ENTRY + m->body_len + 8 !=
+		len)
+		return reason(why, whylen, -EINVAL, "entry fields do not add up to its length");
+	m->layers = e + E_NAME + pad8(m->name_len);
+	return 0;
+}
+
+int bf_snapshot_entry_decode(const unsigned char *e, size_t len, uint64_t max_bytes,
+			     struct bf_filter **out, uint64_t *generation, char *why, size_t whylen)
+{
+	struct snap_meta m;
+	struct bf_params p;
+	struct bf_filter *f;
+	int rc;
+
+	rc = entry_meta(e, len, &m, why, whylen);
+	if (rc)
+		return rc;
+	if (get64(e, len - 8) != XXH3_64bits(e, len - 8))
+		return reason(why, whylen, -EINVAL, "checksum mismatch");
+	for (size_t i = E_NAME + m.name_len; i < E_NAME + pad8(m.name_len); i++)
+		if (e[i])
+			return reason(why, whylen, -EINVAL, "name padding not zero");
+	rc = check_meta(&m, &p, why, whylen);
+	if (rc)
+		return rc;
+	rc = meta_build(&m, &p, max_bytes, &f, why, whylen);
+	if (rc)
+		return rc;
+	const unsigned char *body = m.layers + (size_t)m.nlayers * LAYER_ENTRY;
+	for (unsigned i = 0; i < f->nlayers; i++) {
+		memcpy(f->layers[i].blocks, body, bf_layer_bytes(&f->layers[i]));
+		body += bf_layer_bytes(&f->layers[i]);
+	}
+	*generation = m.generation;
+	*out = f;
+	return 0;
+}
+
+bool bf_snapshot_entry_name(const unsigned char *e, size_t len, const char **name, size_t *name_len)
+{
+	struct snap_meta m;
+
+	if (entry_meta(e, len, &m, NULL, 0) || !bf_name_valid((const char *)m.name, m.name_len))
+		return false;
+	*name = (const char *)m.name;
+	*name_len = m.name_len;
+	return true;
+}
+
+int bf_pack_write(int dirfd, const char *filename, const unsigned char *entries,
+		  const uint64_t *ends, uint32_t count, const char **step)
+{
+	size_t hlen = P_INDEX + (size_t)count * P_INDEX_ENTRY;
+	uint64_t len = count ? ends[count - 1] : 0;
+	unsigned char *h = malloc(hlen);
+	struct iovec iov[2];
+	int rc;
+
+	if (!h) {
+		if (step)
+			*step = "open";
+		return -ENOMEM;
+	}
+	memcpy(h, pack_magic, sizeof(pack_magic));
+	put32(h, P_VERSION, BF_PACK_VERSION);
+	put32(h, P_COUNT, count);
+	put64(h, P_LEN, hlen + len);
+	for (uint32_t i = 0; i < count; i++) {
+		uint64_t start = i ? ends[i - 1] : 0;
+		put64(h, P_INDEX + i * P_INDEX_ENTRY, hlen + start);
+		put64(h, P_INDEX + i * P_INDEX_ENTRY + 8, ends[i] - start);
+	}
+	put64(h, P_SUM, 0);
+	put64(h, P_SUM, XXH3_64bits(h, hlen));
+	iov[0] = (struct iovec){h, hlen};
+	iov[1] = (struct iovec){(void *)entries, len};
+	rc = write_atomic(dirfd, filename, iov, len ? 2 : 1, step);
+	free(h);
+	return rc;
+}
+
+int bf_pack_open(int dirfd, const char *filename, struct bf_pack *pk, char *why, size_t whylen)
+{
+	struct stat sb;
+	uint64_t sum;
+	int rc;
+
+	memset(pk, 0, sizeof(*pk));
+	int fd = openat(dirfd, filename, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return reason(why, whylen, -errno, "cannot open: %s", strerror(errno));
+	if (fstat(fd, &sb) < 0) {
+		rc = reason(why, whylen, -errno, "cannot stat: %s", strerror(errno));
+		goto out;
+	}
+	if ((uint64_t)sb.st_size < P_INDEX) {
+		rc = reason(why, whylen, -EINVAL, "truncated: %llu bytes, shorter than the header",
+			    (unsigned long long)sb.st_size);
+		goto out;
+	}
+	pk->len = (size_t)sb.st_size;
+	pk->buf = malloc(pk->len);
+	if (!pk->buf) {
+		rc = reason(why, whylen, -ENOMEM, "out of memory");
+		goto out;
+	}
+	rc = pread_all(fd, pk->buf, pk->len, 0);
+	if (rc) {
+		reason(why, whylen, rc, "cannot read: %s", strerror(-rc));
+		goto out;
+	}
+	rc = -EINVAL;
+	if (memcmp(pk->buf, pack_magic, sizeof(pack_magic)) != 0) {
+		reason(why, whylen, rc, "bad magic");
+		goto out;
+	}
+	if (get32(pk->buf, P_VERSION) != BF_PACK_VERSION) {
+		rc = reason(why, whylen, -ENOTSUP, "unknown pack version %u (this build reads %u)",
+			    get32(pk->buf, P_VERSION), BF_PACK_VERSION);
+		goto out;
+	}
+	pk->count = get32(pk->buf, P_COUNT);
+	size_t hlen = P_INDEX + (size_t)pk->count * P_INDEX_ENTRY;
+	if (hlen > pk->len) {
+		reason(why, whylen, rc, "truncated: index of %zu bytes in a file of %zu", hlen,
+		       pk->len);
+		goto out;
+	}
+	if (get64(pk->buf, P_LEN) != pk->len) {
+		reason(why, whylen, rc, "%s: %zu of %llu bytes",
+		       pk->len < get64(pk->buf, P_LEN) ? "truncated" : "too long", pk->len,
+		       (unsigned long long)get64(pk->buf, P_LEN));
+		goto out;
+	}
+	sum = get64(pk->buf, P_SUM);
+	put64(pk->buf, P_SUM, 0);
+	if (sum != XXH3_64bits(pk->buf, hlen)) {
+		reason(why, whylen, rc, "index checksum mismatch");
+		goto out;
+	}
+	/* Entries in order, back to back, exactly filling the file after the index. */
+	uint64_t at = hlen;
+	for (uint32_t i = 0; i < pk->count; i++) {
+		if (get64(pk->buf, P_INDEX + i * P_INDEX_ENTRY) != at) {
+			reason(why, whylen, rc, "index entry %u: bad offset", i);
+			goto out;
+		}
+		uint64_t elen = get64(pk->buf, P_INDEX + i * P_INDEX_ENTRY + 8);
+		if (elen > pk->len - at) {
+			reason(why, whylen, rc, "index entry %u: past the end", i);
+			goto out;
+		}
+		at += elen;
+	}
+	if (at != pk->len) {
+		reason(why, whylen, rc, "index does not cover the file");
+		goto out;
+	}
+	rc = 0;
+out:
+	close(fd);
+	if (rc)
+		bf_pack_close(pk);
+	return rc;
+}
+
+int bf_pack_entry(const struct bf_pack *pk, uint32_t i, uint64_t max_bytes, struct bf_filter **out,
+		  uint64_t *generation, char *why, size_t whylen)
+{
+	const unsigned char *e;
+	size_t len;
+
+	bf_pack_entry_bytes(pk, i, &e, &len);
+	return bf_snapshot_entry_decode(e, len, max_bytes, out, generation, why, whylen);
+}
+
+void bf_pack_entry_bytes(const struct bf_pack *pk, uint32_t i, const unsigned char **e, size_t *len)
+{
+	*e = pk->buf + get64(pk->buf, P_INDEX + i * P_INDEX_ENTRY);
+	*len = (size_t)get64(pk->buf, P_INDEX + i * P_INDEX_ENTRY + 8);
+}
+
+void bf_pack_close(struct bf_pack *pk)
+{
+	free(pk->buf);
+	memset(pk, 0, sizeof(*pk));
 }

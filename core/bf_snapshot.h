@@ -36,6 +36,7 @@
 #ifndef BF_SNAPSHOT_H
 #define BF_SNAPSHOT_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -105,5 +106,70 @@ int bf_snapshot_decode(const unsigned char *h, size_t len, uint64_t max_bytes,
  */
 int bf_snapshot_read(int dirfd, const char *filename, struct bf_filter **out, uint64_t *generation,
 		     char *why, size_t whylen);
+
+/*
+ * Packed entries: one small filter in a pack file (DESIGN.md §6: a million small filters are
+ * not a million files). The same fields as a file's header, and the same rules judge them, in
+ * a compact form. All integers little-endian:
+ *   0   entry_len u32 (the whole entry, checksum included; a multiple of 8)
+ *   4   type u32, expansion u32, persist u32, nlayers u32, name_len u32
+ *   24  capacity u64, error_rate f64, seed u64, items u64, generation u64, id u64, lsn u64,
+ *       body_len u64
+ *   88  stats 9 x u64
+ *   160 name, zero padded to a multiple of 8
+ *       layers: nlayers x 40 bytes, as in a file's header
+ *       body: the layers' blocks
+ *       checksum u64: XXH3-64 of everything before it
+ */
+size_t bf_snapshot_entry_size(const struct bf_filter *f);
+/* Packs are for small filters: an entry's length is a u32. */
+#define BF_SNAPSHOT_ENTRY_MAX UINT32_MAX
+/* Encode f (bf_snapshot_entry_size(f) <= BF_SNAPSHOT_ENTRY_MAX) as an entry of
+ * bf_snapshot_entry_size(f) bytes into out (an exact cut of f). */
+void bf_snapshot_entry_encode(const struct bf_filter *f, uint64_t generation, unsigned char *out);
+/*
+ * Check an entry of len bytes (framing, checksum, then every rule bf_snapshot_decode applies)
+ * and build its filter with its blocks (no budget). 0, -EINVAL (reason in why), -ENOMEM.
+ */
+int bf_snapshot_entry_decode(const unsigned char *e, size_t len, uint64_t max_bytes,
+			     struct bf_filter **out, uint64_t *generation, char *why,
+			     size_t whylen);
+/* Best effort, for logs: the filter name an entry that failed to decode claims, if its
+ * framing holds and the name is a valid one. */
+bool bf_snapshot_entry_name(const unsigned char *e, size_t len, const char **name,
+			    size_t *name_len);
+
+/*
+ * Pack files: many entries in one file, written crash-safe as a snapshot file is. Layout:
+ *   0   magic "BLOSPAK\0"
+ *   8   version u32 (1), count u32
+ *   16  file_len u64
+ *   24  index_checksum u64: XXH3-64 of bytes 0 .. 32 + 16 x count, this field read as zero
+ *   32  index: count x (offset u64, length u64), entries back to back after it
+ * A bad header or index makes the whole file unreadable; a bad entry only that entry.
+ */
+#define BF_PACK_VERSION 1
+#define BF_PACK_SUFFIX	".bpack"
+
+/* Write count entries, back to back in entries (entry i ends at ends[i]). As
+ * bf_snapshot_write: 0, or a negative errno with *step. */
+int bf_pack_write(int dirfd, const char *filename, const unsigned char *entries,
+		  const uint64_t *ends, uint32_t count, const char **step);
+
+struct bf_pack {
+	unsigned char *buf; /* the whole file */
+	size_t len;
+	uint32_t count;
+};
+
+/* Read a pack file whole and check its header and index. 0, or -EINVAL/-ENOTSUP (reason in
+ * why; the file is not usable), or -errno/-ENOMEM (cannot read it). */
+int bf_pack_open(int dirfd, const char *filename, struct bf_pack *pk, char *why, size_t whylen);
+/* Entry i (< pk->count), as bf_snapshot_entry_decode. */
+int bf_pack_entry(const struct bf_pack *pk, uint32_t i, uint64_t max_bytes, struct bf_filter **out,
+		  uint64_t *generation, char *why, size_t whylen);
+void bf_pack_entry_bytes(const struct bf_pack *pk, uint32_t i, const unsigned char **e,
+			 size_t *len);
+void bf_pack_close(struct bf_pack *pk);
 
 #endif
