@@ -23,35 +23,37 @@
 #define CONF_SECTION "blossomd"
 
 struct config {
-	char bind[256];		    /* comma-separated IPv4/IPv6 literals, default "127.0.0.1" */
-	uint16_t port;		    /* text + RESP port, default 8673, 1..65535 */
-	uint16_t http_port;	    /* HTTP port, default 8674; 0 disables HTTP */
-	char data_dir[4096];	    /* snapshot directory, default "/var/lib/blossomd" */
-	uint32_t snapshot_interval; /* seconds, default 5; 0 disables periodic snapshots */
-	int wal;		    /* write-ahead log: 1 on (default), 0 off */
-	int wal_fsync;		    /* 0 always (default), 1 everysec, 2 no (enum wal_fsync) */
-	uint64_t wal_segment_bytes; /* log segment size, default 64 MiB, >= 4096 */
-	uint64_t wal_max_bytes;	    /* log size that triggers early checkpoints, default 1 GiB;
-				     * 0 = none */
-	uint64_t default_capacity;  /* default 100000, >= 1 */
-	double default_error_rate;  /* default 0.01, 0 < p < 1 */
-	uint64_t max_memory;	    /* bytes for all filters, default 4 GiB; 0 = no limit */
-	uint32_t max_line_bytes;    /* text protocol line, default 1 MiB */
-	uint32_t max_bulk_bytes;    /* RESP bulk string, default 64 MiB */
-	uint32_t max_args;	    /* arguments per command (RESP and text), default 1048576 */
-	uint32_t max_key_bytes;	    /* default 64 KiB, <= max_line_bytes and <= max_bulk_bytes */
-	uint64_t max_body_bytes;    /* HTTP request body, default 16 MiB */
-	uint32_t max_connections;   /* default 10000 */
-	uint32_t idle_timeout;	    /* seconds, default 300; 0 = none */
-	uint32_t request_timeout;   /* seconds a partial command/request may take, default 30;
-				     * 0 = none */
-	uint64_t max_output_bytes;  /* unsent output per connection before it is closed,
-				     * default 64 MiB */
-	uint64_t max_client_memory; /* buffers of all text/RESP connections together (input,
-				     * arguments, scratch, replies), default 1 GiB; 0 = no
-				     * limit */
-	int log_level;		    /* syslog priority 0 (emerg) .. 7 (debug), default 6 (info) */
-	char auth_token_file[4096]; /* file holding the token; default "" (no auth) */
+	char bind[256];		      /* comma-separated IPv4/IPv6 literals, default "127.0.0.1" */
+	uint16_t port;		      /* text + RESP port, default 8673, 1..65535 */
+	uint16_t http_port;	      /* HTTP port, default 8674; 0 disables HTTP */
+	char data_dir[4096];	      /* snapshot directory, default "/var/lib/blossomd" */
+	uint32_t snapshot_interval;   /* seconds, default 5; 0 disables periodic snapshots */
+	uint64_t snapshot_pack_bytes; /* filters of at most this many bytes of bits share pack
+				       * files, default 64 KiB; 0 = a file per filter */
+	int wal;		      /* write-ahead log: 1 on (default), 0 off */
+	int wal_fsync;		      /* 0 always (default), 1 everysec, 2 no (enum wal_fsync) */
+	uint64_t wal_segment_bytes;   /* log segment size, default 64 MiB, >= 4096 */
+	uint64_t wal_max_bytes;	      /* log size that triggers early checkpoints, default 1 GiB;
+				       * 0 = none */
+	uint64_t default_capacity;    /* default 100000, >= 1 */
+	double default_error_rate;    /* default 0.01, 0 < p < 1 */
+	uint64_t max_memory;	      /* bytes for all filters, default 4 GiB; 0 = no limit */
+	uint32_t max_line_bytes;      /* text protocol line, default 1 MiB */
+	uint32_t max_bulk_bytes;      /* RESP bulk string, default 64 MiB */
+	uint32_t max_args;	      /* arguments per command (RESP and text), default 1048576 */
+	uint32_t max_key_bytes;	      /* default 64 KiB, <= max_line_bytes and <= max_bulk_bytes */
+	uint64_t max_body_bytes;      /* HTTP request body, default 16 MiB */
+	uint32_t max_connections;     /* default 10000 */
+	uint32_t idle_timeout;	      /* seconds, default 300; 0 = none */
+	uint32_t request_timeout;     /* seconds a partial command/request may take, default 30;
+				       * 0 = none */
+	uint64_t max_output_bytes;    /* unsent output per connection before it is closed,
+				       * default 64 MiB */
+	uint64_t max_client_memory;   /* buffers of all text/RESP connections together (input,
+				       * arguments, scratch, replies), default 1 GiB; 0 = no
+				       * limit */
+	int log_level;		      /* syslog priority 0 (emerg) .. 7 (debug), default 6 (info) */
+	char auth_token_file[4096];   /* file holding the token; default "" (no auth) */
 };
 
 /*

@@ -223,8 +223,8 @@ enum cmd_status cmd_drop(struct cmd_ctx *c, const char *name, size_t len, bool r
 			return CMD_INTERNAL;
 		wait_for(c, lsn);
 	}
-	if (c->hooks.dropping)
-		c->hooks.dropping(c->hooks.arg, f, remove_file);
+	if (c->hooks.dropping && c->hooks.dropping(c->hooks.arg, f, remove_file) && !remove_file)
+		return CMD_INTERNAL;
 	return cmd_status_from_errno(bf_registry_drop(c->reg, name, len));
 }
 

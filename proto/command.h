@@ -47,9 +47,11 @@ enum cmd_op {
 /* Hooks the server provides; any may be NULL. */
 struct cmd_hooks {
 	void *arg;
-	/* A filter was created / is about to be dropped (remove_file: drop, not clear). */
+	/* A filter was created / is about to be dropped (remove_file: drop, not clear). A clear
+	 * may be refused (a negative errno: the filter stays, an internal error is reported);
+	 * a drop may not. */
 	void (*created)(void *arg, struct bf_filter *f);
-	void (*dropping)(void *arg, struct bf_filter *f, bool remove_file);
+	int (*dropping)(void *arg, struct bf_filter *f, bool remove_file);
 	/* flush: make the filter's (or, with f NULL, every dirty filter's) snapshot durable.
 	 * Returns 0 when done; a negative errno is reported as an internal error. */
 	int (*flush)(void *arg, struct bf_filter *f);

@@ -109,7 +109,7 @@ static void journal_dropping(void *arg, struct bf_filter *f, bool remove_file)
 {
 	struct srv *s = arg;
 
-	srv_snap_dropping(s->snap, f, remove_file);
+	(void)srv_snap_dropping(s->snap, f, remove_file); /* replay drops; never refused */
 }
 
 static void journal_created(void *arg, struct bf_filter *f)

@@ -418,11 +418,11 @@ static void srv_created(void *arg, struct bf_filter *f)
 	srv_snap_created(s->snap, f);
 }
 
-static void srv_dropping(void *arg, struct bf_filter *f, bool remove_file)
+static int srv_dropping(void *arg, struct bf_filter *f, bool remove_file)
 {
 	struct srv *s = arg;
 
-	srv_snap_dropping(s->snap, f, remove_file);
+	return srv_snap_dropping(s->snap, f, remove_file);
 }
 
 /* HTTP front-end hooks: see http.h. */

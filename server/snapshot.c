@@ -15,6 +15,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "core/bf_hash.h"
 #include "core/bf_snapshot.h"
 #include "server/log.h"
 
@@ -39,7 +40,54 @@ struct snap_entry {
 	uint64_t need_lsn;	/* the oldest log record a replay needs for this filter: the one
 				 * after what its snapshot holds, or its first if it has none */
 	size_t idx;		/* its place in sn->ents while live */
-	char file[];		/* its file name, as long as it is */
+	int pack;		/* the pack file it is a member of, or -1: a file of its own */
+	size_t pidx;		/* its place in that pack's members */
+	bool own_file;		/* a file of its own may exist (removed once it is packed) */
+	bool packing;		/* held by a pack job not yet applied */
+	char file[];		/* its own file's name, as long as it is */
+};
+
+/* Packed snapshots (DESIGN.md §6): small filters share SNAP_PACKS files, by name hash. */
+#define SNAP_PACKS 16
+/* A pack's entries are encoded on the loop in rounds of this much time at most. */
+#define SNAP_PACK_ROUND_NS 1000000
+
+struct snap_pack {
+	struct snap_entry **members;
+	size_t n, cap;
+	bool dirty;	   /* must be written even if no member is (one left, one was bad) */
+	uint64_t gone_lsn; /* the oldest log record that a member dropped or cleared since the
+			    * file was last written needs kept (UINT64_MAX: none) */
+};
+
+/* One pack's write: its members encoded (on the loop, in rounds), then the file written on
+ * the threadpool. */
+struct snap_pjob {
+	uv_work_t req;
+	struct srv_snap *sn;
+	int pack;
+	char file[32];
+	struct snap_entry **ents; /* the members when the job began (each ->packing) */
+	size_t n, pos;		  /* encoded up to pos */
+	struct {
+		uint64_t cut, lsn, generation;
+		bool in; /* encoded into the file (not dropped before its turn) */
+	} * cuts;
+	unsigned char *buf;
+	size_t len, cap;
+	uint64_t *ends; /* entry i of the file ends at ends[i] */
+	uint32_t count;
+	uint64_t gone_lsn; /* the pack's gone_lsn when the job began */
+	uint64_t copy_ns, copy_max_ns;
+	/* The worker's result, read by the loop after after_work or once done (under lock). */
+	uv_mutex_t lock;
+	uv_cond_t cond;
+	bool sync_ready;
+	bool done;
+	int rc;
+	const char *step;
+	uint64_t write_ns;
+	bool applied; /* loop only */
 };
 
 /* One background write: a copy (or, at shutdown, the live filter) and its file. */
@@ -90,14 +138,24 @@ struct srv_snap {
 	struct snap_job *copy; /* being prepared (prefault) or copied in slices */
 	struct snap_job *job;  /* queued on the threadpool, until its after_work */
 
+	struct snap_pack packs[SNAP_PACKS];
+	int pack_pos;		/* the cycle's next pack to consider */
+	struct snap_pjob *pjob; /* encoding (pencoding) or writing */
+	bool pencoding;
+	uv_idle_t pidle;
+
 	uv_timer_t timer;
 	uv_idle_t idle;
 	bool stopping;
 
 	struct srv_snap_status st;
 
-	/* Files set aside at load (their names), until srv_snap_after_replay(). */
-	char **aside;
+	/* What was set aside at load, until srv_snap_after_replay(). */
+	struct snap_aside {
+		char *label; /* the file, or "FILE entry N" */
+		char *file;  /* a file of its own: matched against the filters' file names */
+		char *name;  /* a pack entry's filter name, if known */
+	} * aside;
 	size_t naside;
 };
 
@@ -109,6 +167,65 @@ static void snap_step(struct srv_snap *sn);
 static bool snap_dirty(const struct snap_entry *e)
 {
 	return e->f && (!e->on_disk || e->f->changes != e->saved_changes);
+}
+
+/* f goes in a pack file (else a file of its own): its bits are small enough. */
+static bool snap_packable(const struct srv_snap *sn, const struct bf_filter *f)
+{
+	uint64_t max = sn->cfg->snapshot_pack_bytes;
+
+	return max && f->bytes <= max;
+}
+
+/* The pack file a filter of this name goes in. */
+static int snap_pack_of(const struct bf_filter *f)
+{
+	return (int)(XXH3_64bits(f->name, f->name_len) % SNAP_PACKS);
+}
+
+static void snap_pack_name(int pack, char out[32])
+{
+	snprintf(out, 32, "pack-%02d%s", pack, BF_PACK_SUFFIX);
+}
+
+/* Make e a member of pack. 0 or -ENOMEM. */
+static int snap_pack_join(struct srv_snap *sn, struct snap_entry *e, int pack)
+{
+	struct snap_pack *pk = &sn->packs[pack];
+
+	if (pk->n == pk->cap) {
+		size_t cap = pk->cap ? pk->cap * 2 : 64;
+		struct snap_entry **m = realloc(pk->members, cap * sizeof(*m));
+
+		if (!m)
+			return -ENOMEM;
+		pk->members = m;
+		pk->cap = cap;
+	}
+	e->pack = pack;
+	e->pidx = pk->n;
+	pk->members[pk->n++] = e;
+	pk->dirty = true;
+	return 0;
+}
+
+/*
+ * Take e out of its pack: the pack must be written again without it. What its filter holds
+ * stays covered by the log until then (need: the oldest record that must stay).
+ */
+static void snap_pack_leave(struct srv_snap *sn, struct snap_entry *e, uint64_t need)
+{
+	struct snap_pack *pk;
+
+	if (e->pack < 0)
+		return;
+	pk = &sn->packs[e->pack];
+	pk->members[e->pidx] = pk->members[--pk->n];
+	pk->members[e->pidx]->pidx = e->pidx;
+	pk->dirty = true;
+	if (need < pk->gone_lsn)
+		pk->gone_lsn = need;
+	e->pack = -1;
 }
 
 /* f's live entry (f->owner), or NULL. */
@@ -143,6 +260,11 @@ static struct snap_entry *snap_track(struct srv_snap *sn, struct bf_filter *f)
 	e->f = f;
 	memcpy(e->file, file, flen);
 	e->idx = sn->nents;
+	e->pack = -1;
+	if (snap_packable(sn, f) && snap_pack_join(sn, e, snap_pack_of(f))) {
+		free(e);
+		goto nomem;
+	}
 	f->owner = e;
 	sn->ents[sn->nents++] = e;
 	return e;
@@ -154,7 +276,7 @@ nomem:
 /* Free a dead entry once nothing refers to it any more. */
 static void snap_release(struct snap_entry *e)
 {
-	if (!e->f && !e->busy && !e->queued)
+	if (!e->f && !e->busy && !e->queued && !e->packing)
 		free(e);
 }
 
@@ -235,6 +357,10 @@ static void snap_record(struct srv_snap *sn, struct snap_entry *e, const char *f
 		e->need_lsn = lsn + 1;
 		e->generation = generation;
 		e->failed = false;
+		e->own_file = true;
+		/* Its own file holds it now (it grew past snapshot_pack_bytes, or was cleared):
+		 * its pack is written again without it. */
+		snap_pack_leave(sn, e, UINT64_MAX);
 	}
 }
 
@@ -566,6 +692,361 @@ static int snap_start(struct srv_snap *sn, struct snap_entry *e)
 }
 
 /* ---------------------------------------------------------------------------------------- */
+/* Pack files */
+
+static void snap_pjob_free(struct snap_pjob *pj)
+{
+	for (size_t i = 0; i < pj->n; i++) {
+		pj->ents[i]->packing = false;
+		snap_release(pj->ents[i]);
+	}
+	if (pj->sync_ready) {
+		uv_cond_destroy(&pj->cond);
+		uv_mutex_destroy(&pj->lock);
+	}
+	free(pj->ents);
+	free(pj->cuts);
+	free(pj->ends);
+	free(pj->buf);
+	free(pj);
+}
+
+/* A job for pack's members as they are now; the pack counts as written from here on (a
+ * failure makes it dirty again). NULL on allocation failure. */
+static struct snap_pjob *snap_pjob_new(struct srv_snap *sn, int pack)
+{
+	struct snap_pack *pk = &sn->packs[pack];
+	struct snap_pjob *pj = calloc(1, sizeof(*pj));
+
+	if (!pj)
+		return NULL;
+	pj->ents = malloc((pk->n ? pk->n : 1) * sizeof(*pj->ents));
+	pj->cuts = calloc(pk->n ? pk->n : 1, sizeof(*pj->cuts));
+	pj->ends = malloc((pk->n ? pk->n : 1) * sizeof(*pj->ends));
+	if (!pj->ents || !pj->cuts || !pj->ends || uv_mutex_init(&pj->lock)) {
+		snap_pjob_free(pj);
+		return NULL;
+	}
+	if (uv_cond_init(&pj->cond)) {
+		uv_mutex_destroy(&pj->lock);
+		snap_pjob_free(pj);
+		return NULL;
+	}
+	pj->sync_ready = true;
+	pj->sn = sn;
+	pj->pack = pack;
+	pj->req.data = pj;
+	snap_pack_name(pack, pj->file);
+	pj->n = pk->n;
+	for (size_t i = 0; i < pk->n; i++) {
+		pj->ents[i] = pk->members[i];
+		pj->ents[i]->packing = true;
+	}
+	pj->gone_lsn = pk->gone_lsn;
+	pk->gone_lsn = UINT64_MAX;
+	pk->dirty = false;
+	return pj;
+}
+
+/* Encode members from pj->pos on, for about budget_ns of loop time (0: all): each one an exact
+ * cut of its filter. 0 or -ENOMEM. */
+static int snap_pjob_encode(struct snap_pjob *pj, uint64_t budget_ns)
+{
+	uint64_t t0 = uv_hrtime();
+
+	while (pj->pos < pj->n) {
+		struct snap_entry *e = pj->ents[pj->pos];
+		const struct bf_filter *f = e->f;
+
+		if (f) {
+			size_t need = bf_snapshot_entry_size(f);
+
+			if (pj->len + need > pj->cap) {
+				size_t cap = pj->cap ? pj->cap * 2 : 64 * 1024;
+				unsigned char *b;
+
+				while (cap < pj->len + need)
+					cap *= 2;
+				b = realloc(pj->buf, cap);
+				if (!b)
+					return -ENOMEM;
+				pj->buf = b;
+				pj->cap = cap;
+			}
+			pj->cuts[pj->pos].generation = e->generation + 1;
+			pj->cuts[pj->pos].cut = f->changes;
+			pj->cuts[pj->pos].lsn = f->lsn;
+			pj->cuts[pj->pos].in = true;
+			bf_snapshot_entry_encode(f, e->generation + 1, pj->buf + pj->len);
+			pj->len += need;
+			pj->ends[pj->count++] = pj->len;
+		}
+		pj->pos++;
+		if (budget_ns && (pj->pos & 63) == 0 && uv_hrtime() - t0 >= budget_ns)
+			break;
+	}
+	return 0;
+}
+
+/* Loop: record a pack job's result (once). */
+static void snap_pjob_apply(struct srv_snap *sn, struct snap_pjob *pj)
+{
+	struct snap_pack *pk = &sn->packs[pj->pack];
+	uint64_t now = (uint64_t)time(NULL);
+
+	if (pj->applied)
+		return;
+	pj->applied = true;
+	if (pj->rc) {
+		pk->dirty = true;
+		if (pj->gone_lsn < pk->gone_lsn)
+			pk->gone_lsn = pj->gone_lsn;
+		sn->st.failures++;
+		sn->st.last_failure_unix = now;
+		sn->st.last_error = pj->rc;
+		snprintf(sn->st.last_error_msg, sizeof(sn->st.last_error_msg),
+			 "pack %s (%zu filters): %s: %s", pj->file, pj->n,
+			 pj->step ? pj->step : "?", strerror(-pj->rc));
+		sn->cycle_failed += pj->count ? pj->count : 1;
+		for (size_t i = 0; i < pj->n; i++)
+			if (pj->ents[i]->f && pj->cuts[i].in)
+				pj->ents[i]->failed = true;
+		srv_log(SRV_LOG_ERR, "snapshot of %" PRIu32 " filters failed: %s/%s: %s: %s; %s",
+			pj->count, sn->dir, pj->file, pj->step ? pj->step : "?", strerror(-pj->rc),
+			pj->step && !strcmp(pj->step, "fsync dir")
+			    ? "the new pack is in place but may not survive a power loss"
+			    : "the previous pack is kept");
+		return;
+	}
+	sn->st.saves++;
+	sn->st.saved_bytes += pj->len;
+	sn->st.last_success_unix = now;
+	sn->ctx->last_save_unix = now;
+	sn->cycle_saved += pj->count;
+	for (size_t i = 0; i < pj->n; i++) {
+		struct snap_entry *e = pj->ents[i];
+
+		if (!e->f || !pj->cuts[i].in)
+			continue;
+		if (e->failed)
+			srv_log(SRV_LOG_NOTICE,
+				"snapshot of filter '%s' (%s) written again after failures",
+				e->f->name, pj->file);
+		e->on_disk = true;
+		e->failed = false;
+		e->saved_changes = pj->cuts[i].cut;
+		e->need_lsn = pj->cuts[i].lsn + 1;
+		e->generation = pj->cuts[i].generation;
+		/* Packed now: a file of its own from before is older, and no longer needed. */
+		if (e->own_file && e->pack == pj->pack) {
+			snap_unlink(sn, e->file, "filter packed");
+			e->own_file = false;
+		}
+	}
+	srv_log(SRV_LOG_DEBUG,
+		"snapshot of %" PRIu32 " filters in %s: %zu bytes, encoded in %" PRIu64
+		" ms of loop time (longest pause %" PRIu64 " us), written in %" PRIu64 " ms",
+		pj->count, pj->file, pj->len, snap_ms(pj->copy_ns), pj->copy_max_ns / 1000,
+		snap_ms(pj->write_ns));
+}
+
+/* Threadpool: write a pack job's file. */
+static void snap_pjob_work(uv_work_t *req)
+{
+	struct snap_pjob *pj = req->data;
+	const char *step = NULL;
+	uint64_t t0;
+	int rc;
+
+	snap_worker_nice();
+	t0 = uv_hrtime();
+	rc = bf_pack_write(pj->sn->dirfd, pj->file, pj->buf, pj->ends, pj->count, &step);
+	uv_mutex_lock(&pj->lock);
+	pj->rc = rc;
+	pj->step = step;
+	pj->write_ns = uv_hrtime() - t0;
+	pj->done = true;
+	uv_cond_signal(&pj->cond);
+	uv_mutex_unlock(&pj->lock);
+}
+
+static void snap_pjob_after(uv_work_t *req, int status)
+{
+	struct snap_pjob *pj = req->data;
+	struct srv_snap *sn = pj->sn;
+
+	if (status == UV_ECANCELED && !pj->done) {
+		pj->rc = -ECANCELED;
+		pj->step = "queue";
+	}
+	snap_pjob_apply(sn, pj);
+	if (sn->pjob == pj)
+		sn->pjob = NULL;
+	snap_pjob_free(pj);
+	snap_step(sn);
+}
+
+/* The encoded job goes to the threadpool. Returns 0, or -1 if it ended here (recorded). */
+static int snap_pjob_queue(struct srv_snap *sn, struct snap_pjob *pj)
+{
+	int rc = uv_queue_work(sn->loop, &pj->req, snap_pjob_work, snap_pjob_after);
+
+	if (rc) {
+		pj->rc = rc;
+		pj->step = "queue";
+		snap_pjob_apply(sn, pj);
+		snap_pjob_free(pj);
+		sn->pjob = NULL;
+		return -1;
+	}
+	return 0;
+}
+
+/* One round of encoding; the last hands the job to the threadpool. */
+static void snap_on_pidle(uv_idle_t *h)
+{
+	struct srv_snap *sn = h->data;
+	struct snap_pjob *pj = sn->pjob;
+	uint64_t t0 = uv_hrtime(), dt;
+	int rc;
+
+	if (!pj || !sn->pencoding) {
+		uv_idle_stop(h);
+		return;
+	}
+	rc = snap_pjob_encode(pj, SNAP_PACK_ROUND_NS);
+	dt = uv_hrtime() - t0;
+	pj->copy_ns += dt;
+	if (dt > pj->copy_max_ns)
+		pj->copy_max_ns = dt;
+	if (!rc && pj->pos < pj->n)
+		return;
+	uv_idle_stop(h);
+	sn->pencoding = false;
+	if (rc) {
+		pj->rc = rc;
+		pj->step = "copy";
+		snap_pjob_apply(sn, pj);
+		snap_pjob_free(pj);
+		sn->pjob = NULL;
+	} else if (!snap_pjob_queue(sn, pj)) {
+		return;
+	}
+	snap_step(sn);
+}
+
+/* Give up a pack job still encoding: the pack stays dirty. */
+static void snap_pjob_abort(struct srv_snap *sn)
+{
+	struct snap_pjob *pj = sn->pjob;
+	struct snap_pack *pk;
+
+	if (!pj || !sn->pencoding)
+		return;
+	pk = &sn->packs[pj->pack];
+	uv_idle_stop(&sn->pidle);
+	sn->pencoding = false;
+	sn->pjob = NULL;
+	pk->dirty = true;
+	if (pj->gone_lsn < pk->gone_lsn)
+		pk->gone_lsn = pj->gone_lsn;
+	snap_pjob_free(pj);
+}
+
+/* Wait for a pack job on the threadpool to finish, then record its result. */
+static void snap_pjob_settle(struct srv_snap *sn)
+{
+	struct snap_pjob *pj = sn->pjob;
+
+	if (!pj || sn->pencoding || pj->applied)
+		return;
+	uv_mutex_lock(&pj->lock);
+	while (!pj->done)
+		uv_cond_wait(&pj->cond, &pj->lock);
+	uv_mutex_unlock(&pj->lock);
+	snap_pjob_apply(sn, pj);
+}
+
+/* Start writing pack in the background (at shutdown: encoded at once). 0 if a job now runs,
+ * -1 if not (a failure is recorded). */
+static int snap_pack_start(struct srv_snap *sn, int pack)
+{
+	struct snap_pjob *pj = snap_pjob_new(sn, pack);
+
+	if (!pj) {
+		sn->packs[pack].dirty = true;
+		sn->cycle_failed++;
+		sn->st.failures++;
+		srv_log(SRV_LOG_ERR, "snapshot of pack %d: out of memory; retrying later", pack);
+		return -1;
+	}
+	sn->pjob = pj;
+	if (sn->stopping) {
+		pj->rc = snap_pjob_encode(pj, 0);
+		if (pj->rc) {
+			pj->step = "copy";
+			snap_pjob_apply(sn, pj);
+			snap_pjob_free(pj);
+			sn->pjob = NULL;
+			return -1;
+		}
+		return snap_pjob_queue(sn, pj);
+	}
+	sn->pencoding = true;
+	uv_idle_start(&sn->pidle, snap_on_pidle);
+	return 0;
+}
+
+/* Write pack now, on the loop thread (a flush). 0 or the failure's negative errno. */
+static int snap_pack_write_now(struct srv_snap *sn, int pack)
+{
+	struct snap_pjob *pj;
+	uint64_t t0;
+
+	/* Never two writers of one file, never an older state over a newer one. */
+	if (sn->pjob && sn->pjob->pack == pack) {
+		if (sn->pencoding)
+			snap_pjob_abort(sn);
+		else
+			snap_pjob_settle(sn);
+	}
+	pj = snap_pjob_new(sn, pack);
+	if (!pj) {
+		sn->packs[pack].dirty = true;
+		sn->st.failures++;
+		srv_log(SRV_LOG_ERR, "snapshot of pack %d: out of memory", pack);
+		return -ENOMEM;
+	}
+	t0 = uv_hrtime();
+	pj->rc = snap_pjob_encode(pj, 0);
+	pj->step = "copy";
+	pj->copy_ns = pj->copy_max_ns = uv_hrtime() - t0;
+	if (!pj->rc) {
+		t0 = uv_hrtime();
+		pj->rc =
+		    bf_pack_write(sn->dirfd, pj->file, pj->buf, pj->ends, pj->count, &pj->step);
+		pj->write_ns = uv_hrtime() - t0;
+	}
+	int rc = pj->rc;
+	snap_pjob_apply(sn, pj);
+	snap_pjob_free(pj);
+	return rc;
+}
+
+/* Entries dirty since their last snapshot that go in a pack mark it for writing (joining it
+ * if they had a file of their own). Returns false for e if it is written as a file of its
+ * own instead. */
+static bool snap_pack_claim(struct srv_snap *sn, struct snap_entry *e)
+{
+	if (!snap_packable(sn, e->f))
+		return false;
+	if (e->pack < 0 && snap_pack_join(sn, e, snap_pack_of(e->f)))
+		return false;
+	sn->packs[e->pack].dirty = true;
+	return true;
+}
+
+/* ---------------------------------------------------------------------------------------- */
 /* Cycles */
 
 static void snap_pending_clear(struct srv_snap *sn)
@@ -594,12 +1075,21 @@ static int snap_pending_fill(struct srv_snap *sn)
 	for (size_t i = 0; i < sn->nents; i++) {
 		struct snap_entry *e = sn->ents[i];
 
-		if (snap_dirty(e)) {
+		if (snap_dirty(e) && !snap_pack_claim(sn, e)) {
 			e->queued = true;
 			sn->pending[sn->npending++] = e;
 		}
 	}
+	sn->pack_pos = 0;
 	return 0;
+}
+
+static bool snap_packs_dirty(const struct srv_snap *sn)
+{
+	for (int i = 0; i < SNAP_PACKS; i++)
+		if (sn->packs[i].dirty)
+			return true;
+	return false;
 }
 
 static void snap_cycle_end(struct srv_snap *sn)
@@ -633,10 +1123,19 @@ static void snap_cycle_end(struct srv_snap *sn)
 /* Start the next pending write if nothing runs; end the cycle when none is left. */
 static void snap_step(struct srv_snap *sn)
 {
-	while (!sn->job && !sn->copy) {
+	while (!sn->job && !sn->copy && !sn->pjob) {
 		struct snap_entry *e;
 
 		if (sn->pending_pos == sn->npending) {
+			/* Files of their own first (a filter that left its pack is then on disk),
+			 * then the packs. */
+			if (sn->cycle_running && sn->pack_pos < SNAP_PACKS) {
+				int pack = sn->pack_pos++;
+
+				if (sn->packs[pack].dirty)
+					snap_pack_start(sn, pack);
+				continue;
+			}
 			sn->npending = sn->pending_pos = 0;
 			if (sn->cycle_running)
 				snap_cycle_end(sn);
@@ -662,7 +1161,7 @@ static void snap_cycle_start(struct srv_snap *sn)
 	}
 	sn->cycle_started_ms = uv_now(sn->loop);
 	sn->cycle_saved = sn->cycle_failed = 0;
-	if (!sn->npending) {
+	if (!sn->npending && !snap_packs_dirty(sn)) {
 		sn->next_due_ms =
 		    sn->cycle_started_ms + (uint64_t)sn->cfg->snapshot_interval * 1000;
 		return;
@@ -707,6 +1206,11 @@ uint64_t srv_snap_log_needed(const struct srv_snap *sn)
 	for (size_t i = 0; i < sn->nents; i++)
 		if (sn->ents[i]->need_lsn < need)
 			need = sn->ents[i]->need_lsn;
+	for (int i = 0; i < SNAP_PACKS; i++)
+		if (sn->packs[i].gone_lsn < need)
+			need = sn->packs[i].gone_lsn;
+	if (sn->pjob && !sn->pjob->applied && sn->pjob->gone_lsn < need)
+		need = sn->pjob->gone_lsn;
 	return need;
 }
 
@@ -726,40 +1230,7 @@ void srv_snap_soon(struct srv_snap *sn)
 	snap_cycle_start(sn);
 }
 
-void srv_snap_dropping(struct srv_snap *sn, struct bf_filter *f, bool remove_file)
-{
-	struct snap_entry *e;
-	bool restart = false;
-	size_t i;
-
-	if (!f->params.persist)
-		return;
-	e = snap_find(sn, f);
-	if (!e)
-		return;
-	i = e->idx;
-	sn->ents[i] = sn->ents[--sn->nents];
-	sn->ents[i]->idx = i;
-	f->owner = NULL;
-
-	if (sn->copy && sn->copy->e == e) {
-		snap_copy_abort(sn);
-		restart = true;
-	}
-	if (remove_file) {
-		/* A write of this file still running would put it back: it removes it instead. */
-		if (sn->job && !sn->job->applied && !strcmp(sn->job->file, e->file))
-			sn->job->remove_after = true;
-		else
-			snap_unlink(sn, e->file, "filter dropped");
-	}
-	e->f = NULL;
-	snap_release(e);
-	if (restart)
-		snap_step(sn);
-}
-
-/* Write e now, on the loop thread, from the live filter. */
+/* Write e now, on the loop thread, from the live filter, as a file of its own. */
 static int snap_write_now(struct srv_snap *sn, struct snap_entry *e)
 {
 	const struct bf_filter *f = e->f;
@@ -770,6 +1241,11 @@ static int snap_write_now(struct srv_snap *sn, struct snap_entry *e)
 	/* Never two writers of one file, never an older state over a newer one. */
 	if (sn->job && !sn->job->applied && !strcmp(sn->job->file, e->file))
 		snap_settle(sn);
+	/* A pack job still encoding may hold this filter: its state is newer there. */
+	if (e->packing && sn->pencoding)
+		snap_pjob_abort(sn);
+	else if (e->packing)
+		snap_pjob_settle(sn);
 	gen = e->generation + 1;
 	t0 = uv_hrtime();
 	rc = bf_snapshot_write(f, gen, sn->dirfd, e->file, &step);
@@ -778,10 +1254,55 @@ static int snap_write_now(struct srv_snap *sn, struct snap_entry *e)
 	return rc;
 }
 
+int srv_snap_dropping(struct srv_snap *sn, struct bf_filter *f, bool remove_file)
+{
+	struct snap_entry *e;
+	bool restart = false;
+	size_t i;
+
+	if (!f->params.persist)
+		return 0;
+	e = snap_find(sn, f);
+	if (!e)
+		return 0;
+	/* A clear forgets the filter until the next start, which loads it again: a packed one
+	 * is written as a file of its own first, since its pack is written again without it. */
+	if (!remove_file && e->pack >= 0) {
+		int rc = snap_write_now(sn, e);
+
+		if (rc)
+			return rc;
+	}
+	i = e->idx;
+	sn->ents[i] = sn->ents[--sn->nents];
+	sn->ents[i]->idx = i;
+	f->owner = NULL;
+
+	if (sn->copy && sn->copy->e == e) {
+		snap_copy_abort(sn);
+		restart = true;
+	}
+	bool packed = e->pack >= 0;
+	/* The log keeps the drop until the pack is written without the filter. */
+	snap_pack_leave(sn, e, e->need_lsn);
+	if (remove_file && (e->own_file || !packed)) {
+		/* A write of this file still running would put it back: it removes it instead. */
+		if (sn->job && !sn->job->applied && !strcmp(sn->job->file, e->file))
+			sn->job->remove_after = true;
+		else
+			snap_unlink(sn, e->file, "filter dropped");
+	}
+	e->f = NULL;
+	snap_release(e);
+	if (restart)
+		snap_step(sn);
+	return 0;
+}
+
 int srv_snap_flush(struct srv_snap *sn, struct bf_filter *f)
 {
 	struct snap_entry *e;
-	int rc = 0;
+	int rc = 0, r;
 
 	if (f) {
 		if (!f->params.persist)
@@ -791,15 +1312,25 @@ int srv_snap_flush(struct srv_snap *sn, struct bf_filter *f)
 			e = snap_track(sn, f);
 		if (!e)
 			return -ENOMEM;
-		return snap_dirty(e) ? snap_write_now(sn, e) : 0;
-	}
-	for (size_t i = 0; i < sn->nents; i++) {
-		int r;
-
-		e = sn->ents[i];
 		if (!snap_dirty(e))
+			return 0;
+		if (snap_pack_claim(sn, e))
+			return snap_pack_write_now(sn, e->pack);
+		return snap_write_now(sn, e);
+	}
+	/* Files of their own first (one leaving its pack is then on disk), then the packs. */
+	for (size_t i = 0; i < sn->nents; i++) {
+		e = sn->ents[i];
+		if (!snap_dirty(e) || snap_pack_claim(sn, e))
 			continue;
 		r = snap_write_now(sn, e);
+		if (r && !rc)
+			rc = r;
+	}
+	for (int pack = 0; pack < SNAP_PACKS; pack++) {
+		if (!sn->packs[pack].dirty)
+			continue;
+		r = snap_pack_write_now(sn, pack);
 		if (r && !rc)
 			rc = r;
 	}
@@ -812,6 +1343,7 @@ void srv_snap_shutdown(struct srv_snap *sn)
 		return;
 	sn->stopping = true;
 	snap_copy_abort(sn);
+	snap_pjob_abort(sn);
 	if (snap_pending_fill(sn)) {
 		/* No room for a list: write them one by one here, on the loop. */
 		srv_log(SRV_LOG_ERR, "final snapshot: out of memory; writing on the loop thread");
@@ -821,8 +1353,8 @@ void srv_snap_shutdown(struct srv_snap *sn)
 	sn->cycle_started_ms = uv_now(sn->loop);
 	sn->cycle_saved = sn->cycle_failed = 0;
 	sn->cycle_running = true;
-	if (sn->npending)
-		srv_log(SRV_LOG_INFO, "writing %zu changed filters before exit", sn->npending);
+	if (sn->npending || snap_packs_dirty(sn))
+		srv_log(SRV_LOG_INFO, "writing changed filters before exit");
 	snap_step(sn);
 }
 
@@ -839,7 +1371,7 @@ void srv_snap_get_status(const struct srv_snap *sn, struct srv_snap_status *out)
 		out->failing += sn->ents[i]->failed;
 		out->dirty += snap_dirty(sn->ents[i]);
 	}
-	out->in_progress = sn->copy || sn->job;
+	out->in_progress = sn->copy || sn->job || sn->pjob;
 }
 
 /* ---------------------------------------------------------------------------------------- */
@@ -982,9 +1514,16 @@ static int snap_list(struct srv_snap *sn, char ***out, size_t *n)
 	return 0;
 }
 
-/* Rename a bad file to FILE.corrupt (or .corrupt.N if taken). */
+static void snap_aside_note(struct srv_snap *sn, const char *label, const char *file,
+			    const char *name, size_t name_len);
+
+/* Rename a bad file to FILE.corrupt (or .corrupt.N if taken); a file of its own is noted for
+ * srv_snap_after_replay(). */
 static void snap_set_aside(struct srv_snap *sn, const char *file, const char *why)
 {
+	if (!snap_has_suffix(file, BF_PACK_SUFFIX))
+		snap_aside_note(sn, file, file, NULL, 0);
+
 	char to[BF_SNAPSHOT_NAME_MAX + 32];
 
 	for (int i = 0; i < SNAP_CORRUPT_TRIES; i++) {
@@ -998,13 +1537,6 @@ static void snap_set_aside(struct srv_snap *sn, const char *file, const char *wh
 		break;
 	}
 	sn->st.set_aside++;
-	char **grown = realloc(sn->aside, (sn->naside + 1) * sizeof(*grown));
-	if (grown) {
-		sn->aside = grown;
-		sn->aside[sn->naside] = strdup(file);
-		if (sn->aside[sn->naside])
-			sn->naside++;
-	}
 	if (renameat(sn->dirfd, file, sn->dirfd, to)) {
 		srv_log(SRV_LOG_ERR,
 			"snapshot %s/%s: %s; not loaded, and it cannot be renamed to %s: %s",
@@ -1015,14 +1547,140 @@ static void snap_set_aside(struct srv_snap *sn, const char *file, const char *wh
 		why, to);
 }
 
-/* Load one file. 0 (loaded or set aside) or a negative errno that must stop the start. */
-static int snap_load_one(struct srv_snap *sn, const char *file, uint64_t *newest)
+static void snap_aside_free(struct srv_snap *sn)
+{
+	for (size_t i = 0; i < sn->naside; i++) {
+		free(sn->aside[i].label);
+		free(sn->aside[i].file);
+		free(sn->aside[i].name);
+	}
+	free(sn->aside);
+	sn->aside = NULL;
+	sn->naside = 0;
+}
+
+/*
+ * Remember what a bad file or pack entry held, for srv_snap_after_replay(): label names it in
+ * logs; the filter is matched by its file name (file) or, for a pack entry, by its name (name,
+ * NULL if unknown).
+ */
+static void snap_aside_note(struct srv_snap *sn, const char *label, const char *file,
+			    const char *name, size_t name_len)
+{
+	struct snap_aside *a = realloc(sn->aside, (sn->naside + 1) * sizeof(*a));
+
+	if (!a)
+		return;
+	sn->aside = a;
+	a = &sn->aside[sn->naside];
+	a->label = strdup(label);
+	a->file = file ? strdup(file) : NULL;
+	a->name = name ? strndup(name, name_len) : NULL;
+	if (a->label)
+		sn->naside++;
+	else {
+		free(a->file);
+		free(a->name);
+	}
+}
+
+/*
+ * Adopt f, read from file (pack >= 0: that pack file's), into the registry and track it. The
+ * same filter in a pack and in a file of its own (a crash between writing one and removing the
+ * other): the higher generation wins; the other file is removed, or its pack marked for
+ * writing again (repack[]). 0 (adopted, or the older copy dropped), or a negative errno that
+ * must stop the start. f is consumed.
+ */
+static int snap_adopt(struct srv_snap *sn, struct bf_filter *f, uint64_t gen, const char *file,
+		      int pack, bool repack[SNAP_PACKS], uint64_t *newest_gen)
+{
+	struct bf_filter *old;
+	struct snap_entry *e;
+	int rc;
+
+	(void)newest_gen;
+	rc = bf_registry_adopt(sn->ctx->reg, f->name, f->name_len, f);
+	if (rc == -EEXIST && (old = bf_registry_get(sn->ctx->reg, f->name, f->name_len)) &&
+	    (e = snap_find(sn, old))) {
+		if (gen <= e->generation) {
+			srv_log(SRV_LOG_NOTICE,
+				"filter '%s': %s/%s holds an older copy (generation %" PRIu64
+				", loaded %" PRIu64 "); %s",
+				f->name, sn->dir, file, gen, e->generation,
+				pack < 0 ? "removed" : "dropped from the pack");
+			if (pack < 0)
+				snap_unlink(sn, file, "older copy");
+			else
+				repack[pack] = true;
+			bf_filter_free(f);
+			return 0;
+		}
+		srv_log(SRV_LOG_NOTICE,
+			"filter '%s': %s/%s holds a newer copy (generation %" PRIu64
+			") than the one loaded (%" PRIu64 ")",
+			f->name, sn->dir, file, gen, e->generation);
+		if (e->pack >= 0)
+			repack[e->pack] = true;
+		snap_pack_leave(sn, e, UINT64_MAX);
+		if (e->own_file)
+			snap_unlink(sn, e->file, "older copy");
+		sn->ents[e->idx] = sn->ents[--sn->nents];
+		sn->ents[e->idx]->idx = e->idx;
+		free(e);
+		bf_registry_drop(sn->ctx->reg, f->name, f->name_len);
+		sn->st.loaded--;
+		rc = bf_registry_adopt(sn->ctx->reg, f->name, f->name_len, f);
+	}
+	if (rc == -ENOMEM) {
+		srv_log(SRV_LOG_ERR,
+			"snapshot %s/%s: filter '%s' needs %" PRIu64 " bytes; with %" PRIu64
+			" loaded that passes max_memory (%" PRIu64
+			"); not starting (raise max_memory)",
+			sn->dir, file, f->name, f->bytes, bf_registry_memory(sn->ctx->reg),
+			bf_registry_max_memory(sn->ctx->reg));
+		bf_filter_free(f);
+		return rc;
+	}
+	if (rc) {
+		char why[320];
+
+		snprintf(why, sizeof(why), "cannot add filter '%s': %s", f->name,
+			 rc == -EEXIST ? "a filter of that name is already loaded" : strerror(-rc));
+		bf_filter_free(f);
+		if (pack >= 0) {
+			srv_log(SRV_LOG_ERR, "snapshot %s/%s: %s; not loaded", sn->dir, file, why);
+			repack[pack] = true;
+		} else {
+			snap_set_aside(sn, file, why);
+		}
+		return 0;
+	}
+	e = snap_track(sn, f);
+	if (!e)
+		return -ENOMEM;
+	e->on_disk = true;
+	e->own_file = pack < 0;
+	e->saved_changes = f->changes;
+	e->need_lsn = f->lsn + 1;
+	e->generation = gen;
+	sn->st.loaded++;
+	/* Packed where it was not (a file of its own, or another pack): both are written. */
+	if (e->pack >= 0 && e->pack != pack)
+		repack[e->pack] = true;
+	if (pack >= 0 && e->pack != pack)
+		repack[pack] = true;
+	return 0;
+}
+
+/* Load one file of its own. 0 (loaded or set aside) or a negative errno that must stop the
+ * start. */
+static int snap_load_one(struct srv_snap *sn, const char *file, uint64_t *newest,
+			 bool repack[SNAP_PACKS])
 {
 	char why[640], expect[BF_SNAPSHOT_NAME_MAX];
 	struct bf_filter *f = NULL;
 	uint64_t gen = 0;
 	struct stat sb;
-	struct snap_entry *e;
 	int rc;
 
 	rc = bf_snapshot_read(sn->dirfd, file, &f, &gen, why, sizeof(why));
@@ -1048,32 +1706,6 @@ static int snap_load_one(struct srv_snap *sn, const char *file, uint64_t *newest
 		snap_set_aside(sn, file, "holds a filter that is not persistent");
 		return 0;
 	}
-	rc = bf_registry_adopt(sn->ctx->reg, f->name, f->name_len, f);
-	if (rc == -ENOMEM) {
-		srv_log(SRV_LOG_ERR,
-			"snapshot %s/%s: filter '%s' needs %" PRIu64 " bytes; with %" PRIu64
-			" loaded that passes max_memory (%" PRIu64
-			"); not starting (raise max_memory)",
-			sn->dir, file, f->name, f->bytes, bf_registry_memory(sn->ctx->reg),
-			bf_registry_max_memory(sn->ctx->reg));
-		bf_filter_free(f);
-		return rc;
-	}
-	if (rc) {
-		snprintf(why, sizeof(why), "cannot add filter '%s': %s", f->name,
-			 rc == -EEXIST ? "a filter of that name is already loaded" : strerror(-rc));
-		bf_filter_free(f);
-		snap_set_aside(sn, file, why);
-		return 0;
-	}
-	e = snap_track(sn, f);
-	if (!e)
-		return -ENOMEM;
-	e->on_disk = true;
-	e->saved_changes = f->changes;
-	e->need_lsn = f->lsn + 1;
-	e->generation = gen;
-	sn->st.loaded++;
 	if (fstatat(sn->dirfd, file, &sb, 0) == 0) {
 		sn->st.loaded_bytes += (uint64_t)sb.st_size;
 		if ((uint64_t)sb.st_mtime > *newest)
@@ -1082,7 +1714,103 @@ static int snap_load_one(struct srv_snap *sn, const char *file, uint64_t *newest
 	srv_log(SRV_LOG_DEBUG,
 		"loaded filter '%s' from %s/%s (%" PRIu64 " bytes, generation %" PRIu64 ")",
 		f->name, sn->dir, file, f->bytes, gen);
-	return 0;
+	return snap_adopt(sn, f, gen, file, -1, repack, NULL);
+}
+
+/*
+ * Keep a copy of a pack with a bad entry as FILE.corrupt (a hard link: the pack itself stays,
+ * its good entries load, and it is written again without the bad one).
+ */
+static void snap_keep_copy(struct srv_snap *sn, const char *file)
+{
+	char to[BF_SNAPSHOT_NAME_MAX + 32];
+
+	for (int i = 0; i < SNAP_CORRUPT_TRIES; i++) {
+		if (i)
+			snprintf(to, sizeof(to), "%s" SNAP_CORRUPT_SUFFIX ".%d", file, i);
+		else
+			snprintf(to, sizeof(to), "%s" SNAP_CORRUPT_SUFFIX, file);
+		if (linkat(sn->dirfd, file, sn->dirfd, to, 0) == 0) {
+			srv_log(SRV_LOG_NOTICE, "copy of %s/%s kept as %s", sn->dir, file, to);
+			return;
+		}
+		if (errno != EEXIST)
+			break;
+	}
+	srv_log(SRV_LOG_WARNING, "cannot keep a copy of %s/%s: %s", sn->dir, file, strerror(errno));
+}
+
+/* Load pack file `pack`. 0 (loaded, or set aside) or a negative errno that must stop the
+ * start. */
+static int snap_load_pack(struct srv_snap *sn, int pack, uint64_t *newest, bool repack[SNAP_PACKS])
+{
+	char file[32], why[640], label[96];
+	struct bf_pack pk;
+	struct stat sb;
+	bool kept = false;
+	int rc;
+
+	snap_pack_name(pack, file);
+	if (fstatat(sn->dirfd, file, &sb, AT_SYMLINK_NOFOLLOW) && errno == ENOENT)
+		return 0;
+	rc = bf_pack_open(sn->dirfd, file, &pk, why, sizeof(why));
+	if (rc == -EINVAL || rc == -ENOTSUP) {
+		snap_set_aside(sn, file, why);
+		snprintf(label, sizeof(label), "%s (every filter in it)", file);
+		snap_aside_note(sn, label, NULL, NULL, 0);
+		return 0;
+	}
+	if (rc) {
+		srv_log(SRV_LOG_ERR, "snapshot %s/%s: %s; not starting (fix or move the file)",
+			sn->dir, file, why);
+		return rc;
+	}
+	sn->st.loaded_bytes += pk.len;
+	if ((uint64_t)sb.st_mtime > *newest)
+		*newest = (uint64_t)sb.st_mtime;
+	for (uint32_t i = 0; i < pk.count && !rc; i++) {
+		struct bf_filter *f = NULL;
+		uint64_t gen;
+
+		rc = bf_pack_entry(&pk, i, UINT64_MAX, &f, &gen, why, sizeof(why));
+		if (rc == -EINVAL) {
+			const unsigned char *e;
+			const char *name = NULL;
+			size_t elen, nlen = 0;
+
+			bf_pack_entry_bytes(&pk, i, &e, &elen);
+			if (!bf_snapshot_entry_name(e, elen, &name, &nlen))
+				name = NULL;
+			srv_log(SRV_LOG_ERR,
+				"snapshot %s/%s: entry %" PRIu32 " (filter '%.*s'): %s; "
+				"not loaded",
+				sn->dir, file, i, name ? (int)nlen : 1, name ? name : "?", why);
+			if (!kept)
+				snap_keep_copy(sn, file);
+			kept = true;
+			repack[pack] = true;
+			sn->st.set_aside++;
+			snprintf(label, sizeof(label), "%s entry %" PRIu32, file, i);
+			snap_aside_note(sn, label, NULL, name, nlen);
+			rc = 0;
+			continue;
+		}
+		if (rc) {
+			srv_log(SRV_LOG_ERR,
+				"snapshot %s/%s: entry %" PRIu32 ": %s; not starting (raise "
+				"max_memory?)",
+				sn->dir, file, i, why);
+			break;
+		}
+		if (!f->params.persist) {
+			bf_filter_free(f);
+			repack[pack] = true;
+			continue;
+		}
+		rc = snap_adopt(sn, f, gen, file, pack, repack, NULL);
+	}
+	bf_pack_close(&pk);
+	return rc;
 }
 
 static int snap_load_all(struct srv_snap *sn)
@@ -1097,13 +1825,19 @@ static int snap_load_all(struct srv_snap *sn)
 		srv_log(SRV_LOG_ERR, "data_dir %s: cannot list: %s", sn->dir, strerror(-rc));
 		return rc;
 	}
+	bool repack[SNAP_PACKS] = {false};
+	for (int pack = 0; pack < SNAP_PACKS && !rc; pack++)
+		rc = snap_load_pack(sn, pack, &newest, repack);
 	for (i = 0; i < n && !rc; i++)
-		rc = snap_load_one(sn, names[i], &newest);
+		rc = snap_load_one(sn, names[i], &newest, repack);
 	for (i = 0; i < n; i++)
 		free(names[i]);
 	free(names);
 	if (rc)
 		return rc;
+	/* A pack is written again only if it must change: not for having been loaded. */
+	for (int pack = 0; pack < SNAP_PACKS; pack++)
+		sn->packs[pack].dirty = repack[pack];
 	ns = uv_hrtime() - t0;
 	sn->st.load_ms = snap_ms(ns);
 	if (newest)
@@ -1132,6 +1866,8 @@ int srv_snap_new(uv_loop_t *loop, const struct config *cfg, struct cmd_ctx *ctx,
 	sn->loop = loop;
 	sn->cfg = cfg;
 	sn->ctx = ctx;
+	for (int i = 0; i < SNAP_PACKS; i++)
+		sn->packs[i].gone_lsn = UINT64_MAX;
 	snprintf(sn->dir, sizeof(sn->dir), "%s", cfg->data_dir);
 	/* Each filter's entry here (and its slots in ents and pending) counts against max_memory.
 	 */
@@ -1162,8 +1898,10 @@ int srv_snap_new(uv_loop_t *loop, const struct config *cfg, struct cmd_ctx *ctx,
 	/* Neither can fail on an initialised loop. */
 	uv_timer_init(loop, &sn->timer);
 	uv_idle_init(loop, &sn->idle);
+	uv_idle_init(loop, &sn->pidle);
 	sn->timer.data = sn;
 	sn->idle.data = sn;
+	sn->pidle.data = sn;
 	sn->next_due_ms = uv_now(loop) + (uint64_t)cfg->snapshot_interval * 1000;
 	uv_timer_start(&sn->timer, snap_on_tick, SNAP_TICK_MS, SNAP_TICK_MS);
 	*out = sn;
@@ -1175,6 +1913,9 @@ fail:
 	for (size_t i = 0; i < sn->nents; i++)
 		free(sn->ents[i]);
 	free(sn->ents);
+	for (int i = 0; i < SNAP_PACKS; i++)
+		free(sn->packs[i].members);
+	snap_aside_free(sn);
 	free(sn);
 	return rc;
 }
@@ -1183,16 +1924,22 @@ void srv_snap_after_replay(struct srv_snap *sn, struct bf_registry *reg)
 {
 	struct bf_filter **list = NULL;
 	size_t n = 0;
+	bool by_file = false;
 
-	if (sn->naside && bf_registry_list(reg, "", 0, &list, &n))
+	for (size_t i = 0; i < sn->naside; i++)
+		by_file = by_file || sn->aside[i].file;
+	if (by_file && bf_registry_list(reg, "", 0, &list, &n))
 		n = 0;
 	for (size_t i = 0; i < sn->naside; i++) {
+		const struct snap_aside *a = &sn->aside[i];
 		const struct bf_filter *found = NULL;
 		char file[BF_SNAPSHOT_NAME_MAX];
 
-		for (size_t j = 0; j < n && !found; j++) {
+		if (a->name)
+			found = bf_registry_get(reg, a->name, strlen(a->name));
+		for (size_t j = 0; a->file && j < n && !found; j++) {
 			bf_snapshot_filename(list[j]->name, list[j]->name_len, file);
-			if (!strcmp(file, sn->aside[i]))
+			if (!strcmp(file, a->file))
 				found = list[j];
 		}
 		if (found)
@@ -1200,30 +1947,31 @@ void srv_snap_after_replay(struct srv_snap *sn, struct bf_registry *reg)
 			    SRV_LOG_NOTICE,
 			    "snapshot %s/%s was corrupt: filter '%s' rebuilt from the write-ahead "
 			    "log",
-			    sn->dir, sn->aside[i], found->name);
+			    sn->dir, a->label, found->name);
+		else if (!a->file && !a->name)
+			srv_log(SRV_LOG_ERR,
+				"snapshot %s/%s was corrupt: its filters that the write-ahead log "
+				"holds from their creation were rebuilt, the others are lost",
+				sn->dir, a->label);
 		else
 			srv_log(
 			    SRV_LOG_ERR,
 			    "snapshot %s/%s was corrupt and the write-ahead log no longer holds "
 			    "its filter from its creation: that filter is lost",
-			    sn->dir, sn->aside[i]);
-		free(sn->aside[i]);
+			    sn->dir, a->label);
 	}
 	free(list);
-	free(sn->aside);
-	sn->aside = NULL;
-	sn->naside = 0;
+	snap_aside_free(sn);
 }
 
 void srv_snap_free(struct srv_snap *sn)
 {
 	if (!sn)
 		return;
-	for (size_t i = 0; i < sn->naside; i++)
-		free(sn->aside[i]);
-	free(sn->aside);
+	snap_aside_free(sn);
 	if (sn->copy)
 		snap_copy_abort(sn);
+	snap_pjob_abort(sn);
 	/* A job still here means its after_work never ran: the loop was not drained. Its
 	 * memory may still be in use by the threadpool, so it is left alone. */
 	snap_pending_clear(sn);
@@ -1231,6 +1979,8 @@ void srv_snap_free(struct srv_snap *sn)
 		free(sn->ents[i]);
 	free(sn->ents);
 	free(sn->pending);
+	for (int i = 0; i < SNAP_PACKS; i++)
+		free(sn->packs[i].members);
 	close(sn->dirfd);
 	free(sn);
 }

@@ -98,9 +98,14 @@ struct srv_snap_status {
 int srv_snap_new(uv_loop_t *loop, const struct config *cfg, struct cmd_ctx *ctx,
 		 struct srv_snap **out);
 
-/* Command-layer hooks (struct cmd_hooks): a filter was created / is about to be dropped. */
+/*
+ * Command-layer hooks (struct cmd_hooks): a filter was created / is about to be dropped
+ * (remove_file) or cleared. A cleared packed filter is first written as a file of its own (so
+ * the next start loads it, as bloomd's clear promises); if that fails, the clear is refused
+ * with its negative errno. A drop returns 0.
+ */
 void srv_snap_created(struct srv_snap *sn, struct bf_filter *f);
-void srv_snap_dropping(struct srv_snap *sn, struct bf_filter *f, bool remove_file);
+int srv_snap_dropping(struct srv_snap *sn, struct bf_filter *f, bool remove_file);
 
 /*
  * The flush hook: make f's snapshot (f NULL: every dirty persistent filter's) durable before

@@ -111,6 +111,7 @@ static const struct {
     {"http_port", "0"},
     {"data_dir", "/srv/bloom data"},
     {"snapshot_interval", "0"},
+    {"snapshot_pack_bytes", "0"},
     {"wal", "off"},
     {"wal_fsync", "everysec"},
     {"wal_segment_bytes", "4096"},
@@ -149,6 +150,7 @@ static void other_config(struct config *c)
 	c->http_port = 0;
 	set_str(c->data_dir, sizeof(c->data_dir), "/srv/bloom data");
 	c->snapshot_interval = 0;
+	c->snapshot_pack_bytes = 0;
 	c->wal = 0;
 	c->wal_fsync = 1;
 	c->wal_segment_bytes = 4096;
@@ -182,6 +184,7 @@ static void expect_config_eq(const struct config *a, const struct config *b)
 	ck_assert_int_eq(a->wal_fsync, b->wal_fsync);
 	ck_assert_uint_eq(a->wal_segment_bytes, b->wal_segment_bytes);
 	ck_assert_uint_eq(a->wal_max_bytes, b->wal_max_bytes);
+	ck_assert_uint_eq(a->snapshot_pack_bytes, b->snapshot_pack_bytes);
 	ck_assert_uint_eq(a->default_capacity, b->default_capacity);
 	ck_assert(a->default_error_rate == b->default_error_rate);
 	ck_assert_uint_eq(a->max_memory, b->max_memory);
@@ -218,6 +221,7 @@ START_TEST(test_defaults)
 	ck_assert_int_eq(c.wal_fsync, 0);
 	ck_assert_uint_eq(c.wal_segment_bytes, 64u << 20);
 	ck_assert_uint_eq(c.wal_max_bytes, 1u << 30);
+	ck_assert_uint_eq(c.snapshot_pack_bytes, 64u << 10);
 	ck_assert_uint_eq(c.default_capacity, 100000);
 	ck_assert(c.default_error_rate == 0.01);
 	ck_assert_uint_eq(c.max_memory, 4294967296ULL);
@@ -298,7 +302,7 @@ START_TEST(test_other_values_cover_every_field)
 	other_config(&want);
 	expect_config_eq(&c, &want);
 	expect_valid(&c);
-	ck_assert_uint_eq(N_OTHER, 24);
+	ck_assert_uint_eq(N_OTHER, 25);
 }
 END_TEST
 

@@ -579,16 +579,16 @@ static void flip_middle(const char *name)
 	close(fd);
 }
 
-/* A corrupt snapshot is set aside; while the log still holds its filter from its creation,
- * the replay rebuilds it with every key. Once the log no longer does, the filter is lost and
- * the log says so (the others load). */
+/* A corrupt snapshot file of its own is set aside (packed ones: test_persist); while the log
+ * still holds its filter from its creation, the replay rebuilds it with every key. Once the log no
+ * longer does, the filter is lost and the log says so (the others load). */
 START_TEST(test_corrupt_snapshot_rebuilt_from_log)
 {
 	char line[64], path[600];
 	struct stat sb;
 
 	dir_new();
-	start_in(CONF("snapshot_interval = 0\n"));
+	start_in(CONF("snapshot_interval = 0\nsnapshot_pack_bytes = 0\n"));
 	int fd = conn();
 	ck_assert_str_eq(txt(fd, "create c capacity=10000"), "Done\n");
 	for (int i = 0; i < 200; i++) {
@@ -599,7 +599,7 @@ START_TEST(test_corrupt_snapshot_rebuilt_from_log)
 	close(fd);
 	kill9();
 	flip_middle("c.bsnap");
-	start_in(CONF("snapshot_interval = 0\n"));
+	start_in(CONF("snapshot_interval = 0\nsnapshot_pack_bytes = 0\n"));
 	ck_assert(itest_log_wait(
 	    &d, "c.bsnap was corrupt: filter 'c' rebuilt from the write-ahead log", T));
 	fd = conn();
@@ -611,7 +611,8 @@ START_TEST(test_corrupt_snapshot_rebuilt_from_log)
 
 	/* Small segments, released once the snapshots cover them: the log loses c's create. */
 	dir_new();
-	start_in(CONF("snapshot_interval = 0\nwal_segment_bytes = 4096\n"));
+	start_in(
+	    CONF("snapshot_interval = 0\nsnapshot_pack_bytes = 0\nwal_segment_bytes = 4096\n"));
 	fd = conn();
 	ck_assert_str_eq(txt(fd, "create c capacity=10000"), "Done\n");
 	ck_assert_str_eq(txt(fd, "create other capacity=10000"), "Done\n");
@@ -626,7 +627,8 @@ START_TEST(test_corrupt_snapshot_rebuilt_from_log)
 	close(fd);
 	kill9();
 	flip_middle("c.bsnap");
-	start_in(CONF("snapshot_interval = 0\nwal_segment_bytes = 4096\n"));
+	start_in(
+	    CONF("snapshot_interval = 0\nsnapshot_pack_bytes = 0\nwal_segment_bytes = 4096\n"));
 	ck_assert(
 	    itest_log_wait(&d, "c.bsnap was corrupt and the write-ahead log no longer holds", T));
 	fd = conn();
