@@ -1842,7 +1842,7 @@ static int snap_load_all(struct srv_snap *sn)
 	sn->st.load_ms = snap_ms(ns);
 	if (newest)
 		sn->ctx->last_save_unix = newest;
-	if (n)
+	if (n || sn->st.loaded || sn->st.set_aside)
 		srv_log(SRV_LOG_INFO,
 			"loaded %" PRIu64 " filters (%" PRIu64 " bytes) from %s in %" PRIu64
 			" ms (%.2f GB/s)%s",

@@ -1196,6 +1196,374 @@ START_TEST(test_log_escapes_name_bytes)
 END_TEST
 
 /* Cases left out of the suite on this machine, reported as TAP skips. */
+/* ---------------------------------------------------------------------------------------- */
+/* Pack files (DESIGN.md §6: small filters share 16 files) */
+
+/* True under valgrind ($BLOSSOMD_WRAPPER), where the daemon runs 20-50x slower. */
+static bool under_valgrind(void)
+{
+	const char *w = getenv("BLOSSOMD_WRAPPER");
+
+	return w && strstr(w, "valgrind");
+}
+
+/*
+ * Send one line per filter i in [from, to) ("VERB pf<i> ARGS") in pipelined batches, and
+ * expect reply for each one.
+ */
+static void per_filter(int fd, const char *verb, const char *args, unsigned long from,
+		       unsigned long to, const char *reply)
+{
+	enum { BATCH = 1000 };
+	size_t rlen = strlen(reply), cap = BATCH * (strlen(verb) + strlen(args) + 32);
+	char *out = malloc(cap), *in = malloc(BATCH * rlen + 1), *want = malloc(BATCH * rlen + 1);
+
+	ck_assert(out && in && want);
+	for (unsigned long i = from; i < to; i += BATCH) {
+		unsigned long end = i + BATCH < to ? i + BATCH : to;
+		size_t len = 0, n = end - i;
+
+		for (unsigned long k = i; k < end; k++) {
+			len +=
+			    (size_t)snprintf(out + len, cap - len, "%s pf%lu%s\n", verb, k, args);
+			memcpy(want + (k - i) * rlen, reply, rlen);
+		}
+		ck_assert_int_eq(itest_send(fd, out, len), 0);
+		ck_assert_int_eq(itest_recv_n(fd, in, n * rlen, T), (ssize_t)(n * rlen));
+		ck_assert_msg(!memcmp(in, want, n * rlen), "%s pf%lu..: got '%.*s'", verb, i,
+			      (int)(rlen * 2), in);
+	}
+	free(out);
+	free(in);
+	free(want);
+}
+
+#define TEN_KEYS " k0 k1 k2 k3 k4 k5 k6 k7 k8 k9"
+#define TEN_YES	 "Yes Yes Yes Yes Yes Yes Yes Yes Yes Yes\n"
+
+/* The pack file holding the bytes of name (a filter's entry), its bytes and where. */
+static unsigned char *pack_with(const char *name, char file[32], size_t *len, size_t *at)
+{
+	for (int i = 0; i < 16; i++) {
+		unsigned char *p, *hit;
+
+		snprintf(file, 32, "pack-%02d.bpack", i);
+		p = slurp(file, len);
+		if (!p)
+			continue;
+		hit = memmem(p, *len, name, strlen(name));
+		if (hit) {
+			*at = (size_t)(hit - p);
+			return p;
+		}
+		free(p);
+	}
+	return NULL;
+}
+
+/*
+ * Issue 13: 100,000 small filters (capacity 100, 10 keys each) survive a restart with every
+ * key, from 16 pack files and no file per filter; keys added after the checkpoint come back
+ * from the log; a clean stop writes the packs again.
+ */
+START_TEST(test_packs_many_filters_restart)
+{
+	unsigned long n = under_valgrind() ? 3000 : 100000;
+	int64_t t0;
+	int fd;
+
+	packed = true;
+	data_dir_new();
+	start_in_dir(CONF("snapshot_interval = 0\n"));
+	fd = conn();
+	per_filter(fd, "create", " capacity=100", 0, n, "Done\n");
+	per_filter(fd, "bulk", TEN_KEYS, 0, n, TEN_YES);
+	TXT(fd, "flush", "Done\n");
+	ck_assert_int_eq(count_suffix(".bpack"), 16);
+	ck_assert_int_eq(count_suffix(".bsnap"), 0);
+	/* After the checkpoint: only in the log. */
+	per_filter(fd, "set", " late", 0, n / 10, "Yes\n");
+	close(fd);
+	kill9();
+
+	t0 = itest_now_ms();
+	start_in_dir(CONF("snapshot_interval = 0\n"));
+	fprintf(stderr, "%lu filters: restart to ready in %lld ms\n", n,
+		(long long)(itest_now_ms() - t0));
+	ck_assert_msg(itest_log_wait(&d, "loaded ", T), "%s", itest_log(&d));
+	fd = conn();
+	per_filter(fd, "multi", TEN_KEYS, 0, n, TEN_YES);
+	per_filter(fd, "check", " late", 0, n / 10, "Yes\n");
+	per_filter(fd, "check", " late", n / 10, n / 10 + 100, "No\n");
+	close(fd);
+	stop();
+
+	start_in_dir(CONF("snapshot_interval = 0\nwal = off\n"));
+	fd = conn();
+	per_filter(fd, "multi", TEN_KEYS, 0, n, TEN_YES);
+	per_filter(fd, "check", " late", 0, n / 10, "Yes\n");
+	close(fd);
+	stop();
+	ck_assert_int_eq(count_suffix(".bsnap"), 0);
+}
+END_TEST
+
+/*
+ * SIGKILL while checkpoints of packs run (a cycle every second over 20,000 changing filters,
+ * so most kills land in one): every acknowledged key is there after the restart.
+ */
+START_TEST(test_packs_kill9_during_checkpoints)
+{
+	unsigned long n = under_valgrind() ? 1000 : 20000;
+	unsigned seed = (unsigned)time(NULL) ^ (unsigned)getpid();
+	int rounds = under_valgrind() ? 2 : 6;
+	unsigned long acked = 0;
+	char line[128], reply[256];
+	int fd;
+
+	packed = true;
+	fprintf(stderr, "seed %u\n", seed);
+	srand(seed);
+	data_dir_new();
+	start_in_dir(CONF("snapshot_interval = 1\n"));
+	fd = conn();
+	per_filter(fd, "create", " capacity=100", 0, n, "Done\n");
+	close(fd);
+	for (int r = 0; r < rounds; r++) {
+		pid_t k;
+
+		fd = conn();
+		/* Every filter dirty, so the next cycles rewrite every pack. */
+		per_filter(fd, "set", " base", 0, n, r ? "No\n" : "Yes\n");
+		k = killer(daemon_pid(), 1000 + rand() % 2500);
+		for (;;) {
+			FMT(line, "set pf%lu x%lu\n", acked % n, acked);
+			if (!try_line(fd, line, reply, sizeof(reply)))
+				break;
+			ck_assert_msg(!strcmp(reply, "Yes\n") || !strcmp(reply, "No\n"), "%s",
+				      reply);
+			acked++;
+		}
+		waitpid(k, NULL, 0);
+		close(fd);
+		kill9();
+		start_in_dir(CONF("snapshot_interval = 1\n"));
+		fd = conn();
+		for (unsigned long i = 0; i < acked; i++) {
+			FMT(line, "check pf%lu x%lu", i % n, i);
+			ck_assert_msg(!strcmp(txt(fd, line), "Yes\n"), "round %d: key %lu lost", r,
+				      i);
+		}
+		per_filter(fd, "check", " base", 0, n, "Yes\n");
+		close(fd);
+	}
+	fprintf(stderr, "%d kills, %lu keys acknowledged, all present\n", rounds, acked);
+	stop();
+}
+END_TEST
+
+/* Set up a packed victim among others, all created in the log, checkpointed and killed. */
+static void victim_setup(void)
+{
+	int fd;
+
+	packed = true;
+	data_dir_new();
+	start_in_dir(CONF("snapshot_interval = 0\n"));
+	fd = conn();
+	per_filter(fd, "create", " capacity=1000", 0, 64, "Done\n");
+	per_filter(fd, "bulk", TEN_KEYS, 0, 64, TEN_YES);
+	TXT(fd, "create victim-filter-0001 capacity=1000", "Done\n");
+	add_keys(fd, "victim-filter-0001", "v", 0, 300);
+	TXT(fd, "flush", "Done\n");
+	close(fd);
+	kill9();
+}
+
+/* Every key of the victim and of the 64 others is there. */
+static void victim_all_there(void)
+{
+	int fd = conn();
+
+	ck_assert_uint_eq(count_missing(fd, "victim-filter-0001", "v", 0, 300), 0);
+	per_filter(fd, "multi", TEN_KEYS, 0, 64, TEN_YES);
+	close(fd);
+}
+
+/*
+ * A flipped byte in one filter's packed entry costs that entry only: it is refused (checksum),
+ * a copy of the pack is kept as .corrupt, the others in the pack load, and the filter is
+ * rebuilt from the log, which holds it from its creation. The next checkpoint writes the pack
+ * again, whole.
+ */
+START_TEST(test_pack_corrupt_entry)
+{
+	char file[32], keep[64];
+	size_t len, at;
+	unsigned char *p;
+
+	victim_setup();
+	p = pack_with("victim-filter-0001", file, &len, &at);
+	ck_assert_ptr_nonnull(p);
+	p[at + 300] ^= 0x10; /* in its bits */
+	spit(file, p, len);
+	free(p);
+
+	start_in_dir(CONF("snapshot_interval = 0\n"));
+	ck_assert(itest_log_wait(&d, "(filter 'victim-filter-0001'): checksum mismatch", T));
+	ck_assert(itest_log_wait(
+	    &d, "was corrupt: filter 'victim-filter-0001' rebuilt from the write-ahead log", T));
+	victim_all_there();
+	FMT(keep, "%s.corrupt", file);
+	ck_assert(exists(keep));
+	int fd = conn();
+	TXT(fd, "flush", "Done\n");
+	close(fd);
+	kill9();
+	start_in_dir(CONF("snapshot_interval = 0\n"));
+	ck_assert(!strstr(itest_log(&d), "corrupt:"));
+	ck_assert(!strstr(itest_log(&d), "checksum"));
+	victim_all_there();
+	stop();
+}
+END_TEST
+
+/*
+ * A flipped byte in a pack's index makes the whole pack unreadable: it is set aside as
+ * .corrupt, and its filters, which the log holds from their creation, are rebuilt.
+ */
+START_TEST(test_pack_corrupt_index)
+{
+	char file[32], aside[64];
+	size_t len, at;
+	unsigned char *p;
+
+	victim_setup();
+	p = pack_with("victim-filter-0001", file, &len, &at);
+	ck_assert_ptr_nonnull(p);
+	p[36] ^= 0x01; /* the first index entry's offset */
+	spit(file, p, len);
+	free(p);
+
+	start_in_dir(CONF("snapshot_interval = 0\n"));
+	ck_assert(itest_log_wait(&d, "index checksum mismatch", T));
+	ck_assert(itest_log_wait(&d,
+				 "its filters that the write-ahead log holds from their "
+				 "creation were rebuilt",
+				 T));
+	FMT(aside, "%s.corrupt", file);
+	ck_assert(exists(aside));
+	ck_assert(!exists(file));
+	victim_all_there();
+	stop();
+	/* The clean stop wrote the pack again. */
+	ck_assert(exists(file));
+	start_in_dir(CONF("snapshot_interval = 0\nwal = off\n"));
+	victim_all_there();
+	stop();
+}
+END_TEST
+
+/*
+ * A filter that grows past snapshot_pack_bytes moves to a file of its own (and out of its
+ * pack); a cleared packed filter is written as a file of its own, which the next start loads
+ * (bloomd's clear) and the next checkpoint packs again.
+ */
+START_TEST(test_pack_moves)
+{
+	char file[32];
+	size_t len, at;
+	unsigned char *p;
+	int fd;
+
+	packed = true;
+	data_dir_new();
+	start_in_dir(CONF("snapshot_interval = 0\nsnapshot_pack_bytes = 4k\n"));
+	fd = conn();
+	TXT(fd, "create grower-filter capacity=100", "Done\n");
+	add_keys(fd, "grower-filter", "g", 0, 50);
+	TXT(fd, "flush grower-filter", "Done\n");
+	ck_assert(!exists("grower-filter.bsnap"));
+	p = pack_with("grower-filter", file, &len, &at);
+	ck_assert_ptr_nonnull(p);
+	free(p);
+	add_keys(fd, "grower-filter", "g", 50, 5000);
+	TXT(fd, "flush", "Done\n");
+	ck_assert(exists("grower-filter.bsnap"));
+	p = pack_with("grower-filter", file, &len, &at);
+	ck_assert_msg(!p, "still in %s", file);
+
+	TXT(fd, "create cleared-filter capacity=100", "Done\n");
+	add_keys(fd, "cleared-filter", "c", 0, 80);
+	TXT(fd, "flush", "Done\n");
+	ck_assert(!exists("cleared-filter.bsnap"));
+	TXT(fd, "clear cleared-filter", "Done\n");
+	ck_assert(exists("cleared-filter.bsnap"));
+	TXT(fd, "check cleared-filter c1", "Filter does not exist\n");
+	close(fd);
+	kill9();
+
+	start_in_dir(CONF("snapshot_interval = 0\nsnapshot_pack_bytes = 4k\n"));
+	fd = conn();
+	ck_assert_uint_eq(count_missing(fd, "grower-filter", "g", 0, 5000), 0);
+	ck_assert_uint_eq(count_missing(fd, "cleared-filter", "c", 0, 80), 0);
+	/* Small again in a pack at the next checkpoint; its own file goes. */
+	TXT(fd, "flush", "Done\n");
+	ck_assert(!exists("cleared-filter.bsnap"));
+	p = pack_with("cleared-filter", file, &len, &at);
+	ck_assert_ptr_nonnull(p);
+	free(p);
+	close(fd);
+	kill9();
+	start_in_dir(CONF("snapshot_interval = 0\nsnapshot_pack_bytes = 4k\n"));
+	fd = conn();
+	ck_assert_uint_eq(count_missing(fd, "cleared-filter", "c", 0, 80), 0);
+	ck_assert_uint_eq(count_missing(fd, "grower-filter", "g", 0, 5000), 0);
+	close(fd);
+	stop();
+}
+END_TEST
+
+/*
+ * A dropped packed filter stays dropped: killed before its pack was written again, the log's
+ * drop record (kept until then) removes it at the next start; without the log, a clean stop
+ * writes the pack without it.
+ */
+START_TEST(test_pack_drop_stays_dropped)
+{
+	int fd;
+
+	packed = true;
+	data_dir_new();
+	start_in_dir(CONF("snapshot_interval = 0\n"));
+	fd = conn();
+	per_filter(fd, "create", " capacity=100", 0, 40, "Done\n");
+	per_filter(fd, "set", " a", 0, 40, "Yes\n");
+	TXT(fd, "flush", "Done\n");
+	per_filter(fd, "drop", "", 0, 20, "Done\n");
+	close(fd);
+	kill9();
+	start_in_dir(CONF("snapshot_interval = 0\n"));
+	fd = conn();
+	per_filter(fd, "check", " a", 0, 20, "Filter does not exist\n");
+	per_filter(fd, "check", " a", 20, 40, "Yes\n");
+	close(fd);
+	stop();
+
+	start_in_dir(CONF("snapshot_interval = 0\nwal = off\n"));
+	fd = conn();
+	per_filter(fd, "drop", "", 20, 30, "Done\n");
+	close(fd);
+	stop();
+	start_in_dir(CONF("snapshot_interval = 0\nwal = off\n"));
+	fd = conn();
+	per_filter(fd, "check", " a", 0, 30, "Filter does not exist\n");
+	per_filter(fd, "check", " a", 30, 40, "Yes\n");
+	close(fd);
+	stop();
+}
+END_TEST
+
 static struct check_skip skips[3];
 static size_t nskips;
 
@@ -1207,6 +1575,7 @@ static Suite *persist_suite(void)
 	TCase *corrupt = tcase_create("corrupt");
 	TCase *misc = tcase_create("misc");
 	TCase *faults = tcase_create("faults");
+	TCase *packs = tcase_create("packs");
 
 	tcase_set_timeout(restart, 60);
 	tcase_add_test(restart, test_restart_every_type);
@@ -1244,6 +1613,15 @@ static Suite *persist_suite(void)
 	}
 	tcase_add_test(misc, test_log_escapes_name_bytes);
 	suite_add_tcase(s, faults);
+
+	tcase_set_timeout(packs, 600);
+	tcase_add_test(packs, test_packs_many_filters_restart);
+	tcase_add_test(packs, test_packs_kill9_during_checkpoints);
+	tcase_add_test(packs, test_pack_corrupt_entry);
+	tcase_add_test(packs, test_pack_corrupt_index);
+	tcase_add_test(packs, test_pack_moves);
+	tcase_add_test(packs, test_pack_drop_stays_dropped);
+	suite_add_tcase(s, packs);
 	return s;
 }
 
