@@ -131,6 +131,7 @@ struct bf_replay {
 	struct slot *slots;
 	size_t cap, used; /* used: slots with an id, removed ones included */
 	struct bf_replay_stats st;
+	bool index_failed; /* bf_replay_new: an index_put failed */
 };
 
 static struct slot *slot_of(const struct bf_replay *rp, uint64_t id)
@@ -147,6 +148,9 @@ static int index_put(struct bf_replay *rp, struct bf_filter *f)
 	if (2 * (rp->used + 1) > rp->cap) {
 		struct bf_replay old = *rp;
 		size_t cap = rp->cap ? 2 * rp->cap : 64;
+		/* Room for every filter there is at once (no rehash per doubling at start). */
+		while (cap < 2 * (bf_registry_count(rp->reg) + 1))
+			cap *= 2;
 		rp->slots = calloc(cap, sizeof(*rp->slots));
 		if (!rp->slots) {
 			rp->slots = old.slots;
@@ -170,29 +174,36 @@ static int index_put(struct bf_replay *rp, struct bf_filter *f)
 	return 0;
 }
 
+static void index_visit(void *arg, struct bf_filter *f)
+{
+	struct bf_replay *rp = arg;
+
+	if (index_put(rp, f))
+		rp->index_failed = true;
+}
+
 int bf_replay_new(struct bf_registry *r, bf_replay_dropping_fn dropping,
 		  bf_replay_created_fn created, void *arg, struct bf_replay **out)
 {
 	struct bf_replay *rp = calloc(1, sizeof(*rp));
-	struct bf_filter **list = NULL;
-	size_t n = 0;
+	uint64_t cursor = 0;
 
-	if (!rp || bf_registry_list(r, "", 0, &list, &n))
-		goto fail;
+	if (!rp)
+		return -ENOMEM;
 	rp->reg = r;
 	rp->dropping = dropping;
 	rp->created = created;
 	rp->arg = arg;
-	for (size_t i = 0; i < n; i++)
-		if (index_put(rp, list[i]))
-			goto fail;
-	free(list);
+	/* Every filter by id, in one unsorted pass (a million are not sorted at start). */
+	do
+		cursor = bf_registry_scan(r, cursor, 4096, index_visit, rp);
+	while (cursor && !rp->index_failed);
+	if (rp->index_failed) {
+		bf_replay_free(rp);
+		return -ENOMEM;
+	}
 	*out = rp;
 	return 0;
-fail:
-	free(list);
-	bf_replay_free(rp);
-	return -ENOMEM;
 }
 
 void bf_replay_free(struct bf_replay *rp)

@@ -97,6 +97,9 @@ struct cmd_ctx {
 	 */
 	uint64_t durable_lsn;
 	bool log_failed;
+	/* The newest LSN appended to the log (0: none): a checkpoint cut now holds every change
+	 * up to it, so a replay of what it holds starts after it. */
+	uint64_t logged_lsn;
 	/*
 	 * The replies built since the front end last set this to 0 must not be sent before
 	 * durable_lsn reaches it: the LSN of each change they acknowledge, and of the last change

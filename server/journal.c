@@ -35,6 +35,7 @@ static uint64_t journal_log(void *arg, int type, const void *payload, size_t len
 		srv_log(SRV_LOG_ERR, "write-ahead log: out of memory for a record; change refused");
 		return 0;
 	}
+	s->ctx.logged_lsn = lsn;
 	return lsn;
 }
 
@@ -224,10 +225,11 @@ int journal_start(struct srv *s)
 	s->wal_replay_ns = st.ns;
 	bf_replay_free(jr.rp);
 	jr.rp = NULL;
-	srv_snap_after_replay(s->snap, s->reg);
 	rc = journal_fill(s, newest);
 	if (rc)
 		goto fail;
+	s->ctx.logged_lsn = wal_next_lsn(s->wal) - 1;
+	srv_snap_after_replay(s->snap, s->reg);
 
 	rc = uv_check_init(&s->loop, &s->wal_check);
 	if (rc)
@@ -286,6 +288,12 @@ void journal_stop(struct srv *s)
 	if (s->wal_check_init)
 		uv_close((uv_handle_t *)&s->wal_check, NULL);
 	s->wal_check_init = false;
+	/* What the checkpoints on disk cover now need not be replayed by the next start (the
+	 * final snapshots still running only lower what is needed later, never this). */
+	uint64_t need = srv_snap_log_needed(s->snap);
+	if (need > wal_next_lsn(s->wal))
+		need = wal_next_lsn(s->wal);
+	wal_release(s->wal, need);
 	int rc = wal_close(s->wal);
 	if (rc)
 		srv_log(SRV_LOG_ERR,

@@ -70,7 +70,7 @@ struct snap_pjob {
 	struct snap_entry **ents; /* the members when the job began (each ->packing) */
 	size_t n, pos;		  /* encoded up to pos */
 	struct {
-		uint64_t cut, lsn, generation;
+		uint64_t cut, need, generation;
 		bool in; /* encoded into the file (not dropped before its turn) */
 	} * cuts;
 	unsigned char *buf;
@@ -98,6 +98,7 @@ struct snap_job {
 	struct bf_filter *f; /* what the worker writes */
 	bool owned;	     /* f is a copy, freed with the job */
 	uint64_t cut;	     /* e->f->changes that f holds (at least) */
+	uint64_t need;	     /* the first LSN a replay on top of it needs (snap_need at the cut) */
 	uint64_t generation;
 	char file[BF_SNAPSHOT_NAME_MAX]; /* e->file: the worker never reads e */
 	bool remove_after;		 /* dropped meanwhile: remove the file once written */
@@ -167,6 +168,13 @@ static void snap_step(struct srv_snap *sn);
 static bool snap_dirty(const struct snap_entry *e)
 {
 	return e->f && (!e->on_disk || e->f->changes != e->saved_changes);
+}
+
+/* The first LSN a replay on top of a cut of f taken now needs: every change to f logged so far
+ * is in the cut, and the log is at ctx->logged_lsn (f->lsn + 1 if the log is off). */
+static uint64_t snap_need(const struct srv_snap *sn, const struct bf_filter *f)
+{
+	return (sn->ctx->logged_lsn > f->lsn ? sn->ctx->logged_lsn : f->lsn) + 1;
 }
 
 /* f goes in a pack file (else a file of its own): its bits are small enough. */
@@ -330,7 +338,7 @@ static void snap_record_failure(struct srv_snap *sn, struct snap_entry *e, const
  * log. cut/generation: what the file holds if rc is 0. kind names the trigger for the log.
  */
 static void snap_record(struct srv_snap *sn, struct snap_entry *e, const char *file,
-			const char *name, int rc, const char *step, uint64_t cut, uint64_t lsn,
+			const char *name, int rc, const char *step, uint64_t cut, uint64_t need,
 			uint64_t generation, uint64_t bytes, uint64_t write_ns, const char *kind)
 {
 	uint64_t now = (uint64_t)time(NULL);
@@ -354,7 +362,7 @@ static void snap_record(struct srv_snap *sn, struct snap_entry *e, const char *f
 	if (e->f) {
 		e->on_disk = true;
 		e->saved_changes = cut;
-		e->need_lsn = lsn + 1;
+		e->need_lsn = need;
 		e->generation = generation;
 		e->failed = false;
 		e->own_file = true;
@@ -397,6 +405,7 @@ static struct snap_job *snap_job_new(struct srv_snap *sn, struct snap_entry *e)
 	job->sn = sn;
 	job->e = e;
 	job->cut = e->f->changes;
+	job->need = snap_need(sn, e->f);
 	job->generation = e->generation + 1;
 	job->req.data = job;
 	snprintf(job->file, sizeof(job->file), "%s", e->file);
@@ -454,7 +463,7 @@ static void snap_apply(struct srv_snap *sn, struct snap_job *job)
 	if (job->applied)
 		return;
 	job->applied = true;
-	snap_record(sn, e, job->file, job->f->name, job->rc, job->step, job->cut, job->f->lsn,
+	snap_record(sn, e, job->file, job->f->name, job->rc, job->step, job->cut, job->need,
 		    job->generation, BF_SNAPSHOT_HEADER_LEN + job->f->bytes, job->write_ns,
 		    sn->stopping ? "final" : "periodic");
 	if (job->rc == 0 && job->copy_ns)
@@ -615,6 +624,7 @@ static int snap_copy_begin(struct srv_snap *sn, struct snap_job *job)
 		return -1;
 	}
 	job->cut = f->changes;
+	job->need = snap_need(sn, f);
 	if (f->params.type == BF_TYPE_COUNTING || f->bytes <= SRV_SNAP_SLICE) {
 		bf_filter_copy_body(c, f, 0, f->bytes);
 		job->copy_ns = job->copy_max_ns = uv_hrtime() - t0;
@@ -752,6 +762,7 @@ static struct snap_pjob *snap_pjob_new(struct srv_snap *sn, int pack)
  * cut of its filter. 0 or -ENOMEM. */
 static int snap_pjob_encode(struct snap_pjob *pj, uint64_t budget_ns)
 {
+	struct srv_snap *sn = pj->sn;
 	uint64_t t0 = uv_hrtime();
 
 	while (pj->pos < pj->n) {
@@ -775,7 +786,7 @@ static int snap_pjob_encode(struct snap_pjob *pj, uint64_t budget_ns)
 			}
 			pj->cuts[pj->pos].generation = e->generation + 1;
 			pj->cuts[pj->pos].cut = f->changes;
-			pj->cuts[pj->pos].lsn = f->lsn;
+			pj->cuts[pj->pos].need = snap_need(sn, f);
 			pj->cuts[pj->pos].in = true;
 			bf_snapshot_entry_encode(f, e->generation + 1, pj->buf + pj->len);
 			pj->len += need;
@@ -835,7 +846,7 @@ static void snap_pjob_apply(struct srv_snap *sn, struct snap_pjob *pj)
 		e->on_disk = true;
 		e->failed = false;
 		e->saved_changes = pj->cuts[i].cut;
-		e->need_lsn = pj->cuts[i].lsn + 1;
+		e->need_lsn = pj->cuts[i].need;
 		e->generation = pj->cuts[i].generation;
 		/* Packed now: a file of its own from before is older, and no longer needed. */
 		if (e->own_file && e->pack == pj->pack) {
@@ -1203,8 +1214,9 @@ uint64_t srv_snap_log_needed(const struct srv_snap *sn)
 {
 	uint64_t need = UINT64_MAX;
 
+	/* A clean filter needs nothing: no record about it follows what its snapshot holds. */
 	for (size_t i = 0; i < sn->nents; i++)
-		if (sn->ents[i]->need_lsn < need)
+		if (sn->ents[i]->need_lsn < need && snap_dirty(sn->ents[i]))
 			need = sn->ents[i]->need_lsn;
 	for (int i = 0; i < SNAP_PACKS; i++)
 		if (sn->packs[i].gone_lsn < need)
@@ -1249,7 +1261,7 @@ static int snap_write_now(struct srv_snap *sn, struct snap_entry *e)
 	gen = e->generation + 1;
 	t0 = uv_hrtime();
 	rc = bf_snapshot_write(f, gen, sn->dirfd, e->file, &step);
-	snap_record(sn, e, e->file, f->name, rc, step, f->changes, f->lsn, gen,
+	snap_record(sn, e, e->file, f->name, rc, step, f->changes, snap_need(sn, f), gen,
 		    BF_SNAPSHOT_HEADER_LEN + f->bytes, uv_hrtime() - t0, "flush");
 	return rc;
 }

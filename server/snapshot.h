@@ -132,9 +132,10 @@ void srv_snap_shutdown(struct srv_snap *sn);
 bool srv_snap_final_failed(const struct srv_snap *sn);
 
 /*
- * The write-ahead log: the oldest LSN some filter's replay still needs (the one after what its
- * snapshot holds, or its first record if it has none); UINT64_MAX with no persistent filter.
- * Segments below it may be deleted.
+ * The write-ahead log: the oldest LSN some filter's replay still needs: for a filter changed
+ * since its snapshot, the log's position when that snapshot was cut (or its first record if it
+ * has none); a filter unchanged since needs nothing; a drop not yet written out of its pack
+ * needs its record. UINT64_MAX if nothing is needed. Segments below it may be deleted.
  */
 uint64_t srv_snap_log_needed(const struct srv_snap *sn);
 

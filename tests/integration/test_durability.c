@@ -667,6 +667,75 @@ static bool have_strace(void)
 	return system("strace -f -qq -o /dev/null true >/dev/null 2>&1") == 0;
 }
 
+/* The segment files in the data dir's wal/. */
+static int count_segments(void)
+{
+	char path[600];
+	struct dirent *de;
+	int n = 0;
+
+	snprintf(path, sizeof(path), "%s/wal", dir);
+	DIR *dd = opendir(path);
+	ck_assert_ptr_nonnull(dd);
+	while ((de = readdir(dd)))
+		n += strstr(de->d_name, ".wal") != NULL;
+	closedir(dd);
+	return n;
+}
+
+/*
+ * A filter that stops changing must not pin the log: once its checkpoint holds everything it
+ * had, the segments written after are not kept for it (a checkpoint needs the log only from
+ * the moment it was cut). Before, an idle filter kept every segment since its last change, so
+ * the log grew without bound. Also after a restart: a filter the replay did not change needs
+ * nothing older.
+ */
+START_TEST(test_idle_filter_does_not_pin_the_log)
+{
+	char line[64];
+	int fd;
+
+	for (int round = 0; round < 2; round++) {
+		if (round == 0) {
+			dir_new();
+			start_in(CONF("snapshot_interval = 1\nwal_segment_bytes = 4096\n"));
+		} else {
+			start_in(CONF("snapshot_interval = 1\nwal_segment_bytes = 4096\n"));
+		}
+		fd = conn();
+		if (round == 0) {
+			ck_assert_str_eq(txt(fd, "create idle capacity=1000"), "Done\n");
+			ck_assert_str_eq(txt(fd, "set idle only"), "Yes\n");
+			ck_assert_str_eq(txt(fd, "create busy capacity=100000"), "Done\n");
+		}
+		/* About 100 segments of log, over 4 s of checkpoints and releases. */
+		for (int i = 0; i < 40; i++) {
+			for (int k = 0; k < 100; k++) {
+				snprintf(line, sizeof(line), "set busy r%d-%d-%d", round, i, k);
+				ck_assert_str_eq(txt(fd, line), "Yes\n");
+			}
+			itest_sleep_ms(100);
+		}
+		itest_sleep_ms(2500);
+		int segs = count_segments();
+		ck_assert_msg(segs <= 8, "round %d: %d segments kept", round, segs);
+		close(fd);
+		kill9();
+	}
+	start_in(CONF("snapshot_interval = 1\nwal_segment_bytes = 4096\n"));
+	fd = conn();
+	ck_assert_str_eq(txt(fd, "check idle only"), "Yes\n");
+	for (int round = 0; round < 2; round++)
+		for (int i = 0; i < 40; i++)
+			for (int k = 0; k < 100; k += 33) {
+				snprintf(line, sizeof(line), "check busy r%d-%d-%d", round, i, k);
+				ck_assert_str_eq(txt(fd, line), "Yes\n");
+			}
+	close(fd);
+	stop();
+}
+END_TEST
+
 /*
  * The log fails under load (wrapper: strace injecting the failures), then recovers by
  * itself: meanwhile changes are refused on every protocol and /readyz says why, reads go on,
@@ -1039,6 +1108,7 @@ static Suite *durability_suite(void)
 	tcase_add_test(files, test_torn_tail_and_corruption);
 	tcase_add_test(files, test_unsnapshotted_create_older_than_snapshots);
 	tcase_add_test(files, test_corrupt_snapshot_rebuilt_from_log);
+	tcase_add_test(files, test_idle_filter_does_not_pin_the_log);
 	if (have_strace()) {
 		tcase_add_test(files, test_log_enospc_then_recovery);
 		tcase_add_test(files, test_log_eio_on_fdatasync_then_recovery);
