@@ -58,6 +58,7 @@ struct snap_pack {
 	bool dirty;	   /* must be written even if no member is (one left, one was bad) */
 	uint64_t gone_lsn; /* the oldest log record that a member dropped or cleared since the
 			    * file was last written needs kept (UINT64_MAX: none) */
+	size_t last_len;   /* bytes of its last write: the next one's buffer is sized from it */
 };
 
 /* One pack's write: its members encoded (on the loop, in rounds), then the file written on
@@ -755,6 +756,14 @@ static struct snap_pjob *snap_pjob_new(struct srv_snap *sn, int pack)
 	pj->gone_lsn = pk->gone_lsn;
 	pk->gone_lsn = UINT64_MAX;
 	pk->dirty = false;
+	/* Room for about what it held last time: growing a buffer of megabytes by doubling would
+	 * copy it on the loop. Best effort. */
+	if (pk->last_len) {
+		pj->cap = pk->last_len + pk->last_len / 8;
+		pj->buf = malloc(pj->cap);
+		if (!pj->buf)
+			pj->cap = 0;
+	}
 	return pj;
 }
 
@@ -831,6 +840,7 @@ static void snap_pjob_apply(struct srv_snap *sn, struct snap_pjob *pj)
 	}
 	sn->st.saves++;
 	sn->st.saved_bytes += pj->len;
+	pk->last_len = pj->len;
 	sn->st.last_success_unix = now;
 	sn->ctx->last_save_unix = now;
 	sn->cycle_saved += pj->count;
