@@ -131,7 +131,8 @@ struct bf_replay {
 	struct slot *slots;
 	size_t cap, used; /* used: slots with an id, removed ones included */
 	struct bf_replay_stats st;
-	bool index_failed; /* bf_replay_new: an index_put failed */
+	bool indexed;	   /* index_build() ran */
+	bool index_failed; /* an index_put of index_build() failed */
 };
 
 static struct slot *slot_of(const struct bf_replay *rp, uint64_t id)
@@ -186,7 +187,6 @@ int bf_replay_new(struct bf_registry *r, bf_replay_dropping_fn dropping,
 		  bf_replay_created_fn created, void *arg, struct bf_replay **out)
 {
 	struct bf_replay *rp = calloc(1, sizeof(*rp));
-	uint64_t cursor = 0;
 
 	if (!rp)
 		return -ENOMEM;
@@ -194,16 +194,19 @@ int bf_replay_new(struct bf_registry *r, bf_replay_dropping_fn dropping,
 	rp->dropping = dropping;
 	rp->created = created;
 	rp->arg = arg;
-	/* Every filter by id, in one unsorted pass (a million are not sorted at start). */
-	do
-		cursor = bf_registry_scan(r, cursor, 4096, index_visit, rp);
-	while (cursor && !rp->index_failed);
-	if (rp->index_failed) {
-		bf_replay_free(rp);
-		return -ENOMEM;
-	}
 	*out = rp;
 	return 0;
+}
+
+/* Every filter by id, in one unsorted pass, before the first record is applied (a start with
+ * nothing to replay builds none). 0 or -ENOMEM. */
+static int index_build(struct bf_replay *rp)
+{
+	if (rp->indexed)
+		return 0;
+	rp->indexed = true;
+	bf_registry_each(rp->reg, index_visit, rp);
+	return rp->index_failed ? -ENOMEM : 0;
 }
 
 void bf_replay_free(struct bf_replay *rp)
@@ -342,7 +345,8 @@ int bf_replay_apply(struct bf_replay *rp, uint64_t lsn, int type, const unsigned
 	struct bf_filter *f;
 	uint64_t id, off;
 	size_t n;
-
+	if (index_build(rp))
+		return -ENOMEM;
 	switch (type) {
 	case BF_REC_CREATE:
 		return replay_create(rp, lsn, p, len, why, whylen);

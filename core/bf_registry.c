@@ -87,9 +87,9 @@ static struct entry **find(const struct bf_registry *r, const char *name, size_t
 	return pp;
 }
 
-static void rehash(struct bf_registry *r)
+/* Grow the table to n buckets (a power of two, more than now). */
+static void rehash_to(struct bf_registry *r, size_t n)
 {
-	size_t n = r->nbuckets * 2;
 	struct entry **b = calloc(n, sizeof(*b));
 	if (!b)
 		return; /* chains just get longer */
@@ -103,6 +103,29 @@ static void rehash(struct bf_registry *r)
 	free(r->buckets);
 	r->buckets = b;
 	r->nbuckets = n;
+}
+
+static void rehash(struct bf_registry *r)
+{
+	rehash_to(r, r->nbuckets * 2);
+}
+
+void bf_registry_reserve(struct bf_registry *r, size_t n)
+{
+	size_t want = r->nbuckets;
+
+	while (want < n && want < ((size_t)1 << 40))
+		want *= 2;
+	if (want > r->nbuckets)
+		rehash_to(r, want);
+}
+
+void bf_registry_each(const struct bf_registry *r, void (*fn)(void *arg, struct bf_filter *f),
+		      void *arg)
+{
+	for (size_t i = 0; i < r->nbuckets; i++)
+		for (const struct entry *e = r->buckets[i]; e; e = e->next)
+			fn(arg, e->filter);
 }
 
 struct bf_filter *bf_registry_get(const struct bf_registry *r, const char *name, size_t len)

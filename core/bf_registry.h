@@ -55,6 +55,14 @@ int bf_registry_drop(struct bf_registry *r, const char *name, size_t len);
 int bf_registry_list(const struct bf_registry *r, const char *prefix, size_t plen,
 		     struct bf_filter ***out, size_t *n);
 
+/* Call fn for every filter, in no particular order; fn must not add or drop filters. */
+void bf_registry_each(const struct bf_registry *r, void (*fn)(void *arg, struct bf_filter *f),
+		      void *arg);
+
+/* Size the table for n filters at once (before adopting many: no rehash per doubling). Best
+ * effort. */
+void bf_registry_reserve(struct bf_registry *r, size_t n);
+
 /*
  * Redis's SCAN over the filters: from cursor (0 to start), call fn for every filter of the
  * next buckets, in reverse-binary order of bucket index, until at least count were visited or

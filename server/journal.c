@@ -132,11 +132,9 @@ static void journal_newest_visit(void *arg, struct bf_filter *f)
  * allocation that could fail (a million filters are not sorted at start for a maximum). */
 static uint64_t journal_newest(struct srv *s)
 {
-	uint64_t newest = 0, cursor = 0;
+	uint64_t newest = 0;
 
-	do
-		cursor = bf_registry_scan(s->reg, cursor, 4096, journal_newest_visit, &newest);
-	while (cursor);
+	bf_registry_each(s->reg, journal_newest_visit, &newest);
 	return newest;
 }
 

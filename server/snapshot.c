@@ -1790,6 +1790,17 @@ static int snap_load_pack(struct srv_snap *sn, int pack, uint64_t *newest, bool 
 	sn->st.loaded_bytes += pk.len;
 	if ((uint64_t)sb.st_mtime > *newest)
 		*newest = (uint64_t)sb.st_mtime;
+	/* Packs hold about as many each: size the tables for all of them once. */
+	size_t expect = sn->nents + (size_t)pk.count * (size_t)(SNAP_PACKS - pack);
+	bf_registry_reserve(sn->ctx->reg, expect);
+	if (sn->ents_cap < expect) {
+		struct snap_entry **grown = realloc(sn->ents, expect * sizeof(*grown));
+
+		if (grown) {
+			sn->ents = grown;
+			sn->ents_cap = expect;
+		}
+	}
 	for (uint32_t i = 0; i < pk.count && !rc; i++) {
 		struct bf_filter *f = NULL;
 		uint64_t gen;

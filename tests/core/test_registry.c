@@ -242,6 +242,40 @@ START_TEST(scan_visits_each_once_while_changing)
 }
 END_TEST
 
+/* bf_registry_each visits every filter once; bf_registry_reserve sizes the table at once and
+ * loses nothing (every name still found, a SCAN still sees each once). */
+START_TEST(each_and_reserve)
+{
+	struct bf_registry *r;
+	char name[32];
+	ck_assert_int_eq(bf_registry_new(0, &r), 0);
+	for (int i = 0; i < 2000; i++) {
+		int n = snprintf(name, sizeof(name), "base:%d", i);
+		ck_assert_int_eq(bf_registry_create(r, name, (size_t)n, &small, 1, NULL), 0);
+		if (i == 100)
+			bf_registry_reserve(r, 100000);
+	}
+	bf_registry_reserve(r, 10); /* never shrinks */
+	memset(seen, 0, sizeof(seen));
+	seen_other = 0;
+	bf_registry_each(r, count_seen, NULL);
+	for (int i = 0; i < 2000; i++) {
+		int n = snprintf(name, sizeof(name), "base:%d", i);
+		ck_assert_msg(seen[i] == 1, "base:%d seen %u times", i, seen[i]);
+		ck_assert_ptr_nonnull(bf_registry_get(r, name, (size_t)n));
+	}
+	ck_assert_uint_eq(seen_other, 0);
+	memset(seen, 0, sizeof(seen));
+	uint64_t cursor = 0;
+	do
+		cursor = bf_registry_scan(r, cursor, 100, count_seen, NULL);
+	while (cursor);
+	for (int i = 0; i < 2000; i++)
+		ck_assert_uint_eq(seen[i], 1);
+	bf_registry_free(r);
+}
+END_TEST
+
 /* Pages in name order: with a prefix, after a name, a limit, and "more" until the last. */
 START_TEST(pages_in_name_order)
 {
@@ -294,6 +328,7 @@ static Suite *registry_suite(void)
 	tcase_add_test(tc, adopt);
 	tcase_add_test(tc, scan_visits_each_once_while_changing);
 	tcase_add_test(tc, pages_in_name_order);
+	tcase_add_test(tc, each_and_reserve);
 	suite_add_tcase(s, tc);
 	return s;
 }
