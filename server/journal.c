@@ -85,6 +85,20 @@ static void journal_on_check(uv_check_t *h)
 		srv_snap_soon(s->snap);
 }
 
+/*
+ * Just before the loop sleeps in poll: write the records of changes made since the last check
+ * by idle and timer callbacks (libmicrohttpd's requests run from those too). Left to the check
+ * handle, which runs after poll, they waited for the next event or the next timer: an HTTP
+ * create answered up to a second late.
+ */
+static void journal_on_prepare(uv_prepare_t *h)
+{
+	struct srv *s = h->data;
+
+	wal_flush(s->wal);
+	journal_state(s);
+}
+
 struct journal_replay {
 	struct srv *s;
 	struct bf_replay *rp;
@@ -232,9 +246,16 @@ int journal_start(struct srv *s)
 	rc = uv_check_init(&s->loop, &s->wal_check);
 	if (rc)
 		goto fail;
+	rc = uv_prepare_init(&s->loop, &s->wal_prepare);
+	if (rc) {
+		uv_close((uv_handle_t *)&s->wal_check, NULL);
+		goto fail;
+	}
 	s->wal_check_init = true;
 	s->wal_check.data = s;
+	s->wal_prepare.data = s;
 	uv_check_start(&s->wal_check, journal_on_check);
+	uv_prepare_start(&s->wal_prepare, journal_on_prepare);
 	s->ctx.hooks.log = journal_log;
 	s->ctx.durable_lsn = wal_durable_lsn(s->wal);
 	return 0;
@@ -283,8 +304,10 @@ void journal_stop(struct srv *s)
 	if (!s->wal)
 		return;
 	s->ctx.hooks.log = NULL;
-	if (s->wal_check_init)
+	if (s->wal_check_init) {
 		uv_close((uv_handle_t *)&s->wal_check, NULL);
+		uv_close((uv_handle_t *)&s->wal_prepare, NULL);
+	}
 	s->wal_check_init = false;
 	/* What the checkpoints on disk cover now need not be replayed by the next start (the
 	 * final snapshots still running only lower what is needed later, never this). */

@@ -164,7 +164,9 @@ struct srv {
 
 	/* The write-ahead log (journal.c); NULL with wal = off. */
 	struct wal *wal;
-	uv_check_t wal_check; /* writes the loop iteration's records */
+	uv_check_t wal_check;	  /* writes the loop iteration's records */
+	uv_prepare_t wal_prepare; /* and those of idle and timer callbacks, before the loop
+				   * sleeps in poll */
 	bool wal_check_init;
 	bool wal_truncate_corrupt; /* --wal-truncate-corrupt: cut a corrupt log at the bad record */
 	uint64_t wal_release_ms;   /* last look for segments to delete */
