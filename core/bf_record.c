@@ -338,6 +338,60 @@ static int replay_load(struct bf_replay *rp, uint64_t lsn, const unsigned char *
 	return 0;
 }
 
+struct flush_list {
+	struct bf_filter **v;
+	size_t n, cap;
+	uint64_t before;
+	bool failed;
+};
+
+static void flush_visit(void *arg, struct bf_filter *f)
+{
+	struct flush_list *l = arg;
+
+	if (f->lsn >= l->before)
+		return; /* created (or changed) after the FLUSHALL: a checkpoint's, newer */
+	if (l->n == l->cap) {
+		size_t cap = l->cap ? 2 * l->cap : 64;
+		struct bf_filter **v = realloc(l->v, cap * sizeof(*v));
+
+		if (!v) {
+			l->failed = true;
+			return;
+		}
+		l->v = v;
+		l->cap = cap;
+	}
+	l->v[l->n++] = f;
+}
+
+/* FLUSHALL at lsn: drop every filter whose last change is older. */
+static int replay_flushall(struct bf_replay *rp, uint64_t lsn)
+{
+	struct flush_list l = {.before = lsn};
+
+	bf_registry_each(rp->reg, flush_visit, &l);
+	if (l.failed) {
+		free(l.v);
+		return -ENOMEM;
+	}
+	for (size_t i = 0; i < l.n; i++) {
+		struct bf_filter *f = l.v[i];
+		char name[BF_NAME_MAX + 1];
+		size_t nlen = f->name_len;
+
+		memcpy(name, f->name, nlen);
+		if (rp->dropping)
+			rp->dropping(rp->arg, f, true);
+		if (rp->cap && slot_of(rp, f->id)->f == f)
+			slot_of(rp, f->id)->f = NULL;
+		bf_registry_drop(rp->reg, name, nlen);
+	}
+	free(l.v);
+	rp->st.applied++;
+	return 0;
+}
+
 int bf_replay_apply(struct bf_replay *rp, uint64_t lsn, int type, const unsigned char *p,
 		    size_t len, char *why, size_t whylen)
 {
@@ -366,6 +420,10 @@ int bf_replay_apply(struct bf_replay *rp, uint64_t lsn, int type, const unsigned
 		if (bf_record_read_blob(p, len, type, &id, &off, &data, &n))
 			return bad(why, whylen, "malformed BODY record");
 		break;
+	case BF_REC_FLUSHALL:
+		if (len)
+			return bad(why, whylen, "malformed FLUSHALL record");
+		return replay_flushall(rp, lsn);
 	default:
 		return bad(why, whylen, "unknown record type");
 	}

@@ -35,6 +35,8 @@ enum bf_record_type {
 	BF_REC_CLEAR = 5,
 	BF_REC_LOAD = 6,
 	BF_REC_BODY = 7,
+	/* FLUSHALL: every filter whose last change is older is gone. No payload. */
+	BF_REC_FLUSHALL = 8,
 };
 
 /* Largest CREATE payload, and the bytes an ADD or DELETE takes before its hashes. */

@@ -228,6 +228,62 @@ enum cmd_status cmd_drop(struct cmd_ctx *c, const char *name, size_t len, bool r
 	return cmd_status_from_errno(bf_registry_drop(c->reg, name, len));
 }
 
+struct all_filters {
+	struct bf_filter **v;
+	size_t n;
+	bool persistent;
+};
+
+static void all_visit(void *arg, struct bf_filter *f)
+{
+	struct all_filters *a = arg;
+
+	a->v[a->n++] = f;
+	a->persistent = a->persistent || f->params.persist;
+}
+
+enum cmd_status cmd_flushall(struct cmd_ctx *c, uint64_t *dropped)
+{
+	struct all_filters a = {.n = 0};
+	size_t count = bf_registry_count(c->reg);
+
+	if (dropped)
+		*dropped = 0;
+	if (!count)
+		return CMD_OK;
+	a.v = malloc(count * sizeof(*a.v));
+	if (!a.v)
+		return CMD_INTERNAL;
+	bf_registry_each(c->reg, all_visit, &a);
+	if (c->hooks.log && a.persistent) {
+		if (c->log_failed) {
+			free(a.v);
+			return CMD_LOG_FAILED;
+		}
+		uint64_t lsn = c->hooks.log(c->hooks.arg, BF_REC_FLUSHALL, NULL, 0);
+		if (!lsn) {
+			free(a.v);
+			return CMD_INTERNAL;
+		}
+		wait_for(c, lsn);
+	}
+	for (size_t i = 0; i < a.n; i++) {
+		struct bf_filter *f = a.v[i];
+		char name[BF_NAME_MAX];
+		size_t len = f->name_len;
+
+		memcpy(name, f->name, len);
+		c->ops[CMD_OP_DROP]++;
+		if (c->hooks.dropping)
+			c->hooks.dropping(c->hooks.arg, f, true);
+		bf_registry_drop(c->reg, name, len);
+	}
+	if (dropped)
+		*dropped = a.n;
+	free(a.v);
+	return CMD_OK;
+}
+
 enum cmd_status cmd_check_capacity(uint64_t capacity)
 {
 	return capacity >= 1 ? CMD_OK : CMD_BAD_ARGS;

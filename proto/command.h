@@ -186,6 +186,13 @@ struct bf_params cmd_default_params(const struct cmd_ctx *c);
 enum cmd_status cmd_drop(struct cmd_ctx *c, const char *name, size_t len, bool remove_file);
 
 /*
+ * Drop every filter (Redis's FLUSHALL): one FLUSHALL record in the log first (if a persistent
+ * filter exists), so a crash never leaves half of it; files removed as by drop. *dropped (may
+ * be NULL) counts them. CMD_OK, CMD_LOG_FAILED (nothing changed), CMD_INTERNAL (no memory).
+ */
+enum cmd_status cmd_flushall(struct cmd_ctx *c, uint64_t *dropped);
+
+/*
  * Add n keys to f (keys/lens arrays; out[i] = 1 new, 0 present). Stops at the first key that
  * cannot be added and returns its status (CMD_FULL, CMD_NO_MEMORY, CMD_KEY_TOO_LONG) with *done
  * = the number of keys answered before it; CMD_OK with *done = n otherwise. Keys are checked

@@ -260,6 +260,8 @@ static const struct resp_cmd commands[] = {
     {"save", 4, resp_server_save, 1, 1, "admin noscript", 0, 0, 0},
     {"bgsave", 6, resp_server_save, 1, 2, "admin noscript", 0, 0, 0},
     {"lastsave", 8, resp_server_lastsave, 1, 1, "loading stale fast", 0, 0, 0},
+    {"flushall", 8, resp_server_flushall, 1, 0, "write", 0, 0, 0},
+    {"flushdb", 7, resp_server_flushall, 1, 0, "write", 0, 0, 0},
 };
 
 #define NCOMMANDS (sizeof(commands) / sizeof(commands[0]))

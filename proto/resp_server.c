@@ -459,6 +459,29 @@ void resp_server_scan(struct cmd_ctx *c, struct cmd_session *s, const struct pro
 /* ---------------------------------------------------------------------------------------- */
 /* Server */
 
+/*
+ * FLUSHALL / FLUSHDB [ASYNC|SYNC]: every filter dropped (blossomd has one database), as one
+ * change in the log. Both modes run at once; Redis's replies and syntax errors.
+ */
+void resp_server_flushall(struct cmd_ctx *c, struct cmd_session *s, const struct proto_argv *av,
+			  struct proto_buf *out)
+{
+	enum cmd_status st;
+	(void)s;
+
+	if (av->argc > 2 ||
+	    (av->argc == 2 && !resp_arg_is(av, 1, "async") && !resp_arg_is(av, 1, "sync"))) {
+		resp_error(c, out, resp_err_syntax);
+		return;
+	}
+	st = cmd_flushall(c, NULL);
+	if (st != CMD_OK) {
+		resp_error_status(c, out, st, NULL);
+		return;
+	}
+	proto_resp_simple(out, "OK", 2);
+}
+
 void resp_server_save(struct cmd_ctx *c, struct cmd_session *s, const struct proto_argv *av,
 		      struct proto_buf *out)
 {

@@ -163,5 +163,14 @@ t_is "text drop, then BF.EXISTS" "Done
 (integer) 0" "$(text_cmd "drop t"; cli BF.EXISTS t k1)"
 text_close
 
+# ---- FLUSHALL / FLUSHDB: how test suites start ----------------------------------------------
+
+t_is "FLUSHALL" "OK" "$(cli FLUSHALL)"
+t_is "DBSIZE after FLUSHALL" "(integer) 0" "$(cli DBSIZE)"
+t_is "BF.ADD after FLUSHALL creates anew" "(integer) 1" "$(cli BF.ADD f x)"
+t_is "FLUSHDB ASYNC" "OK" "$(cli FLUSHDB ASYNC)"
+t_is "FLUSHALL with a bad argument" "(error) ERR syntax error" "$(cli FLUSHALL NOW)"
+t_is "DBSIZE after FLUSHDB" "(integer) 0" "$(cli DBSIZE)"
+
 daemon_stop_case
 t_done

@@ -369,6 +369,16 @@ def run(port):
         is_("insertedNum counts both protocols' adds", bf.info("x").insertedNum, 7)
         t.close()
 
+    @case("flushall/flushdb")
+    def _():
+        is_("flushall", r.flushall(), True)
+        is_("dbsize after flushall", r.dbsize(), 0)
+        is_("add after flushall creates anew", bf.add("f", "a"), 1)
+        is_("flushdb(asynchronous=True)", r.flushdb(asynchronous=True), True)
+        is_("dbsize after flushdb", r.dbsize(), 0)
+        raises("flushall with a bad argument", lambda: r.execute_command("FLUSHALL", "NOW"),
+               ResponseError, "syntax error")
+
 
 def main():
     d = Daemon()

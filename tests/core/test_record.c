@@ -344,6 +344,54 @@ START_TEST(replay_same_name_again)
 }
 END_TEST
 
+/*
+ * FLUSHALL: on replay, every filter whose last change is older than the record is dropped
+ * (with the dropping hook, as a drop); one created after it, even if its checkpoint holds it,
+ * stays. A FLUSHALL with a payload is malformed.
+ */
+START_TEST(replay_flushall)
+{
+	struct bf_registry *live, *ck;
+	struct bf_params p = {100, 0.01, BF_TYPE_BLOOM, 2, true};
+	char why[128];
+
+	ck_assert_int_eq(bf_registry_new(0, &live), 0);
+	struct bf_filter *a = create(live, "a", p, 1);
+	keys(a, BF_REC_ADD, "k", 0, 20);
+	create(live, "b", p, 2);
+	ck = checkpoint(live);
+	uint64_t cut = nlog;
+	/* FLUSHALL, as cmd_flushall does it: the record, then every filter gone. */
+	logged(BF_REC_FLUSHALL, (const unsigned char *)"", 0);
+	ck_assert_int_eq(bf_registry_drop(live, "a", 1), 0);
+	ck_assert_int_eq(bf_registry_drop(live, "b", 1), 0);
+	struct bf_filter *c = create(live, "c", p, 3);
+	keys(c, BF_REC_ADD, "k", 0, 5);
+	drops_seen = 0;
+	replay(ck, cut);
+	ck_assert_int_eq(drops_seen, 20); /* a and b, dropped with their files */
+	assert_same_registry(live, ck);
+	bf_registry_free(ck);
+
+	/* A checkpoint taken after the FLUSHALL (c in it) replays the whole log to the same. */
+	ck = checkpoint(live);
+	replay(ck, 0);
+	assert_same_registry(live, ck);
+	bf_registry_free(ck);
+
+	struct bf_replay *rp;
+	unsigned char one = 0;
+	ck_assert_int_eq(bf_replay_new(live, NULL, NULL, NULL, &rp), 0);
+	ck_assert_int_eq(bf_replay_apply(rp, 1000, BF_REC_FLUSHALL, &one, 1, why, sizeof(why)),
+			 -EINVAL);
+	ck_assert_str_eq(why, "malformed FLUSHALL record");
+	ck_assert_uint_eq(bf_registry_count(live), 1);
+	bf_replay_free(rp);
+	bf_registry_free(live);
+	log_free();
+}
+END_TEST
+
 static Suite *record_suite(void)
 {
 	Suite *s = suite_create("record");
@@ -353,6 +401,7 @@ static Suite *record_suite(void)
 	tcase_add_test(tc, replay_equals_live);
 	tcase_add_test(tc, replay_load_and_body);
 	tcase_add_test(tc, replay_same_name_again);
+	tcase_add_test(tc, replay_flushall);
 	suite_add_tcase(s, tc);
 	return s;
 }

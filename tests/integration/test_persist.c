@@ -1564,6 +1564,56 @@ START_TEST(test_pack_drop_stays_dropped)
 }
 END_TEST
 
+/*
+ * Issue 14: FLUSHALL is one change in the log. Killed right after it, the restart has none of
+ * the filters it dropped, packed or in files of their own (the files are gone), and every
+ * filter created after it; the next checkpoint writes the packs without them.
+ */
+START_TEST(test_flushall_survives_kill)
+{
+	char reply[64];
+	int fd, rfd;
+
+	packed = true;
+	data_dir_new();
+	start_in_dir(CONF("snapshot_interval = 0\n"));
+	fd = conn();
+	per_filter(fd, "create", " capacity=100", 0, 50, "Done\n");
+	per_filter(fd, "set", " a", 0, 50, "Yes\n");
+	TXT(fd, "create big-filter capacity=1000000", "Done\n");
+	TXT(fd, "set big-filter a", "Yes\n");
+	TXT(fd, "flush", "Done\n");
+	ck_assert(exists("big-filter.bsnap"));
+	rfd = conn();
+	ck_assert_int_eq(itest_send_str(rfd, resp("FLUSHALL")), 0);
+	ck_assert_int_gt(itest_recv_until(rfd, reply, sizeof(reply), "\r\n", T), 0);
+	ck_assert_str_eq(reply, "+OK\r\n");
+	close(rfd);
+	ck_assert(!exists("big-filter.bsnap"));
+	per_filter(fd, "create", " capacity=100", 100, 110, "Done\n");
+	per_filter(fd, "set", " b", 100, 110, "Yes\n");
+	close(fd);
+	kill9();
+
+	for (int round = 0; round < 2; round++) {
+		start_in_dir(CONF("snapshot_interval = 0\n"));
+		fd = conn();
+		per_filter(fd, "check", " a", 0, 50, "Filter does not exist\n");
+		TXT(fd, "check big-filter a", "Filter does not exist\n");
+		per_filter(fd, "check", " b", 100, 110, "Yes\n");
+		if (round == 0)
+			TXT(fd, "flush", "Done\n");
+		close(fd);
+		kill9();
+	}
+	/* The packs were written without the flushed filters. */
+	char file[32];
+	size_t len, at;
+	unsigned char *p = pack_with("pf7", file, &len, &at);
+	ck_assert_msg(!p, "pf7 still in %s", file);
+}
+END_TEST
+
 static struct check_skip skips[3];
 static size_t nskips;
 
@@ -1621,6 +1671,7 @@ static Suite *persist_suite(void)
 	tcase_add_test(packs, test_pack_corrupt_index);
 	tcase_add_test(packs, test_pack_moves);
 	tcase_add_test(packs, test_pack_drop_stays_dropped);
+	tcase_add_test(packs, test_flushall_survives_kill);
 	suite_add_tcase(s, packs);
 	return s;
 }

@@ -1418,6 +1418,30 @@ START_TEST(keyspace)
 }
 END_TEST
 
+/* FLUSHALL and FLUSHDB [ASYNC|SYNC] (Redis 7's replies, checked against redis-server 7.0):
+ * every filter gone; a bad argument is a syntax error and changes nothing. */
+START_TEST(flushall_flushdb)
+{
+	SAYS("+OK\r\n", "FLUSHALL");
+	SAYS(":1\r\n", "BF.ADD", "a", "x");
+	SAYS(":1\r\n", "BF.ADD", "b", "x");
+	SAYS("-ERR syntax error\r\n", "FLUSHALL", "LATER");
+	SAYS("-ERR syntax error\r\n", "FLUSHDB", "ASYNC", "SYNC");
+	SAYS("-ERR syntax error\r\n", "flushdb", "x");
+	SAYS(":2\r\n", "DBSIZE");
+	SAYS("+OK\r\n", "FLUSHALL");
+	SAYS(":0\r\n", "DBSIZE");
+	SAYS(":0\r\n", "BF.EXISTS", "a", "x");
+	SAYS(":1\r\n", "BF.ADD", "a", "x");
+	SAYS("+OK\r\n", "flushdb", "async");
+	SAYS(":0\r\n", "DBSIZE");
+	SAYS(":1\r\n", "BF.ADD", "c", "x");
+	SAYS("+OK\r\n", "FLUSHALL", "sync");
+	SAYS("*0\r\n", "KEYS", "*");
+	SAYS("+OK\r\n", "FLUSHDB");
+}
+END_TEST
+
 START_TEST(glob_backtracking)
 {
 	char name[BF_NAME_MAX + 1];
@@ -1510,7 +1534,8 @@ START_TEST(unknown_commands)
 {
 	SAYS("-ERR unknown command 'foo', with args beginning with: 'a' 'b' \r\n", "foo", "a", "b");
 	SAYS("-ERR unknown command 'foo', with args beginning with: \r\n", "foo");
-	SAYS("-ERR unknown command 'FLUSHALL', with args beginning with: \r\n", "FLUSHALL");
+	SAYS("-ERR unknown command 'FLUSHEVERYTHING', with args beginning with: \r\n",
+	     "FLUSHEVERYTHING");
 	SAYS("-ERR unknown command 'BF.ADDX', with args beginning with: 'f' \r\n", "BF.ADDX", "f");
 	SAYS("-ERR unknown command '', with args beginning with: \r\n", "");
 	SAYS("-ERR unknown command 'foo', with args beginning with: 'a  b' \r\n", "foo", "a\r\nb");
@@ -1628,6 +1653,7 @@ static Suite *resp_cmd_suite(void)
 
 	tcase_add_checked_fixture(gen, setup, teardown);
 	tcase_add_test(gen, keyspace);
+	tcase_add_test(gen, flushall_flushdb);
 	tcase_add_test(gen, glob_backtracking);
 	tcase_add_test(gen, save_commands);
 	tcase_add_test(gen, arity_errors);
