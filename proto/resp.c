@@ -27,6 +27,8 @@ static const char err_bulk_len[] = "Protocol error: invalid bulk length";
 static const char err_bulk_crlf[] = "Protocol error: expected CRLF after bulk data";
 static const char err_unauth_mbulk[] = "Protocol error: unauthenticated multibulk length";
 static const char err_unauth_bulk[] = "Protocol error: unauthenticated bulk length";
+static const char err_inline_big[] = "Protocol error: too big inline request";
+static const char err_inline_quotes[] = "Protocol error: unbalanced quotes in request";
 
 void proto_argv_init(struct proto_argv *av)
 {
@@ -35,6 +37,8 @@ void proto_argv_init(struct proto_argv *av)
 	av->argv = NULL;
 	av->argvlen = NULL;
 	av->argoff = NULL;
+	av->ibuf = NULL;
+	av->ibufcap = 0;
 }
 
 void proto_argv_free(struct proto_argv *av)
@@ -42,6 +46,7 @@ void proto_argv_free(struct proto_argv *av)
 	free(av->argv);
 	free(av->argvlen);
 	free(av->argoff);
+	free(av->ibuf);
 	proto_argv_init(av);
 }
 
@@ -85,7 +90,8 @@ int proto_argv_reserve(struct proto_argv *av, size_t n)
 
 size_t proto_argv_bytes(const struct proto_argv *av)
 {
-	return av->cap * (sizeof(*av->argv) + sizeof(*av->argvlen) + sizeof(*av->argoff));
+	return av->cap * (sizeof(*av->argv) + sizeof(*av->argvlen) + sizeof(*av->argoff)) +
+	       av->ibufcap;
 }
 
 void proto_resp_trim(const struct proto_resp_state *st, struct proto_argv *av, size_t keep)
@@ -219,6 +225,169 @@ static ssize_t resp_fail_got(struct proto_resp_state *st, const char **errmsg, c
 	return resp_fail(errmsg, st->errbuf);
 }
 
+static bool resp_blank(char c)
+{
+	return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f';
+}
+
+static int resp_hex(char c)
+{
+	if (c >= '0' && c <= '9')
+		return c - '0';
+	if (c >= 'a' && c <= 'f')
+		return c - 'a' + 10;
+	if (c >= 'A' && c <= 'F')
+		return c - 'A' + 10;
+	return -1;
+}
+
+/* Append an argument to av. 0 or -ENOMEM. */
+static int resp_inline_arg(struct proto_argv *av, const char *p, size_t n)
+{
+	if (av->argc == av->cap && proto_argv_reserve(av, av->argc + 1) < 0)
+		return -ENOMEM;
+	av->argv[av->argc] = p;
+	av->argvlen[av->argc] = n;
+	av->argc++;
+	return 0;
+}
+
+/*
+ * One quoted-or-not argument of line [*pp, e) as sdssplitargs() reads it, unescaped into
+ * out (which has room: it never grows past its source). *pp moves past it. 0, or -EPROTO.
+ */
+static int resp_inline_quoted(const char **pp, const char *e, char *out, size_t *outlen)
+{
+	const char *p = *pp;
+	bool inq = false, insq = false, done = false;
+	size_t w = 0;
+
+	while (!done) {
+		char ch = p < e ? *p : '\0';
+
+		if (inq) {
+			if (ch == '\\' && e - p >= 4 && p[1] == 'x' && resp_hex(p[2]) >= 0 &&
+			    resp_hex(p[3]) >= 0) {
+				out[w++] = (char)(resp_hex(p[2]) * 16 + resp_hex(p[3]));
+				p += 3;
+			} else if (ch == '\\' && e - p >= 2) {
+				char c = *++p;
+
+				out[w++] = c == 'n'   ? '\n'
+					   : c == 'r' ? '\r'
+					   : c == 't' ? '\t'
+					   : c == 'b' ? '\b'
+					   : c == 'a' ? '\a'
+						      : c;
+			} else if (ch == '"') {
+				if (e - p >= 2 && !resp_blank(p[1]))
+					return -EPROTO;
+				done = true;
+			} else if (!ch) {
+				return -EPROTO;
+			} else {
+				out[w++] = ch;
+			}
+		} else if (insq) {
+			if (ch == '\\' && e - p >= 2 && p[1] == '\'') {
+				p++;
+				out[w++] = '\'';
+			} else if (ch == '\'') {
+				if (e - p >= 2 && !resp_blank(p[1]))
+					return -EPROTO;
+				done = true;
+			} else if (!ch) {
+				return -EPROTO;
+			} else {
+				out[w++] = ch;
+			}
+		} else {
+			switch (ch) {
+			case ' ':
+			case '\n':
+			case '\r':
+			case '\t':
+			case '\0':
+				done = true;
+				break;
+			case '"':
+				inq = true;
+				break;
+			case '\'':
+				insq = true;
+				break;
+			default:
+				out[w++] = ch;
+				break;
+			}
+		}
+		if (p < e)
+			p++;
+	}
+	*pp = p;
+	*outlen = w;
+	return 0;
+}
+
+/* An inline command (see proto_resp_parse()). */
+static ssize_t resp_inline(struct proto_resp_state *st, const char *buf, size_t len,
+			   struct proto_argv *av, const char **errmsg)
+{
+	const char *nul = memchr(buf, '\0', len);
+	size_t scan = nul ? (size_t)(nul - buf) : len;
+	const char *nl = memchr(buf, '\n', scan);
+
+	if (!nl) {
+		if (len > PROTO_RESP_INLINE_MAX)
+			return resp_fail(errmsg, err_inline_big);
+		st->need = len + 1;
+		return 0;
+	}
+	size_t end = (size_t)(nl - buf), consumed = end + 1;
+	if (end && buf[end - 1] == '\r')
+		end--;
+	const char *p = buf, *e = buf + end;
+	bool quoted = memchr(buf, '"', end) || memchr(buf, '\'', end);
+
+	if (quoted && av->ibufcap < end) {
+		char *b = realloc(av->ibuf, end);
+
+		if (!b)
+			return -ENOMEM;
+		av->ibuf = b;
+		av->ibufcap = end;
+	}
+	size_t w = 0;
+	for (;;) {
+		while (p < e && resp_blank(*p))
+			p++;
+		if (p == e)
+			break;
+		if (!quoted) {
+			const char *start = p;
+
+			while (p < e && *p != ' ' && *p != '\t' && *p != '\r' && *p != '\n')
+				p++;
+			if (resp_inline_arg(av, start, (size_t)(p - start)))
+				goto nomem;
+			continue;
+		}
+		size_t n;
+		if (resp_inline_quoted(&p, e, av->ibuf + w, &n)) {
+			av->argc = 0;
+			return resp_fail(errmsg, err_inline_quotes);
+		}
+		if (resp_inline_arg(av, av->ibuf + w, n))
+			goto nomem;
+		w += n;
+	}
+	proto_resp_state_init(st);
+	return (ssize_t)consumed;
+nomem:
+	av->argc = 0;
+	return -ENOMEM;
+}
+
 ssize_t proto_resp_parse(struct proto_resp_state *st, const char *buf, size_t len,
 			 const struct proto_limits *lim, struct proto_argv *av, const char **errmsg)
 {
@@ -237,7 +406,7 @@ ssize_t proto_resp_parse(struct proto_resp_state *st, const char *buf, size_t le
 			return 0;
 		}
 		if (buf[0] != '*')
-			return resp_fail_got(st, errmsg, '*', buf[0]);
+			return resp_inline(st, buf, len, av, errmsg);
 		if (!resp_find_eol(st, buf, len, &eol, &toobig))
 			return toobig ? resp_fail(errmsg, err_mbulk_big) : 0;
 		if (buf[eol + 1] != '\n' || !proto_resp_parse_ll(buf + 1, eol - 1, &ll) ||

@@ -84,7 +84,12 @@ struct proto_argv {
 	size_t *argvlen;
 	size_t *argoff; /* parser scratch: offsets of the arguments from the command's first
 			 * byte, kept while a command is incomplete (the buffer may move) */
+	char *ibuf;	/* an inline command's quoted arguments, unescaped */
+	size_t ibufcap;
 };
+
+/* Longest inline command line (Redis's PROTO_INLINE_MAX_SIZE). */
+#define PROTO_RESP_INLINE_MAX (64 * 1024)
 
 /*
  * Redis's string2ll() grammar: an optional '-', then "0" alone or a digit 1-9 followed by
@@ -137,10 +142,14 @@ void proto_resp_trim(const struct proto_resp_state *st, struct proto_argv *av, s
 
 /*
  * Parse one command, a multibulk array "*N\r\n" followed by N bulk strings "$L\r\n<L bytes>\r\n",
- * from the start of buf (len bytes). st carries the progress of an incomplete command between
- * calls (see the top of this file); av receives the arguments; lim gives the limits; errmsg
- * (may be NULL) receives the error text. Every call sets av->argc (0 unless the return is > 0)
- * and *errmsg (NULL unless the return is -EPROTO).
+ * or, when buf does not start with '*', an inline command as Redis takes it (redis-cli --pipe,
+ * telnet): one line ending in "\n" or "\r\n", split as Redis's sdssplitargs() does (blanks
+ * separate arguments; "double quotes" with \n \r \t \b \a \\ \" \xHH escapes and 'single
+ * quotes' with \' group them; a closing quote must end its argument); an empty line is an
+ * empty command. From the start of buf (len bytes). st carries the progress of an incomplete
+ * command between calls (see the top of this file); av receives the arguments; lim gives the
+ * limits; errmsg (may be NULL) receives the error text. Every call sets av->argc (0 unless the
+ * return is > 0) and *errmsg (NULL unless the return is -EPROTO).
  *
  * Returns:
  *   > 0      a complete command: the number of bytes it took from buf. av->argc arguments
@@ -151,7 +160,10 @@ void proto_resp_trim(const struct proto_resp_state *st, struct proto_argv *av, s
  *            call again with the same start and more bytes. A command may be split at any byte.
  *   -EPROTO  protocol error; *errmsg is the reply text without the "-ERR " prefix, a static
  *            string or st->errbuf (valid until st is next used):
- *              "Protocol error: expected '*', got 'x'"   first byte is not '*' (ours)
+ *              "Protocol error: too big inline request"   an inline line without its "\n" in
+ *                  the first PROTO_RESP_INLINE_MAX bytes (a NUL byte ends the search, as in Redis)
+ *              "Protocol error: unbalanced quotes in request"   an inline line whose quotes do
+ *                  not close, or a closing quote followed by something other than a blank
  *              "Protocol error: too big mbulk count string"   no '\r' in the first 64 KiB
  *                  (PROTO_RESP_MAX_HEADER) of the count line
  *              "Protocol error: invalid multibulk length"   count is not a number in Redis's

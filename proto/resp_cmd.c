@@ -283,6 +283,11 @@ static const struct resp_cmd *lookup(const char *p, size_t n)
 	return NULL;
 }
 
+bool resp_cmd_known(const char *p, size_t n)
+{
+	return lookup(p, n) != NULL;
+}
+
 static long long cmd_arity(const struct resp_cmd *e)
 {
 	return e->min == e->max ? (long long)e->min : -(long long)e->min;

@@ -15,6 +15,9 @@
  * updating the counters. Never fails: problems become RESP errors (on allocation failure,
  * out->failed is set).
  */
+/* Whether p[0..n) names a RESP command blossomd has (any case). */
+bool resp_cmd_known(const char *p, size_t n);
+
 void resp_cmd_exec(struct cmd_ctx *c, struct cmd_session *s, const struct proto_argv *av,
 		   struct proto_buf *out);
 

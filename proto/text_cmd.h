@@ -16,6 +16,9 @@
  * updating the counters. Never fails: problems become replies (on allocation failure,
  * out->failed is set).
  */
+/* Whether p[0..n) names a text protocol command (with that protocol's rules of case). */
+bool text_cmd_known(const char *p, size_t n);
+
 void text_cmd_exec(struct cmd_ctx *c, struct cmd_session *s, const char *line, size_t len,
 		   struct proto_buf *out);
 

@@ -620,6 +620,25 @@ static void conn_on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
 	buf->len = c->in_cap - c->in_len;
 }
 
+/*
+ * A connection's protocol, from its first bytes (DESIGN.md §4): '*' is RESP; a first line whose
+ * first word is a Redis command blossomd has and the text protocol does not ("BF.ADD users u1",
+ * as redis-cli --pipe sends plain lines; "DBSIZE" typed in telnet) is RESP, inline; anything
+ * else is the text protocol. CONN_UNKNOWN while the first word may still be incomplete.
+ */
+static enum conn_proto conn_detect(const char *data, size_t len)
+{
+	size_t n = 0;
+
+	if (data[0] == '*')
+		return CONN_RESP;
+	while (n < len && data[n] != ' ' && data[n] != '\t' && data[n] != '\r' && data[n] != '\n')
+		n++;
+	if (n == len && len < SRV_DETECT_MAX)
+		return CONN_UNKNOWN;
+	return !text_cmd_known(data, n) && resp_cmd_known(data, n) ? CONN_RESP : CONN_TEXT;
+}
+
 static void conn_on_read(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf)
 {
 	struct srv_conn *c = st->data;
@@ -681,11 +700,13 @@ static void conn_on_read(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf)
 		len = c->in_len;
 	}
 	if (c->proto == CONN_UNKNOWN)
-		c->proto = data[0] == '*' ? CONN_RESP : CONN_TEXT;
+		c->proto = conn_detect(data, len);
 
 	s->ctx.wait_lsn = 0;
 	c->batch_start = c->out.len;
-	if (c->proto == CONN_RESP)
+	if (c->proto == CONN_UNKNOWN)
+		rc = 0; /* the first word goes on in the next read: keep it all */
+	else if (c->proto == CONN_RESP)
 		rc = conn_process_resp(c, data, len, &used, &done);
 	else
 		rc = conn_process_text(c, data, len, &used, &done);

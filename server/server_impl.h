@@ -55,8 +55,11 @@ struct srv_snap;
 #define SRV_CONN_MARKS 8
 #define SRV_HOLD_BYTES (256 * 1024)
 
+/* Bytes of a first word looked at to tell a RESP inline command from the text protocol. */
+#define SRV_DETECT_MAX 64
+
 enum conn_proto {
-	CONN_UNKNOWN = 0, /* no byte read yet */
+	CONN_UNKNOWN = 0, /* no byte read yet, or the first word is not complete */
 	CONN_TEXT,
 	CONN_RESP,
 };

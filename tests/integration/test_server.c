@@ -570,9 +570,9 @@ START_TEST(test_resp_malformed)
 	    {"*x\r\n", "-ERR Protocol error: invalid multibulk length\r\n"},
 	    {"*1\r\n$-5\r\n", "-ERR Protocol error: invalid bulk length\r\n"},
 	    {"*1\r\n$4\r\nPINGxx", "-ERR Protocol error: expected CRLF after bulk data\r\n"},
-	    /* A valid command, then one that does not start with '*'. */
-	    {"*1\r\n$4\r\nPING\r\nGET x\r\n",
-	     "+PONG\r\n-ERR Protocol error: expected '*', got 'G'\r\n"},
+	    /* A valid command, then an inline one with unbalanced quotes. */
+	    {"*1\r\n$4\r\nPING\r\nECHO \"a\r\n",
+	     "+PONG\r\n-ERR Protocol error: unbalanced quotes in request\r\n"},
 	};
 	int fd;
 
@@ -585,6 +585,29 @@ START_TEST(test_resp_malformed)
 	}
 	fd = conn();
 	EXCHANGE(fd, "*1\r\n$4\r\nPING\r\n", "+PONG\r\n");
+	/* Inline commands after RESP ones, as Redis takes them (redis-cli --pipe ends its stream
+	 * with an empty line): an empty line is skipped, an unknown command is only an error. */
+	EXCHANGE(fd, "\r\nGET x\r\nECHO \"a b\"\r\n",
+		 "-ERR unknown command 'GET', with args beginning with: 'x' \r\n$3\r\na b\r\n");
+	close(fd);
+	/* A first line that is a Redis command the text protocol lacks is RESP, inline; one the
+	 * text protocol has stays text. */
+	fd = conn();
+	EXCHANGE(fd, "BF.ADD users u1\r\nDBSIZE\r\n", ":1\r\n:1\r\n");
+	close(fd);
+	fd = conn();
+	EXCHANGE(fd, "check users u1\n", "Yes\n");
+	close(fd);
+	/* The first word split between reads is waited for. */
+	fd = conn();
+	ck_assert_int_eq(itest_send_str(fd, "BF."), 0);
+	itest_sleep_ms(100);
+	EXCHANGE(fd, "ADD users u2\r\n", ":1\r\n");
+	close(fd);
+	fd = conn();
+	ck_assert_int_eq(itest_send_str(fd, "che"), 0);
+	itest_sleep_ms(100);
+	EXCHANGE(fd, "ck users u2\n", "Yes\n");
 	close(fd);
 	stop();
 }

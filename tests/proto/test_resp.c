@@ -871,9 +871,13 @@ struct error_case {
 #define BULK_CRLF "Protocol error: expected CRLF after bulk data"
 
 static const struct error_case error_cases[] = {
-    {WIRE("PING\r\n"), "Protocol error: expected '*', got 'P'"},
-    {WIRE("\r\n"), "Protocol error: expected '*', got '\r'"},
-    {WIRE("$1\r\na\r\n"), "Protocol error: expected '*', got '$'"},
+    /* Inline commands (Redis's sdssplitargs rules). */
+    {WIRE("SET \"a\r\n"), "Protocol error: unbalanced quotes in request"},
+    {WIRE("SET 'a\r\n"), "Protocol error: unbalanced quotes in request"},
+    {WIRE("SET \"a\"b\r\n"), "Protocol error: unbalanced quotes in request"},
+    {WIRE("SET 'a'b\n"), "Protocol error: unbalanced quotes in request"},
+    {WIRE("ECHO a\"b c\"d\r\n"), "Protocol error: unbalanced quotes in request"},
+    {WIRE("SET \"a\\\"\r\n"), "Protocol error: unbalanced quotes in request"},
     /* Redis's own test: "Wrong multibulk payload header". */
     {WIRE("*3\r\n$3\r\nSET\r\n$1\r\nx\r\nfooz\r\n"), "Protocol error: expected '$', got 'f'"},
     {WIRE("*1\r\n:1\r\n"), "Protocol error: expected '$', got ':'"},
@@ -1045,6 +1049,79 @@ END_TEST
 
 /* ---------------------------------------------------------------------------------------- */
 
+/*
+ * Inline commands, as Redis reads them (redis-cli --pipe with plain lines, telnet): one line,
+ * "\n" or "\r\n", split on blanks; quotes group and unescape; an empty line is an empty
+ * command. Checked against redis-server 7.0's sdssplitargs().
+ */
+static const struct {
+	const char *wire;
+	size_t len, used, argc;
+	struct {
+		const char *p;
+		size_t n;
+	} argv[4];
+} inline_cases[] = {
+    {WIRE("PING\r\n"), 6, 1, {{WIRE("PING")}}},
+    {WIRE("PING\n"), 5, 1, {{WIRE("PING")}}},
+    {WIRE("\r\n"), 2, 0, {{NULL, 0}}},
+    {WIRE("\n"), 1, 0, {{NULL, 0}}},
+    {WIRE("   \t \r\n"), 7, 0, {{NULL, 0}}},
+    {WIRE("BF.ADD  users\tu1 \r\n"), 19, 3, {{WIRE("BF.ADD")}, {WIRE("users")}, {WIRE("u1")}}},
+    {WIRE("$1\r\na\r\n"), 4, 1, {{WIRE("$1")}}},
+    {WIRE("ECHO \"a b\" 'c d'\r\n"), 18, 3, {{WIRE("ECHO")}, {WIRE("a b")}, {WIRE("c d")}}},
+    {WIRE("ECHO \"\\x41\\n\\\\\\\"\"\r\n"), 19, 2, {{WIRE("ECHO")}, {WIRE("A\n\\\"")}}},
+    {WIRE("ECHO 'it\\'s' \"\"\n"), 16, 3, {{WIRE("ECHO")}, {WIRE("it's")}, {WIRE("")}}},
+    {WIRE("ECHO a\"b c\" d\r\n"), 15, 3, {{WIRE("ECHO")}, {WIRE("ab c")}, {WIRE("d")}}},
+    {WIRE("ECHO \"\\xZZ\"\r\n"), 13, 2, {{WIRE("ECHO")}, {WIRE("xZZ")}}},
+    {WIRE("a\rb\r\n"), 5, 2, {{WIRE("a")}, {WIRE("b")}}},
+};
+
+START_TEST(test_parse_inline)
+{
+	struct proto_limits lim = test_limits();
+	struct proto_argv av;
+	const char *msg;
+
+	proto_argv_init(&av);
+	for (size_t i = 0; i < sizeof(inline_cases) / sizeof(inline_cases[0]); i++) {
+		ssize_t r = parse_once(inline_cases[i].wire, inline_cases[i].len, &lim, &av, &msg);
+
+		ck_assert_msg(r == (ssize_t)inline_cases[i].used, "case %zu: %zd", i, r);
+		ck_assert_uint_eq(av.argc, inline_cases[i].argc);
+		for (size_t a = 0; a < av.argc; a++) {
+			ck_assert_uint_eq(av.argvlen[a], inline_cases[i].argv[a].n);
+			ck_assert_mem_eq(av.argv[a], inline_cases[i].argv[a].p, av.argvlen[a]);
+		}
+		/* Without its newline the line is incomplete. */
+		size_t cut = inline_cases[i].used - 1;
+		ck_assert_int_eq(parse_once(inline_cases[i].wire, cut, &lim, &av, &msg), 0);
+	}
+	/* A line without "\n" is refused past 64 KiB, as in Redis; a NUL ends the search. */
+	static char big[PROTO_RESP_INLINE_MAX + 2];
+	memset(big, 'a', sizeof(big));
+	ck_assert_int_eq(parse_once(big, PROTO_RESP_INLINE_MAX, &lim, &av, &msg), 0);
+	ck_assert_int_eq(parse_once(big, PROTO_RESP_INLINE_MAX + 1, &lim, &av, &msg), -EPROTO);
+	ck_assert_str_eq(msg, "Protocol error: too big inline request");
+	ck_assert_int_eq(parse_once(WIRE("PI\0NG\r\n"), &lim, &av, &msg), 0);
+	/* A pipeline mixing both forms, as redis-cli --pipe ends its stream. */
+	static const char mixed[] = "*1\r\n$4\r\nPING\r\n\r\nECHO x\r\n*1\r\n$4\r\nPING\r\n";
+	size_t off = 0, cmds = 0;
+	ssize_t r;
+	struct proto_resp_state st;
+	proto_resp_state_init(&st);
+	while ((r = proto_resp_parse(&st, mixed + off, sizeof(mixed) - 1 - off, &lim, &av, &msg)) >
+	       0) {
+		off += (size_t)r;
+		cmds += av.argc > 0;
+	}
+	ck_assert_int_eq(r, 0);
+	ck_assert_uint_eq(off, sizeof(mixed) - 1);
+	ck_assert_uint_eq(cmds, 3);
+	proto_argv_free(&av);
+}
+END_TEST
+
 static Suite *resp_suite(void)
 {
 	Suite *s = suite_create("proto-resp");
@@ -1068,6 +1145,7 @@ static Suite *resp_suite(void)
 	suite_add_tcase(s, enc);
 
 	tcase_add_test(parse, test_parse_each);
+	tcase_add_test(parse, test_parse_inline);
 	tcase_add_test(parse, test_parse_pipeline);
 	tcase_add_test(parse, test_parse_split_every_byte);
 	tcase_add_test(parse, test_parse_byte_by_byte);
