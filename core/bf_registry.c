@@ -120,6 +120,11 @@ void bf_registry_reserve(struct bf_registry *r, size_t n)
 		rehash_to(r, want);
 }
 
+uint64_t bf_registry_charge(const struct bf_registry *r, const struct bf_filter *f)
+{
+	return bf_filter_cost(f) + r->entry_cost;
+}
+
 void bf_registry_each(const struct bf_registry *r, void (*fn)(void *arg, struct bf_filter *f),
 		      void *arg)
 {

@@ -262,6 +262,7 @@ static const struct resp_cmd commands[] = {
     {"lastsave", 8, resp_server_lastsave, 1, 1, "loading stale fast", 0, 0, 0},
     {"flushall", 8, resp_server_flushall, 1, 0, "write", 0, 0, 0},
     {"flushdb", 7, resp_server_flushall, 1, 0, "write", 0, 0, 0},
+    {"memory", 6, resp_server_memory, 2, 0, "", 0, 0, 0},
 };
 
 #define NCOMMANDS (sizeof(commands) / sizeof(commands[0]))

@@ -81,6 +81,7 @@ RESP_HANDLER(resp_server_select);
 RESP_HANDLER(resp_server_client);
 RESP_HANDLER(resp_server_dbsize);
 RESP_HANDLER(resp_server_flushall);
+RESP_HANDLER(resp_server_memory);
 RESP_HANDLER(resp_server_exists);
 RESP_HANDLER(resp_server_del);
 RESP_HANDLER(resp_server_type);

@@ -460,6 +460,57 @@ void resp_server_scan(struct cmd_ctx *c, struct cmd_session *s, const struct pro
 /* Server */
 
 /*
+ * MEMORY USAGE key [SAMPLES count] (Redis 7's arguments and errors): the bytes the filter is
+ * charged against max_memory (its bits, its structures with the allocator's overhead, its
+ * bookkeeping); nil for a missing key. SAMPLES is accepted and changes nothing (nothing here is
+ * sampled). MEMORY HELP; other subcommands are unknown.
+ */
+void resp_server_memory(struct cmd_ctx *c, struct cmd_session *s, const struct proto_argv *av,
+			struct proto_buf *out)
+{
+	static const char *const help[] = {
+	    "MEMORY <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+	    "USAGE <key> [SAMPLES <count>]",
+	    "    Return memory in bytes used by <key> and its value.",
+	    "HELP",
+	    "    Print this help.",
+	    NULL,
+	};
+	const struct bf_filter *f;
+
+	if (resp_arg_is(av, 1, "help") && av->argc == 2) {
+		resp_reply_help(out, help);
+		return;
+	}
+	if (!resp_arg_is(av, 1, "usage") || av->argc < 3) {
+		resp_error_unknown_sub(c, av, out, "MEMORY");
+		return;
+	}
+	for (size_t j = 3; j < av->argc; j++) {
+		long long samples;
+
+		if (!resp_arg_is(av, j, "samples") || j + 1 >= av->argc) {
+			resp_error(c, out, resp_err_syntax);
+			return;
+		}
+		if (!proto_resp_parse_ll(av->argv[j + 1], av->argvlen[j + 1], &samples)) {
+			resp_error(c, out, "ERR value is not an integer or out of range");
+			return;
+		}
+		if (samples < 0) {
+			resp_error(c, out, resp_err_syntax);
+			return;
+		}
+		j++;
+	}
+	f = resp_arg_filter(c, av, 2);
+	if (!f)
+		proto_resp_null(out, s->resp);
+	else
+		proto_resp_integer(out, (int64_t)bf_registry_charge(c->reg, f));
+}
+
+/*
  * FLUSHALL / FLUSHDB [ASYNC|SYNC]: every filter dropped (blossomd has one database), as one
  * change in the log. Both modes run at once; Redis's replies and syntax errors.
  */

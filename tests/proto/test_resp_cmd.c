@@ -1418,6 +1418,35 @@ START_TEST(keyspace)
 }
 END_TEST
 
+/* MEMORY USAGE key [SAMPLES count]: what max_memory charges the filter; Redis 7's errors. */
+START_TEST(memory_usage)
+{
+	char want[64];
+
+	SAYS(":1\r\n", "BF.ADD", "m", "x");
+	const struct bf_filter *f = bf_registry_get(ctx.reg, "m", 1);
+	ck_assert_ptr_nonnull(f);
+	uint64_t charged = bf_registry_charge(ctx.reg, f);
+	ck_assert_uint_gt(charged, f->bytes);
+	snprintf(want, sizeof(want), ":%llu\r\n", (unsigned long long)charged);
+	run("MEMORY", "USAGE", "m", NULL);
+	expect_str(want);
+	run("memory", "usage", "m", "SAMPLES", "5", NULL);
+	expect_str(want);
+	run("MEMORY", "USAGE", "m", "samples", "0", NULL);
+	expect_str(want);
+	SAYS("$-1\r\n", "MEMORY", "USAGE", "nope");
+	SAYS("-ERR value is not an integer or out of range\r\n", "MEMORY", "USAGE", "m", "SAMPLES",
+	     "x");
+	SAYS("-ERR syntax error\r\n", "MEMORY", "USAGE", "m", "SAMPLES", "-1");
+	SAYS("-ERR syntax error\r\n", "MEMORY", "USAGE", "m", "SAMPLES");
+	SAYS("-ERR syntax error\r\n", "MEMORY", "USAGE", "m", "FOO");
+	SAYS("-ERR unknown subcommand 'USAGE'. Try MEMORY HELP.\r\n", "MEMORY", "USAGE");
+	SAYS("-ERR unknown subcommand 'doctor'. Try MEMORY HELP.\r\n", "MEMORY", "doctor");
+	SAYS("-ERR wrong number of arguments for 'memory' command\r\n", "MEMORY");
+}
+END_TEST
+
 /* FLUSHALL and FLUSHDB [ASYNC|SYNC] (Redis 7's replies, checked against redis-server 7.0):
  * every filter gone; a bad argument is a syntax error and changes nothing. */
 START_TEST(flushall_flushdb)
@@ -1654,6 +1683,7 @@ static Suite *resp_cmd_suite(void)
 	tcase_add_checked_fixture(gen, setup, teardown);
 	tcase_add_test(gen, keyspace);
 	tcase_add_test(gen, flushall_flushdb);
+	tcase_add_test(gen, memory_usage);
 	tcase_add_test(gen, glob_backtracking);
 	tcase_add_test(gen, save_commands);
 	tcase_add_test(gen, arity_errors);
