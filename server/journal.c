@@ -23,6 +23,10 @@
 
 /* Fills the LSNs a checkpoint holds but the log lost (see journal_fill). Never a change. */
 #define JOURNAL_REC_NOOP 255
+/* Every this many ms, the pass over the filters that finds what the log must keep looks at
+ * this many more (about a millisecond of the loop; a million filters take a few seconds). */
+#define JOURNAL_RELEASE_MS  100
+#define JOURNAL_NEED_BUDGET 16384
 /* Segments are kept zero-filled this far ahead of their records (wal_options). */
 #define JOURNAL_PREALLOC (4u << 20)
 
@@ -72,12 +76,12 @@ static void journal_on_check(uv_check_t *h)
 
 	wal_flush(s->wal);
 	journal_state(s);
-	/* About once a second: delete the segments every snapshot covers, and snapshot early
-	 * when the log has grown past wal_max_bytes. */
-	if (now - s->wal_release_ms < 1000)
+	/* Every JOURNAL_RELEASE_MS: delete the segments no filter needs any more, and snapshot
+	 * early when the log has grown past wal_max_bytes. */
+	if (now - s->wal_release_ms < JOURNAL_RELEASE_MS)
 		return;
 	s->wal_release_ms = now;
-	uint64_t need = srv_snap_log_needed(s->snap);
+	uint64_t need = srv_snap_log_needed(s->snap, JOURNAL_NEED_BUDGET);
 	if (need > wal_next_lsn(s->wal))
 		need = wal_next_lsn(s->wal);
 	wal_release(s->wal, need);
@@ -311,7 +315,7 @@ void journal_stop(struct srv *s)
 	s->wal_check_init = false;
 	/* What the checkpoints on disk cover now need not be replayed by the next start (the
 	 * final snapshots still running only lower what is needed later, never this). */
-	uint64_t need = srv_snap_log_needed(s->snap);
+	uint64_t need = srv_snap_log_needed(s->snap, 0);
 	if (need > wal_next_lsn(s->wal))
 		need = wal_next_lsn(s->wal);
 	wal_release(s->wal, need);

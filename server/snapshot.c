@@ -140,6 +140,17 @@ struct srv_snap {
 	struct snap_job *copy; /* being prepared (prefault) or copied in slices */
 	struct snap_job *job;  /* queued on the threadpool, until its after_work */
 
+	/*
+	 * srv_snap_log_needed()'s pass over ents, a budget of entries per call (a million filters
+	 * are not walked in one go on the loop): the least need_lsn of the changed filters visited
+	 * so far, and the result of the last complete pass.
+	 */
+	struct snap_need {
+		bool running;
+		size_t pos;
+		uint64_t min, start, last;
+	} need;
+
 	struct snap_pack packs[SNAP_PACKS];
 	int pack_pos;		/* the cycle's next pack to consider */
 	struct snap_pjob *pjob; /* encoding (pencoding) or writing */
@@ -176,6 +187,17 @@ static bool snap_dirty(const struct snap_entry *e)
 static uint64_t snap_need(const struct srv_snap *sn, const struct bf_filter *f)
 {
 	return (sn->ctx->logged_lsn > f->lsn ? sn->ctx->logged_lsn : f->lsn) + 1;
+}
+
+/* An entry moved from position `from` to e->idx: if the log-needed pass has visited its new
+ * place but not its old one, it counts now. */
+static void snap_need_moved(struct srv_snap *sn, const struct snap_entry *e, size_t from)
+{
+	struct snap_need *p = &sn->need;
+
+	if (p->running && e->idx < p->pos && from >= p->pos && snap_dirty(e) &&
+	    e->need_lsn < p->min)
+		p->min = e->need_lsn;
 }
 
 /* f goes in a pack file (else a file of its own): its bits are small enough. */
@@ -1220,19 +1242,34 @@ void srv_snap_created(struct srv_snap *sn, struct bf_filter *f)
 		e->need_lsn = f->lsn ? f->lsn : 1; /* its first record, if it was logged */
 }
 
-uint64_t srv_snap_log_needed(const struct srv_snap *sn)
+uint64_t srv_snap_log_needed(struct srv_snap *sn, size_t budget)
 {
-	uint64_t need = UINT64_MAX;
+	struct snap_need *p = &sn->need;
+	size_t end;
 
+	if (!p->running) {
+		p->running = true;
+		p->pos = 0;
+		p->min = UINT64_MAX;
+		/* What is logged from here on may be needed by a filter visited before it
+		 * changes: the pass never releases it. */
+		p->start = sn->ctx->logged_lsn + 1;
+	}
+	end = budget && sn->nents - p->pos > budget ? p->pos + budget : sn->nents;
 	/* A clean filter needs nothing: no record about it follows what its snapshot holds. */
-	for (size_t i = 0; i < sn->nents; i++)
-		if (sn->ents[i]->need_lsn < need && snap_dirty(sn->ents[i]))
-			need = sn->ents[i]->need_lsn;
+	for (; p->pos < end; p->pos++)
+		if (sn->ents[p->pos]->need_lsn < p->min && snap_dirty(sn->ents[p->pos]))
+			p->min = sn->ents[p->pos]->need_lsn;
+	if (p->pos < sn->nents)
+		return p->last;
+	uint64_t need = p->min < p->start ? p->min : p->start;
 	for (int i = 0; i < SNAP_PACKS; i++)
 		if (sn->packs[i].gone_lsn < need)
 			need = sn->packs[i].gone_lsn;
 	if (sn->pjob && !sn->pjob->applied && sn->pjob->gone_lsn < need)
 		need = sn->pjob->gone_lsn;
+	p->running = false;
+	p->last = need;
 	return need;
 }
 
@@ -1298,6 +1335,7 @@ int srv_snap_dropping(struct srv_snap *sn, struct bf_filter *f, bool remove_file
 	i = e->idx;
 	sn->ents[i] = sn->ents[--sn->nents];
 	sn->ents[i]->idx = i;
+	snap_need_moved(sn, sn->ents[i], sn->nents);
 	f->owner = NULL;
 
 	if (sn->copy && sn->copy->e == e) {
@@ -1305,8 +1343,9 @@ int srv_snap_dropping(struct srv_snap *sn, struct bf_filter *f, bool remove_file
 		restart = true;
 	}
 	bool packed = e->pack >= 0;
-	/* The log keeps the drop until the pack is written without the filter. */
-	snap_pack_leave(sn, e, e->need_lsn);
+	/* The log keeps the drop (just logged, at logged_lsn) until the pack is written without
+	 * the filter; during the replay, what the filter needed. */
+	snap_pack_leave(sn, e, sn->ctx->logged_lsn ? sn->ctx->logged_lsn : e->need_lsn);
 	if (remove_file && (e->own_file || !packed)) {
 		/* A write of this file still running would put it back: it removes it instead. */
 		if (sn->job && !sn->job->applied && !strcmp(sn->job->file, e->file))
