@@ -1247,6 +1247,9 @@ uint64_t srv_snap_log_needed(struct srv_snap *sn, size_t budget)
 	struct snap_need *p = &sn->need;
 	size_t end;
 
+	/* All at once: a fresh pass, so nothing an older pass started before counts. */
+	if (!budget)
+		p->running = false;
 	if (!p->running) {
 		p->running = true;
 		p->pos = 0;

@@ -136,8 +136,8 @@ bool srv_snap_final_failed(const struct srv_snap *sn);
  * since its snapshot, the log's position when that snapshot was cut (or its first record if it
  * has none); a filter unchanged since needs nothing; a drop not yet written out of its pack
  * needs its record. UINT64_MAX if nothing is needed. Segments below it may be deleted.
- * Computed by a pass over the filters that looks at `budget` of them per call (0: the rest of
- * the pass at once); until a pass completes, the last complete pass's answer (0 before the
+ * Computed by a pass over the filters that looks at `budget` of them per call (0: a fresh
+ * pass, all at once); until a pass completes, the last complete pass's answer (0 before the
  * first), which stays valid: what is logged after a pass began is never released by it.
  */
 uint64_t srv_snap_log_needed(struct srv_snap *sn, size_t budget);
