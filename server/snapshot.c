@@ -1656,13 +1656,12 @@ static void snap_aside_note(struct srv_snap *sn, const char *label, const char *
  * must stop the start. f is consumed.
  */
 static int snap_adopt(struct srv_snap *sn, struct bf_filter *f, uint64_t gen, const char *file,
-		      int pack, bool repack[SNAP_PACKS], uint64_t *newest_gen)
+		      int pack, bool repack[SNAP_PACKS])
 {
 	struct bf_filter *old;
 	struct snap_entry *e;
 	int rc;
 
-	(void)newest_gen;
 	rc = bf_registry_adopt(sn->ctx->reg, f->name, f->name_len, f);
 	if (rc == -EEXIST && (old = bf_registry_get(sn->ctx->reg, f->name, f->name_len)) &&
 	    (e = snap_find(sn, old))) {
@@ -1778,7 +1777,7 @@ static int snap_load_one(struct srv_snap *sn, const char *file, uint64_t *newest
 	srv_log(SRV_LOG_DEBUG,
 		"loaded filter '%s' from %s/%s (%" PRIu64 " bytes, generation %" PRIu64 ")",
 		f->name, sn->dir, file, f->bytes, gen);
-	return snap_adopt(sn, f, gen, file, -1, repack, NULL);
+	return snap_adopt(sn, f, gen, file, -1, repack);
 }
 
 /*
@@ -1882,7 +1881,7 @@ static int snap_load_pack(struct srv_snap *sn, int pack, uint64_t *newest, bool 
 			repack[pack] = true;
 			continue;
 		}
-		rc = snap_adopt(sn, f, gen, file, pack, repack, NULL);
+		rc = snap_adopt(sn, f, gen, file, pack, repack);
 	}
 	bf_pack_close(&pk);
 	return rc;
