@@ -61,6 +61,10 @@ static const struct conf_key conf_keys[] = {
     {"wal_max_bytes", CONF_SIZE, CONF_FIELD(wal_max_bytes), 0, UINT64_MAX, NULL},
     {"default_capacity", CONF_UINT, CONF_FIELD(default_capacity), 1, UINT64_MAX, NULL},
     {"default_error_rate", CONF_RATE, CONF_FIELD(default_error_rate), 0, 0, NULL},
+    {"text_default_capacity", CONF_UINT, CONF_FIELD(text_default_capacity), 1, UINT64_MAX, NULL},
+    {"text_default_error_rate", CONF_RATE, CONF_FIELD(text_default_error_rate), 0, 0, NULL},
+    {"resp_default_capacity", CONF_UINT, CONF_FIELD(resp_default_capacity), 1, UINT64_MAX, NULL},
+    {"resp_default_error_rate", CONF_RATE, CONF_FIELD(resp_default_error_rate), 0, 0, NULL},
     {"max_memory", CONF_SIZE, CONF_FIELD(max_memory), 0, UINT64_MAX, NULL},
     {"max_line_bytes", CONF_SIZE, CONF_FIELD(max_line_bytes), 1, UINT32_MAX, NULL},
     {"max_bulk_bytes", CONF_SIZE, CONF_FIELD(max_bulk_bytes), 1, UINT32_MAX, NULL},
@@ -113,6 +117,10 @@ void conf_defaults(struct config *c)
 	c->wal_max_bytes = UINT64_C(1) << 30;
 	c->default_capacity = 100000;
 	c->default_error_rate = 0.01;
+	c->text_default_capacity = 100000;
+	c->text_default_error_rate = 0.0001;
+	c->resp_default_capacity = 100;
+	c->resp_default_error_rate = 0.01;
 	c->max_memory = UINT64_C(4) << 30;
 	c->max_line_bytes = UINT32_C(1) << 20;
 	c->max_bulk_bytes = UINT32_C(64) << 20;

@@ -35,25 +35,32 @@ struct config {
 	uint64_t wal_segment_bytes;   /* log segment size, default 64 MiB, >= 4096 */
 	uint64_t wal_max_bytes;	      /* log size that triggers early checkpoints, default 1 GiB;
 				       * 0 = none */
-	uint64_t default_capacity;    /* default 100000, >= 1 */
-	double default_error_rate;    /* default 0.01, 0 < p < 1 */
-	uint64_t max_memory;	      /* bytes for all filters, default 4 GiB; 0 = no limit */
-	uint32_t max_line_bytes;      /* text protocol line, default 1 MiB */
-	uint32_t max_bulk_bytes;      /* RESP bulk string, default 64 MiB */
-	uint32_t max_args;	      /* arguments per command (RESP and text), default 1048576 */
-	uint32_t max_key_bytes;	      /* default 64 KiB, <= max_line_bytes and <= max_bulk_bytes */
-	uint64_t max_body_bytes;      /* HTTP request body, default 16 MiB */
-	uint32_t max_connections;     /* default 10000 */
-	uint32_t idle_timeout;	      /* seconds, default 300; 0 = none */
-	uint32_t request_timeout;     /* seconds a partial command/request may take, default 30;
-				       * 0 = none */
-	uint64_t max_output_bytes;    /* unsent output per connection before it is closed,
-				       * default 64 MiB */
-	uint64_t max_client_memory;   /* buffers of all text/RESP connections together (input,
-				       * arguments, scratch, replies), default 1 GiB; 0 = no
-				       * limit */
-	int log_level;		      /* syslog priority 0 (emerg) .. 7 (debug), default 6 (info) */
-	char auth_token_file[4096];   /* file holding the token; default "" (no auth) */
+	/* Parameters of a filter created without them, per protocol, each following the peer a
+	 * user of that protocol comes from: HTTP (default_*), text (bloomd: 100000 at 0.0001)
+	 * and RESP auto-create (RedisBloom: 100 at 0.01). Capacity >= 1, 0 < rate < 1. */
+	uint64_t default_capacity;	/* HTTP, default 100000 */
+	double default_error_rate;	/* HTTP, default 0.01 */
+	uint64_t text_default_capacity; /* default 100000 */
+	double text_default_error_rate; /* default 0.0001 */
+	uint64_t resp_default_capacity; /* default 100 */
+	double resp_default_error_rate; /* default 0.01 */
+	uint64_t max_memory;		/* bytes for all filters, default 4 GiB; 0 = no limit */
+	uint32_t max_line_bytes;	/* text protocol line, default 1 MiB */
+	uint32_t max_bulk_bytes;	/* RESP bulk string, default 64 MiB */
+	uint32_t max_args;		/* arguments per command (RESP and text), default 1048576 */
+	uint32_t max_key_bytes;	    /* default 64 KiB, <= max_line_bytes and <= max_bulk_bytes */
+	uint64_t max_body_bytes;    /* HTTP request body, default 16 MiB */
+	uint32_t max_connections;   /* default 10000 */
+	uint32_t idle_timeout;	    /* seconds, default 300; 0 = none */
+	uint32_t request_timeout;   /* seconds a partial command/request may take, default 30;
+				     * 0 = none */
+	uint64_t max_output_bytes;  /* unsent output per connection before it is closed,
+				     * default 64 MiB */
+	uint64_t max_client_memory; /* buffers of all text/RESP connections together (input,
+				     * arguments, scratch, replies), default 1 GiB; 0 = no
+				     * limit */
+	int log_level;		    /* syslog priority 0 (emerg) .. 7 (debug), default 6 (info) */
+	char auth_token_file[4096]; /* file holding the token; default "" (no auth) */
 };
 
 /*

@@ -43,6 +43,14 @@ size_t bf_record_create(const struct bf_filter *f, unsigned char *buf)
 	return 39 + f->name_len;
 }
 
+size_t bf_record_rename(uint64_t id, const char *name, size_t len, unsigned char *buf)
+{
+	put64(buf, id);
+	buf[8] = (unsigned char)len;
+	memcpy(buf + 9, name, len);
+	return 9 + len;
+}
+
 size_t bf_record_id(uint64_t id, unsigned char *buf)
 {
 	put64(buf, id);
@@ -101,6 +109,16 @@ int bf_record_read_id(const unsigned char *p, size_t len, uint64_t *id)
 	return 0;
 }
 
+int bf_record_read_rename(const unsigned char *p, size_t len, uint64_t *id, const char **name,
+			  size_t *name_len)
+{
+	if (len < 9 || len != 9 + (size_t)p[8] || !(*id = get64(p)))
+		return -EINVAL;
+	*name = (const char *)p + 9;
+	*name_len = p[8];
+	return bf_name_valid(*name, *name_len) ? 0 : -EINVAL;
+}
+
 int bf_record_read_blob(const unsigned char *p, size_t len, int type, uint64_t *id, uint64_t *off,
 			const unsigned char **data, size_t *dlen)
 {
@@ -127,6 +145,7 @@ struct bf_replay {
 	struct bf_registry *reg;
 	bf_replay_dropping_fn dropping;
 	bf_replay_created_fn created;
+	bf_replay_renamed_fn renamed;
 	void *arg;
 	struct slot *slots;
 	size_t cap, used; /* used: slots with an id, removed ones included */
@@ -184,7 +203,8 @@ static void index_visit(void *arg, struct bf_filter *f)
 }
 
 int bf_replay_new(struct bf_registry *r, bf_replay_dropping_fn dropping,
-		  bf_replay_created_fn created, void *arg, struct bf_replay **out)
+		  bf_replay_created_fn created, bf_replay_renamed_fn renamed, void *arg,
+		  struct bf_replay **out)
 {
 	struct bf_replay *rp = calloc(1, sizeof(*rp));
 
@@ -193,6 +213,7 @@ int bf_replay_new(struct bf_registry *r, bf_replay_dropping_fn dropping,
 	rp->reg = r;
 	rp->dropping = dropping;
 	rp->created = created;
+	rp->renamed = renamed;
 	rp->arg = arg;
 	*out = rp;
 	return 0;
@@ -235,6 +256,20 @@ static struct bf_filter *find(const struct bf_replay *rp, uint64_t id)
 	return rp->cap ? slot_of(rp, id)->f : NULL;
 }
 
+/* Drop g, a filter of the registry, as a replayed record says (remove_file: DROP). */
+static void replay_drop(struct bf_replay *rp, struct bf_filter *g, bool remove_file)
+{
+	char name[BF_NAME_MAX + 1];
+	size_t nlen = g->name_len;
+
+	memcpy(name, g->name, nlen);
+	if (rp->dropping)
+		rp->dropping(rp->arg, g, remove_file);
+	if (rp->cap && slot_of(rp, g->id)->f == g)
+		slot_of(rp, g->id)->f = NULL;
+	bf_registry_drop(rp->reg, name, nlen);
+}
+
 /*
  * Whether a filter created at lsn may take name. Another filter holding it came from a
  * checkpoint: one newer than lsn means this create was of an earlier filter of that name,
@@ -249,11 +284,7 @@ static bool name_free(struct bf_replay *rp, uint64_t lsn, const char *name, size
 		return true;
 	if (g->lsn >= lsn)
 		return false;
-	if (rp->dropping)
-		rp->dropping(rp->arg, g, false);
-	if (rp->cap && slot_of(rp, g->id)->f == g)
-		slot_of(rp, g->id)->f = NULL;
-	bf_registry_drop(rp->reg, name, len);
+	replay_drop(rp, g, false);
 	return true;
 }
 
@@ -375,19 +406,40 @@ static int replay_flushall(struct bf_replay *rp, uint64_t lsn)
 		free(l.v);
 		return -ENOMEM;
 	}
-	for (size_t i = 0; i < l.n; i++) {
-		struct bf_filter *f = l.v[i];
-		char name[BF_NAME_MAX + 1];
-		size_t nlen = f->name_len;
-
-		memcpy(name, f->name, nlen);
-		if (rp->dropping)
-			rp->dropping(rp->arg, f, true);
-		if (rp->cap && slot_of(rp, f->id)->f == f)
-			slot_of(rp, f->id)->f = NULL;
-		bf_registry_drop(rp->reg, name, nlen);
-	}
+	for (size_t i = 0; i < l.n; i++)
+		replay_drop(rp, l.v[i], true);
 	free(l.v);
+	rp->st.applied++;
+	return 0;
+}
+
+/*
+ * RENAME at lsn of f (whose checkpoint is older) to name: a filter holding the name whose last
+ * change is older was replaced by it, and is dropped. One whose last change is newer came from
+ * a checkpoint taken after f gave the name up again: f cannot take it now and keeps its old
+ * name (a later RENAME of f, or f's own newer checkpoint, names it).
+ */
+static int replay_rename(struct bf_replay *rp, uint64_t lsn, struct bf_filter *f, const char *name,
+			 size_t len, char *why, size_t whylen)
+{
+	struct bf_filter *g = bf_registry_get(rp->reg, name, len);
+
+	if (g == f) {
+		rp->st.skipped++;
+		return 0;
+	}
+	if (g && g->lsn >= lsn) {
+		rp->st.skipped++;
+		return 0;
+	}
+	if (g)
+		replay_drop(rp, g, true);
+	int rc = bf_registry_rename(rp->reg, f, name, len);
+	if (rc)
+		return rc == -ENOMEM ? rc : bad(why, whylen, "RENAME cannot be applied");
+	f->lsn = lsn;
+	if (rp->renamed)
+		rp->renamed(rp->arg, f);
 	rp->st.applied++;
 	return 0;
 }
@@ -424,6 +476,10 @@ int bf_replay_apply(struct bf_replay *rp, uint64_t lsn, int type, const unsigned
 		if (len)
 			return bad(why, whylen, "malformed FLUSHALL record");
 		return replay_flushall(rp, lsn);
+	case BF_REC_RENAME:
+		if (bf_record_read_rename(p, len, &id, (const char **)&data, &n))
+			return bad(why, whylen, "malformed RENAME record");
+		break;
 	default:
 		return bad(why, whylen, "unknown record type");
 	}
@@ -457,17 +513,12 @@ int bf_replay_apply(struct bf_replay *rp, uint64_t lsn, int type, const unsigned
 		if (bf_filter_body_write(f, off, data, n))
 			return bad(why, whylen, "BODY outside its filter");
 		break;
-	default: {
-		char name[BF_NAME_MAX + 1];
-		size_t nlen = f->name_len;
-		memcpy(name, f->name, nlen);
-		if (rp->dropping)
-			rp->dropping(rp->arg, f, type == BF_REC_DROP);
-		slot_of(rp, id)->f = NULL;
-		bf_registry_drop(rp->reg, name, nlen);
+	case BF_REC_RENAME:
+		return replay_rename(rp, lsn, f, (const char *)data, n, why, whylen);
+	default:
+		replay_drop(rp, f, type == BF_REC_DROP);
 		rp->st.applied++;
 		return 0;
-	}
 	}
 	f->lsn = lsn;
 	rp->st.applied++;

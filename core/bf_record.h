@@ -16,6 +16,9 @@
  *           cleared filter comes back from its checkpoint and the log at the next start)
  *   LOAD    u64 id, then a snapshot header (BF.LOADCHUNK's first chunk: a filter with zero blocks)
  *   BODY    u64 id, u64 offset, then bytes of the filter's body (a later BF.LOADCHUNK chunk)
+ *   FLUSHALL no payload: every filter whose last change is older is gone
+ *   RENAME  u64 id, u8 name_len, name: the filter's new name; a filter holding that name whose
+ *           last change is older is dropped (RENAME over an existing key) in the same record
  */
 #ifndef BF_RECORD_H
 #define BF_RECORD_H
@@ -37,10 +40,12 @@ enum bf_record_type {
 	BF_REC_BODY = 7,
 	/* FLUSHALL: every filter whose last change is older is gone. No payload. */
 	BF_REC_FLUSHALL = 8,
+	BF_REC_RENAME = 9,
 };
 
 /* Largest CREATE payload, and the bytes an ADD or DELETE takes before its hashes. */
 #define BF_RECORD_CREATE_MAX (8 + 8 + 8 + 8 + 4 + 3 + BF_NAME_MAX)
+#define BF_RECORD_RENAME_MAX (8 + 1 + BF_NAME_MAX)
 #define BF_RECORD_KEYS_HEAD  8
 #define BF_RECORD_HASH_BYTES 16
 
@@ -52,6 +57,10 @@ size_t bf_record_create(const struct bf_filter *f, unsigned char *buf);
  * take bf_record_put_hash() for each key. Returns 8. */
 size_t bf_record_id(uint64_t id, unsigned char *buf);
 void bf_record_put_hash(struct bf_hash h, unsigned char *buf);
+
+/* RENAME of filter id to name[0, len) into buf (BF_RECORD_RENAME_MAX bytes). Returns the
+ * payload's length. */
+size_t bf_record_rename(uint64_t id, const char *name, size_t len, unsigned char *buf);
 
 /* A CREATE payload, decoded and checked (id non-zero, valid name and parameters). */
 struct bf_record_create {
@@ -76,6 +85,9 @@ int bf_record_read_id(const unsigned char *p, size_t len, uint64_t *id);
 int bf_record_read_blob(const unsigned char *p, size_t len, int type, uint64_t *id, uint64_t *off,
 			const unsigned char **data, size_t *dlen);
 struct bf_hash bf_record_get_hash(const unsigned char *p);
+/* RENAME: *id and the new name (a valid one, pointing into p). */
+int bf_record_read_rename(const unsigned char *p, size_t len, uint64_t *id, const char **name,
+			  size_t *name_len);
 
 /*
  * Replay: apply the log's records, in LSN order, to a registry loaded from checkpoints. A
@@ -97,9 +109,13 @@ typedef void (*bf_replay_dropping_fn)(void *arg, struct bf_filter *f, bool remov
 /* A filter a record created (CREATE, LOAD) has just joined the registry. */
 typedef void (*bf_replay_created_fn)(void *arg, struct bf_filter *f);
 
-/* Index r's filters by id for a replay; either callback may be NULL. Returns 0 or -ENOMEM. */
+/* A filter a record renamed (f->name is the new name). */
+typedef void (*bf_replay_renamed_fn)(void *arg, struct bf_filter *f);
+
+/* Index r's filters by id for a replay; any callback may be NULL. Returns 0 or -ENOMEM. */
 int bf_replay_new(struct bf_registry *r, bf_replay_dropping_fn dropping,
-		  bf_replay_created_fn created, void *arg, struct bf_replay **out);
+		  bf_replay_created_fn created, bf_replay_renamed_fn renamed, void *arg,
+		  struct bf_replay **out);
 
 /*
  * Apply one record. Returns 0 (applied or skipped); -EINVAL if the payload is malformed or

@@ -232,6 +232,28 @@ int bf_registry_drop(struct bf_registry *r, const char *name, size_t len)
 	return 0;
 }
 
+int bf_registry_rename(struct bf_registry *r, struct bf_filter *f, const char *name, size_t len)
+{
+	if (!bf_name_valid(name, len))
+		return -EINVAL;
+	uint64_t hash = name_hash(name, len);
+	if (*find(r, name, len, hash))
+		return -EEXIST;
+	struct entry **pp = find(r, f->name, f->name_len, name_hash(f->name, f->name_len));
+	struct entry *e = *pp;
+	if (!e || e->filter != f)
+		return -ENOENT;
+	int rc = bf_filter_set_name(f, name, len);
+	if (rc)
+		return rc;
+	*pp = e->next;
+	e->hash = hash;
+	struct entry **head = &r->buckets[hash & (r->nbuckets - 1)];
+	e->next = *head;
+	*head = e;
+	return 0;
+}
+
 static int by_name(const void *a, const void *b)
 {
 	const struct bf_filter *x = *(struct bf_filter *const *)a;

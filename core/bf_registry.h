@@ -44,6 +44,13 @@ int bf_registry_adopt(struct bf_registry *r, const char *name, size_t len, struc
 /* The filter with this name, or NULL. */
 struct bf_filter *bf_registry_get(const struct bf_registry *r, const char *name, size_t len);
 
+/*
+ * Give f, a filter of r, the name name[0, len): 0; -EINVAL (bad name), -EEXIST (taken: drop the
+ * other first), -ENOENT (f is not r's), -ENOMEM. On error nothing changes. A SCAN running across
+ * it may visit f under both names, or neither (as Redis's RENAME).
+ */
+int bf_registry_rename(struct bf_registry *r, struct bf_filter *f, const char *name, size_t len);
+
 /* Remove and free a filter. Returns 0 or -ENOENT. */
 int bf_registry_drop(struct bf_registry *r, const char *name, size_t len);
 

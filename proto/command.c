@@ -167,11 +167,11 @@ void cmd_ctx_free(struct cmd_ctx *c)
 	c->rec_cap = 0;
 }
 
-struct bf_params cmd_default_params(const struct cmd_ctx *c)
+struct bf_params cmd_default_params(const struct cmd_ctx *c, enum cmd_peer peer)
 {
 	return (struct bf_params){
-	    .capacity = c->default_capacity,
-	    .error_rate = c->default_error_rate,
+	    .capacity = c->defaults[peer].capacity,
+	    .error_rate = c->defaults[peer].error_rate,
 	    .type = BF_TYPE_BLOOM,
 	    .expansion = c->default_expansion,
 	    .persist = true,
@@ -281,6 +281,52 @@ enum cmd_status cmd_flushall(struct cmd_ctx *c, uint64_t *dropped)
 	if (dropped)
 		*dropped = a.n;
 	free(a.v);
+	return CMD_OK;
+}
+
+enum cmd_status cmd_rename(struct cmd_ctx *c, const char *from, size_t flen, const char *to,
+			   size_t tlen, bool nx)
+{
+	struct bf_filter *f = bf_registry_get(c->reg, from, flen), *t;
+	unsigned char rec[BF_RECORD_RENAME_MAX];
+	uint64_t lsn = 0;
+
+	if (!f)
+		return CMD_NOT_FOUND;
+	if (!bf_name_valid(to, tlen))
+		return CMD_BAD_NAME;
+	t = bf_registry_get(c->reg, to, tlen);
+	if (t == f)
+		return nx ? CMD_EXISTS : CMD_OK;
+	if (t && nx)
+		return CMD_EXISTS;
+	if ((logged(c, f) || (t && logged(c, t))) && c->log_failed)
+		return CMD_LOG_FAILED;
+	/* One record: its replay drops the filter holding the name, as here. A memory-only
+	 * filter renamed over a persistent one leaves only that one's drop to log. */
+	if (logged(c, f))
+		lsn = c->hooks.log(c->hooks.arg, BF_REC_RENAME, rec,
+				   bf_record_rename(f->id, to, tlen, rec));
+	else if (t && logged(c, t))
+		lsn = c->hooks.log(c->hooks.arg, BF_REC_DROP, rec, bf_record_id(t->id, rec));
+	if ((logged(c, f) || (t && logged(c, t))) && !lsn)
+		return CMD_INTERNAL;
+	if (t) {
+		c->ops[CMD_OP_DROP]++;
+		if (c->hooks.dropping)
+			c->hooks.dropping(c->hooks.arg, t, true);
+		bf_registry_drop(c->reg, to, tlen);
+	}
+	/* Only a name's allocation can fail now (one of at most 200 bytes). */
+	if (bf_registry_rename(c->reg, f, to, tlen))
+		return CMD_INTERNAL;
+	if (lsn && logged(c, f))
+		f->lsn = lsn;
+	f->changes++;
+	if (lsn)
+		wait_for(c, lsn);
+	if (c->hooks.renamed)
+		c->hooks.renamed(c->hooks.arg, f);
 	return CMD_OK;
 }
 

@@ -44,6 +44,14 @@ enum cmd_op {
 	CMD_OP_COUNT,
 };
 
+/* The protocol a command came in on, where its defaults differ (cmd_ctx.defaults). */
+enum cmd_peer {
+	CMD_PEER_TEXT = 0, /* bloomd's defaults */
+	CMD_PEER_RESP,	   /* RedisBloom's */
+	CMD_PEER_HTTP,	   /* the config's default_* */
+	CMD_PEER_COUNT,
+};
+
 /* Hooks the server provides; any may be NULL. */
 struct cmd_hooks {
 	void *arg;
@@ -66,13 +74,19 @@ struct cmd_hooks {
 	 * change to a persistent filter, after the change is made in memory and before the reply.
 	 */
 	uint64_t (*log)(void *arg, int type, const void *payload, size_t len);
+	/* f was renamed (RENAME; f->name is the new name): the owner moves its own bookkeeping
+	 * (the checkpoint's file). */
+	void (*renamed)(void *arg, struct bf_filter *f);
 };
 
 /* Shared state of the command layer: the registry, the defaults and limits from the config. */
 struct cmd_ctx {
 	struct bf_registry *reg;
-	uint64_t default_capacity;
-	double default_error_rate;
+	/* Parameters of a filter created without them, per protocol (enum cmd_peer). */
+	struct cmd_defaults {
+		uint64_t capacity;
+		double error_rate;
+	} defaults[CMD_PEER_COUNT];
 	uint32_t default_expansion; /* 2 */
 	size_t max_key_bytes;
 	size_t max_args;
@@ -179,8 +193,9 @@ enum cmd_status cmd_status_from_errno(int rc);
 enum cmd_status cmd_create(struct cmd_ctx *c, const char *name, size_t len,
 			   const struct bf_params *p, struct bf_filter **out);
 
-/* Parameters of a filter created with no parameters (defaults from the config). */
-struct bf_params cmd_default_params(const struct cmd_ctx *c);
+/* Parameters of a filter created with no parameters over protocol peer (defaults from the
+ * config). */
+struct bf_params cmd_default_params(const struct cmd_ctx *c, enum cmd_peer peer);
 
 /* Drop (remove_file true) or clear (false) a filter. CMD_OK or CMD_NOT_FOUND. */
 enum cmd_status cmd_drop(struct cmd_ctx *c, const char *name, size_t len, bool remove_file);
@@ -191,6 +206,17 @@ enum cmd_status cmd_drop(struct cmd_ctx *c, const char *name, size_t len, bool r
  * be NULL) counts them. CMD_OK, CMD_LOG_FAILED (nothing changed), CMD_INTERNAL (no memory).
  */
 enum cmd_status cmd_flushall(struct cmd_ctx *c, uint64_t *dropped);
+
+/*
+ * Redis's RENAME (nx false) and RENAMENX (nx true) of filter from[0, flen) to to[0, tlen).
+ * A filter already named to is replaced (dropped, its files removed) in the same logged
+ * change, so a check never finds to missing or empty; nx refuses instead. The filter keeps
+ * everything else (keys, parameters, expiry). CMD_OK (also from == to, without nx),
+ * CMD_NOT_FOUND (no filter from), CMD_EXISTS (nx, and to is taken or is from), CMD_BAD_NAME,
+ * CMD_LOG_FAILED, CMD_INTERNAL; nothing changes on error.
+ */
+enum cmd_status cmd_rename(struct cmd_ctx *c, const char *from, size_t flen, const char *to,
+			   size_t tlen, bool nx);
 
 /*
  * Add n keys to f (keys/lens arrays; out[i] = 1 new, 0 present). Stops at the first key that

@@ -69,6 +69,7 @@ static const struct {
     [HTTP_ROUTE_DELETE] = {"/v1/filters/{name}/delete", "POST"},
     [HTTP_ROUTE_KEY] = {"/v1/filters/{name}/keys/{key}", "GET, HEAD, PUT"},
     [HTTP_ROUTE_SNAPSHOT] = {"/v1/filters/{name}/snapshot", "POST"},
+    [HTTP_ROUTE_RENAME] = {"/v1/filters/{name}/rename", "POST"},
 };
 
 const char *http_api_route_name(enum http_route r)
@@ -661,6 +662,8 @@ static enum http_route route_match(struct span path, struct span *name, struct s
 		return HTTP_ROUTE_DELETE;
 	if (span_is(rest, "snapshot"))
 		return HTTP_ROUTE_SNAPSHOT;
+	if (span_is(rest, "rename"))
+		return HTTP_ROUTE_RENAME;
 	if (rest.n >= 5 && memcmp(rest.p, "keys/", 5) == 0 &&
 	    !memchr(rest.p + 5, '/', rest.n - 5)) {
 		key->p = rest.p + 5;
@@ -965,7 +968,7 @@ static bool parse_params(struct http_api *api, const struct http_api_request *re
 	char label[72];
 	cJSON *j, *e;
 
-	*p = cmd_default_params(api->cmd);
+	*p = cmd_default_params(api->cmd, CMD_PEER_HTTP);
 	if (req->body_len == 0)
 		return true;
 	j = parse_body(api, req, r);
@@ -1146,6 +1149,58 @@ static void do_snapshot(struct http_api *api, struct http_api_response *r, struc
 	proto_buf_append_str(&r->body, "{\"flushed\":true}");
 }
 
+/* POST /v1/filters/{name}/rename {"to":NAME[, "replace":bool]}. */
+static void do_rename(struct http_api *api, const struct http_api_request *req,
+		      struct http_api_response *r, struct bf_filter *f)
+{
+	const cJSON *to = NULL, *replace = NULL;
+	char label[72];
+	cJSON *j, *e;
+
+	if (req->body_len == 0) {
+		problem(r, P_BAD_REQUEST, "the body must name the new name: {\"to\":\"...\"}");
+		return;
+	}
+	j = parse_body(api, req, r);
+	if (!j)
+		return;
+	for (e = j->child; e; e = e->next) {
+		const cJSON **slot = !strcmp(e->string, "to")	     ? &to
+				     : !strcmp(e->string, "replace") ? &replace
+								     : NULL;
+		if (!slot) {
+			problem(r, P_BAD_REQUEST, "unknown field \"%s\"",
+				field_label(e->string, label, sizeof(label)));
+			goto out;
+		}
+		if (*slot) {
+			problem(r, P_BAD_REQUEST, "field \"%s\" appears twice", e->string);
+			goto out;
+		}
+		*slot = e;
+	}
+	if (!cJSON_IsString(to)) {
+		problem(r, P_BAD_REQUEST, "\"to\" must be a string, the new name");
+		goto out;
+	}
+	if (replace && !cJSON_IsBool(replace)) {
+		problem(r, P_BAD_REQUEST, "\"replace\" must be true or false");
+		goto out;
+	}
+	enum cmd_status st = cmd_rename(api->cmd, f->name, f->name_len, to->valuestring,
+					strlen(to->valuestring), !cJSON_IsTrue(replace));
+	if (st == CMD_EXISTS)
+		problem(r, P_FILTER_EXISTS,
+			"a filter named \"to\" exists; send \"replace\":true "
+			"to replace it");
+	else if (st != CMD_OK)
+		problem_status(api, r, st, NULL, 0);
+	else
+		do_filter_get(r, f);
+out:
+	cJSON_Delete(j);
+}
+
 static void do_static(struct http_api_response *r, const char *json)
 {
 	r->content_type = CT_JSON;
@@ -1267,6 +1322,9 @@ static void dispatch(struct http_api *api, const struct http_api_request *req,
 		break;
 	case HTTP_ROUTE_KEY:
 		do_key(api, r, f, key, !get);
+		break;
+	case HTTP_ROUTE_RENAME:
+		do_rename(api, req, r, f);
 		break;
 	default:
 		do_snapshot(api, r, f);

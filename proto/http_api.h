@@ -21,6 +21,10 @@
  *	GET    /v1/filters/{name}/keys/{key}     200 {"present":bool}
  *	PUT    /v1/filters/{name}/keys/{key}     200 {"added":bool}
  *	POST   /v1/filters/{name}/snapshot       200 {"flushed":true} once the snapshot is durable
+ *	POST   /v1/filters/{name}/rename         200 DETAIL (of the filter under its new name),
+ *	                                         body {"to":NAME, "replace":bool}: as RESP's
+ *	                                         RENAME (replace true) or RENAMENX (false, the
+ *	                                         default: 409 filter_exists if NAME is taken)
  *
  * FILTER is {"name","type","capacity","error_rate","items","bytes","layers"} (capacity: of the
  * whole chain as built so far); DETAIL adds "initial_capacity", "expansion" (0: non-scaling),
@@ -88,6 +92,7 @@ enum http_route {
 	HTTP_ROUTE_DELETE,
 	HTTP_ROUTE_KEY,
 	HTTP_ROUTE_SNAPSHOT,
+	HTTP_ROUTE_RENAME,
 	HTTP_ROUTE_COUNT,
 };
 

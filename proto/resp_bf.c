@@ -85,7 +85,7 @@ void resp_bf_reserve(struct cmd_ctx *c, struct cmd_session *s, const struct prot
 		}
 	}
 
-	struct bf_params p = cmd_default_params(c);
+	struct bf_params p = cmd_default_params(c, CMD_PEER_RESP);
 	p.capacity = (uint64_t)capacity;
 	p.error_rate = error_rate;
 	p.type = counting ? BF_TYPE_COUNTING : BF_TYPE_BLOOM;
@@ -154,21 +154,21 @@ static void add_items(struct cmd_ctx *c, struct cmd_session *s, const struct pro
 void resp_bf_add(struct cmd_ctx *c, struct cmd_session *s, const struct proto_argv *av,
 		 struct proto_buf *out)
 {
-	struct bf_params p = cmd_default_params(c);
+	struct bf_params p = cmd_default_params(c, CMD_PEER_RESP);
 	add_items(c, s, av, 2, &p, false, out);
 }
 
 void resp_bf_madd(struct cmd_ctx *c, struct cmd_session *s, const struct proto_argv *av,
 		  struct proto_buf *out)
 {
-	struct bf_params p = cmd_default_params(c);
+	struct bf_params p = cmd_default_params(c, CMD_PEER_RESP);
 	add_items(c, s, av, 2, &p, true, out);
 }
 
 void resp_bf_insert(struct cmd_ctx *c, struct cmd_session *s, const struct proto_argv *av,
 		    struct proto_buf *out)
 {
-	struct bf_params p = cmd_default_params(c);
+	struct bf_params p = cmd_default_params(c, CMD_PEER_RESP);
 	bool create = true, nonscaling = p.expansion == 0;
 	size_t items = 0, i = 2;
 

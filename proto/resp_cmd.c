@@ -263,6 +263,8 @@ static const struct resp_cmd commands[] = {
     {"flushall", 8, resp_server_flushall, 1, 0, "write", 0, 0, 0},
     {"flushdb", 7, resp_server_flushall, 1, 0, "write", 0, 0, 0},
     {"memory", 6, resp_server_memory, 2, 0, "", 0, 0, 0},
+    {"rename", 6, resp_keys_rename, 3, 3, "write", 1, 2, 1},
+    {"renamenx", 8, resp_keys_rename, 3, 3, "write fast", 1, 2, 1},
 };
 
 #define NCOMMANDS (sizeof(commands) / sizeof(commands[0]))

@@ -92,4 +92,6 @@ RESP_HANDLER(resp_server_lastsave);
 RESP_HANDLER(resp_server_info);
 RESP_HANDLER(resp_server_config);
 
+RESP_HANDLER(resp_keys_rename);
+
 #endif /* BLOSSOMD_PROTO_RESP_CMD_IMPL_H */

@@ -150,7 +150,7 @@ static void do_create(struct cmd_ctx *c, struct span args, struct proto_buf *out
 		reply(c, out, CMD_BAD_NAME);
 		return;
 	}
-	struct bf_params p = cmd_default_params(c);
+	struct bf_params p = cmd_default_params(c, CMD_PEER_TEXT);
 	bool in_memory = false, nonscaling = false, expands = false;
 	enum cmd_status st = CMD_OK;
 	while (st == CMD_OK && next_word(&args, &w)) {

@@ -138,6 +138,13 @@ static void journal_created(void *arg, struct bf_filter *f)
 	srv_snap_created(s->snap, f);
 }
 
+static void journal_renamed(void *arg, struct bf_filter *f)
+{
+	struct srv *s = arg;
+
+	(void)srv_snap_renamed(s->snap, f); /* a failure is logged; the next cycle retries */
+}
+
 static void journal_newest_visit(void *arg, struct bf_filter *f)
 {
 	uint64_t *newest = arg;
@@ -212,7 +219,7 @@ int journal_start(struct srv *s)
 	/* What was acknowledged is restored whatever max_memory says now. */
 	limit = bf_registry_max_memory(s->reg);
 	bf_registry_set_max_memory(s->reg, 0);
-	rc = bf_replay_new(s->reg, journal_dropping, journal_created, s, &jr.rp);
+	rc = bf_replay_new(s->reg, journal_dropping, journal_created, journal_renamed, s, &jr.rp);
 	if (!rc)
 		rc = wal_replay(s->wal, from, s->wal_truncate_corrupt, journal_apply, &jr, &st, why,
 				sizeof(why));

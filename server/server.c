@@ -62,8 +62,12 @@ static void srv_apply_limits(struct srv *s)
 {
 	const struct config *c = &s->cfg;
 
-	s->ctx.default_capacity = c->default_capacity;
-	s->ctx.default_error_rate = c->default_error_rate;
+	s->ctx.defaults[CMD_PEER_HTTP] =
+	    (struct cmd_defaults){c->default_capacity, c->default_error_rate};
+	s->ctx.defaults[CMD_PEER_TEXT] =
+	    (struct cmd_defaults){c->text_default_capacity, c->text_default_error_rate};
+	s->ctx.defaults[CMD_PEER_RESP] =
+	    (struct cmd_defaults){c->resp_default_capacity, c->resp_default_error_rate};
 	s->ctx.max_key_bytes = c->max_key_bytes;
 	s->ctx.max_args = c->max_args;
 	s->lim.max_bulk_bytes = c->max_bulk_bytes;
@@ -126,6 +130,13 @@ static bool srv_bind_is_loopback(const char *bind, char *first_public, size_t le
 		if (old->field != nc->field)                                                       \
 			srv_log(SRV_LOG_INFO, "reload: " #field " %" PRIu64 " -> %" PRIu64,        \
 				(uint64_t)old->field, (uint64_t)nc->field);                        \
+	} while (0)
+
+#define SRV_LOG_CHANGE_RATE(field)                                                                 \
+	do {                                                                                       \
+		if (old->field != nc->field)                                                       \
+			srv_log(SRV_LOG_INFO, "reload: " #field " %g -> %g", old->field,           \
+				nc->field);                                                        \
 	} while (0)
 
 #define SRV_RESTART_U64(field)                                                                     \
@@ -333,9 +344,11 @@ static void srv_reload(struct srv *s)
 
 	SRV_LOG_CHANGE_U64(snapshot_interval);
 	SRV_LOG_CHANGE_U64(default_capacity);
-	if (old->default_error_rate != nc->default_error_rate)
-		srv_log(SRV_LOG_INFO, "reload: default_error_rate %g -> %g",
-			old->default_error_rate, nc->default_error_rate);
+	SRV_LOG_CHANGE_RATE(default_error_rate);
+	SRV_LOG_CHANGE_U64(text_default_capacity);
+	SRV_LOG_CHANGE_RATE(text_default_error_rate);
+	SRV_LOG_CHANGE_U64(resp_default_capacity);
+	SRV_LOG_CHANGE_RATE(resp_default_error_rate);
 	SRV_LOG_CHANGE_U64(max_memory);
 	SRV_LOG_CHANGE_U64(max_line_bytes);
 	SRV_LOG_CHANGE_U64(max_bulk_bytes);
@@ -416,6 +429,13 @@ static void srv_created(void *arg, struct bf_filter *f)
 	struct srv *s = arg;
 
 	srv_snap_created(s->snap, f);
+}
+
+static void srv_renamed(void *arg, struct bf_filter *f)
+{
+	struct srv *s = arg;
+
+	(void)srv_snap_renamed(s->snap, f); /* a failure is logged; the next cycle retries */
 }
 
 static int srv_dropping(void *arg, struct bf_filter *f, bool remove_file)
@@ -705,6 +725,7 @@ int srv_new(const struct srv_options *opt, struct srv **out)
 	s->ctx.hooks.bgsave = srv_bgsave;
 	s->ctx.hooks.created = srv_created;
 	s->ctx.hooks.dropping = srv_dropping;
+	s->ctx.hooks.renamed = srv_renamed;
 	s->ctx.started_unix = (uint64_t)time(NULL);
 	s->ctx.version = opt->version;
 	srv_apply_limits(s);

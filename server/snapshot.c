@@ -163,6 +163,18 @@ struct srv_snap {
 
 	struct srv_snap_status st;
 
+	/* The highest generation loaded or given: every write takes the next, so of two copies
+	 * on disk of one name or of one filter (renamed, or moved between a pack and a file of
+	 * its own), the one written later has the higher. */
+	uint64_t gen;
+	/* At load: the entries by filter id (open addressing, 0 = free), so a filter found under
+	 * two names (renamed, then a crash before the old copy went) is loaded once. */
+	struct snap_idslot {
+		uint64_t id;
+		struct snap_entry *e;
+	} * ids;
+	size_t ids_cap, ids_n;
+
 	/* What was set aside at load, until srv_snap_after_replay(). */
 	struct snap_aside {
 		char *label; /* the file, or "FILE entry N" */
@@ -173,6 +185,11 @@ struct srv_snap {
 };
 
 static void snap_step(struct srv_snap *sn);
+
+static uint64_t snap_next_gen(struct srv_snap *sn)
+{
+	return ++sn->gen;
+}
 
 /* ---------------------------------------------------------------------------------------- */
 /* Entries */
@@ -429,7 +446,7 @@ static struct snap_job *snap_job_new(struct srv_snap *sn, struct snap_entry *e)
 	job->e = e;
 	job->cut = e->f->changes;
 	job->need = snap_need(sn, e->f);
-	job->generation = e->generation + 1;
+	job->generation = snap_next_gen(sn);
 	job->req.data = job;
 	snprintf(job->file, sizeof(job->file), "%s", e->file);
 	return job;
@@ -815,11 +832,12 @@ static int snap_pjob_encode(struct snap_pjob *pj, uint64_t budget_ns)
 				pj->buf = b;
 				pj->cap = cap;
 			}
-			pj->cuts[pj->pos].generation = e->generation + 1;
+			pj->cuts[pj->pos].generation = snap_next_gen(pj->sn);
 			pj->cuts[pj->pos].cut = f->changes;
 			pj->cuts[pj->pos].need = snap_need(sn, f);
 			pj->cuts[pj->pos].in = true;
-			bf_snapshot_entry_encode(f, e->generation + 1, pj->buf + pj->len);
+			bf_snapshot_entry_encode(f, pj->cuts[pj->pos].generation,
+						 pj->buf + pj->len);
 			pj->len += need;
 			pj->ends[pj->count++] = pj->len;
 		}
@@ -1308,7 +1326,7 @@ static int snap_write_now(struct srv_snap *sn, struct snap_entry *e)
 		snap_pjob_abort(sn);
 	else if (e->packing)
 		snap_pjob_settle(sn);
-	gen = e->generation + 1;
+	gen = snap_next_gen(sn);
 	t0 = uv_hrtime();
 	rc = bf_snapshot_write(f, gen, sn->dirfd, e->file, &step);
 	snap_record(sn, e, e->file, f->name, rc, step, f->changes, snap_need(sn, f), gen,
@@ -1316,11 +1334,42 @@ static int snap_write_now(struct srv_snap *sn, struct snap_entry *e)
 	return rc;
 }
 
+/*
+ * Take e, a live entry, out of the filters this module writes: out of ents, its copy in
+ * progress given up, out of its pack (the log keeps the record just logged, at logged_lsn, until
+ * the pack is written without the filter; during the replay, what the filter needed). Its own
+ * file stays. Returns true if a copy was given up (the caller restarts the cycle: snap_step).
+ */
+static bool snap_detach(struct srv_snap *sn, struct snap_entry *e)
+{
+	size_t i = e->idx;
+	bool restart = false;
+
+	sn->ents[i] = sn->ents[--sn->nents];
+	sn->ents[i]->idx = i;
+	snap_need_moved(sn, sn->ents[i], sn->nents);
+	e->f->owner = NULL;
+	if (sn->copy && sn->copy->e == e) {
+		snap_copy_abort(sn);
+		restart = true;
+	}
+	snap_pack_leave(sn, e, sn->ctx->logged_lsn ? sn->ctx->logged_lsn : e->need_lsn);
+	return restart;
+}
+
+/* Remove e's own file; a write of it still running would put it back: it removes it then. */
+static void snap_remove_file(struct srv_snap *sn, struct snap_entry *e, const char *why)
+{
+	if (sn->job && !sn->job->applied && !strcmp(sn->job->file, e->file))
+		sn->job->remove_after = true;
+	else
+		snap_unlink(sn, e->file, why);
+}
+
 int srv_snap_dropping(struct srv_snap *sn, struct bf_filter *f, bool remove_file)
 {
 	struct snap_entry *e;
-	bool restart = false;
-	size_t i;
+	bool restart;
 
 	if (!f->params.persist)
 		return 0;
@@ -1335,32 +1384,46 @@ int srv_snap_dropping(struct srv_snap *sn, struct bf_filter *f, bool remove_file
 		if (rc)
 			return rc;
 	}
-	i = e->idx;
-	sn->ents[i] = sn->ents[--sn->nents];
-	sn->ents[i]->idx = i;
-	snap_need_moved(sn, sn->ents[i], sn->nents);
-	f->owner = NULL;
-
-	if (sn->copy && sn->copy->e == e) {
-		snap_copy_abort(sn);
-		restart = true;
-	}
 	bool packed = e->pack >= 0;
-	/* The log keeps the drop (just logged, at logged_lsn) until the pack is written without
-	 * the filter; during the replay, what the filter needed. */
-	snap_pack_leave(sn, e, sn->ctx->logged_lsn ? sn->ctx->logged_lsn : e->need_lsn);
-	if (remove_file && (e->own_file || !packed)) {
-		/* A write of this file still running would put it back: it removes it instead. */
-		if (sn->job && !sn->job->applied && !strcmp(sn->job->file, e->file))
-			sn->job->remove_after = true;
-		else
-			snap_unlink(sn, e->file, "filter dropped");
-	}
+	restart = snap_detach(sn, e);
+	if (remove_file && (e->own_file || !packed))
+		snap_remove_file(sn, e, "filter dropped");
 	e->f = NULL;
 	snap_release(e);
 	if (restart)
 		snap_step(sn);
 	return 0;
+}
+
+int srv_snap_renamed(struct srv_snap *sn, struct bf_filter *f)
+{
+	struct snap_entry *e, *n;
+	bool packed, restart;
+	int rc;
+
+	if (!f->params.persist || !(e = snap_find(sn, f)))
+		return 0;
+	packed = e->pack >= 0;
+	restart = snap_detach(sn, e);
+	/* The new name's file is written now, so that the old copy (its file or its pack entry,
+	 * under the old name) can go at once: a new filter given the old name never meets it. */
+	n = snap_track(sn, f);
+	if (n) {
+		n->need_lsn = e->need_lsn;
+		n->generation = e->generation;
+		rc = snap_write_now(sn, n);
+	} else {
+		rc = -ENOMEM;
+	}
+	/* Failed: the old copy stays (the log covers the rest, and a start loads the copy with
+	 * the higher generation); the filter is written at the next cycle. */
+	if (!rc && (e->own_file || !packed))
+		snap_remove_file(sn, e, "filter renamed");
+	e->f = NULL;
+	snap_release(e);
+	if (restart)
+		snap_step(sn);
+	return rc;
 }
 
 int srv_snap_flush(struct srv_snap *sn, struct bf_filter *f)
@@ -1655,43 +1718,121 @@ static void snap_aside_note(struct srv_snap *sn, const char *label, const char *
  * writing again (repack[]). 0 (adopted, or the older copy dropped), or a negative errno that
  * must stop the start. f is consumed.
  */
+/* The load-time slot of filter id (free if it has none yet). The table has room. */
+static struct snap_idslot *snap_id_slot(const struct srv_snap *sn, uint64_t id)
+{
+	size_t mask = sn->ids_cap - 1, i = (size_t)(id * 0x9e3779b97f4a7c15ULL) & mask;
+
+	while (sn->ids[i].id && sn->ids[i].id != id)
+		i = (i + 1) & mask;
+	return &sn->ids[i];
+}
+
+/* Room for one more id at load. 0 or -ENOMEM. */
+static int snap_ids_grow(struct srv_snap *sn)
+{
+	struct snap_idslot *old = sn->ids;
+	size_t ocap = sn->ids_cap;
+
+	if (2 * (sn->ids_n + 1) <= sn->ids_cap)
+		return 0;
+	sn->ids_cap = ocap ? 2 * ocap : 1024;
+	sn->ids = calloc(sn->ids_cap, sizeof(*sn->ids));
+	if (!sn->ids) {
+		sn->ids = old;
+		sn->ids_cap = ocap;
+		return -ENOMEM;
+	}
+	for (size_t i = 0; i < ocap; i++)
+		if (old[i].id)
+			*snap_id_slot(sn, old[i].id) = old[i];
+	free(old);
+	return 0;
+}
+
+/*
+ * Of two copies loaded of one filter (one name, or one id), the newer was found after the
+ * older e: e's filter leaves the registry, its copy its file or its pack.
+ */
+static void snap_forget_older(struct srv_snap *sn, struct snap_entry *e, bool repack[SNAP_PACKS])
+{
+	struct bf_filter *f = e->f;
+
+	if (e->pack >= 0)
+		repack[e->pack] = true;
+	snap_pack_leave(sn, e, UINT64_MAX);
+	if (e->own_file)
+		snap_unlink(sn, e->file, "older copy");
+	sn->ents[e->idx] = sn->ents[--sn->nents];
+	sn->ents[e->idx]->idx = e->idx;
+	free(e);
+	bf_registry_drop(sn->ctx->reg, f->name, f->name_len);
+	sn->st.loaded--;
+}
+
+/* f (from file, or pack >= 0 of it) is an older copy than the one loaded (generation had). */
+static void snap_skip_older(struct srv_snap *sn, struct bf_filter *f, uint64_t gen, uint64_t had,
+			    const char *file, int pack, bool repack[SNAP_PACKS])
+{
+	srv_log(SRV_LOG_NOTICE,
+		"filter '%s' (id %" PRIu64 "): %s/%s holds an older copy (generation %" PRIu64
+		", loaded %" PRIu64 "); %s",
+		f->name, f->id, sn->dir, file, gen, had,
+		pack < 0 ? "removed" : "dropped from the pack");
+	if (pack < 0)
+		snap_unlink(sn, file, "older copy");
+	else
+		repack[pack] = true;
+	bf_filter_free(f);
+}
+
 static int snap_adopt(struct srv_snap *sn, struct bf_filter *f, uint64_t gen, const char *file,
 		      int pack, bool repack[SNAP_PACKS])
 {
+	struct snap_idslot *slot = NULL;
 	struct bf_filter *old;
 	struct snap_entry *e;
 	int rc;
 
+	if (gen > sn->gen)
+		sn->gen = gen;
+	/* One filter under two names: renamed, and the old name's copy not yet removed. */
+	if (f->id) {
+		if (snap_ids_grow(sn)) {
+			bf_filter_free(f);
+			return -ENOMEM;
+		}
+		slot = snap_id_slot(sn, f->id);
+		if (slot->id && slot->e) {
+			if (gen <= slot->e->generation) {
+				snap_skip_older(sn, f, gen, slot->e->generation, file, pack,
+						repack);
+				return 0;
+			}
+			srv_log(SRV_LOG_NOTICE,
+				"filter '%s' (id %" PRIu64
+				"): %s/%s holds a newer copy (generation "
+				"%" PRIu64 ") than '%s' loaded (%" PRIu64 ")",
+				f->name, f->id, sn->dir, file, gen, slot->e->f->name,
+				slot->e->generation);
+			snap_forget_older(sn, slot->e, repack);
+			slot->e = NULL;
+		}
+	}
 	rc = bf_registry_adopt(sn->ctx->reg, f->name, f->name_len, f);
 	if (rc == -EEXIST && (old = bf_registry_get(sn->ctx->reg, f->name, f->name_len)) &&
 	    (e = snap_find(sn, old))) {
 		if (gen <= e->generation) {
-			srv_log(SRV_LOG_NOTICE,
-				"filter '%s': %s/%s holds an older copy (generation %" PRIu64
-				", loaded %" PRIu64 "); %s",
-				f->name, sn->dir, file, gen, e->generation,
-				pack < 0 ? "removed" : "dropped from the pack");
-			if (pack < 0)
-				snap_unlink(sn, file, "older copy");
-			else
-				repack[pack] = true;
-			bf_filter_free(f);
+			snap_skip_older(sn, f, gen, e->generation, file, pack, repack);
 			return 0;
 		}
 		srv_log(SRV_LOG_NOTICE,
 			"filter '%s': %s/%s holds a newer copy (generation %" PRIu64
 			") than the one loaded (%" PRIu64 ")",
 			f->name, sn->dir, file, gen, e->generation);
-		if (e->pack >= 0)
-			repack[e->pack] = true;
-		snap_pack_leave(sn, e, UINT64_MAX);
-		if (e->own_file)
-			snap_unlink(sn, e->file, "older copy");
-		sn->ents[e->idx] = sn->ents[--sn->nents];
-		sn->ents[e->idx]->idx = e->idx;
-		free(e);
-		bf_registry_drop(sn->ctx->reg, f->name, f->name_len);
-		sn->st.loaded--;
+		if (e->f->id && e->f->id != f->id)
+			snap_id_slot(sn, e->f->id)->e = NULL;
+		snap_forget_older(sn, e, repack);
 		rc = bf_registry_adopt(sn->ctx->reg, f->name, f->name_len, f);
 	}
 	if (rc == -ENOMEM) {
@@ -1727,6 +1868,12 @@ static int snap_adopt(struct srv_snap *sn, struct bf_filter *f, uint64_t gen, co
 	e->need_lsn = f->lsn + 1;
 	e->generation = gen;
 	sn->st.loaded++;
+	if (slot) {
+		if (!slot->id)
+			sn->ids_n++;
+		slot->id = f->id;
+		slot->e = e;
+	}
 	/* Packed where it was not (a file of its own, or another pack): both are written. */
 	if (e->pack >= 0 && e->pack != pack)
 		repack[e->pack] = true;
@@ -1907,6 +2054,9 @@ static int snap_load_all(struct srv_snap *sn)
 	for (i = 0; i < n; i++)
 		free(names[i]);
 	free(names);
+	free(sn->ids);
+	sn->ids = NULL;
+	sn->ids_cap = sn->ids_n = 0;
 	if (rc)
 		return rc;
 	/* A pack is written again only if it must change: not for having been loaded. */

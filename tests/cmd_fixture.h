@@ -21,8 +21,13 @@ static inline void cmd_fixture_init(struct cmd_ctx *c, uint64_t max_memory, size
 		abort();
 	*c = (struct cmd_ctx){
 	    .reg = reg,
-	    .default_capacity = 1000,
-	    .default_error_rate = 0.01,
+	    /* As the config's defaults, but HTTP's capacity smaller. */
+	    .defaults =
+		{
+		    [CMD_PEER_TEXT] = {100000, 0.0001},
+		    [CMD_PEER_RESP] = {100, 0.01},
+		    [CMD_PEER_HTTP] = {1000, 0.01},
+		},
 	    .default_expansion = 2,
 	    .max_key_bytes = max_key_bytes,
 	    .max_args = max_args,

@@ -61,6 +61,9 @@ START_TEST(create_set_check)
 {
 	SAYS("create foo", "Done\n");
 	SAYS("create foo", "Exists\n");
+	/* bloomd's defaults: capacity 100000 at 0.0001 (not RESP's or HTTP's). */
+	ck_assert_ptr_nonnull(strstr(say("info foo"), "\ncapacity 100000\n"));
+	ck_assert_ptr_nonnull(strstr(say("info foo"), "\nprobability 0.000100\n"));
 	SAYS("set foo bar", "Yes\n");
 	SAYS("set foo bar", "No\n");
 	SAYS("s foo baz", "Yes\n");

@@ -118,6 +118,10 @@ static const struct {
     {"wal_max_bytes", "0"},
     {"default_capacity", "18446744073709551615"},
     {"default_error_rate", "1e-3"},
+    {"text_default_capacity", "7"},
+    {"text_default_error_rate", "0.5"},
+    {"resp_default_capacity", "1"},
+    {"resp_default_error_rate", "0.25"},
     {"max_memory", "0"},
     {"max_line_bytes", "2m"},
     {"max_bulk_bytes", "512M"},
@@ -157,6 +161,10 @@ static void other_config(struct config *c)
 	c->wal_max_bytes = 0;
 	c->default_capacity = UINT64_MAX;
 	c->default_error_rate = 1e-3;
+	c->text_default_capacity = 7;
+	c->text_default_error_rate = 0.5;
+	c->resp_default_capacity = 1;
+	c->resp_default_error_rate = 0.25;
 	c->max_memory = 0;
 	c->max_line_bytes = 2 << 20;
 	c->max_bulk_bytes = 512u << 20;
@@ -187,6 +195,10 @@ static void expect_config_eq(const struct config *a, const struct config *b)
 	ck_assert_uint_eq(a->snapshot_pack_bytes, b->snapshot_pack_bytes);
 	ck_assert_uint_eq(a->default_capacity, b->default_capacity);
 	ck_assert(a->default_error_rate == b->default_error_rate);
+	ck_assert_uint_eq(a->text_default_capacity, b->text_default_capacity);
+	ck_assert(a->text_default_error_rate == b->text_default_error_rate);
+	ck_assert_uint_eq(a->resp_default_capacity, b->resp_default_capacity);
+	ck_assert(a->resp_default_error_rate == b->resp_default_error_rate);
 	ck_assert_uint_eq(a->max_memory, b->max_memory);
 	ck_assert_uint_eq(a->max_line_bytes, b->max_line_bytes);
 	ck_assert_uint_eq(a->max_bulk_bytes, b->max_bulk_bytes);
@@ -224,6 +236,10 @@ START_TEST(test_defaults)
 	ck_assert_uint_eq(c.snapshot_pack_bytes, 64u << 10);
 	ck_assert_uint_eq(c.default_capacity, 100000);
 	ck_assert(c.default_error_rate == 0.01);
+	ck_assert_uint_eq(c.text_default_capacity, 100000);
+	ck_assert(c.text_default_error_rate == 0.0001);
+	ck_assert_uint_eq(c.resp_default_capacity, 100);
+	ck_assert(c.resp_default_error_rate == 0.01);
 	ck_assert_uint_eq(c.max_memory, 4294967296ULL);
 	ck_assert_uint_eq(c.max_line_bytes, 1048576);
 	ck_assert_uint_eq(c.max_bulk_bytes, 67108864);
@@ -302,7 +318,7 @@ START_TEST(test_other_values_cover_every_field)
 	other_config(&want);
 	expect_config_eq(&c, &want);
 	expect_valid(&c);
-	ck_assert_uint_eq(N_OTHER, 25);
+	ck_assert_uint_eq(N_OTHER, 29);
 }
 END_TEST
 

@@ -124,7 +124,7 @@ static struct bf_replay_stats replay(struct bf_registry *c, uint64_t from)
 	struct bf_replay_stats st;
 	char why[128] = "";
 
-	ck_assert_int_eq(bf_replay_new(c, dropping, NULL, NULL, &rp), 0);
+	ck_assert_int_eq(bf_replay_new(c, dropping, NULL, NULL, NULL, &rp), 0);
 	for (size_t i = from; i < nlog; i++) {
 		int rc = bf_replay_apply(rp, i + 1, log_[i].type, log_[i].p, log_[i].len, why,
 					 sizeof(why));
@@ -381,7 +381,7 @@ START_TEST(replay_flushall)
 
 	struct bf_replay *rp;
 	unsigned char one = 0;
-	ck_assert_int_eq(bf_replay_new(live, NULL, NULL, NULL, &rp), 0);
+	ck_assert_int_eq(bf_replay_new(live, NULL, NULL, NULL, NULL, &rp), 0);
 	ck_assert_int_eq(bf_replay_apply(rp, 1000, BF_REC_FLUSHALL, &one, 1, why, sizeof(why)),
 			 -EINVAL);
 	ck_assert_str_eq(why, "malformed FLUSHALL record");

@@ -296,8 +296,12 @@ START_TEST(add_autocreates_with_defaults)
 	SAYS(":1\r\n", "BF.ADD", "auto", "hello");
 	struct bf_filter *f = filter("auto");
 	ck_assert_ptr_nonnull(f);
-	ck_assert_uint_eq(f->params.capacity, 1000);
+	/* RedisBloom's defaults (capacity 100, error 0.01, expansion 2), not the config's
+	 * default_capacity, which HTTP uses. */
+	ck_assert_uint_eq(f->params.capacity, 100);
 	ck_assert(f->params.error_rate == 0.01);
+	SAYS("*1\r\n:100\r\n", "BF.INFO", "auto", "CAPACITY");
+	SAYS("*1\r\n:2\r\n", "BF.INFO", "auto", "EXPANSION");
 	ck_assert_uint_eq(f->params.expansion, 2);
 	ck_assert_int_eq(f->params.type, BF_TYPE_BLOOM);
 	ck_assert(f->params.persist);
@@ -423,7 +427,7 @@ START_TEST(insert_options)
 	SAYS("*1\r\n:1\r\n", "BF.INSERT", "cnt", "COUNTING", "ITEMS", "a");
 	ck_assert_int_eq(filter("cnt")->params.type, BF_TYPE_COUNTING);
 	SAYS("*1\r\n:1\r\n", "BF.INSERT", "dflt", "ITEMS", "a");
-	ck_assert_uint_eq(filter("dflt")->params.capacity, 1000);
+	ck_assert_uint_eq(filter("dflt")->params.capacity, 100);
 	ck_assert(filter("dflt")->params.error_rate == 0.01);
 	/* Item words after ITEMS are items, even when they look like options. */
 	SAYS("*2\r\n:1\r\n:1\r\n", "BF.INSERT", "w", "ITEMS", "NOCREATE", "ITEMS");
