@@ -482,6 +482,7 @@ int bf_filter_copy_meta(struct bf_filter *c, const struct bf_filter *f)
 	c->seed = f->seed;
 	c->id = f->id;
 	c->lsn = f->lsn;
+	c->expire_ms = f->expire_ms;
 	c->changes = f->changes;
 	bf_filter_copy_counts(c, f);
 	return 0;

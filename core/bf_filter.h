@@ -68,7 +68,10 @@ struct bf_filter {
 	struct bf_params params;
 	uint64_t seed;
 	uint64_t id; /* names the filter in log records; given by the registry, kept by snapshots */
-	uint64_t lsn;	  /* log sequence number of the last logged change to it (0: none) */
+	uint64_t lsn;	     /* log sequence number of the last logged change to it (0: none) */
+	uint64_t expire_ms;  /* Unix time in ms at which it expires (Redis's EXPIRE); 0: never.
+			      * Set only through bf_registry_set_expire */
+	uint32_t expire_pos; /* its place in its registry's expiry heap, from 1; 0: none */
 	uint64_t items;	  /* adds that changed the filter (every add, if counting), minus deletes;
 			   * always the sum of the layers' items */
 	uint64_t bytes;	  /* sum of layer sizes (the bits; see bf_filter_cost for the memory) */
@@ -102,12 +105,13 @@ int bf_filter_set_name(struct bf_filter *f, const char *name, size_t len);
  */
 int bf_filter_layers_reserve(struct bf_filter *f, unsigned n);
 
-/* Forget the id and LSN a filter had elsewhere (a copy from another instance): a registry then
- * gives it a new id when it adopts it. */
+/* Forget the id, LSN and expiry a filter had elsewhere (a copy from another instance): a
+ * registry then gives it a new id when it adopts it. */
 static inline void bf_filter_detach(struct bf_filter *f)
 {
 	f->id = 0;
 	f->lsn = 0;
+	f->expire_ms = 0;
 }
 
 /*

@@ -51,6 +51,21 @@ size_t bf_record_rename(uint64_t id, const char *name, size_t len, unsigned char
 	return 9 + len;
 }
 
+size_t bf_record_expire(uint64_t id, uint64_t expire_ms, unsigned char *buf)
+{
+	put64(buf, id);
+	put64(buf + 8, expire_ms);
+	return 16;
+}
+
+int bf_record_read_expire(const unsigned char *p, size_t len, uint64_t *id, uint64_t *expire_ms)
+{
+	if (len != 16 || !(*id = get64(p)))
+		return -EINVAL;
+	*expire_ms = get64(p + 8);
+	return 0;
+}
+
 size_t bf_record_id(uint64_t id, unsigned char *buf)
 {
 	put64(buf, id);
@@ -139,6 +154,7 @@ int bf_record_read_blob(const unsigned char *p, size_t len, int type, uint64_t *
 struct slot {
 	uint64_t id;
 	struct bf_filter *f;
+	bool gone; /* renamed to a name a newer checkpoint's filter holds (replay_rename) */
 };
 
 struct bf_replay {
@@ -191,6 +207,7 @@ static int index_put(struct bf_replay *rp, struct bf_filter *f)
 		rp->used++;
 	s->id = f->id;
 	s->f = f;
+	s->gone = false;
 	return 0;
 }
 
@@ -416,8 +433,9 @@ static int replay_flushall(struct bf_replay *rp, uint64_t lsn)
 /*
  * RENAME at lsn of f (whose checkpoint is older) to name: a filter holding the name whose last
  * change is older was replaced by it, and is dropped. One whose last change is newer came from
- * a checkpoint taken after f gave the name up again: f cannot take it now and keeps its old
- * name (a later RENAME of f, or f's own newer checkpoint, names it).
+ * a checkpoint taken after f lost the name again: renamed away (a later RENAME record of f
+ * names it) or replaced by another filter (a record a checkpoint holds, skipped). f keeps its
+ * old name until then, marked gone: bf_replay_finish drops it if no later RENAME came.
  */
 static int replay_rename(struct bf_replay *rp, uint64_t lsn, struct bf_filter *f, const char *name,
 			 size_t len, char *why, size_t whylen)
@@ -429,11 +447,13 @@ static int replay_rename(struct bf_replay *rp, uint64_t lsn, struct bf_filter *f
 		return 0;
 	}
 	if (g && g->lsn >= lsn) {
+		slot_of(rp, f->id)->gone = true;
 		rp->st.skipped++;
 		return 0;
 	}
 	if (g)
 		replay_drop(rp, g, true);
+	slot_of(rp, f->id)->gone = false;
 	int rc = bf_registry_rename(rp->reg, f, name, len);
 	if (rc)
 		return rc == -ENOMEM ? rc : bad(why, whylen, "RENAME cannot be applied");
@@ -480,6 +500,10 @@ int bf_replay_apply(struct bf_replay *rp, uint64_t lsn, int type, const unsigned
 		if (bf_record_read_rename(p, len, &id, (const char **)&data, &n))
 			return bad(why, whylen, "malformed RENAME record");
 		break;
+	case BF_REC_EXPIRE:
+		if (bf_record_read_expire(p, len, &id, &off))
+			return bad(why, whylen, "malformed EXPIRE record");
+		break;
 	default:
 		return bad(why, whylen, "unknown record type");
 	}
@@ -515,6 +539,13 @@ int bf_replay_apply(struct bf_replay *rp, uint64_t lsn, int type, const unsigned
 		break;
 	case BF_REC_RENAME:
 		return replay_rename(rp, lsn, f, (const char *)data, n, why, whylen);
+	case BF_REC_EXPIRE:
+		/* A filter expired by now is dropped once the replay is done, as a live one is
+		 * when it is due. */
+		if (bf_registry_set_expire(rp->reg, f, off))
+			return -ENOMEM;
+		f->changes++;
+		break;
 	default:
 		replay_drop(rp, f, type == BF_REC_DROP);
 		rp->st.applied++;
@@ -523,4 +554,14 @@ int bf_replay_apply(struct bf_replay *rp, uint64_t lsn, int type, const unsigned
 	f->lsn = lsn;
 	rp->st.applied++;
 	return 0;
+}
+
+void bf_replay_finish(struct bf_replay *rp)
+{
+	for (size_t i = 0; i < rp->cap; i++) {
+		if (rp->slots[i].f && rp->slots[i].gone) {
+			replay_drop(rp, rp->slots[i].f, true);
+			rp->st.applied++;
+		}
+	}
 }

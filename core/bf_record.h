@@ -19,6 +19,7 @@
  *   FLUSHALL no payload: every filter whose last change is older is gone
  *   RENAME  u64 id, u8 name_len, name: the filter's new name; a filter holding that name whose
  *           last change is older is dropped (RENAME over an existing key) in the same record
+ *   EXPIRE  u64 id, u64 expire_ms: the filter expires at that Unix time in ms (0: never)
  */
 #ifndef BF_RECORD_H
 #define BF_RECORD_H
@@ -41,6 +42,7 @@ enum bf_record_type {
 	/* FLUSHALL: every filter whose last change is older is gone. No payload. */
 	BF_REC_FLUSHALL = 8,
 	BF_REC_RENAME = 9,
+	BF_REC_EXPIRE = 10,
 };
 
 /* Largest CREATE payload, and the bytes an ADD or DELETE takes before its hashes. */
@@ -85,6 +87,9 @@ int bf_record_read_id(const unsigned char *p, size_t len, uint64_t *id);
 int bf_record_read_blob(const unsigned char *p, size_t len, int type, uint64_t *id, uint64_t *off,
 			const unsigned char **data, size_t *dlen);
 struct bf_hash bf_record_get_hash(const unsigned char *p);
+/* EXPIRE: 16 bytes into buf. */
+size_t bf_record_expire(uint64_t id, uint64_t expire_ms, unsigned char *buf);
+int bf_record_read_expire(const unsigned char *p, size_t len, uint64_t *id, uint64_t *expire_ms);
 /* RENAME: *id and the new name (a valid one, pointing into p). */
 int bf_record_read_rename(const unsigned char *p, size_t len, uint64_t *id, const char **name,
 			  size_t *name_len);
@@ -127,6 +132,9 @@ int bf_replay_new(struct bf_registry *r, bf_replay_dropping_fn dropping,
 int bf_replay_apply(struct bf_replay *rp, uint64_t lsn, int type, const unsigned char *p,
 		    size_t len, char *why, size_t whylen);
 
+/* After the last record: drop the filters a RENAME took to a name a newer checkpoint holds
+ * and nothing renamed since (they were replaced after; see replay_rename in bf_record.c). */
+void bf_replay_finish(struct bf_replay *rp);
 void bf_replay_stats(const struct bf_replay *rp, struct bf_replay_stats *out);
 void bf_replay_free(struct bf_replay *rp);
 

@@ -23,6 +23,11 @@ struct bf_registry {
 	struct entry **buckets;
 	size_t nbuckets; /* power of two */
 	size_t count;
+	/* The filters that expire, a binary min-heap by expire_ms (heap[i - 1] has
+	 * expire_pos i), and the sum of their expire_ms (INFO's avg_ttl). */
+	struct bf_filter **heap;
+	size_t nheap, heap_cap;
+	uint64_t expire_sum;
 };
 
 bool bf_name_valid(const char *name, size_t len)
@@ -35,6 +40,113 @@ bool bf_name_valid(const char *name, size_t len)
 			return false;
 	}
 	return true;
+}
+
+/* ---- the expiry heap ---- */
+
+static void heap_set(struct bf_registry *r, size_t i, struct bf_filter *f)
+{
+	r->heap[i] = f;
+	f->expire_pos = (uint32_t)(i + 1);
+}
+
+static void heap_up(struct bf_registry *r, size_t i)
+{
+	struct bf_filter *f = r->heap[i];
+
+	while (i) {
+		size_t parent = (i - 1) / 2;
+		if (r->heap[parent]->expire_ms <= f->expire_ms)
+			break;
+		heap_set(r, i, r->heap[parent]);
+		i = parent;
+	}
+	heap_set(r, i, f);
+}
+
+static void heap_down(struct bf_registry *r, size_t i)
+{
+	struct bf_filter *f = r->heap[i];
+
+	for (;;) {
+		size_t c = 2 * i + 1;
+		if (c >= r->nheap)
+			break;
+		if (c + 1 < r->nheap && r->heap[c + 1]->expire_ms < r->heap[c]->expire_ms)
+			c++;
+		if (f->expire_ms <= r->heap[c]->expire_ms)
+			break;
+		heap_set(r, i, r->heap[c]);
+		i = c;
+	}
+	heap_set(r, i, f);
+}
+
+/* Take f (in the heap) out of it. */
+static void heap_remove(struct bf_registry *r, struct bf_filter *f)
+{
+	size_t i = f->expire_pos - 1;
+	struct bf_filter *last = r->heap[--r->nheap];
+
+	r->expire_sum -= f->expire_ms;
+	f->expire_pos = 0;
+	if (last == f)
+		return;
+	heap_set(r, i, last);
+	heap_down(r, i);
+	heap_up(r, last->expire_pos - 1);
+}
+
+/* Put f (f->expire_ms set, not in the heap) in it. 0 or -ENOMEM. */
+static int heap_add(struct bf_registry *r, struct bf_filter *f)
+{
+	if (r->nheap == r->heap_cap) {
+		size_t cap = r->heap_cap ? 2 * r->heap_cap : 16;
+		struct bf_filter **h = realloc(r->heap, cap * sizeof(*h));
+		if (!h)
+			return -ENOMEM;
+		r->heap = h;
+		r->heap_cap = cap;
+	}
+	r->expire_sum += f->expire_ms;
+	heap_set(r, r->nheap++, f);
+	heap_up(r, r->nheap - 1);
+	return 0;
+}
+
+int bf_registry_set_expire(struct bf_registry *r, struct bf_filter *f, uint64_t expire_ms)
+{
+	if (f->expire_pos) {
+		if (!expire_ms) {
+			heap_remove(r, f);
+			f->expire_ms = 0;
+			return 0;
+		}
+		r->expire_sum = r->expire_sum - f->expire_ms + expire_ms;
+		f->expire_ms = expire_ms;
+		heap_down(r, f->expire_pos - 1);
+		heap_up(r, f->expire_pos - 1);
+		return 0;
+	}
+	if (!expire_ms)
+		return 0;
+	f->expire_ms = expire_ms;
+	int rc = heap_add(r, f);
+	if (rc)
+		f->expire_ms = 0;
+	return rc;
+}
+
+struct bf_filter *bf_registry_next_expiring(const struct bf_registry *r)
+{
+	return r->nheap ? r->heap[0] : NULL;
+}
+
+size_t bf_registry_expiring(const struct bf_registry *r, uint64_t *sum_ms)
+{
+	if (sum_ms)
+		*sum_ms = r->expire_sum;
+	return r->nheap;
 }
 
 static uint64_t name_hash(const char *name, size_t len)
@@ -72,6 +184,7 @@ void bf_registry_free(struct bf_registry *r)
 		}
 	}
 	free(r->buckets);
+	free(r->heap);
 	free(r);
 }
 
@@ -205,8 +318,13 @@ int bf_registry_adopt(struct bf_registry *r, const char *name, size_t len, struc
 	int rc = bf_budget_reserve(&r->budget, cost);
 	if (rc)
 		return rc;
-	rc = insert(r, name, len, hash, f);
+	f->expire_pos = 0;
+	rc = f->expire_ms ? heap_add(r, f) : 0;
+	if (!rc)
+		rc = insert(r, name, len, hash, f);
 	if (rc) {
+		if (f->expire_pos)
+			heap_remove(r, f);
 		bf_budget_release(&r->budget, cost);
 		return rc;
 	}
@@ -225,6 +343,8 @@ int bf_registry_drop(struct bf_registry *r, const char *name, size_t len)
 	if (!e)
 		return -ENOENT;
 	*pp = e->next;
+	if (e->filter->expire_pos)
+		heap_remove(r, e->filter);
 	bf_filter_free(e->filter);
 	bf_budget_release(&r->budget, r->entry_cost);
 	free(e);
@@ -337,7 +457,7 @@ static int name_cmp(const struct bf_filter *f, const char *name, size_t len)
 }
 
 /* Restore the max-heap (by name) below i. */
-static void heap_down(struct bf_filter **h, size_t n, size_t i)
+static void page_heap_down(struct bf_filter **h, size_t n, size_t i)
 {
 	for (;;) {
 		size_t l = 2 * i + 1, r = l + 1, m = i;
@@ -390,7 +510,7 @@ int bf_registry_page(const struct bf_registry *r, const char *prefix, size_t ple
 				*more = true;
 				if (by_name(&f, &h[0]) < 0) {
 					h[0] = f;
-					heap_down(h, k, 0);
+					page_heap_down(h, k, 0);
 				}
 			}
 		}

@@ -51,6 +51,18 @@ struct bf_filter *bf_registry_get(const struct bf_registry *r, const char *name,
  */
 int bf_registry_rename(struct bf_registry *r, struct bf_filter *f, const char *name, size_t len);
 
+/*
+ * Expiry (Redis's EXPIRE): f, a filter of r, expires at Unix time expire_ms (0: never). The
+ * registry keeps its expiring filters by time (adopt takes a filter's expire_ms as it is; drop
+ * forgets it); nothing expires by itself: the owner drops what is due. 0, or -ENOMEM (nothing
+ * changed).
+ */
+int bf_registry_set_expire(struct bf_registry *r, struct bf_filter *f, uint64_t expire_ms);
+/* The filter that expires first, or NULL if none expires. */
+struct bf_filter *bf_registry_next_expiring(const struct bf_registry *r);
+/* How many filters expire, and (sum_ms may be NULL) the sum of their expire_ms. */
+size_t bf_registry_expiring(const struct bf_registry *r, uint64_t *sum_ms);
+
 /* Remove and free a filter. Returns 0 or -ENOENT. */
 int bf_registry_drop(struct bf_registry *r, const char *name, size_t len);
 

@@ -43,7 +43,9 @@ enum {
 	OFF_HEADER_SUM_V1 = OFF_LAYERS + BF_MAX_LAYERS * LAYER_ENTRY,
 	OFF_ID = OFF_HEADER_SUM_V1, /* version 2 on */
 	OFF_LSN = OFF_ID + 8,
-	OFF_HEADER_SUM = OFF_LSN + 8,
+	OFF_HEADER_SUM_V2 = OFF_LSN + 8,
+	OFF_EXPIRE = OFF_HEADER_SUM_V2, /* version 3 on */
+	OFF_HEADER_SUM = OFF_EXPIRE + 8,
 };
 
 _Static_assert(OFF_STATS + sizeof(struct bf_stats) == OFF_NAME_LEN, "stats are 9 x u64");
@@ -153,6 +155,7 @@ void bf_snapshot_header(const struct bf_filter *f, uint64_t generation, uint64_t
 	}
 	put64(h, OFF_ID, f->id);
 	put64(h, OFF_LSN, f->lsn);
+	put64(h, OFF_EXPIRE, f->expire_ms);
 	put64(h, OFF_HEADER_SUM, XXH3_64bits(h, OFF_HEADER_SUM));
 }
 
@@ -310,7 +313,7 @@ static int pread_all(int fd, void *buf, size_t len, off_t off)
  */
 struct snap_meta {
 	uint32_t type, expansion, persist, nlayers, name_len;
-	uint64_t capacity, seed, items, generation, body_len, id, lsn;
+	uint64_t capacity, seed, items, generation, body_len, id, lsn, expire_ms;
 	double error_rate;
 	const unsigned char *stats;  /* struct bf_stats, 9 x u64 */
 	const unsigned char *name;   /* name_len bytes */
@@ -381,6 +384,7 @@ static int meta_build(const struct snap_meta *m, const struct bf_params *p, uint
 	f->items = m->items;
 	f->id = m->id;
 	f->lsn = m->lsn;
+	f->expire_ms = m->expire_ms;
 	memcpy(&f->stats, m->stats, sizeof(f->stats));
 	if (bf_filter_set_name(f, (const char *)m->name, m->name_len) ||
 	    bf_filter_layers_reserve(f, m->nlayers)) {
@@ -411,12 +415,15 @@ static int check_header(const unsigned char *h, struct snap_meta *m, struct bf_p
 	if (memcmp(h, magic, sizeof(magic)) != 0)
 		return reason(why, whylen, -EINVAL, "bad magic");
 	uint32_t version = get32(h, OFF_VERSION);
-	if (version != 1 && version != BF_SNAPSHOT_VERSION)
+	if (version < 1 || version > BF_SNAPSHOT_VERSION)
 		return reason(why, whylen, -ENOTSUP,
 			      "unknown format version %u (this build reads 1 to %u)", version,
 			      BF_SNAPSHOT_VERSION);
-	/* Version 1 (before the log) ends at the layer table: no id, no LSN. */
-	size_t sum_off = version == 1 ? OFF_HEADER_SUM_V1 : OFF_HEADER_SUM;
+	/* Version 1 (before the log) ends at the layer table: no id, no LSN; version 2 has no
+	 * expiry. */
+	size_t sum_off = version == 1	? OFF_HEADER_SUM_V1
+			 : version == 2 ? OFF_HEADER_SUM_V2
+					: OFF_HEADER_SUM;
 	if (get64(h, sum_off) != XXH3_64bits(h, sum_off))
 		return reason(why, whylen, -EINVAL, "header checksum mismatch");
 	if (get32(h, OFF_HEADER_LEN) != BF_SNAPSHOT_HEADER_LEN)
@@ -441,6 +448,7 @@ static int check_header(const unsigned char *h, struct snap_meta *m, struct bf_p
 	    .body_len = get64(h, OFF_BODY_LEN),
 	    .id = version >= 2 ? get64(h, OFF_ID) : 0,
 	    .lsn = version >= 2 ? get64(h, OFF_LSN) : 0,
+	    .expire_ms = version >= 3 ? get64(h, OFF_EXPIRE) : 0,
 	    .error_rate = getf64(h, OFF_ERROR),
 	    .stats = h + OFF_STATS,
 	    .name = h + OFF_NAME,
@@ -583,7 +591,9 @@ enum {
 	E_LSN = 72,
 	E_BODY_LEN = 80,
 	E_STATS = 88,
-	E_NAME = E_STATS + 72,
+	E_EXPIRE = E_STATS + 72, /* pack version 2 on */
+	E_NAME_V1 = E_EXPIRE,
+	E_NAME = E_EXPIRE + 8,
 	/* A pack file's header; the index follows. */
 	P_VERSION = 8,
 	P_COUNT = 12,
@@ -593,7 +603,13 @@ enum {
 	P_INDEX_ENTRY = 16,
 };
 
-_Static_assert(E_STATS + sizeof(struct bf_stats) == E_NAME, "stats are 9 x u64");
+_Static_assert(E_STATS + sizeof(struct bf_stats) == E_EXPIRE, "stats are 9 x u64");
+
+/* Where an entry of a pack of this version has its name. */
+static size_t e_name(uint32_t version)
+{
+	return version >= 2 ? E_NAME : E_NAME_V1;
+}
 
 static size_t pad8(size_t n)
 {
@@ -626,6 +642,7 @@ void bf_snapshot_entry_encode(const struct bf_filter *f, uint64_t generation, un
 	put64(out, E_LSN, f->lsn);
 	put64(out, E_BODY_LEN, f->bytes);
 	memcpy(out + E_STATS, &f->stats, sizeof(f->stats));
+	put64(out, E_EXPIRE, f->expire_ms);
 	memcpy(out + E_NAME, f->name, f->name_len);
 	p = out + E_NAME + pad8(f->name_len);
 	for (unsigned i = 0; i < f->nlayers; i++, p += LAYER_ENTRY) {
@@ -644,11 +661,14 @@ void bf_snapshot_entry_encode(const struct bf_filter *f, uint64_t generation, un
 	put64(out, len - 8, XXH3_64bits(out, len - 8));
 }
 
-/* The fixed part and the name of an entry of len bytes, framing checked; no checksum. */
-static int entry_meta(const unsigned char *e, size_t len, struct snap_meta *m, char *why,
-		      size_t whylen)
+/* The fixed part and the name of an entry of len bytes in a pack of this version, framing
+ * checked; no checksum. */
+static int entry_meta(const unsigned char *e, size_t len, uint32_t version, struct snap_meta *m,
+		      char *why, size_t whylen)
 {
-	if (len < E_NAME + 8 || len % 8 || get32(e, E_LEN) != len)
+	size_t at = e_name(version);
+
+	if (len < at + 8 || len % 8 || get32(e, E_LEN) != len)
 		return reason(why, whylen, -EINVAL, "bad entry length");
 	*m = (struct snap_meta){
 	    .type = get32(e, E_TYPE),
@@ -663,32 +683,34 @@ static int entry_meta(const unsigned char *e, size_t len, struct snap_meta *m, c
 	    .body_len = get64(e, E_BODY_LEN),
 	    .id = get64(e, E_ID),
 	    .lsn = get64(e, E_LSN),
+	    .expire_ms = version >= 2 ? get64(e, E_EXPIRE) : 0,
 	    .error_rate = getf64(e, E_ERROR),
 	    .stats = e + E_STATS,
-	    .name = e + E_NAME,
+	    .name = e + at,
 	};
 	if (m->name_len > BF_NAME_MAX || m->nlayers > BF_MAX_LAYERS || m->body_len > len ||
-	    E_NAME + pad8(m->name_len) + (uint64_t)m->nlayers * LAYER_ENTRY + m->body_len + 8 !=
-		len)
+	    at + pad8(m->name_len) + (uint64_t)m->nlayers * LAYER_ENTRY + m->body_len + 8 != len)
 		return reason(why, whylen, -EINVAL, "entry fields do not add up to its length");
-	m->layers = e + E_NAME + pad8(m->name_len);
+	m->layers = e + at + pad8(m->name_len);
 	return 0;
 }
 
-int bf_snapshot_entry_decode(const unsigned char *e, size_t len, uint64_t max_bytes,
-			     struct bf_filter **out, uint64_t *generation, char *why, size_t whylen)
+/* bf_snapshot_entry_decode of an entry of a pack of this version. */
+static int entry_decode(const unsigned char *e, size_t len, uint32_t version, uint64_t max_bytes,
+			struct bf_filter **out, uint64_t *generation, char *why, size_t whylen)
 {
+	size_t at = e_name(version);
 	struct snap_meta m;
 	struct bf_params p;
 	struct bf_filter *f;
 	int rc;
 
-	rc = entry_meta(e, len, &m, why, whylen);
+	rc = entry_meta(e, len, version, &m, why, whylen);
 	if (rc)
 		return rc;
 	if (get64(e, len - 8) != XXH3_64bits(e, len - 8))
 		return reason(why, whylen, -EINVAL, "checksum mismatch");
-	for (size_t i = E_NAME + m.name_len; i < E_NAME + pad8(m.name_len); i++)
+	for (size_t i = at + m.name_len; i < at + pad8(m.name_len); i++)
 		if (e[i])
 			return reason(why, whylen, -EINVAL, "name padding not zero");
 	rc = check_meta(&m, &p, why, whylen);
@@ -707,11 +729,18 @@ int bf_snapshot_entry_decode(const unsigned char *e, size_t len, uint64_t max_by
 	return 0;
 }
 
+int bf_snapshot_entry_decode(const unsigned char *e, size_t len, uint64_t max_bytes,
+			     struct bf_filter **out, uint64_t *generation, char *why, size_t whylen)
+{
+	return entry_decode(e, len, BF_PACK_VERSION, max_bytes, out, generation, why, whylen);
+}
+
 bool bf_snapshot_entry_name(const unsigned char *e, size_t len, const char **name, size_t *name_len)
 {
 	struct snap_meta m;
 
-	if (entry_meta(e, len, &m, NULL, 0) || !bf_name_valid((const char *)m.name, m.name_len))
+	if (entry_meta(e, len, BF_PACK_VERSION, &m, NULL, 0) ||
+	    !bf_name_valid((const char *)m.name, m.name_len))
 		return false;
 	*name = (const char *)m.name;
 	*name_len = m.name_len;
@@ -785,9 +814,11 @@ int bf_pack_open(int dirfd, const char *filename, struct bf_pack *pk, char *why,
 		reason(why, whylen, rc, "bad magic");
 		goto out;
 	}
-	if (get32(pk->buf, P_VERSION) != BF_PACK_VERSION) {
-		rc = reason(why, whylen, -ENOTSUP, "unknown pack version %u (this build reads %u)",
-			    get32(pk->buf, P_VERSION), BF_PACK_VERSION);
+	pk->version = get32(pk->buf, P_VERSION);
+	if (pk->version < 1 || pk->version > BF_PACK_VERSION) {
+		rc = reason(why, whylen, -ENOTSUP,
+			    "unknown pack version %u (this build reads 1 to %u)", pk->version,
+			    BF_PACK_VERSION);
 		goto out;
 	}
 	pk->count = get32(pk->buf, P_COUNT);
@@ -842,7 +873,7 @@ int bf_pack_entry(const struct bf_pack *pk, uint32_t i, uint64_t max_bytes, stru
 	size_t len;
 
 	bf_pack_entry_bytes(pk, i, &e, &len);
-	return bf_snapshot_entry_decode(e, len, max_bytes, out, generation, why, whylen);
+	return entry_decode(e, len, pk->version, max_bytes, out, generation, why, whylen);
 }
 
 void bf_pack_entry_bytes(const struct bf_pack *pk, uint32_t i, const unsigned char **e, size_t *len)

@@ -5,7 +5,7 @@
  * blocks. The reader validates every field before it trusts a byte; the writer is crash-safe
  * (temp file, fallocate, write, fsync, rename, fsync of the directory).
  *
- * All integers are little-endian on disk. Layout, version 2:
+ * All integers are little-endian on disk. Layout, version 3:
  *   0     magic "BLOSSOM\0"         8
  *   8     version (1)               u32
  *   12    header_len                u32   multiple of 4096; body starts here
@@ -28,10 +28,12 @@
  *                                   error_rate f64, b u8, counting u8, 6 bytes zero
  *   1648  id                        u64   the filter's id in log records (version 2 on)
  *   1656  lsn                       u64   the last logged change the file holds (version 2 on)
- *   1664  header_checksum           u64   XXH3-64 of bytes 0..1664
- *   1672  zero up to header_len
+ *   1664  expire_ms                 u64   Unix time in ms it expires at, 0 never (version 3 on)
+ *   1672  header_checksum           u64   XXH3-64 of bytes 0..1672
+ *   1680  zero up to header_len
  * Version 1 (written before the log existed) ends with its checksum at 1648 (of bytes 0..1648);
- * it is still read, as id 0 and lsn 0.
+ * it is still read, as id 0 and lsn 0. Version 2 ends with its checksum at 1664 (of bytes
+ * 0..1664), read as never expiring.
  */
 #ifndef BF_SNAPSHOT_H
 #define BF_SNAPSHOT_H
@@ -42,7 +44,7 @@
 
 #include "core/bf_filter.h"
 
-#define BF_SNAPSHOT_VERSION    2
+#define BF_SNAPSHOT_VERSION    3
 #define BF_SNAPSHOT_HEADER_LEN 4096
 #define BF_SNAPSHOT_SUFFIX     ".bsnap"
 #define BF_SNAPSHOT_TMP_SUFFIX ".tmp"
@@ -116,7 +118,8 @@ int bf_snapshot_read(int dirfd, const char *filename, struct bf_filter **out, ui
  *   24  capacity u64, error_rate f64, seed u64, items u64, generation u64, id u64, lsn u64,
  *       body_len u64
  *   88  stats 9 x u64
- *   160 name, zero padded to a multiple of 8
+ *   160 expire_ms u64 (Unix time in ms it expires at, 0 never; pack version 2 on)
+ *   168 name, zero padded to a multiple of 8 (at 160 in pack version 1)
  *       layers: nlayers x 40 bytes, as in a file's header
  *       body: the layers' blocks
  *       checksum u64: XXH3-64 of everything before it
@@ -142,13 +145,13 @@ bool bf_snapshot_entry_name(const unsigned char *e, size_t len, const char **nam
 /*
  * Pack files: many entries in one file, written crash-safe as a snapshot file is. Layout:
  *   0   magic "BLOSPAK\0"
- *   8   version u32 (1), count u32
+ *   8   version u32 (2; 1 is read too: its entries have no expiry), count u32
  *   16  file_len u64
  *   24  index_checksum u64: XXH3-64 of bytes 0 .. 32 + 16 x count, this field read as zero
  *   32  index: count x (offset u64, length u64), entries back to back after it
  * A bad header or index makes the whole file unreadable; a bad entry only that entry.
  */
-#define BF_PACK_VERSION 1
+#define BF_PACK_VERSION 2
 #define BF_PACK_SUFFIX	".bpack"
 
 /* Write count entries, back to back in entries (entry i ends at ends[i]). As
@@ -160,6 +163,7 @@ struct bf_pack {
 	unsigned char *buf; /* the whole file */
 	size_t len;
 	uint32_t count;
+	uint32_t version;
 };
 
 /* Read a pack file whole and check its header and index. 0, or -EINVAL/-ENOTSUP (reason in

@@ -8,6 +8,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 void cmd_session_init(struct cmd_session *s, uint64_t id)
 {
@@ -186,6 +187,7 @@ enum cmd_status cmd_create(struct cmd_ctx *c, const char *name, size_t len,
 		return CMD_BAD_NAME;
 	if (c->hooks.log && p->persist && c->log_failed)
 		return CMD_LOG_FAILED;
+	cmd_lookup(c, name, len); /* an expired filter of that name goes first */
 	uint64_t seed = c->hooks.seed ? c->hooks.seed(c->hooks.arg) : 0;
 	struct bf_filter *f;
 	int rc = bf_registry_create(c->reg, name, len, p, seed, &f);
@@ -205,10 +207,78 @@ enum cmd_status cmd_create(struct cmd_ctx *c, const char *name, size_t len,
 	return CMD_OK;
 }
 
+uint64_t cmd_now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+/* f's time has come: it goes as a drop goes, unlogged (see command.h). */
+static void expire_now(struct cmd_ctx *c, struct bf_filter *f)
+{
+	char name[BF_NAME_MAX];
+	size_t len = f->name_len;
+
+	memcpy(name, f->name, len);
+	c->expired++;
+	if (c->hooks.dropping)
+		c->hooks.dropping(c->hooks.arg, f, true);
+	bf_registry_drop(c->reg, name, len);
+}
+
+struct bf_filter *cmd_lookup(struct cmd_ctx *c, const char *name, size_t len)
+{
+	struct bf_filter *f = bf_registry_get(c->reg, name, len);
+
+	if (f && f->expire_ms && f->expire_ms <= cmd_now_ms()) {
+		expire_now(c, f);
+		return NULL;
+	}
+	return f;
+}
+
+uint64_t cmd_expire_due(struct cmd_ctx *c, uint64_t now_ms, size_t max)
+{
+	struct bf_filter *f;
+	size_t n = 0;
+
+	while ((f = bf_registry_next_expiring(c->reg)) && f->expire_ms <= now_ms &&
+	       (!max || n++ < max))
+		expire_now(c, f);
+	return f ? f->expire_ms : 0;
+}
+
+enum cmd_status cmd_set_expire(struct cmd_ctx *c, struct bf_filter *f, uint64_t expire_ms)
+{
+	if (expire_ms && expire_ms <= cmd_now_ms())
+		return cmd_drop(c, f->name, f->name_len, true);
+	if (logged(c, f)) {
+		unsigned char rec[16];
+
+		if (c->log_failed)
+			return CMD_LOG_FAILED;
+		if (log_change(c, f, BF_REC_EXPIRE, rec, bf_record_expire(f->id, expire_ms, rec)))
+			return CMD_INTERNAL;
+	}
+	/* Only the heap's growth can fail; a logged change is then undone by a second record. */
+	if (bf_registry_set_expire(c->reg, f, expire_ms)) {
+		unsigned char rec[16];
+
+		if (logged(c, f))
+			log_change(c, f, BF_REC_EXPIRE, rec,
+				   bf_record_expire(f->id, f->expire_ms, rec));
+		return CMD_INTERNAL;
+	}
+	f->changes++;
+	return CMD_OK;
+}
+
 enum cmd_status cmd_drop(struct cmd_ctx *c, const char *name, size_t len, bool remove_file)
 {
 	c->ops[CMD_OP_DROP]++;
-	struct bf_filter *f = bf_registry_get(c->reg, name, len);
+	struct bf_filter *f = cmd_lookup(c, name, len);
 	if (!f)
 		return CMD_NOT_FOUND;
 	/* A clear only forgets the filter here: its file stays, and a restart loads it again
@@ -287,7 +357,7 @@ enum cmd_status cmd_flushall(struct cmd_ctx *c, uint64_t *dropped)
 enum cmd_status cmd_rename(struct cmd_ctx *c, const char *from, size_t flen, const char *to,
 			   size_t tlen, bool nx)
 {
-	struct bf_filter *f = bf_registry_get(c->reg, from, flen), *t;
+	struct bf_filter *f = cmd_lookup(c, from, flen), *t;
 	unsigned char rec[BF_RECORD_RENAME_MAX];
 	uint64_t lsn = 0;
 
@@ -295,7 +365,7 @@ enum cmd_status cmd_rename(struct cmd_ctx *c, const char *from, size_t flen, con
 		return CMD_NOT_FOUND;
 	if (!bf_name_valid(to, tlen))
 		return CMD_BAD_NAME;
-	t = bf_registry_get(c->reg, to, tlen);
+	t = cmd_lookup(c, to, tlen);
 	if (t == f)
 		return nx ? CMD_EXISTS : CMD_OK;
 	if (t && nx)
@@ -471,7 +541,7 @@ enum cmd_status cmd_load_header(struct cmd_ctx *c, const char *name, size_t len,
 	c->ops[CMD_OP_CREATE]++;
 	if (!bf_name_valid(name, len))
 		return CMD_BAD_NAME;
-	if (bf_registry_get(c->reg, name, len))
+	if (cmd_lookup(c, name, len))
 		return CMD_EXISTS;
 	int rc = bf_snapshot_decode(h, hlen,
 				    !limit	   ? UINT64_MAX

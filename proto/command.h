@@ -77,6 +77,26 @@ struct cmd_hooks {
 	/* f was renamed (RENAME; f->name is the new name): the owner moves its own bookkeeping
 	 * (the checkpoint's file). */
 	void (*renamed)(void *arg, struct bf_filter *f);
+	/* ---- client hooks (CLIENT LIST / INFO / KILL) ---- */
+	/*
+	 * The connections of the text/RESP port, as struct cmd_client (proto/client.h) facts;
+	 * self is the asking session's id (its own facts are then live: its running command and
+	 * what follows it is its unparsed input). Facts and their strings are valid until the
+	 * connection runs a command or closes. client_get comes first: its return type declares
+	 * struct cmd_client for the two after it. NULL: the asking session is the only one known.
+	 *
+	 * client_get: the facts of connection id into *buf: buf, or NULL if there is none.
+	 * client_each: fn with the facts of every connection, oldest first.
+	 * client_kill: close every connection other than self that match accepts (self is
+	 * offered to match too, and left open: closing it is the caller's business); each ends
+	 * as a connection ends, what it has not been sent dropped. Returns the number closed.
+	 */
+	const struct cmd_client *(*client_get)(void *arg, uint64_t self, uint64_t id,
+					       struct cmd_client *buf);
+	void (*client_each)(void *arg, uint64_t self,
+			    void (*fn)(void *fnarg, const struct cmd_client *cl), void *fnarg);
+	size_t (*client_kill)(void *arg, uint64_t self,
+			      bool (*match)(void *marg, const struct cmd_client *cl), void *marg);
 };
 
 /* Shared state of the command layer: the registry, the defaults and limits from the config. */
@@ -93,6 +113,7 @@ struct cmd_ctx {
 	struct cmd_hooks hooks;
 	/* Server-wide counters the front ends update. */
 	uint64_t commands, errors;
+	uint64_t expired; /* filters dropped because their time came (INFO's expired_keys) */
 	/* Calls of each cmd_* operation below, and the keys they were given (add, check,
 	 * delete), whichever front end made them. */
 	uint64_t ops[CMD_OP_COUNT], keys[CMD_OP_COUNT];
@@ -142,6 +163,9 @@ struct cmd_session {
 	size_t *lens;
 	int *results;
 	size_t scratch_cap;
+	/* The lower-case name of the last RESP command run, with its subcommand where known
+	 * ("client|list"); NULL before the first, or after an unknown one (CLIENT LIST's cmd=). */
+	const char *last_cmd;
 };
 
 void cmd_session_init(struct cmd_session *s, uint64_t id);
@@ -196,6 +220,33 @@ enum cmd_status cmd_create(struct cmd_ctx *c, const char *name, size_t len,
 /* Parameters of a filter created with no parameters over protocol peer (defaults from the
  * config). */
 struct bf_params cmd_default_params(const struct cmd_ctx *c, enum cmd_peer peer);
+
+/*
+ * Expiry (Redis's EXPIRE family). A filter whose time has come is gone: every lookup through
+ * cmd_lookup drops it first (files removed, as by drop), and the server drops the others when
+ * they are due (cmd_expire_due). The time a filter expires at is logged (an EXPIRE record) and
+ * kept in its checkpoint; an expired filter is not logged again, since a start drops it from
+ * what the log and the checkpoints say.
+ */
+
+/* The time now, Unix ms (CLOCK_REALTIME). */
+uint64_t cmd_now_ms(void);
+
+/* The filter named name[0, len), or NULL (none, or expired: then it is dropped now). */
+struct bf_filter *cmd_lookup(struct cmd_ctx *c, const char *name, size_t len);
+
+/*
+ * Drop the filters due by now_ms, at most max of them (0: all). Returns the time the next one
+ * is due (0: none expires), for the server's timer.
+ */
+uint64_t cmd_expire_due(struct cmd_ctx *c, uint64_t now_ms, size_t max);
+
+/*
+ * f expires at expire_ms (Unix ms; 0: never, PERSIST). A time not after now drops f at once
+ * (logged as a drop), as Redis deletes a key given a time in the past. CMD_OK, CMD_LOG_FAILED,
+ * CMD_INTERNAL; nothing changes on error.
+ */
+enum cmd_status cmd_set_expire(struct cmd_ctx *c, struct bf_filter *f, uint64_t expire_ms);
 
 /* Drop (remove_file true) or clear (false) a filter. CMD_OK or CMD_NOT_FOUND. */
 enum cmd_status cmd_drop(struct cmd_ctx *c, const char *name, size_t len, bool remove_file);

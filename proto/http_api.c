@@ -63,7 +63,7 @@ static const struct {
     [HTTP_ROUTE_READYZ] = {"/readyz", "GET, HEAD"},
     [HTTP_ROUTE_METRICS] = {"/metrics", "GET, HEAD"},
     [HTTP_ROUTE_FILTERS] = {"/v1/filters", "GET, HEAD"},
-    [HTTP_ROUTE_FILTER] = {"/v1/filters/{name}", "GET, HEAD, PUT, DELETE"},
+    [HTTP_ROUTE_FILTER] = {"/v1/filters/{name}", "GET, HEAD, PUT, PATCH, DELETE"},
     [HTTP_ROUTE_ADD] = {"/v1/filters/{name}/add", "POST"},
     [HTTP_ROUTE_CHECK] = {"/v1/filters/{name}/check", "POST"},
     [HTTP_ROUTE_DELETE] = {"/v1/filters/{name}/delete", "POST"},
@@ -550,6 +550,18 @@ static bool add_name(cJSON *j, const struct bf_filter *f)
 }
 
 /* The FILTER object of a filter (detail: DETAIL, with parameters and stats). NULL on OOM. */
+/* "ttl_seconds": the seconds left (rounded as Redis's TTL), or null if it does not expire. */
+static bool add_ttl(cJSON *j, const struct bf_filter *f)
+{
+	uint64_t now = cmd_now_ms();
+
+	if (!f->expire_ms)
+		return cJSON_AddNullToObject(j, "ttl_seconds") != NULL;
+	return cJSON_AddNumberToObject(
+		   j, "ttl_seconds",
+		   f->expire_ms > now ? (double)((f->expire_ms - now + 500) / 1000) : 0) != NULL;
+}
+
 static cJSON *filter_json(const struct bf_filter *f, bool detail)
 {
 	cJSON *j = cJSON_CreateObject(), *st;
@@ -569,7 +581,7 @@ static cJSON *filter_json(const struct bf_filter *f, bool detail)
 		fpr = bf_filter_fpr(f);
 		ok = cJSON_AddNumberToObject(j, "initial_capacity", (double)f->params.capacity) &&
 		     cJSON_AddNumberToObject(j, "expansion", f->params.expansion) &&
-		     cJSON_AddBoolToObject(j, "persist", f->params.persist) &&
+		     cJSON_AddBoolToObject(j, "persist", f->params.persist) && add_ttl(j, f) &&
 		     /* -0.0 for an empty filter would print as "-0" */
 		     cJSON_AddNumberToObject(j, "fpr_estimate", fpr > 0 ? fpr : 0) &&
 		     (st = cJSON_AddObjectToObject(j, "stats")) &&
@@ -896,20 +908,52 @@ static bool json_int(const cJSON *v, double lo, double hi, double *out)
 	return true;
 }
 
-enum param_field { PF_CAPACITY, PF_ERROR_RATE, PF_TYPE, PF_EXPANSION, PF_NONSCALING, PF_PERSIST };
+enum param_field {
+	PF_CAPACITY,
+	PF_ERROR_RATE,
+	PF_TYPE,
+	PF_EXPANSION,
+	PF_NONSCALING,
+	PF_PERSIST,
+	PF_TTL
+};
 
 static const char *const param_fields[] = {
     [PF_CAPACITY] = "capacity",	  [PF_ERROR_RATE] = "error_rate", [PF_TYPE] = "type",
     [PF_EXPANSION] = "expansion", [PF_NONSCALING] = "nonscaling", [PF_PERSIST] = "persist",
+    [PF_TTL] = "ttl_seconds",
 };
 
-/* One field of the PUT body into p (nonscaling apart). False with a problem set. */
+/* "ttl_seconds": an integer of seconds >= 1 (*ttl_ms set), or null (0: no expiry). False with
+ * a problem set. */
+static bool parse_ttl(struct http_api_response *r, const cJSON *e, uint64_t *ttl_ms)
+{
+	double v;
+
+	if (cJSON_IsNull(e)) {
+		*ttl_ms = 0;
+		return true;
+	}
+	if (!json_int(e, 1, HTTP_API_TTL_MAX, &v)) {
+		problem(r, P_BAD_REQUEST,
+			"\"ttl_seconds\" must be an integer from 1 to %.0f, or null for none",
+			HTTP_API_TTL_MAX);
+		return false;
+	}
+	*ttl_ms = (uint64_t)v * 1000;
+	return true;
+}
+
+/* One field of the PUT body into p (nonscaling and ttl_seconds apart). False with a problem
+ * set. */
 static bool parse_param(struct http_api_response *r, enum param_field f, const cJSON *e,
-			struct bf_params *p, bool *nonscaling)
+			struct bf_params *p, bool *nonscaling, uint64_t *ttl_ms)
 {
 	double v;
 
 	switch (f) {
+	case PF_TTL:
+		return parse_ttl(r, e, ttl_ms);
 	case PF_CAPACITY:
 		if (!json_int(e, 0, JSON_INT_MAX, &v) ||
 		    cmd_check_capacity((uint64_t)v) != CMD_OK) {
@@ -960,7 +1004,7 @@ static bool parse_param(struct http_api_response *r, enum param_field f, const c
 
 /* The parameters of PUT /v1/filters/{name}: defaults, then the body's fields. */
 static bool parse_params(struct http_api *api, const struct http_api_request *req,
-			 struct http_api_response *r, struct bf_params *p)
+			 struct http_api_response *r, struct bf_params *p, uint64_t *ttl_ms)
 {
 	const size_t nfields = sizeof(param_fields) / sizeof(param_fields[0]);
 	bool nonscaling = false, ok = true;
@@ -989,7 +1033,7 @@ static bool parse_params(struct http_api *api, const struct http_api_request *re
 			ok = false;
 		} else {
 			seen |= 1u << f;
-			ok = parse_param(r, (enum param_field)f, e, p, &nonscaling);
+			ok = parse_param(r, (enum param_field)f, e, p, &nonscaling, ttl_ms);
 		}
 	}
 	if (ok && nonscaling) {
@@ -1080,14 +1124,20 @@ static void do_create(struct http_api *api, const struct http_api_request *req,
 	struct bf_filter *f;
 	struct bf_params p;
 	enum cmd_status st;
+	uint64_t ttl_ms = 0;
 
 	if (!bf_name_valid(name.p, name.n)) {
 		problem_status(api, r, CMD_BAD_NAME, NULL, 0);
 		return;
 	}
-	if (!parse_params(api, req, r, &p))
+	if (!parse_params(api, req, r, &p, &ttl_ms))
 		return;
 	st = cmd_create(api->cmd, name.p, name.n, &p, &f);
+	if (st == CMD_OK && ttl_ms) {
+		st = cmd_set_expire(api->cmd, f, cmd_now_ms() + ttl_ms);
+		if (st != CMD_OK)
+			cmd_drop(api->cmd, name.p, name.n, true);
+	}
 	if (st != CMD_OK) {
 		problem_status(api, r, st, NULL, 0);
 		return;
@@ -1147,6 +1197,39 @@ static void do_snapshot(struct http_api *api, struct http_api_response *r, struc
 	}
 	r->content_type = CT_JSON;
 	proto_buf_append_str(&r->body, "{\"flushed\":true}");
+}
+
+/* PATCH /v1/filters/{name} {"ttl_seconds":N|null}: set or clear the expiry. */
+static void do_patch(struct http_api *api, const struct http_api_request *req,
+		     struct http_api_response *r, struct bf_filter *f)
+{
+	const cJSON *ttl;
+	uint64_t ttl_ms;
+	cJSON *j;
+
+	if (req->body_len == 0) {
+		problem(r, P_BAD_REQUEST,
+			"the body must be {\"ttl_seconds\":N} or "
+			"{\"ttl_seconds\":null}");
+		return;
+	}
+	j = parse_body(api, req, r);
+	if (!j)
+		return;
+	ttl = j->child;
+	if (!ttl || ttl->next || strcmp(ttl->string, "ttl_seconds") != 0) {
+		problem(r, P_BAD_REQUEST,
+			"the body must be {\"ttl_seconds\":N} or "
+			"{\"ttl_seconds\":null}");
+	} else if (parse_ttl(r, ttl, &ttl_ms)) {
+		enum cmd_status st =
+		    cmd_set_expire(api->cmd, f, ttl_ms ? cmd_now_ms() + ttl_ms : 0);
+		if (st != CMD_OK)
+			problem_status(api, r, st, NULL, 0);
+		else
+			do_filter_get(r, f);
+	}
+	cJSON_Delete(j);
 }
 
 /* POST /v1/filters/{name}/rename {"to":NAME[, "replace":bool]}. */
@@ -1302,14 +1385,17 @@ static void dispatch(struct http_api *api, const struct http_api_request *req,
 			problem_status(api, r, st, NULL, 0);
 		return;
 	}
-	f = bf_registry_get(api->cmd->reg, name.p, name.n);
+	f = cmd_lookup(api->cmd, name.p, name.n);
 	if (!f) {
 		problem_status(api, r, CMD_NOT_FOUND, NULL, 0);
 		return;
 	}
 	switch (route) {
 	case HTTP_ROUTE_FILTER:
-		do_filter_get(r, f);
+		if (strcmp(m, "PATCH") == 0)
+			do_patch(api, req, r, f);
+		else
+			do_filter_get(r, f);
 		break;
 	case HTTP_ROUTE_ADD:
 		do_keys(api, req, r, f, CMD_KEYS_ADD);

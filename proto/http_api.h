@@ -14,6 +14,9 @@
  *	GET    /v1/filters                       200 {"filters":[FILTER, ...]} sorted by name
  *	PUT    /v1/filters/{name}                201 DETAIL (+ Location), 409, 400
  *	GET    /v1/filters/{name}                200 DETAIL, 404
+ *	PATCH  /v1/filters/{name}                200 DETAIL, body {"ttl_seconds":N} (expires in N
+ *	                                         seconds, 1..HTTP_API_TTL_MAX) or
+ *	                                         {"ttl_seconds":null} (never)
  *	DELETE /v1/filters/{name}                204, 404
  *	POST   /v1/filters/{name}/add            200 {"results":[true,false,...]} (true = new)
  *	POST   /v1/filters/{name}/check          200 {"results":[...]} (true = may be present)
@@ -28,9 +31,10 @@
  *
  * FILTER is {"name","type","capacity","error_rate","items","bytes","layers"} (capacity: of the
  * whole chain as built so far); DETAIL adds "initial_capacity", "expansion" (0: non-scaling),
- * "persist", "fpr_estimate" and "stats":{checks, check_hits, check_misses, sets, set_hits,
- * set_misses, deletes, delete_hits, delete_misses}. A name that is not valid UTF-8 is shown
- * with U+FFFD for each bad byte, plus "name_b64" with its exact bytes.
+ * "persist", "ttl_seconds" (seconds left, null: never expires), "fpr_estimate" and "stats":{checks,
+ *check_hits, check_misses, sets, set_hits, set_misses, deletes, delete_hits, delete_misses}. A name
+ *that is not valid UTF-8 is shown with U+FFFD for each bad byte, plus "name_b64" with its exact
+ *bytes.
  *
  * Paths are raw (still percent-encoded, without the query string): {name} and {key} are one
  * segment each, percent-decoded here, so a key holding '/' is sent as %2F and any byte as %XX.
@@ -39,7 +43,8 @@
  * exactly one of them. JSON strings must not contain \u0000 (use keys_b64 for such keys).
  * PUT /v1/filters/{name} takes an empty body (all defaults) or an object with any of
  * "capacity" (integer >= 1), "error_rate" (0 < p < 1), "type" ("bloom"|"counting"),
- * "expansion" (integer 0..1024, 0 = non-scaling), "nonscaling" (bool), "persist" (bool);
+ * "expansion" (integer 0..1024, 0 = non-scaling), "nonscaling" (bool), "persist" (bool),
+ * "ttl_seconds" (integer 1..HTTP_API_TTL_MAX, or null);
  * defaults come from cmd_default_params(). Unknown or repeated fields are 400.
  *
  * Errors are application/problem+json (RFC 9457): {"type","title","status","detail"}, with
@@ -78,6 +83,9 @@
 
 #include "proto/buf.h"
 #include "proto/command.h"
+
+/* The longest ttl_seconds taken (about 285 million years: its ms fit a JSON integer). */
+#define HTTP_API_TTL_MAX 9007199254740.0
 
 /* The routes, for counting and for messages. */
 enum http_route {

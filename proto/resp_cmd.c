@@ -172,9 +172,9 @@ bool resp_items_fit(const struct cmd_ctx *c, const struct proto_argv *av, size_t
 }
 
 /* The filter named by argument i, or NULL. */
-struct bf_filter *resp_arg_filter(const struct cmd_ctx *c, const struct proto_argv *av, size_t i)
+struct bf_filter *resp_arg_filter(struct cmd_ctx *c, const struct proto_argv *av, size_t i)
 {
-	return bf_registry_get(c->reg, av->argv[i], av->argvlen[i]);
+	return cmd_lookup(c, av->argv[i], av->argvlen[i]);
 }
 
 /* Point the session's key scratch at av's arguments from `first` on. 0 or -ENOMEM. */
@@ -265,6 +265,15 @@ static const struct resp_cmd commands[] = {
     {"memory", 6, resp_server_memory, 2, 0, "", 0, 0, 0},
     {"rename", 6, resp_keys_rename, 3, 3, "write", 1, 2, 1},
     {"renamenx", 8, resp_keys_rename, 3, 3, "write fast", 1, 2, 1},
+    {"expire", 6, resp_keys_expire, 3, 0, "write fast", 1, 1, 1},
+    {"pexpire", 7, resp_keys_expire, 3, 0, "write fast", 1, 1, 1},
+    {"expireat", 8, resp_keys_expire, 3, 0, "write fast", 1, 1, 1},
+    {"pexpireat", 9, resp_keys_expire, 3, 0, "write fast", 1, 1, 1},
+    {"ttl", 3, resp_keys_ttl, 2, 2, "readonly fast", 1, 1, 1},
+    {"pttl", 4, resp_keys_ttl, 2, 2, "readonly fast", 1, 1, 1},
+    {"expiretime", 10, resp_keys_ttl, 2, 2, "readonly fast", 1, 1, 1},
+    {"pexpiretime", 11, resp_keys_ttl, 2, 2, "readonly fast", 1, 1, 1},
+    {"persist", 7, resp_keys_persist, 2, 2, "write fast", 1, 1, 1},
 };
 
 #define NCOMMANDS (sizeof(commands) / sizeof(commands[0]))
@@ -433,6 +442,7 @@ void resp_cmd_exec(struct cmd_ctx *c, struct cmd_session *s, const struct proto_
 		return;
 	c->commands++;
 	const struct resp_cmd *e = lookup(av->argv[0], av->argvlen[0]);
+	s->last_cmd = e ? e->name : NULL; /* as Redis's lastcmd: before the checks below */
 	if (!cmd_session_authed(c, s) &&
 	    (!e || (e->run != resp_server_auth && e->run != resp_server_hello &&
 		    e->run != resp_server_ping && e->run != resp_server_quit))) {

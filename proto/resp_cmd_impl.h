@@ -53,7 +53,7 @@ bool resp_arg_is(const struct proto_argv *av, size_t i, const char *word);
 bool resp_arg_ll(const struct proto_argv *av, size_t i, long long *out);
 bool resp_arg_double(const struct proto_argv *av, size_t i, double *out);
 bool resp_items_fit(const struct cmd_ctx *c, const struct proto_argv *av, size_t first);
-struct bf_filter *resp_arg_filter(const struct cmd_ctx *c, const struct proto_argv *av, size_t i);
+struct bf_filter *resp_arg_filter(struct cmd_ctx *c, const struct proto_argv *av, size_t i);
 int resp_scratch_items(struct cmd_session *s, const struct proto_argv *av, size_t first);
 
 /* The handlers of the command table. */
@@ -93,5 +93,8 @@ RESP_HANDLER(resp_server_info);
 RESP_HANDLER(resp_server_config);
 
 RESP_HANDLER(resp_keys_rename);
+RESP_HANDLER(resp_keys_expire);
+RESP_HANDLER(resp_keys_ttl);
+RESP_HANDLER(resp_keys_persist);
 
 #endif /* BLOSSOMD_PROTO_RESP_CMD_IMPL_H */

@@ -5,6 +5,7 @@
  * server (SAVE, BGSAVE, LASTSAVE, INFO, CONFIG GET), with Redis 7.0.15's replies.
  */
 #include "proto/resp_cmd_impl.h"
+#include "proto/client.h"
 #include "proto/glob.h"
 
 #include <ctype.h>
@@ -204,6 +205,258 @@ void resp_server_select(struct cmd_ctx *c, struct cmd_session *s, const struct p
 	proto_resp_ok(out);
 }
 
+/*
+ * CLIENT LIST / INFO / KILL, with Redis 7.0's replies and errors (networking.c, clientCommand),
+ * over the server's client hooks (command.h; the facts: proto/client.h). Without them (no
+ * server, as in the unit tests) the asking session is the only client known, shown as Redis
+ * shows a client without a socket: addr=?:0 laddr=?:0 fd=-1 events= and zero sizes.
+ */
+
+/*
+ * A connection's line, Redis 7.0's catClientInfoString fields in its order, "\n" ended. What
+ * blossomd has no counterpart of is what Redis shows for a plain client: db=0 sub=0 psub=0
+ * ssub=0 multi=-1 multi-mem=0 user=default (the only user) redir=-1; oll=0 (one reply buffer,
+ * no list of them); flags=N, or c for one that closes once its replies are written.
+ */
+static void client_line(struct proto_buf *b, const struct cmd_client *cl)
+{
+	char events[3], *e = events;
+
+	if (cl->reading)
+		*e++ = 'r';
+	if (cl->writing)
+		*e++ = 'w';
+	*e = '\0';
+	proto_buf_append_fmt(
+	    b,
+	    "id=%" PRIu64 " addr=%s laddr=%s fd=%d name=%s age=%" PRIu64 " idle=%" PRIu64
+	    " flags=%s db=0 sub=0 psub=0 ssub=0 multi=-1 qbuf=%" PRIu64 " qbuf-free=%" PRIu64
+	    " argv-mem=%" PRIu64 " multi-mem=0 rbs=%" PRIu64 " rbp=%" PRIu64 " obl=%" PRIu64
+	    " oll=0 omem=%" PRIu64 " tot-mem=%" PRIu64
+	    " events=%s cmd=%s user=default redir=-1 resp=%d\n",
+	    cl->id, cl->addr, cl->laddr, cl->fd, cl->name, cl->age, cl->idle,
+	    cl->closing ? "c" : "N", cl->qbuf, cl->qbuf_free, cl->argv_mem, cl->rbs, cl->rbp,
+	    cl->obl, cl->omem, cl->tot_mem, events, cl->cmd ? cl->cmd : "NULL", cl->resp);
+}
+
+/* client_each()'s callback for CLIENT LIST: arg is the reply text being built. */
+static void client_line_add(void *arg, const struct cmd_client *cl)
+{
+	client_line(arg, cl);
+}
+
+/* The facts of client id into *buf (buf, or NULL if there is none); the asking session's own
+ * when there is no server to ask. */
+static const struct cmd_client *client_get(struct cmd_ctx *c, const struct cmd_session *s,
+					   uint64_t id, struct cmd_client *buf)
+{
+	const struct cmd_client *cl;
+
+	if (c->hooks.client_get) {
+		cl = c->hooks.client_get(c->hooks.arg, s->id, id, buf);
+		if (cl || id != s->id)
+			return cl;
+	}
+	if (id != s->id)
+		return NULL;
+	*buf = (struct cmd_client){
+	    .id = s->id,
+	    .self = true,
+	    .addr = "?:0",
+	    .laddr = "?:0",
+	    .fd = -1,
+	    .name = s->name,
+	    .resp = s->resp,
+	    .cmd = s->last_cmd,
+	    .closing = s->close_after,
+	};
+	return buf;
+}
+
+/* Redis's client type names (getClientTypeByName): 1 for "normal", every connection's type
+ * here; 0 for one no connection has (master, slave, replica, pubsub); -1 for none of them,
+ * after replying Redis's error. */
+static int client_type(struct cmd_ctx *c, const struct proto_argv *av, size_t i,
+		       struct proto_buf *out)
+{
+	if (resp_arg_is(av, i, "normal"))
+		return 1;
+	if (resp_arg_is(av, i, "master") || resp_arg_is(av, i, "slave") ||
+	    resp_arg_is(av, i, "replica") || resp_arg_is(av, i, "pubsub"))
+		return 0;
+	c->errors++;
+	proto_resp_error_fmt(out, "Unknown client type '%.*s'",
+			     (int)strnlen(av->argv[i], av->argvlen[i]), av->argv[i]);
+	return -1;
+}
+
+/* The text b as CLIENT LIST / INFO send it: a verbatim "txt" string (RESP2: a bulk string). */
+static void client_reply_text(struct cmd_ctx *c, struct cmd_session *s, struct proto_buf *b,
+			      struct proto_buf *out)
+{
+	if (b->failed)
+		resp_error(c, out, resp_err_oom);
+	else
+		proto_resp_verbatim(out, s->resp, "txt", b->data ? b->data : "", b->len);
+	proto_buf_free(b);
+}
+
+/* CLIENT LIST [TYPE type | ID id [id ...]]: every connection oldest first, or those of the
+ * ids in the order given (an id twice, its line twice; an id of none, nothing), as Redis. */
+static void client_list(struct cmd_ctx *c, struct cmd_session *s, const struct proto_argv *av,
+			struct proto_buf *out)
+{
+	bool by_id = av->argc > 3 && resp_arg_is(av, 2, "id");
+	struct cmd_client buf;
+	struct proto_buf b;
+	long long id;
+	int type = 1;
+
+	if (av->argc == 4 && resp_arg_is(av, 2, "type")) {
+		type = client_type(c, av, 3, out);
+		if (type < 0)
+			return;
+	} else if (by_id) {
+		for (size_t i = 3; i < av->argc; i++) {
+			if (!resp_arg_ll(av, i, &id)) {
+				resp_error(c, out, "ERR Invalid client ID");
+				return;
+			}
+		}
+	} else if (av->argc != 2) {
+		resp_error(c, out, resp_err_syntax);
+		return;
+	}
+
+	proto_buf_init(&b);
+	if (by_id) {
+		for (size_t i = 3; i < av->argc; i++) {
+			const struct cmd_client *cl;
+
+			resp_arg_ll(av, i, &id);
+			cl = client_get(c, s, (uint64_t)id, &buf);
+			if (cl)
+				client_line(&b, cl);
+		}
+	} else if (type && c->hooks.client_each) {
+		c->hooks.client_each(c->hooks.arg, s->id, client_line_add, &b);
+	} else if (type) {
+		client_line(&b, client_get(c, s, s->id, &buf));
+	}
+	client_reply_text(c, s, &b, out);
+}
+
+/* CLIENT KILL's filters; a NULL string or a 0 id matches any. */
+struct client_kill {
+	const char *addr, *laddr; /* addrlen, laddrlen bytes */
+	size_t addrlen, laddrlen;
+	uint64_t id;
+	bool none;     /* a TYPE no connection has */
+	bool skipme;   /* leave the asking connection out */
+	bool self_hit; /* the asking connection matched, and is not left out */
+};
+
+/* Redis compares the argument as a C string, so up to its first NUL. */
+static const char *client_kill_str(const struct proto_argv *av, size_t i, size_t *len)
+{
+	*len = strnlen(av->argv[i], av->argvlen[i]);
+	return av->argv[i];
+}
+
+static bool client_str_is(const char *s, const char *p, size_t n)
+{
+	return strlen(s) == n && memcmp(s, p, n) == 0;
+}
+
+/* client_kill()'s match: whether cl is to be closed (the asking connection is recorded in
+ * self_hit instead, its close being ours). */
+static bool client_kill_match(void *arg, const struct cmd_client *cl)
+{
+	struct client_kill *k = arg;
+
+	if (k->none || (k->addr && !client_str_is(cl->addr, k->addr, k->addrlen)) ||
+	    (k->laddr && !client_str_is(cl->laddr, k->laddr, k->laddrlen)) ||
+	    (k->id && cl->id != k->id))
+		return false;
+	if (cl->self) {
+		k->self_hit = k->self_hit || !k->skipme;
+		return false;
+	}
+	return true;
+}
+
+/*
+ * CLIENT KILL ip:port (+OK, or "No such client"; may be the asking connection) or CLIENT KILL
+ * <filter> <value> ... (the number closed; SKIPME yes by default), Redis's options and errors
+ * in Redis's order of checks. The asking connection, if it is one, closes once this reply is
+ * written, as Redis's CLIENT_CLOSE_AFTER_REPLY.
+ */
+static void client_kill(struct cmd_ctx *c, struct cmd_session *s, const struct proto_argv *av,
+			struct proto_buf *out)
+{
+	struct client_kill k = {.skipme = true};
+	struct cmd_client buf;
+	size_t killed = 0;
+
+	if (av->argc == 3) {
+		k.addr = client_kill_str(av, 2, &k.addrlen);
+		k.skipme = false;
+	}
+	for (size_t i = 2; av->argc > 3 && i < av->argc; i += 2) {
+		bool more = av->argc > i + 1;
+		long long id;
+		int type;
+
+		if (more && resp_arg_is(av, i, "id")) {
+			if (!resp_arg_ll(av, i + 1, &id) || id < 1) {
+				resp_error(c, out, "ERR client-id should be greater than 0");
+				return;
+			}
+			k.id = (uint64_t)id;
+		} else if (more && resp_arg_is(av, i, "type")) {
+			type = client_type(c, av, i + 1, out);
+			if (type < 0)
+				return;
+			k.none = type == 0;
+		} else if (more && resp_arg_is(av, i, "addr")) {
+			k.addr = client_kill_str(av, i + 1, &k.addrlen);
+		} else if (more && resp_arg_is(av, i, "laddr")) {
+			k.laddr = client_kill_str(av, i + 1, &k.laddrlen);
+		} else if (more && resp_arg_is(av, i, "user")) {
+			/* Redis looks the user up by its exact bytes; "default" is the only one. */
+			if (av->argvlen[i + 1] != 7 || memcmp(av->argv[i + 1], "default", 7) != 0) {
+				c->errors++;
+				proto_resp_error_fmt(
+				    out, "No such user '%.*s'",
+				    (int)strnlen(av->argv[i + 1], av->argvlen[i + 1]),
+				    av->argv[i + 1]);
+				return;
+			}
+		} else if (more && resp_arg_is(av, i, "skipme") &&
+			   (resp_arg_is(av, i + 1, "yes") || resp_arg_is(av, i + 1, "no"))) {
+			k.skipme = resp_arg_is(av, i + 1, "yes");
+		} else {
+			resp_error(c, out, resp_err_syntax);
+			return;
+		}
+	}
+
+	if (c->hooks.client_kill)
+		killed = c->hooks.client_kill(c->hooks.arg, s->id, client_kill_match, &k);
+	else
+		client_kill_match(&k, client_get(c, s, s->id, &buf));
+	if (k.self_hit)
+		killed++;
+	if (av->argc > 3)
+		proto_resp_integer(out, (int64_t)killed);
+	else if (killed)
+		proto_resp_ok(out);
+	else
+		resp_error(c, out, "ERR No such client");
+	if (k.self_hit)
+		s->close_after = true;
+}
+
 void resp_server_client(struct cmd_ctx *c, struct cmd_session *s, const struct proto_argv *av,
 			struct proto_buf *out)
 {
@@ -213,6 +466,30 @@ void resp_server_client(struct cmd_ctx *c, struct cmd_session *s, const struct p
 	    "    Return the name of the current connection.",
 	    "ID",
 	    "    Return the ID of the current connection.",
+	    "INFO",
+	    "    Return information about the current client connection.",
+	    "KILL <ip:port>",
+	    "    Kill connection made from <ip:port>.",
+	    "KILL <option> <value> [<option> <value> [...]]",
+	    "    Kill connections. Options are:",
+	    "    * ADDR <ip:port>",
+	    "      Kill connections made from the specified address",
+	    "    * LADDR <ip:port>",
+	    "      Kill connections made to specified local address",
+	    "    * ID <client-id>",
+	    "      Kill the connection with the specified ID.",
+	    "    * TYPE (NORMAL|MASTER|REPLICA|PUBSUB)",
+	    "      Kill connections by type.",
+	    "    * USER <username>",
+	    "      Kill connections authenticated by <username>.",
+	    "    * SKIPME (YES|NO)",
+	    "      Skip killing current connection (default: yes).",
+	    "LIST [options ...]",
+	    "    Return information about client connections. Options:",
+	    "    * TYPE (NORMAL|MASTER|REPLICA|PUBSUB)",
+	    "      Return clients of specified type.",
+	    "    * ID <client-id> [<client-id> ...]",
+	    "      Return clients of the specified IDs.",
 	    "SETINFO <LIB-NAME|LIB-VER> <value>",
 	    "    Accepted and ignored.",
 	    "SETNAME <name>",
@@ -221,6 +498,19 @@ void resp_server_client(struct cmd_ctx *c, struct cmd_session *s, const struct p
 	    "    Print this help.",
 	    NULL,
 	};
+	/* CLIENT LIST's cmd= as Redis's command table names them; NULL for a subcommand not
+	 * known (Redis's lookup fails then, and its lastcmd is NULL). */
+	static const char *const names[] = {
+	    "client|getname", "client|help", "client|id",      "client|info",
+	    "client|kill",    "client|list", "client|setinfo", "client|setname",
+	};
+	struct cmd_client buf;
+	struct proto_buf b;
+
+	s->last_cmd = NULL;
+	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
+		if (resp_arg_is(av, 1, names[i] + strlen("client|")))
+			s->last_cmd = names[i];
 
 	if (resp_arg_is(av, 1, "setname")) {
 		if (av->argc != 3) {
@@ -249,6 +539,22 @@ void resp_server_client(struct cmd_ctx *c, struct cmd_session *s, const struct p
 			return;
 		}
 		proto_resp_integer(out, (int64_t)s->id);
+	} else if (resp_arg_is(av, 1, "list")) {
+		client_list(c, s, av, out);
+	} else if (resp_arg_is(av, 1, "info")) {
+		if (av->argc != 2) {
+			resp_error_arity(c, out, "client|info");
+			return;
+		}
+		proto_buf_init(&b);
+		client_line(&b, client_get(c, s, s->id, &buf));
+		client_reply_text(c, s, &b, out);
+	} else if (resp_arg_is(av, 1, "kill")) {
+		if (av->argc < 3) {
+			resp_error_arity(c, out, "client|kill");
+			return;
+		}
+		client_kill(c, s, av, out);
 	} else if (resp_arg_is(av, 1, "setinfo")) {
 		if (av->argc != 4) {
 			resp_error_arity(c, out, "client|setinfo");
@@ -654,6 +960,7 @@ void resp_server_info(struct cmd_ctx *c, struct cmd_session *s, const struct pro
 		info_section(&b, "Stats");
 		info_line(&b, "total_commands_processed", c->commands);
 		info_line(&b, "total_error_replies", c->errors);
+		info_line(&b, "expired_keys", c->expired);
 	}
 	if (want & SEC_REPLICATION) {
 		info_section(&b, "Replication");
@@ -661,11 +968,18 @@ void resp_server_info(struct cmd_ctx *c, struct cmd_session *s, const struct pro
 	}
 	if (want & SEC_KEYSPACE) {
 		size_t n = bf_registry_count(c->reg);
+		uint64_t sum, now = cmd_now_ms();
+		size_t ne = bf_registry_expiring(c->reg, &sum);
 		info_section(&b, "Keyspace");
 		if (n) {
 			proto_buf_append_str(&b, "db0:keys=");
 			proto_buf_append_u64(&b, n);
-			proto_buf_append_str(&b, ",expires=0,avg_ttl=0\r\n");
+			proto_buf_append_str(&b, ",expires=");
+			proto_buf_append_u64(&b, ne);
+			/* The mean time left in ms, as Redis's (which estimates it by sampling). */
+			proto_buf_append_str(&b, ",avg_ttl=");
+			proto_buf_append_u64(&b, ne && sum / ne > now ? sum / ne - now : 0);
+			proto_buf_append(&b, "\r\n", 2);
 		}
 	}
 	if (b.failed)

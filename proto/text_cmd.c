@@ -73,7 +73,7 @@ static bool ext_is(struct span w, const char *s)
 /* The filter named by the first word of args, or a reply saying why not. */
 static struct bf_filter *lookup(struct cmd_ctx *c, struct span name, struct proto_buf *out)
 {
-	struct bf_filter *f = bf_registry_get(c->reg, name.p, name.n);
+	struct bf_filter *f = cmd_lookup(c, name.p, name.n);
 	if (!f)
 		reply(c, out, CMD_NOT_FOUND);
 	return f;
@@ -250,6 +250,31 @@ static void do_close(struct cmd_ctx *c, struct span args, struct proto_buf *out)
 		reply(c, out, CMD_OK);
 }
 
+/* Extension: expires NAME SECONDS: the filter expires in SECONDS (0: never), as Redis's EXPIRE
+ * and PERSIST. */
+static void do_expire(struct cmd_ctx *c, struct span args, struct proto_buf *out)
+{
+	struct span name, secs, extra;
+	struct bf_filter *f;
+	uint64_t n;
+
+	if (!next_word(&args, &name) || !next_word(&args, &secs)) {
+		client_error(c, out, CLIENT_ERR("Must provide filter name and seconds"));
+		return;
+	}
+	if (next_word(&args, &extra)) {
+		client_error(c, out, CLIENT_ERR("Unexpected arguments"));
+		return;
+	}
+	if (!parse_u64(secs, &n) || n > UINT64_MAX / 2000) {
+		client_error(c, out, CLIENT_ERR("Bad arguments"));
+		return;
+	}
+	if (!(f = lookup(c, name, out)))
+		return;
+	reply(c, out, cmd_set_expire(c, f, n ? cmd_now_ms() + n * 1000 : 0));
+}
+
 static void do_flush(struct cmd_ctx *c, struct span args, struct proto_buf *out)
 {
 	struct span name, probe = args;
@@ -302,6 +327,13 @@ static void do_info(struct cmd_ctx *c, struct span args, struct proto_buf *out)
 	append_u64_field(out, "deletes", st->deletes);
 	append_u64_field(out, "delete_hits", st->delete_hits);
 	append_u64_field(out, "delete_misses", st->delete_misses);
+	/* Seconds left, rounded as Redis's TTL; -1: never expires. */
+	uint64_t now = cmd_now_ms();
+	if (f->expire_ms)
+		append_u64_field(out, "ttl",
+				 f->expire_ms > now ? (f->expire_ms - now + 500) / 1000 : 0);
+	else
+		proto_buf_append_str(out, "ttl -1\n");
 	proto_buf_append_str(out, "END\n");
 }
 
@@ -405,7 +437,7 @@ bool text_cmd_known(const char *p, size_t n)
 	static const char *const bloomd[] = {"c",     "check", "s",	"set",	  "m",
 					     "multi", "b",     "bulk",	"create", "list",
 					     "drop",  "clear", "close", "info",	  "flush"};
-	static const char *const ours[] = {"d", "delete", "ping", "quit", "auth"};
+	static const char *const ours[] = {"d", "delete", "ping", "quit", "auth", "expires"};
 	struct span w = {p, n};
 
 	for (size_t i = 0; i < sizeof(bloomd) / sizeof(bloomd[0]); i++)
@@ -461,6 +493,8 @@ void text_cmd_exec(struct cmd_ctx *c, struct cmd_session *s, const char *line, s
 		s->close_after = true;
 	else if (ext_is(cmd, "auth"))
 		do_auth(c, s, args, out);
+	else if (ext_is(cmd, "expires"))
+		do_expire(c, args, out);
 	else
 		client_error(c, out, CLIENT_ERR("Command not supported"));
 }

@@ -239,6 +239,7 @@ int journal_start(struct srv *s)
 	if (why[0])
 		srv_log(SRV_LOG_WARNING, "write-ahead log %s: %s", dir, why);
 	struct bf_replay_stats rs;
+	bf_replay_finish(jr.rp);
 	bf_replay_stats(jr.rp, &rs);
 	srv_log(SRV_LOG_INFO,
 		"write-ahead log: replayed %" PRIu64 " records (%" PRIu64 " keys) from LSN %" PRIu64

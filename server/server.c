@@ -515,6 +515,14 @@ static void srv_on_sweep(uv_timer_t *t)
 	conn_sweep(t->data);
 }
 
+/* Ten times a second: the filters whose time came (cmd_expire_due). */
+static void srv_on_expire(uv_timer_t *t)
+{
+	struct srv *s = t->data;
+
+	cmd_expire_due(&s->ctx, cmd_now_ms(), SRV_EXPIRE_BATCH);
+}
+
 /* READY=1 for the service manager, with what is served as its status line. */
 static void srv_notify_serving(const struct srv *s)
 {
@@ -597,7 +605,14 @@ static int srv_signals_init(struct srv *s)
 	if (rc)
 		return rc;
 	s->sweep.data = s;
-	return uv_timer_start(&s->sweep, srv_on_sweep, SRV_SWEEP_MS, SRV_SWEEP_MS);
+	rc = uv_timer_start(&s->sweep, srv_on_sweep, SRV_SWEEP_MS, SRV_SWEEP_MS);
+	if (rc)
+		return rc;
+	rc = uv_timer_init(&s->loop, &s->expire);
+	if (rc)
+		return rc;
+	s->expire.data = s;
+	return uv_timer_start(&s->expire, srv_on_expire, SRV_EXPIRE_MS, SRV_EXPIRE_MS);
 }
 
 /* Bind and listen on port for every address in bind. Logs and returns the first failure. */
@@ -725,6 +740,9 @@ int srv_new(const struct srv_options *opt, struct srv **out)
 	s->ctx.hooks.bgsave = srv_bgsave;
 	s->ctx.hooks.created = srv_created;
 	s->ctx.hooks.dropping = srv_dropping;
+	s->ctx.hooks.client_get = conn_client_get;
+	s->ctx.hooks.client_each = conn_client_each;
+	s->ctx.hooks.client_kill = conn_client_kill;
 	s->ctx.hooks.renamed = srv_renamed;
 	s->ctx.started_unix = (uint64_t)time(NULL);
 	s->ctx.version = opt->version;
@@ -749,6 +767,8 @@ int srv_new(const struct srv_options *opt, struct srv **out)
 	rc = journal_start(s);
 	if (rc)
 		goto fail_handles;
+	/* What expired while the daemon was down is gone before the first client comes. */
+	cmd_expire_due(&s->ctx, cmd_now_ms(), 0);
 	rc = srv_listen_all(s);
 	if (rc)
 		goto fail_handles;

@@ -45,7 +45,11 @@ struct srv_snap;
 /* How long a gracefully closed connection may keep sending before it is cut off. */
 #define SRV_LINGER_MS 2000
 #define SRV_SWEEP_MS  1000
-#define SRV_BACKLOG   1024
+/* Expired filters are dropped this often (lookups drop one at once), at most
+ * SRV_EXPIRE_BATCH a time: Redis's active expiry runs 10 times a second too. */
+#define SRV_EXPIRE_MS	 100
+#define SRV_EXPIRE_BATCH 10000
+#define SRV_BACKLOG	 1024
 /* Descriptors kept for listeners, stdio, snapshots and the HTTP server. */
 #define SRV_FD_RESERVE 64
 /* Shortest interval between two "too many connections" or accept warnings. */
@@ -54,6 +58,9 @@ struct srv_snap;
  * merges into the last), and is not read once it holds SRV_HOLD_BYTES of replies. */
 #define SRV_CONN_MARKS 8
 #define SRV_HOLD_BYTES (256 * 1024)
+/* CLIENT LIST's rbp is the most replies a connection held at once in a period this long
+ * (Redis's buf_peak, reset every 5 s). */
+#define SRV_PEAK_MS 5000
 
 /* Bytes of a first word looked at to tell a RESP inline command from the text protocol. */
 #define SRV_DETECT_MAX 64
@@ -92,6 +99,8 @@ struct srv_conn {
 	bool eof;	  /* the client shut down its sending side */
 	bool text_skip;	  /* discarding the rest of an over-long line */
 	bool mem_refused; /* its input could not grow within max_client_memory */
+	bool ended;	  /* conn_finish() called: our side is done; not shown by CLIENT LIST nor
+			   * counted by CLIENT KILL (Redis has freed such a client) */
 	enum conn_proto proto;
 	enum conn_state state;
 	uint64_t id;
@@ -125,6 +134,16 @@ struct srv_conn {
 	uint64_t linger_since;
 
 	char peer[64]; /* "127.0.0.1:40000", "[::1]:40000" */
+
+	/* For CLIENT LIST / INFO (conn_client_get()): when it was accepted (loop ms); while one
+	 * of its RESP commands runs, the input from that command on (Redis's qbuf), else 0; the
+	 * most replies it held at once since out_peak_at (a new period every SRV_PEAK_MS); our
+	 * end of the socket, "" until first asked. */
+	uint64_t created;
+	size_t qbuf_run;
+	size_t out_peak;
+	uint64_t out_peak_at;
+	char local[64];
 };
 
 struct srv {
@@ -146,6 +165,7 @@ struct srv {
 	size_t nlisteners;
 	uv_signal_t sig_term, sig_int, sig_hup;
 	uv_timer_t sweep;
+	uv_timer_t expire;	  /* drops the filters whose time came (SRV_EXPIRE_MS) */
 	struct srv_notify notify; /* sd_notify watchdog timer */
 	bool handles_ready;	  /* signals and timer initialised */
 
@@ -188,6 +208,16 @@ void conn_sweep(struct srv *s);
 
 /* conn.c: send the replies that waited for LSNs now durable (ctx.durable_lsn). */
 void conn_release_waiting(struct srv *s);
+
+/* conn.c: the command layer's client hooks (command.h: client_get, client_each, client_kill),
+ * arg the struct srv. */
+struct cmd_client;
+const struct cmd_client *conn_client_get(void *arg, uint64_t self, uint64_t id,
+					 struct cmd_client *buf);
+void conn_client_each(void *arg, uint64_t self,
+		      void (*fn)(void *fnarg, const struct cmd_client *cl), void *fnarg);
+size_t conn_client_kill(void *arg, uint64_t self,
+			bool (*match)(void *marg, const struct cmd_client *cl), void *marg);
 
 /*
  * journal.c: the daemon's write-ahead log. journal_start: after the snapshots are loaded, open

@@ -346,7 +346,7 @@ START_TEST(info_fields)
 		 "page_ins 0\npage_outs 0\nprobability 0.010000\nsets 2\nset_hits 1\n"
 		 "set_misses 1\nsize 1\nstorage %llu\ntype bloom\npersist 1\n"
 		 "initial_capacity 1000\nexpansion 2\nlayers 1\nfpr_estimate %.6g\n"
-		 "deletes 0\ndelete_hits 0\ndelete_misses 0\nEND\n",
+		 "deletes 0\ndelete_hits 0\ndelete_misses 0\nttl -1\nEND\n",
 		 (unsigned long long)f->bytes, bf_filter_fpr(f));
 	SAYS("info f", expect);
 	SAYS("info nope", "Filter does not exist\n");

@@ -369,15 +369,88 @@ def run(port):
         is_("insertedNum counts both protocols' adds", bf.info("x").insertedNum, 7)
         t.close()
 
+    @case("rename/renamenx")
+    def _():
+        bf.create("rn:a", 0.0001, 1000)
+        bf.madd("rn:a", "a1", "a2", "a3")
+        is_("rename", r.rename("rn:a", "rn:b"), True)
+        is_("the old name is gone", r.exists("rn:a"), 0)
+        is_("the new name holds the keys", bf.mexists("rn:b", "a1", "a2", "a3", "zz"),
+            [1, 1, 1, 0])
+        is_("the new name's info", (bf.info("rn:b").capacity, bf.info("rn:b").insertedNum),
+            (1000, 3))
+        is_("TYPE of the new name", r.type("rn:b"), b"MBbloom--")
+        raises("rename of a missing key", lambda: r.rename("rn:a", "rn:c"), ResponseError,
+               "no such key")
+        raises("renamenx of a missing key", lambda: r.renamenx("rn:a", "rn:c"), ResponseError,
+               "no such key")
+        is_("rename to its own name", r.rename("rn:b", "rn:b"), True)
+        is_("renamenx to its own name", r.renamenx("rn:b", "rn:b"), False)
+        is_("renamenx to a free name", r.renamenx("rn:b", "rn:c"), True)
+        bf.create("rn:t", 0.0001, 500)
+        bf.add("rn:t", "t1")
+        is_("renamenx to a taken name", r.renamenx("rn:c", "rn:t"), False)
+        is_("renamenx refused: both unchanged",
+            (bf.exists("rn:c", "a1"), bf.exists("rn:t", "t1"), bf.exists("rn:t", "a1")),
+            (1, 1, 0))
+        is_("rename over an existing filter", r.rename("rn:c", "rn:t"), True)
+        is_("the target is the renamed filter",
+            (bf.mexists("rn:t", "a1", "t1"), bf.info("rn:t").capacity, r.exists("rn:c")),
+            ([1, 0], 1000, 0))
+        raises("rename to a name with a space", lambda: r.rename("rn:t", "rn x"), ResponseError,
+               "bad filter name")
+        raises("rename to an empty name", lambda: r.rename("rn:t", ""), ResponseError,
+               "bad filter name")
+        raises("renamenx to a 201-byte name", lambda: r.renamenx("rn:t", "n" * 201),
+               ResponseError, "bad filter name")
+        is_("rename to a 200-byte name and back",
+            (r.rename("rn:t", "n" * 200), r.rename("n" * 200, "rn:t")), (True, True))
+        is_("rename to a UTF-8 name and back",
+            (r.rename("rn:t", "caf\u00e9"), bf.exists("caf\u00e9", "a1"),
+             r.rename("caf\u00e9", "rn:t")), (True, 1, True))
+        raises("RENAME wrong arity", lambda: r.execute_command("RENAME", "rn:t"), ResponseError,
+               "wrong number of arguments for 'rename' command")
+        raises("RENAMENX wrong arity", lambda: r.execute_command("RENAMENX", "rn:t", "a", "b"),
+               ResponseError, "wrong number of arguments for 'renamenx' command")
+        # A pipeline of a swap: build rn:new, rename it over rn:t, check.
+        p = r.pipeline(transaction=False)
+        p.bf().add("rn:new", "fresh")
+        p.rename("rn:new", "rn:t")
+        p.bf().exists("rn:t", "fresh")
+        p.bf().exists("rn:t", "a1")
+        p.exists("rn:new")
+        is_("a pipelined swap", p.execute(), [1, True, 1, 0, 0])
+        is_("KEYS rn:* after the renames", sorted(r.keys("rn:*")), [b"rn:t"])
+        r.delete("rn:t")
+
     @case("flushall/flushdb")
     def _():
+        bf.add("fl:a", "k")
+        r.rename("fl:a", "fl:b")
         is_("flushall", r.flushall(), True)
         is_("dbsize after flushall", r.dbsize(), 0)
+        is_("a renamed filter is gone after flushall", r.exists("fl:a", "fl:b"), 0)
+        raises("rename after flushall", lambda: r.rename("fl:b", "fl:c"), ResponseError,
+               "no such key")
         is_("add after flushall creates anew", bf.add("f", "a"), 1)
         is_("flushdb(asynchronous=True)", r.flushdb(asynchronous=True), True)
         is_("dbsize after flushdb", r.dbsize(), 0)
+        bf.add("fl:a", "k")
+        is_("FLUSHALL SYNC", r.execute_command("FLUSHALL", "SYNC"), True)
+        is_("dbsize after FLUSHALL SYNC", r.dbsize(), 0)
+        bf.add("fl:a", "k")
+        is_("flushall(asynchronous=True)", r.flushall(asynchronous=True), True)
+        is_("dbsize after FLUSHALL ASYNC", r.dbsize(), 0)
+        bf.add("fl:a", "k")
+        is_("FLUSHDB SYNC", r.execute_command("FLUSHDB", "SYNC"), True)
+        is_("dbsize after FLUSHDB SYNC", r.dbsize(), 0)
+        is_("a name used before a flush is new again",
+            (bf.add("fl:a", "k"), bf.info("fl:a").insertedNum), (1, 1))
         raises("flushall with a bad argument", lambda: r.execute_command("FLUSHALL", "NOW"),
                ResponseError, "syntax error")
+        raises("flushdb with two arguments",
+               lambda: r.execute_command("FLUSHDB", "SYNC", "ASYNC"), ResponseError,
+               "syntax error")
 
 
 def main():

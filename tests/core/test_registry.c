@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* The registry: validation, create/get/drop, prefix listing, the memory limit. */
+/* The registry: validation, create/get/drop, rename, prefix listing, the memory limit. */
 #include <check.h>
 #include <errno.h>
 #include <stdio.h>
@@ -316,6 +316,214 @@ START_TEST(pages_in_name_order)
 }
 END_TEST
 
+/* Every name a full SCAN visits, each as often as it is seen (a small table of names). */
+static char scan_names[64][BF_NAME_MAX + 1];
+static unsigned scan_counts[64], nscan;
+
+static void note_name(void *arg, struct bf_filter *f)
+{
+	(void)arg;
+	for (unsigned i = 0; i < nscan; i++)
+		if (!strcmp(scan_names[i], f->name)) {
+			scan_counts[i]++;
+			return;
+		}
+	ck_assert_uint_lt(nscan, 64);
+	snprintf(scan_names[nscan], sizeof(scan_names[nscan]), "%s", f->name);
+	scan_counts[nscan++] = 1;
+}
+
+/* How often a complete SCAN of r visits name (0: never). */
+static unsigned scan_count_of(struct bf_registry *r, const char *name)
+{
+	uint64_t cursor = 0;
+
+	nscan = 0;
+	do
+		cursor = bf_registry_scan(r, cursor, 3, note_name, NULL);
+	while (cursor);
+	for (unsigned i = 0; i < nscan; i++)
+		if (!strcmp(scan_names[i], name))
+			return scan_counts[i];
+	return 0;
+}
+
+/* f renamed from `from` to `to`: found under `to` only, the same filter with its keys. */
+static void assert_renamed(struct bf_registry *r, struct bf_filter *f, const char *from,
+			   const char *to, size_t count, uint64_t memory)
+{
+	ck_assert_ptr_eq(bf_registry_get(r, to, strlen(to)), f);
+	ck_assert_ptr_null(bf_registry_get(r, from, strlen(from)));
+	ck_assert_str_eq(f->name, to);
+	ck_assert_uint_eq(f->name_len, strlen(to));
+	/* A name shorter than the inline buffer lives in it; a longer one on the heap. */
+	if (strlen(to) < sizeof(f->name_buf))
+		ck_assert_ptr_eq(f->name, f->name_buf);
+	else
+		ck_assert_ptr_ne(f->name, f->name_buf);
+	ck_assert_uint_eq(bf_registry_count(r), count);
+	ck_assert_uint_eq(bf_registry_memory(r), memory);
+	ck_assert_int_eq(bf_filter_check(f, S("key")), 1);
+	ck_assert_uint_eq(scan_count_of(r, to), 1);
+	ck_assert_uint_eq(scan_count_of(r, from), 0);
+}
+
+/*
+ * RENAME: the filter is found under its new name only, with its id, keys, count and memory
+ * unchanged, from and to short (inline) and long (heap) names, across the inline boundary (23
+ * and 24 bytes) and up to 200 bytes; a SCAN and a listing find it under the new name. A name
+ * taken (another filter's, or its own), a bad name, or a filter of another registry changes
+ * nothing.
+ */
+START_TEST(rename_filter)
+{
+	struct bf_registry *r, *r2;
+	struct bf_filter *f, *g, *z, **list;
+	char n23[24], n24[25], n200[BF_NAME_MAX + 1], n201[BF_NAME_MAX + 2];
+	size_t n;
+
+	memset(n23, 'i', 23);
+	n23[23] = '\0';
+	memset(n24, 'h', 24);
+	n24[24] = '\0';
+	memset(n200, 'm', BF_NAME_MAX);
+	n200[BF_NAME_MAX] = '\0';
+	memset(n201, 'x', BF_NAME_MAX + 1);
+	n201[BF_NAME_MAX + 1] = '\0';
+
+	ck_assert_int_eq(bf_registry_new(0, &r), 0);
+	ck_assert_int_eq(bf_registry_create(r, S("a"), &small, 1, &f), 0);
+	ck_assert_int_eq(bf_filter_add(f, S("key")), 1);
+	ck_assert_int_eq(bf_registry_create(r, S("other"), &small, 2, &g), 0);
+	/* Enough others that the table has grown past its first size. */
+	for (int i = 0; i < 40; i++) {
+		char name[16];
+		int k = snprintf(name, sizeof(name), "pad:%d", i);
+		ck_assert_int_eq(bf_registry_create(r, name, (size_t)k, &small, 1, NULL), 0);
+	}
+	uint64_t id = f->id, mem = bf_registry_memory(r), items = f->items;
+	size_t count = bf_registry_count(r);
+
+	/* short -> short -> heap (24) -> heap (200) -> inline (23) -> heap -> short */
+	ck_assert_int_eq(bf_registry_rename(r, f, S("b")), 0);
+	assert_renamed(r, f, "a", "b", count, mem);
+	ck_assert_int_eq(bf_registry_rename(r, f, n24, 24), 0);
+	assert_renamed(r, f, "b", n24, count, mem);
+	ck_assert_int_eq(bf_registry_rename(r, f, n200, BF_NAME_MAX), 0);
+	assert_renamed(r, f, n24, n200, count, mem);
+	ck_assert_int_eq(bf_registry_rename(r, f, n23, 23), 0);
+	assert_renamed(r, f, n200, n23, count, mem);
+	ck_assert_int_eq(bf_registry_rename(r, f, S("a-name-of-thirty-two-bytes-long")), 0);
+	assert_renamed(r, f, n23, "a-name-of-thirty-two-bytes-long", count, mem);
+	ck_assert_int_eq(bf_registry_rename(r, f, S("c")), 0);
+	assert_renamed(r, f, "a-name-of-thirty-two-bytes-long", "c", count, mem);
+	ck_assert_uint_eq(f->id, id);
+	ck_assert_uint_eq(f->items, items);
+
+	/* The old name is free again: a new filter may take it. */
+	ck_assert_int_eq(bf_registry_create(r, S("a"), &small, 3, NULL), 0);
+	ck_assert_ptr_ne(bf_registry_get(r, S("a")), f);
+	ck_assert_int_eq(bf_registry_drop(r, S("a")), 0);
+
+	/* Taken: by another filter, or by f itself. Nothing changes. */
+	ck_assert_int_eq(bf_registry_rename(r, f, S("other")), -EEXIST);
+	ck_assert_int_eq(bf_registry_rename(r, f, S("c")), -EEXIST);
+	ck_assert_ptr_eq(bf_registry_get(r, S("other")), g);
+	ck_assert_ptr_eq(bf_registry_get(r, S("c")), f);
+	ck_assert_str_eq(f->name, "c");
+	ck_assert_str_eq(g->name, "other");
+
+	/* Bad names: empty, a space, a control byte, a NUL, 201 bytes. Nothing changes. */
+	ck_assert_int_eq(bf_registry_rename(r, f, "", 0), -EINVAL);
+	ck_assert_int_eq(bf_registry_rename(r, f, S("a b")), -EINVAL);
+	ck_assert_int_eq(bf_registry_rename(r, f, S("a\nb")), -EINVAL);
+	ck_assert_int_eq(bf_registry_rename(r, f, "a\0b", 3), -EINVAL);
+	ck_assert_int_eq(bf_registry_rename(r, f, n201, BF_NAME_MAX + 1), -EINVAL);
+	ck_assert_ptr_eq(bf_registry_get(r, S("c")), f);
+	ck_assert_str_eq(f->name, "c");
+	ck_assert_uint_eq(bf_registry_count(r), count);
+	ck_assert_uint_eq(bf_registry_memory(r), mem);
+
+	/* A filter of another registry, even one under a name this one holds. */
+	ck_assert_int_eq(bf_registry_new(0, &r2), 0);
+	ck_assert_int_eq(bf_registry_create(r2, S("z"), &small, 1, &z), 0);
+	ck_assert_int_eq(bf_registry_rename(r, z, S("q")), -ENOENT);
+	ck_assert_ptr_null(bf_registry_get(r, S("q")));
+	ck_assert_int_eq(bf_registry_drop(r2, S("z")), 0);
+	ck_assert_int_eq(bf_registry_create(r2, S("c"), &small, 1, &z), 0);
+	ck_assert_int_eq(bf_registry_rename(r, z, S("q")), -ENOENT);
+	ck_assert_ptr_null(bf_registry_get(r, S("q")));
+	ck_assert_ptr_eq(bf_registry_get(r2, S("c")), z);
+	ck_assert_str_eq(z->name, "c");
+	bf_registry_free(r2);
+
+	/* The listing sorts it by its new name. */
+	ck_assert_int_eq(bf_registry_rename(r, f, S("pad:0x")), 0);
+	ck_assert_int_eq(bf_registry_list(r, S("pad:0"), &list, &n), 0);
+	ck_assert_uint_eq(n, 2);
+	ck_assert_str_eq(list[0]->name, "pad:0");
+	ck_assert_ptr_eq(list[1], f);
+	free(list);
+
+	/* Dropped under its new name, all it cost is released. */
+	ck_assert_int_eq(bf_registry_drop(r, S("pad:0x")), 0);
+	ck_assert_uint_eq(bf_registry_count(r), count - 1);
+	ck_assert_int_eq(bf_registry_drop(r, S("other")), 0);
+	for (int i = 0; i < 40; i++) {
+		char name[16];
+		int k = snprintf(name, sizeof(name), "pad:%d", i);
+		ck_assert_int_eq(bf_registry_drop(r, name, (size_t)k), 0);
+	}
+	ck_assert_uint_eq(bf_registry_memory(r), 0);
+	bf_registry_free(r);
+}
+END_TEST
+
+/* A SCAN over filters present throughout still visits each once while others are renamed back
+ * and forth (long and short names) between its calls, and the table grows meanwhile. */
+START_TEST(scan_while_renaming)
+{
+	struct bf_registry *r;
+	struct bf_filter *moving[20];
+	char name[64];
+
+	ck_assert_int_eq(bf_registry_new(0, &r), 0);
+	for (int i = 0; i < 2000; i++) {
+		int n = snprintf(name, sizeof(name), "base:%d", i);
+		ck_assert_int_eq(bf_registry_create(r, name, (size_t)n, &small, 1, NULL), 0);
+	}
+	for (int i = 0; i < 20; i++) {
+		int n = snprintf(name, sizeof(name), "mv:%d", i);
+		ck_assert_int_eq(bf_registry_create(r, name, (size_t)n, &small, 1, &moving[i]), 0);
+	}
+	memset(seen, 0, sizeof(seen));
+	seen_other = 0;
+	uint64_t cursor = 0;
+	unsigned round = 0;
+	do {
+		cursor = bf_registry_scan(r, cursor, 10, count_seen, NULL);
+		for (int i = 0; i < 20; i++) {
+			int n =
+			    snprintf(name, sizeof(name),
+				     round % 2 ? "mv:%d" : "moving-filter-with-a-long-name:%d", i);
+			ck_assert_int_eq(bf_registry_rename(r, moving[i], name, (size_t)n), 0);
+			ck_assert_ptr_eq(bf_registry_get(r, name, (size_t)n), moving[i]);
+		}
+		/* The table doubles a few times meanwhile. */
+		for (int k = 0; k < 20; k++) {
+			int n = snprintf(name, sizeof(name), "new:%u:%d", round, k);
+			ck_assert_int_eq(bf_registry_create(r, name, (size_t)n, &small, 1, NULL),
+					 0);
+		}
+		round++;
+	} while (cursor != 0);
+	for (int i = 0; i < 2000; i++)
+		ck_assert_msg(seen[i] == 1, "base:%d seen %u times", i, seen[i]);
+	ck_assert_uint_eq(bf_registry_count(r), 2020 + 20 * round);
+	bf_registry_free(r);
+}
+END_TEST
+
 static Suite *registry_suite(void)
 {
 	Suite *s = suite_create("registry");
@@ -329,6 +537,8 @@ static Suite *registry_suite(void)
 	tcase_add_test(tc, scan_visits_each_once_while_changing);
 	tcase_add_test(tc, pages_in_name_order);
 	tcase_add_test(tc, each_and_reserve);
+	tcase_add_test(tc, rename_filter);
+	tcase_add_test(tc, scan_while_renaming);
 	suite_add_tcase(s, tc);
 	return s;
 }

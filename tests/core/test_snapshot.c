@@ -257,14 +257,14 @@ START_TEST(future_version_refused)
 	int fd = openat(dirfd_, "s.bsnap", O_RDWR);
 	unsigned char h[BF_SNAPSHOT_HEADER_LEN];
 	ck_assert_int_eq(pread(fd, h, sizeof(h), 0), (ssize_t)sizeof(h));
-	uint32_t v = 3;
+	uint32_t v = 4;
 	memcpy(h + 8, &v, 4);
-	uint64_t sum = XXH3_64bits(h, 1664);
-	memcpy(h + 1664, &sum, 8);
+	uint64_t sum = XXH3_64bits(h, 1672);
+	memcpy(h + 1672, &sum, 8);
 	ck_assert_int_eq(pwrite(fd, h, sizeof(h), 0), (ssize_t)sizeof(h));
 	close(fd);
 	ck_assert_int_eq(load("s.bsnap", why, sizeof(why)), -ENOTSUP);
-	ck_assert_str_eq(why, "unknown format version 3 (this build reads 1 to 2)");
+	ck_assert_str_eq(why, "unknown format version 4 (this build reads 1 to 3)");
 }
 END_TEST
 
@@ -290,7 +290,7 @@ START_TEST(version_1_still_read)
 	ck_assert_int_eq(pread(fd, h, sizeof(h), 0), (ssize_t)sizeof(h));
 	uint32_t v = 1;
 	memcpy(h + 8, &v, 4);
-	memset(h + 1648, 0, 24);
+	memset(h + 1648, 0, 32);
 	uint64_t sum = XXH3_64bits(h, 1648);
 	memcpy(h + 1648, &sum, 8);
 	ck_assert_int_eq(pwrite(fd, h, sizeof(h), 0), (ssize_t)sizeof(h));
@@ -299,6 +299,46 @@ START_TEST(version_1_still_read)
 		      why);
 	ck_assert_uint_eq(g->id, 0);
 	ck_assert_uint_eq(g->lsn, 0);
+	assert_same(f, g);
+	bf_filter_free(f);
+	bf_filter_free(g);
+}
+END_TEST
+
+/* Version 3 keeps the expiry; a version 2 file (its checksum at 1664, no expiry) still loads,
+ * as never expiring. */
+START_TEST(version_2_still_read)
+{
+	char why[128];
+	struct bf_params p = {100, 0.01, BF_TYPE_BLOOM, 2, true};
+	struct bf_filter *f = make("s", p, 50), *g;
+	uint64_t gen;
+
+	f->id = 42;
+	f->lsn = 1234;
+	f->expire_ms = 1796292690123ULL;
+	ck_assert_int_eq(bf_snapshot_write(f, 1, dirfd_, "s.bsnap", NULL), 0);
+	ck_assert_int_eq(bf_snapshot_read(dirfd_, "s.bsnap", &g, &gen, why, sizeof(why)), 0);
+	ck_assert_uint_eq(g->expire_ms, 1796292690123ULL);
+	ck_assert_uint_eq(g->expire_pos, 0);
+	bf_filter_free(g);
+
+	int fd = openat(dirfd_, "s.bsnap", O_RDWR);
+	unsigned char h[BF_SNAPSHOT_HEADER_LEN];
+	ck_assert_int_eq(pread(fd, h, sizeof(h), 0), (ssize_t)sizeof(h));
+	uint32_t v = 2;
+	memcpy(h + 8, &v, 4);
+	memset(h + 1664, 0, 16);
+	uint64_t sum = XXH3_64bits(h, 1664);
+	memcpy(h + 1664, &sum, 8);
+	ck_assert_int_eq(pwrite(fd, h, sizeof(h), 0), (ssize_t)sizeof(h));
+	close(fd);
+	ck_assert_msg(bf_snapshot_read(dirfd_, "s.bsnap", &g, &gen, why, sizeof(why)) == 0, "%s",
+		      why);
+	ck_assert_uint_eq(g->id, 42);
+	ck_assert_uint_eq(g->lsn, 1234);
+	ck_assert_uint_eq(g->expire_ms, 0);
+	f->expire_ms = 0;
 	assert_same(f, g);
 	bf_filter_free(f);
 	bf_filter_free(g);
@@ -317,8 +357,8 @@ START_TEST(valid_checksum_but_wrong_geometry_refused)
 	memcpy(&nblocks, h + 368, 8);
 	nblocks += 1;
 	memcpy(h + 368, &nblocks, 8);
-	uint64_t sum = XXH3_64bits(h, 1664);
-	memcpy(h + 1664, &sum, 8);
+	uint64_t sum = XXH3_64bits(h, 1672);
+	memcpy(h + 1672, &sum, 8);
 	ck_assert_int_eq(pwrite(fd, h, sizeof(h), 0), (ssize_t)sizeof(h));
 	close(fd);
 	ck_assert_int_eq(load("s.bsnap", why, sizeof(why)), -EINVAL);
@@ -395,7 +435,8 @@ enum {
 	E_LSN = 72,
 	E_BODY_LEN = 80,
 	E_STATS = 88,
-	E_NAME = 160,
+	E_EXPIRE = 160,
+	E_NAME = 168,
 	E_LAYER = 40,
 	P_VERSION = 8,
 	P_COUNT = 12,
@@ -868,11 +909,11 @@ START_TEST(pack_header_and_index_corruption_refused)
 
 	/* A future version is refused, whatever its checksum. */
 	memcpy(bad, img, len);
-	wr32(bad, P_VERSION, 2);
+	wr32(bad, P_VERSION, 3);
 	reseal_pack(bad);
 	put_file("p.bpack", bad, len);
 	ck_assert_int_eq(pack_open("p.bpack", &pk, why, sizeof(why)), -ENOTSUP);
-	ck_assert_str_eq(why, "unknown pack version 2 (this build reads 1)");
+	ck_assert_str_eq(why, "unknown pack version 3 (this build reads 1 to 2)");
 	wr32(bad, P_VERSION, 0);
 	reseal_pack(bad);
 	put_file("p.bpack", bad, len);
@@ -1413,6 +1454,7 @@ static Suite *snapshot_suite(void)
 	tcase_add_test(tc, truncation_detected_at_every_region);
 	tcase_add_test(tc, future_version_refused);
 	tcase_add_test(tc, version_1_still_read);
+	tcase_add_test(tc, version_2_still_read);
 	tcase_add_test(tc, valid_checksum_but_wrong_geometry_refused);
 	tcase_add_test(tc, missing_file);
 	tcase_add_test(tc, failed_write_keeps_old_and_removes_temp);

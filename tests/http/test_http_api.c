@@ -155,7 +155,8 @@ static const char *fresh_detail(const char *name, const char *type, unsigned lon
 	snprintf(buf, sizeof(buf),
 		 "{\"name\":\"%s\",\"type\":\"%s\",\"capacity\":%lu,\"error_rate\":%s,\"items\":0,"
 		 "\"bytes\":%llu,\"layers\":1,\"initial_capacity\":%lu,\"expansion\":%u,"
-		 "\"persist\":%s,\"fpr_estimate\":0,\"stats\":{\"checks\":0,\"check_hits\":0,"
+		 "\"persist\":%s,\"ttl_seconds\":null,\"fpr_estimate\":0,\"stats\":{"
+		 "\"checks\":0,\"check_hits\":0,"
 		 "\"check_misses\":0,\"sets\":0,\"set_hits\":0,\"set_misses\":0,\"deletes\":0,"
 		 "\"delete_hits\":0,\"delete_misses\":0}}",
 		 name, type, capacity, rate, (unsigned long long)f->bytes, capacity, expansion,
@@ -239,8 +240,8 @@ START_TEST(methods_not_allowed)
 	    {"PUT", "/readyz", "GET, HEAD", "/readyz"},
 	    {"DELETE", "/metrics", "GET, HEAD", "/metrics"},
 	    {"POST", "/v1/filters", "GET, HEAD", "/v1/filters"},
-	    {"POST", "/v1/filters/f", "GET, HEAD, PUT, DELETE", "/v1/filters/{name}"},
-	    {"PATCH", "/v1/filters/f", "GET, HEAD, PUT, DELETE", "/v1/filters/{name}"},
+	    {"POST", "/v1/filters/f", "GET, HEAD, PUT, PATCH, DELETE", "/v1/filters/{name}"},
+	    {"OPTIONS", "/v1/filters/f", "GET, HEAD, PUT, PATCH, DELETE", "/v1/filters/{name}"},
 	    {"GET", "/v1/filters/f/add", "POST", "/v1/filters/{name}/add"},
 	    {"PUT", "/v1/filters/f/check", "POST", "/v1/filters/{name}/check"},
 	    {"GET", "/v1/filters/f/delete", "POST", "/v1/filters/{name}/delete"},
@@ -464,7 +465,7 @@ START_TEST(get_list_delete)
 	ck_assert_uint_eq(resp.status, 200);
 	snprintf(expect, sizeof(expect),
 		 "\"items\":2,\"bytes\":%llu,\"layers\":1,\"initial_capacity\":1000,"
-		 "\"expansion\":2,\"persist\":true,\"fpr_estimate\":",
+		 "\"expansion\":2,\"persist\":true,\"ttl_seconds\":null,\"fpr_estimate\":",
 		 (unsigned long long)f->bytes);
 	ck_assert_msg(strstr(got, expect), "%s", got);
 	ck_assert_msg(strstr(got, "\"stats\":{\"checks\":2,\"check_hits\":1,\"check_misses\":1,"
@@ -1096,6 +1097,217 @@ START_TEST(list_pages)
 }
 END_TEST
 
+static int renames;
+static void renamed_hook(void *arg, struct bf_filter *f)
+{
+	(void)arg;
+	(void)f;
+	renames++;
+}
+
+#define BAD_NAME                                                                                   \
+	PROBLEM("invalid_filter_name", "Invalid filter name", 400,                                 \
+		"a filter name is 1 to 200 bytes of printable characters, no spaces")
+#define RENAME_TAKEN                                                                               \
+	PROBLEM("filter_exists", "Filter exists", 409,                                             \
+		"a filter named \\\"to\\\" exists; send \\\"replace\\\":true to replace it")
+
+/*
+ * POST /v1/filters/{name}/rename {"to":NAME[, "replace":bool]}: 200 with the filter's DETAIL
+ * under its new name (keys, parameters and stats kept), the old name gone; 404 for no such
+ * filter; 409 when NAME is taken (also by the filter itself) unless "replace" is true, which
+ * drops the filter holding it; 400 for a bad NAME.
+ */
+START_TEST(rename_route)
+{
+	char expect[2048];
+	struct bf_filter *f;
+
+	ctx.hooks.renamed = renamed_hook;
+	renames = 0;
+	PUT("/v1/filters/fresh", NULL, 201,
+	    fresh_detail("fresh", "bloom", 1000, "0.01", 2, "true"));
+	POST("/v1/filters/fresh/rename", "{\"to\":\"new\"}", 200,
+	     fresh_detail("new", "bloom", 1000, "0.01", 2, "true"));
+	ck_assert_int_eq(renames, 1);
+	GET("/v1/filters/fresh", 404, FILTER_NOT_FOUND);
+	GET("/v1/filters/new", 200, fresh_detail("new", "bloom", 1000, "0.01", 2, "true"));
+	/* The old name is free for a new filter. */
+	PUT("/v1/filters/fresh", "{\"capacity\":50,\"persist\":false}", 201,
+	    fresh_detail("fresh", "bloom", 50, "0.01", 2, "false"));
+
+	/* A filter with keys and stats keeps them, and its parameters. */
+	PUT("/v1/filters/a", "{\"type\":\"counting\",\"capacity\":500,\"error_rate\":0.001}", 201,
+	    fresh_detail("a", "counting", 500, "0.001", 2, "true"));
+	POST("/v1/filters/a/add", "{\"keys\":[\"x\",\"y\"]}", 200, "{\"results\":[true,true]}");
+	POST("/v1/filters/a/check", "{\"keys\":[\"x\",\"z\"]}", 200, "{\"results\":[true,false]}");
+	f = bf_registry_get(reg, "a", 1);
+	/* Its DETAIL as GET shows it now, with the new name. */
+	call("GET", "/v1/filters/a", NULL, NULL);
+	ck_assert_uint_eq(resp.status, 200);
+	ck_assert(!strncmp(got, "{\"name\":\"a\",", 12));
+	size_t rest = strlen(got + 12);
+	ck_assert_uint_lt(12 + rest, sizeof(expect));
+	memcpy(expect, "{\"name\":\"b\",", 12);
+	memcpy(expect + 12, got + 12, rest + 1);
+	POST("/v1/filters/a/rename", "{\"to\":\"b\"}", 200, expect);
+	ck_assert_ptr_eq(bf_registry_get(reg, "b", 1), f);
+	ck_assert_ptr_null(bf_registry_get(reg, "a", 1));
+	GET("/v1/filters/b", 200, expect);
+	POST("/v1/filters/b/check", "{\"keys\":[\"x\",\"y\"]}", 200, "{\"results\":[true,true]}");
+	POST("/v1/filters/b/delete", "{\"keys\":[\"y\"]}", 200, "{\"results\":[true]}");
+	ck_assert_int_eq(renames, 2);
+	ck_assert_uint_eq(bf_registry_count(reg), 3);
+
+	/* No such filter. */
+	POST("/v1/filters/a/rename", "{\"to\":\"c\"}", 404, FILTER_NOT_FOUND);
+	POST("/v1/filters/a/rename", "{\"to\":\"c\",\"replace\":true}", 404, FILTER_NOT_FOUND);
+	ck_assert_ptr_null(bf_registry_get(reg, "c", 1));
+
+	/* Taken: refused unless "replace" is true; the same name is taken too. */
+	POST("/v1/filters/b/rename", "{\"to\":\"new\"}", 409, RENAME_TAKEN);
+	POST("/v1/filters/b/rename", "{\"to\":\"new\",\"replace\":false}", 409, RENAME_TAKEN);
+	POST("/v1/filters/b/rename", "{\"to\":\"b\"}", 409, RENAME_TAKEN);
+	ck_assert_ptr_eq(bf_registry_get(reg, "b", 1), f);
+	GET("/v1/filters/new", 200, fresh_detail("new", "bloom", 1000, "0.01", 2, "true"));
+	ck_assert_int_eq(renames, 2);
+	ck_assert_uint_eq(bf_registry_count(reg), 3);
+	/* To its own name with replace: nothing to do, 200. */
+	call("POST", "/v1/filters/b/rename", CT_JSON, "{\"to\":\"b\",\"replace\":true}");
+	ck_assert_uint_eq(resp.status, 200);
+	ck_assert(!strncmp(got, "{\"name\":\"b\",", 12));
+	ck_assert_ptr_eq(bf_registry_get(reg, "b", 1), f);
+	ck_assert_uint_eq(bf_registry_count(reg), 3);
+
+	/* replace: the filter holding the name is dropped, this one takes it. */
+	call("POST", "/v1/filters/b/rename", CT_JSON, "{\"replace\":true,\"to\":\"new\"}");
+	ck_assert_uint_eq(resp.status, 200);
+	ck_assert_str_eq(resp.content_type, CT_JSON);
+	static const char head[] = "{\"name\":\"new\",\"type\":\"counting\",\"capacity\":500,";
+	ck_assert_msg(!strncmp(got, head, sizeof(head) - 1), "%s", got);
+	ck_assert_ptr_eq(bf_registry_get(reg, "new", 3), f);
+	ck_assert_ptr_null(bf_registry_get(reg, "b", 1));
+	ck_assert_uint_eq(bf_registry_count(reg), 2);
+	POST("/v1/filters/new/check", "{\"keys\":[\"x\",\"y\"]}", 200,
+	     "{\"results\":[true,false]}");
+	ck_assert_int_eq(renames, 3);
+	/* The JSON list names it once, under its new name. */
+	call("GET", "/v1/filters", NULL, NULL);
+	ck_assert_uint_eq(resp.status, 200);
+	ck_assert_ptr_nonnull(strstr(got, "{\"name\":\"new\",\"type\":\"counting\""));
+	ck_assert_ptr_null(strstr(got, "\"name\":\"b\""));
+	ck_assert_ptr_null(strstr(strstr(got, "\"name\":\"new\"") + 1, "\"name\":\"new\""));
+}
+END_TEST
+
+/* Names in the path are percent-decoded, "to" is JSON (escapes, UTF-8); 200 bytes is the
+ * longest name. */
+START_TEST(rename_names)
+{
+	char body[512], path[512];
+
+	PUT("/v1/filters/a%2Fb", NULL, 201, fresh_detail("a/b", "bloom", 1000, "0.01", 2, "true"));
+	POST("/v1/filters/a%2Fb/rename", "{\"to\":\"c/d%\"}", 200,
+	     fresh_detail("c/d%", "bloom", 1000, "0.01", 2, "true"));
+	GET("/v1/filters/c%2Fd%25", 200, fresh_detail("c/d%", "bloom", 1000, "0.01", 2, "true"));
+	POST("/v1/filters/c%2Fd%25/rename", "{\"to\":\"caf\\u00e9\"}", 200,
+	     fresh_detail("caf\xc3\xa9", "bloom", 1000, "0.01", 2, "true"));
+	ck_assert_ptr_nonnull(bf_registry_get(reg, "caf\xc3\xa9", 5));
+	/* 200 bytes: a name; 201: not. */
+	memset(path, 'n', sizeof(path));
+	snprintf(body, sizeof(body), "{\"to\":\"%.201s\"}", path);
+	POST("/v1/filters/caf%C3%A9/rename", body, 400, BAD_NAME);
+	snprintf(body, sizeof(body), "{\"to\":\"%.200s\"}", path);
+	call("POST", "/v1/filters/caf%C3%A9/rename", CT_JSON, body);
+	ck_assert_uint_eq(resp.status, 200);
+	ck_assert_ptr_nonnull(bf_registry_get(reg, path, 200));
+	ck_assert_uint_eq(bf_registry_count(reg), 1);
+}
+END_TEST
+
+/* Bad requests change nothing: a bad new name (400 invalid_filter_name), a body that is not
+ * {"to":string[, "replace":bool]} (400 bad_request), a body that is not JSON (415); the
+ * filter is looked up first (404 whatever the body). */
+START_TEST(rename_bad_requests)
+{
+	static const char *const bad_names[] = {
+	    "{\"to\":\"\"}",	  "{\"to\":\"a b\"}",	    "{\"to\":\"a\\nb\"}",
+	    "{\"to\":\"a\\tb\"}", "{\"to\":\"a\\u007fb\"}", "{\"to\":\"\",\"replace\":true}",
+	};
+	static const struct {
+		const char *body, *detail;
+	} t[] = {
+	    {"", "the body must name the new name: {\\\"to\\\":\\\"...\\\"}"},
+	    {"{}", "\\\"to\\\" must be a string, the new name"},
+	    {"{\"to\":1}", "\\\"to\\\" must be a string, the new name"},
+	    {"{\"to\":null}", "\\\"to\\\" must be a string, the new name"},
+	    {"{\"to\":[\"x\"]}", "\\\"to\\\" must be a string, the new name"},
+	    {"{\"to\":true}", "\\\"to\\\" must be a string, the new name"},
+	    {"{\"replace\":true}", "\\\"to\\\" must be a string, the new name"},
+	    {"{\"to\":\"x\",\"replace\":\"yes\"}", "\\\"replace\\\" must be true or false"},
+	    {"{\"to\":\"x\",\"replace\":1}", "\\\"replace\\\" must be true or false"},
+	    {"{\"to\":\"x\",\"replace\":null}", "\\\"replace\\\" must be true or false"},
+	    {"{\"to\":\"x\",\"nx\":true}", "unknown field \\\"nx\\\""},
+	    {"{\"To\":\"x\"}", "unknown field \\\"To\\\""},
+	    {"{\"to\":\"x\",\"to\":\"y\"}", "field \\\"to\\\" appears twice"},
+	    {"{\"to\":\"x\",\"replace\":true,\"replace\":true}",
+	     "field \\\"replace\\\" appears twice"},
+	    {"[]", "the body must be a JSON object"},
+	    {"\"x\"", "the body must be a JSON object"},
+	    {"{", "malformed JSON"},
+	    {"{\"to\":\"x\",}", "malformed JSON"},
+	    {"{\"to\":\"x\"} {}", "malformed JSON: text after the value"},
+	};
+	char expect[512];
+
+	ctx.hooks.renamed = renamed_hook;
+	renames = 0;
+	PUT("/v1/filters/f", NULL, 201, fresh_detail("f", "bloom", 1000, "0.01", 2, "true"));
+	PUT("/v1/filters/x", NULL, 201, fresh_detail("x", "bloom", 1000, "0.01", 2, "true"));
+	for (size_t i = 0; i < sizeof(bad_names) / sizeof(bad_names[0]); i++) {
+		call("POST", "/v1/filters/f/rename", CT_JSON, bad_names[i]);
+		ck_assert_msg(resp.status == 400 && strcmp(got, BAD_NAME) == 0, "%s -> %u %s",
+			      bad_names[i], resp.status, got);
+	}
+	/* Bodies that are not {"to":string[, "replace":bool]}. */
+	for (size_t i = 0; i < sizeof(t) / sizeof(t[0]); i++) {
+		call("POST", "/v1/filters/f/rename", CT_JSON, t[i].body);
+		snprintf(expect, sizeof(expect), BAD("%s"), t[i].detail);
+		ck_assert_msg(resp.status == 400 && strcmp(got, expect) == 0, "%s -> %u %s",
+			      t[i].body, resp.status, got);
+	}
+	/* A NUL in "to" cannot be a name: refused (400) whatever the wording. */
+	call("POST", "/v1/filters/f/rename", CT_JSON, "{\"to\":\"a\\u0000b\"}");
+	ck_assert_uint_eq(resp.status, 400);
+	ck_assert_ptr_null(bf_registry_get(reg, "a", 1));
+
+	/* Not JSON. */
+	call("POST", "/v1/filters/f/rename", "text/plain", "{\"to\":\"g\"}");
+	EXPECT(415, CT_PROBLEM,
+	       PROBLEM("unsupported_media_type", "Unsupported media type", 415,
+		       "the body must be application/json"));
+	call("POST", "/v1/filters/f/rename", NULL, "{\"to\":\"g\"}");
+	ck_assert_uint_eq(resp.status, 415);
+	/* No such filter: 404 before the body is read. */
+	POST("/v1/filters/nope/rename", "{\"to\":\"a b\"}", 404, FILTER_NOT_FOUND);
+	POST("/v1/filters/nope/rename", "{", 404, FILTER_NOT_FOUND);
+	/* Only POST. */
+	call("GET", "/v1/filters/f/rename", NULL, NULL);
+	EXPECT(405, CT_PROBLEM,
+	       PROBLEM("method_not_allowed", "Method not allowed", 405,
+		       "/v1/filters/{name}/rename takes POST"));
+	ck_assert_str_eq(resp.allow, "POST");
+	call("PUT", "/v1/filters/f/rename", CT_JSON, "{\"to\":\"g\"}");
+	ck_assert_uint_eq(resp.status, 405);
+
+	ck_assert_int_eq(renames, 0);
+	ck_assert_uint_eq(bf_registry_count(reg), 2);
+	GET("/v1/filters/f", 200, fresh_detail("f", "bloom", 1000, "0.01", 2, "true"));
+	GET("/v1/filters/x", 200, fresh_detail("x", "bloom", 1000, "0.01", 2, "true"));
+	GET("/v1/filters/g", 404, FILTER_NOT_FOUND);
+}
+END_TEST
+
 static Suite *http_api_suite(void)
 {
 	Suite *s = suite_create("http-api");
@@ -1128,6 +1340,9 @@ static Suite *http_api_suite(void)
 	tcase_add_test(tc, refusals);
 	tcase_add_test(tc, admit_before_body);
 	tcase_add_test(tc, list_pages);
+	tcase_add_test(tc, rename_route);
+	tcase_add_test(tc, rename_names);
+	tcase_add_test(tc, rename_bad_requests);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("codecs");

@@ -271,9 +271,11 @@ START_TEST(test_every_route)
 		 "{\"name\":\"users\",\"type\":\"bloom\",\"capacity\":1000,"
 		 "\"error_rate\":0.001,\"items\":0,\"bytes\":");
 	ck_assert_msg(strncmp(R.body, expect, strlen(expect)) == 0, "%s", R.body);
-	ck_assert_ptr_nonnull(strstr(R.body, "\"layers\":1,\"initial_capacity\":1000,"
-					     "\"expansion\":2,\"persist\":true,\"fpr_estimate\":0,"
-					     "\"stats\":{\"checks\":0,"));
+	ck_assert_ptr_nonnull(strstr(R.body,
+				     "\"layers\":1,\"initial_capacity\":1000,"
+				     "\"expansion\":2,\"persist\":true,\"ttl_seconds\":null,"
+				     "\"fpr_estimate\":0,"
+				     "\"stats\":{\"checks\":0,"));
 	ERR(c, "PUT", "/v1/filters/users", "{}", 409,
 	    PROBLEM("filter_exists", "Filter exists", 409, "a filter of that name exists"));
 
@@ -348,11 +350,11 @@ START_TEST(test_error_statuses)
 	ERR(c, "GET", "/v1/filters/none/keys/k", NULL, 404, FILTER_NOT_FOUND);
 	ERR(c, "POST", "/v1/filters/none/add", "{\"keys\":[\"a\"]}", 404, FILTER_NOT_FOUND);
 
-	rq(c, "PATCH", "/v1/filters/f", NULL);
+	rq(c, "POST", "/v1/filters/f", NULL);
 	EXPECT(405, CT_PROBLEM,
 	       PROBLEM("method_not_allowed", "Method not allowed", 405,
-		       "/v1/filters/{name} takes GET, HEAD, PUT, DELETE"));
-	ck_assert_str_eq(hr_header(&R, "Allow"), "GET, HEAD, PUT, DELETE");
+		       "/v1/filters/{name} takes GET, HEAD, PUT, PATCH, DELETE"));
+	ck_assert_str_eq(hr_header(&R, "Allow"), "GET, HEAD, PUT, PATCH, DELETE");
 	rq(c, "GET", "/v1/filters/f/add", NULL);
 	ck_assert_int_eq(R.status, 405);
 	ck_assert_str_eq(hr_header(&R, "Allow"), "POST");

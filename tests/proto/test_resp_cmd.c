@@ -15,6 +15,7 @@
 
 #include "tests/check_main.h"
 #include "core/bf_snapshot.h"
+#include "proto/client.h"
 #include "proto/command.h"
 #include "proto/resp_cmd.h"
 #include "tests/cmd_fixture.h"
@@ -914,7 +915,7 @@ static void put64(unsigned char *p, uint64_t v)
 }
 
 /* The header checksum: XXH3-64 of the bytes before it (core/bf_snapshot.h). */
-#define HEADER_SUM 1664
+#define HEADER_SUM 1672
 
 /* Rewrite the checksum after a deliberate change, so the field checks themselves are hit. */
 static void reseal(unsigned char *h)
@@ -966,7 +967,7 @@ START_TEST(loadchunk_corrupt_headers)
 		uint64_t val;
 		unsigned bytes;
 	} bad[] = {
-	    {8, 3, 4},				  /* format version */
+	    {8, 4, 4},				  /* format version */
 	    {12, 8192, 4},			  /* header length */
 	    {16, 2, 4},				  /* type */
 	    {20, 0, 4},				  /* expansion 0 with three layers */
@@ -999,6 +1000,7 @@ START_TEST(loadchunk_corrupt_headers)
 	    {368 + 80 + 0, 0xffffffffffULL, 8},	  /* layer 2 blocks */
 	    {368 + 120, 1, 8},			  /* unused layer 3 */
 	    {8, 1, 4},				  /* version 1: its checksum is elsewhere */
+	    {8, 2, 4},				  /* version 2: so is its checksum */
 	    {HEADER_SUM + 8, 1, 1},		  /* padding after the checksum */
 	};
 	for (size_t k = 0; k < sizeof(bad) / sizeof(bad[0]); k++) {
@@ -1292,9 +1294,289 @@ START_TEST(client)
 	     "SETNAME");
 	SAYS("-ERR wrong number of arguments for 'client|getname' command\r\n", "CLIENT", "GETNAME",
 	     "x");
-	STARTS("*11\r\n+CLIENT <subcommand>", "CLIENT", "HELP");
+	STARTS("*35\r\n+CLIENT <subcommand>", "CLIENT", "HELP");
 	STARTS("%7\r\n", "HELLO", "3");
 	SAYS("_\r\n", "CLIENT", "GETNAME");
+}
+END_TEST
+
+/* ---------------------------------------------------------------------------------------- */
+/* CLIENT LIST / INFO / KILL */
+
+/* The line of the session (id 7) as CLIENT LIST / INFO show it with no server (no hooks). */
+static const char *self_line(const char *cmd, const char *name, int resp)
+{
+	static char buf[512];
+
+	snprintf(
+	    buf, sizeof(buf),
+	    "id=7 addr=?:0 laddr=?:0 fd=-1 name=%s age=0 idle=0 flags=N db=0 sub=0 psub=0 "
+	    "ssub=0 multi=-1 qbuf=0 qbuf-free=0 argv-mem=0 multi-mem=0 rbs=0 rbp=0 obl=0 oll=0 "
+	    "omem=0 tot-mem=0 events= cmd=%s user=default redir=-1 resp=%d\n",
+	    name, cmd, resp);
+	return buf;
+}
+
+/* The reply is the bulk string (RESP3: verbatim "txt") of text. */
+static void expect_text(const char *text, int resp)
+{
+	char want[4096];
+	int n;
+
+	if (resp == 3)
+		n = snprintf(want, sizeof(want), "=%zu\r\ntxt:%s\r\n", strlen(text) + 4, text);
+	else
+		n = snprintf(want, sizeof(want), "$%zu\r\n%s\r\n", strlen(text), text);
+	ck_assert(n > 0 && (size_t)n < sizeof(want));
+	expect_bytes(want, (size_t)n);
+}
+
+START_TEST(client_list_info_alone)
+{
+	char two[1024];
+
+	run("CLIENT", "INFO", NULL);
+	expect_text(self_line("client|info", "", 2), 2);
+	run("client", "list", NULL);
+	expect_text(self_line("client|list", "", 2), 2);
+	SAYS("+OK\r\n", "CLIENT", "SETNAME", "worker-1");
+	run("CLIENT", "LIST", "TYPE", "normal", NULL);
+	expect_text(self_line("client|list", "worker-1", 2), 2);
+	run("CLIENT", "LIST", "ID", "7", NULL);
+	expect_text(self_line("client|list", "worker-1", 2), 2);
+	/* Redis: each id in the order given, twice if given twice; an id of none, nothing. */
+	snprintf(two, sizeof(two), "%s", self_line("client|list", "worker-1", 2));
+	strcat(two, self_line("client|list", "worker-1", 2));
+	run("CLIENT", "LIST", "ID", "7", "8", "-3", "7", NULL);
+	expect_text(two, 2);
+	SAYS("$0\r\n\r\n", "CLIENT", "LIST", "ID", "8");
+	SAYS("$0\r\n\r\n", "CLIENT", "LIST", "TYPE", "master");
+	SAYS("$0\r\n\r\n", "CLIENT", "LIST", "TYPE", "REPLICA");
+	SAYS("$0\r\n\r\n", "CLIENT", "LIST", "type", "slave");
+	SAYS("$0\r\n\r\n", "CLIENT", "LIST", "TYPE", "pubsub");
+	STARTS("%7\r\n", "HELLO", "3");
+	run("CLIENT", "INFO", NULL);
+	expect_text(self_line("client|info", "worker-1", 3), 3);
+	run("CLIENT", "LIST", NULL);
+	expect_text(self_line("client|list", "worker-1", 3), 3);
+	SAYS("=4\r\ntxt:\r\n", "CLIENT", "LIST", "TYPE", "pubsub");
+}
+END_TEST
+
+/* Redis 7.0's errors for CLIENT LIST / INFO / KILL (networking.c, clientCommand). */
+START_TEST(client_list_kill_errors)
+{
+	SAYS("-ERR Unknown client type 'bogus'\r\n", "CLIENT", "LIST", "TYPE", "bogus");
+	SAYS("-ERR Invalid client ID\r\n", "CLIENT", "LIST", "ID", "x");
+	SAYS("-ERR Invalid client ID\r\n", "CLIENT", "LIST", "ID", "7", "+8");
+	SAYS("-ERR syntax error\r\n", "CLIENT", "LIST", "ID");
+	SAYS("-ERR syntax error\r\n", "CLIENT", "LIST", "TYPE");
+	SAYS("-ERR syntax error\r\n", "CLIENT", "LIST", "TYPE", "normal", "x");
+	SAYS("-ERR syntax error\r\n", "CLIENT", "LIST", "foo", "bar");
+	SAYS("-ERR wrong number of arguments for 'client|info' command\r\n", "CLIENT", "INFO", "x");
+	SAYS("-ERR wrong number of arguments for 'client|kill' command\r\n", "CLIENT", "KILL");
+	SAYS("-ERR syntax error\r\n", "CLIENT", "KILL", "id", "10", "wrong_arg");
+	SAYS("-ERR client-id should be greater than 0\r\n", "CLIENT", "KILL", "id", "str");
+	SAYS("-ERR client-id should be greater than 0\r\n", "CLIENT", "KILL", "id", "-1");
+	SAYS("-ERR client-id should be greater than 0\r\n", "CLIENT", "KILL", "ID", "0");
+	SAYS("-ERR Unknown client type 'wrong_type'\r\n", "CLIENT", "KILL", "type", "wrong_type");
+	SAYS("-ERR No such user 'wrong_user'\r\n", "CLIENT", "KILL", "user", "wrong_user");
+	SAYS("-ERR No such user 'DEFAULT'\r\n", "CLIENT", "KILL", "USER", "DEFAULT");
+	SAYS("-ERR syntax error\r\n", "CLIENT", "KILL", "skipme", "yes_or_no");
+	SAYS("-ERR syntax error\r\n", "CLIENT", "KILL", "nope", "x");
+	SAYS("-ERR syntax error\r\n", "CLIENT", "KILL", "ADDR", "1.2.3.4:5", "SKIPME");
+	/* Options are checked in order: the first bad one answers. */
+	SAYS("-ERR client-id should be greater than 0\r\n", "CLIENT", "KILL", "ID", "x", "TYPE",
+	     "bogus");
+	SAYS("-ERR No such client\r\n", "CLIENT", "KILL", "1.2.3.4:5");
+	SAYS(":0\r\n", "CLIENT", "KILL", "ADDR", "1.2.3.4:5");
+	ck_assert(!sess.close_after);
+	/* The session itself: SKIPME yes by default, so nothing. */
+	SAYS(":0\r\n", "CLIENT", "KILL", "ID", "7");
+	SAYS(":0\r\n", "CLIENT", "KILL", "TYPE", "normal", "USER", "default");
+	SAYS(":0\r\n", "CLIENT", "KILL", "ID", "7", "SKIPME", "no", "TYPE", "pubsub");
+	ck_assert(!sess.close_after);
+	ck_assert_uint_eq(ctx.errors, 21);
+}
+END_TEST
+
+START_TEST(client_kill_self_alone)
+{
+	SAYS(":1\r\n", "CLIENT", "KILL", "ID", "7", "SKIPME", "NO");
+	ck_assert(sess.close_after);
+}
+END_TEST
+
+/* The old form may name the session itself: +OK, then it closes. */
+START_TEST(client_kill_self_old_form)
+{
+	SAYS("+OK\r\n", "CLIENT", "KILL", "?:0");
+	ck_assert(sess.close_after);
+}
+END_TEST
+
+/* The last command's name, as Redis's lastcmd: NULL after an unknown one. */
+START_TEST(client_last_cmd)
+{
+	ck_assert_ptr_null(sess.last_cmd);
+	SAYS("+PONG\r\n", "PING");
+	ck_assert_str_eq(sess.last_cmd, "ping");
+	run("NOSUCH", NULL);
+	ck_assert_ptr_null(sess.last_cmd);
+	run("CLIENT", "GETNAME", NULL);
+	ck_assert_str_eq(sess.last_cmd, "client|getname");
+	run("CLIENT", "NOSUCH", NULL);
+	ck_assert_ptr_null(sess.last_cmd);
+	run("CLIENT", NULL);
+	ck_assert_str_eq(sess.last_cmd, "client");
+	run("BF.ADD", "f", "x", NULL);
+	ck_assert_str_eq(sess.last_cmd, "bf.add");
+}
+END_TEST
+
+/* Three connections as a server would show them: the session (7) and two others. */
+static struct cmd_client fakes[3];
+static bool fake_closed[3];
+
+static void fakes_init(void)
+{
+	fakes[0] = (struct cmd_client){.id = 7,
+				       .addr = "10.0.0.1:1000",
+				       .laddr = "127.0.0.1:6379",
+				       .fd = 10,
+				       .name = "",
+				       .resp = 2,
+				       .cmd = "client|list",
+				       .reading = true};
+	fakes[1] = (struct cmd_client){.id = 8,
+				       .addr = "10.0.0.2:2000",
+				       .laddr = "127.0.0.1:6379",
+				       .fd = 11,
+				       .name = "worker",
+				       .resp = 3,
+				       .cmd = "bf.add",
+				       .age = 5,
+				       .idle = 2,
+				       .closing = true,
+				       .reading = true,
+				       .writing = true,
+				       .qbuf = 3,
+				       .qbuf_free = 100,
+				       .argv_mem = 4,
+				       .rbs = 16384,
+				       .rbp = 20,
+				       .obl = 10,
+				       .omem = 16384,
+				       .tot_mem = 20000};
+	fakes[2] = (struct cmd_client){
+	    .id = 9, .addr = "[::1]:3000", .laddr = "[::1]:6380", .fd = 12, .name = "", .resp = 2};
+	memset(fake_closed, 0, sizeof(fake_closed));
+}
+
+static const struct cmd_client *fake_get(void *arg, uint64_t self, uint64_t id,
+					 struct cmd_client *buf)
+{
+	(void)arg;
+	for (size_t i = 0; i < 3; i++) {
+		if (fakes[i].id == id && !fake_closed[i]) {
+			*buf = fakes[i];
+			buf->self = id == self;
+			return buf;
+		}
+	}
+	return NULL;
+}
+
+static void fake_each(void *arg, uint64_t self, void (*fn)(void *, const struct cmd_client *),
+		      void *fnarg)
+{
+	struct cmd_client cl;
+
+	for (size_t i = 0; i < 3; i++)
+		if (fake_get(arg, self, fakes[i].id, &cl))
+			fn(fnarg, &cl);
+}
+
+static size_t fake_kill(void *arg, uint64_t self, bool (*match)(void *, const struct cmd_client *),
+			void *marg)
+{
+	struct cmd_client cl;
+	size_t n = 0;
+
+	for (size_t i = 0; i < 3; i++) {
+		if (!fake_get(arg, self, fakes[i].id, &cl) || !match(marg, &cl))
+			continue;
+		ck_assert_uint_ne(cl.id, self); /* the session is never accepted */
+		fake_closed[i] = true;
+		n++;
+	}
+	return n;
+}
+
+static void setup_fakes(void)
+{
+	setup();
+	fakes_init();
+	ctx.hooks.client_get = fake_get;
+	ctx.hooks.client_each = fake_each;
+	ctx.hooks.client_kill = fake_kill;
+}
+
+#define FAKE7                                                                                      \
+	"id=7 addr=10.0.0.1:1000 laddr=127.0.0.1:6379 fd=10 name= age=0 idle=0 flags=N db=0 "      \
+	"sub=0 psub=0 ssub=0 multi=-1 qbuf=0 qbuf-free=0 argv-mem=0 multi-mem=0 rbs=0 rbp=0 "      \
+	"obl=0 oll=0 omem=0 tot-mem=0 events=r cmd=client|list user=default redir=-1 resp=2\n"
+#define FAKE8                                                                                      \
+	"id=8 addr=10.0.0.2:2000 laddr=127.0.0.1:6379 fd=11 name=worker age=5 idle=2 flags=c "     \
+	"db=0 sub=0 psub=0 ssub=0 multi=-1 qbuf=3 qbuf-free=100 argv-mem=4 multi-mem=0 rbs=16384 " \
+	"rbp=20 obl=10 oll=0 omem=16384 tot-mem=20000 events=rw cmd=bf.add user=default "          \
+	"redir=-1 resp=3\n"
+#define FAKE9                                                                                      \
+	"id=9 addr=[::1]:3000 laddr=[::1]:6380 fd=12 name= age=0 idle=0 flags=N db=0 sub=0 "       \
+	"psub=0 ssub=0 multi=-1 qbuf=0 qbuf-free=0 argv-mem=0 multi-mem=0 rbs=0 rbp=0 obl=0 "      \
+	"oll=0 omem=0 tot-mem=0 events= cmd=NULL user=default redir=-1 resp=2\n"
+
+START_TEST(client_with_hooks)
+{
+	run("CLIENT", "LIST", NULL);
+	expect_text(FAKE7 FAKE8 FAKE9, 2);
+	run("CLIENT", "LIST", "ID", "9", "8", "99", "9", NULL);
+	expect_text(FAKE9 FAKE8 FAKE9, 2);
+	run("CLIENT", "LIST", "TYPE", "Normal", NULL);
+	expect_text(FAKE7 FAKE8 FAKE9, 2);
+	run("CLIENT", "INFO", NULL);
+	expect_text(FAKE7, 2);
+
+	/* Addresses are compared whole. */
+	SAYS(":0\r\n", "CLIENT", "KILL", "ADDR", "10.0.0.2:200");
+	SAYS(":0\r\n", "CLIENT", "KILL", "ADDR", "10.0.0.2:2000", "LADDR", "127.0.0.1:6380");
+	SAYS(":1\r\n", "CLIENT", "KILL", "ADDR", "10.0.0.2:2000", "LADDR", "127.0.0.1:6379");
+	ck_assert(fake_closed[1] && !fake_closed[2]);
+	SAYS("-ERR No such client\r\n", "CLIENT", "KILL", "10.0.0.2:2000");
+	SAYS("+OK\r\n", "CLIENT", "KILL", "[::1]:3000");
+	ck_assert(fake_closed[2]);
+	run("CLIENT", "LIST", NULL);
+	expect_text(FAKE7, 2);
+	ck_assert(!sess.close_after);
+
+	/* A later option of the same name wins, as in Redis. */
+	fakes_init();
+	SAYS(":1\r\n", "CLIENT", "KILL", "ID", "8", "ID", "9");
+	ck_assert(!fake_closed[1] && fake_closed[2]);
+	fakes_init();
+	SAYS(":0\r\n", "CLIENT", "KILL", "TYPE", "normal", "TYPE", "master");
+	SAYS(":2\r\n", "CLIENT", "KILL", "TYPE", "master", "TYPE", "normal");
+	ck_assert(fake_closed[1] && fake_closed[2] && !sess.close_after);
+	fakes_init();
+	SAYS(":2\r\n", "CLIENT", "KILL", "LADDR", "127.0.0.1:6379", "SKIPME", "no");
+	ck_assert(fake_closed[1] && !fake_closed[2] && sess.close_after);
+}
+END_TEST
+
+START_TEST(client_kill_all_with_hooks)
+{
+	SAYS(":3\r\n", "CLIENT", "KILL", "USER", "default", "SKIPME", "no");
+	ck_assert(fake_closed[1] && fake_closed[2] && sess.close_after);
 }
 END_TEST
 
@@ -1643,6 +1925,7 @@ static Suite *resp_cmd_suite(void)
 	TCase *dumps = tcase_create("dump");
 	TCase *conn = tcase_create("connection");
 	TCase *gen = tcase_create("generic");
+	TCase *clients = tcase_create("clients");
 
 	tcase_add_checked_fixture(bf, setup, teardown);
 	tcase_add_test(bf, reserve_ok_and_exists);
@@ -1680,9 +1963,20 @@ static Suite *resp_cmd_suite(void)
 	tcase_add_test(conn, auth_select);
 	tcase_add_test(conn, auth_with_token);
 	tcase_add_test(conn, client);
+	tcase_add_test(conn, client_list_info_alone);
+	tcase_add_test(conn, client_list_kill_errors);
+	tcase_add_test(conn, client_kill_self_alone);
+	tcase_add_test(conn, client_kill_self_old_form);
+	tcase_add_test(conn, client_last_cmd);
 	tcase_add_test(conn, command_and_config);
 	tcase_add_test(conn, info_command);
 	suite_add_tcase(s, conn);
+
+	/* CLIENT LIST / INFO / KILL over a server's hooks (three fake connections). */
+	tcase_add_checked_fixture(clients, setup_fakes, teardown);
+	tcase_add_test(clients, client_with_hooks);
+	tcase_add_test(clients, client_kill_all_with_hooks);
+	suite_add_tcase(s, clients);
 
 	tcase_add_checked_fixture(gen, setup, teardown);
 	tcase_add_test(gen, keyspace);
