@@ -43,6 +43,8 @@ int bf_params_validate(const struct bf_params *p)
 		return -EINVAL;
 	if (p->expansion > BF_MAX_EXPANSION)
 		return -EINVAL;
+	if (!(p->ratio >= 0 && p->ratio < 1))
+		return -EINVAL;
 	return 0;
 }
 
@@ -53,12 +55,67 @@ void bf_filter_layer_target(const struct bf_params *p, unsigned i, uint64_t *cap
 		*err = p->error_rate;
 		return;
 	}
-	/* Layer i: capacity * expansion^i, error * 0.5^(i+1); the chain stays under error. */
+	/* Layer i: capacity * expansion^i, error * (1 - r) * r^i; the chain stays under error
+	 * (bar the floor, which a chain reaches only after hundreds of layers). */
+	double r = p->ratio > 0 ? p->ratio : 0.5;
 	uint64_t c = p->capacity;
 	for (unsigned k = 0; k < i; k++)
 		c = c > UINT64_MAX / p->expansion ? UINT64_MAX : c * p->expansion;
 	*cap = c;
-	*err = ldexp(p->error_rate, -(int)(i + 1));
+	*err = p->error_rate * (1 - r) * pow(r, i);
+	if (*err < BF_LAYER_MIN_ERROR)
+		*err = BF_LAYER_MIN_ERROR;
+}
+
+/* bf_filter_choose_ratio's answers, as bf_layer_plan's: per thread, overwritten on collision. */
+#define RATIO_CACHE 64
+static _Thread_local struct ratio_entry {
+	double error_rate, ratio;
+	uint32_t expansion;
+	enum bf_type type;
+	bool used;
+} ratio_cache[RATIO_CACHE];
+
+/* Bits per key of a chain with ratio r grown from 10,000 keys to 200,000 (the model's), or
+ * HUGE_VAL if a layer cannot be sized. */
+static double chain_bits(enum bf_type type, double error_rate, uint32_t expansion, double r)
+{
+	struct bf_params p = {10000, error_rate, type, expansion, true, r};
+	uint64_t keys = 0, bits = 0, cap, nblocks;
+	unsigned b;
+	double err;
+
+	for (unsigned i = 0; keys < 200000; i++) {
+		bf_filter_layer_target(&p, i, &cap, &err);
+		if (bf_layer_plan(type == BF_TYPE_COUNTING, cap, err, &nblocks, &b))
+			return HUGE_VAL;
+		bits += nblocks * BF_BLOCK_BYTES * 8;
+		keys += cap;
+	}
+	return (double)bits / 200000;
+}
+
+double bf_filter_choose_ratio(enum bf_type type, double error_rate, uint32_t expansion)
+{
+	uint64_t bits;
+	double best = 0.5, least = HUGE_VAL;
+
+	if (expansion == 0)
+		return 0.5;
+	memcpy(&bits, &error_rate, sizeof(bits));
+	struct ratio_entry *e =
+	    &ratio_cache[((bits * 0x9e3779b97f4a7c15ull) ^ expansion ^ type) % RATIO_CACHE];
+	if (e->used && e->error_rate == error_rate && e->expansion == expansion && e->type == type)
+		return e->ratio;
+	for (int k = 0; k < 10; k++) {
+		double r = 0.5 + 0.05 * k, cost = chain_bits(type, error_rate, expansion, r);
+		if (cost < least) {
+			least = cost;
+			best = r;
+		}
+	}
+	*e = (struct ratio_entry){error_rate, best, expansion, type, true};
+	return best;
 }
 
 /* The filter's own structure, as the heap holds it; each layer adds its entry in the layer
@@ -166,6 +223,8 @@ int bf_filter_new(const struct bf_params *p, uint64_t seed, struct bf_budget *bu
 	if (!f)
 		return -ENOMEM;
 	f->params = *p;
+	if (!f->params.ratio)
+		f->params.ratio = bf_filter_choose_ratio(p->type, p->error_rate, p->expansion);
 	f->seed = seed;
 	f->budget = budget;
 	rc = grow(f, FILTER_STRUCT_COST);

@@ -12,9 +12,15 @@
 
 #include "core/bf_layer.h"
 
-#define BF_MAX_LAYERS	 32
+/* Layers a scalable filter may have (RedisBloom has no bound; max_memory usually comes first:
+ * with expansion 2 the 60th layer alone holds 2^59 times the first). */
+#define BF_MAX_LAYERS	 1024
 #define BF_NAME_MAX	 200
-#define BF_MAX_EXPANSION 1024
+#define BF_MAX_EXPANSION 32768 /* RedisBloom's */
+
+/* The smallest error a layer of a chain is given (deep layers of a long chain would otherwise
+ * underflow): the model sizes correctly down to here. */
+#define BF_LAYER_MIN_ERROR (1e-12 / 4294967296.0)
 
 /*
  * Smallest error rate a filter may be created with. Below it the blocked layout (at most 64
@@ -36,6 +42,12 @@ struct bf_params {
 	enum bf_type type;
 	uint32_t expansion; /* growth factor of each new layer; 0 = non-scaling (fixed size) */
 	bool persist;	    /* false: memory only, never snapshotted */
+	/*
+	 * Tightening ratio r of a scalable chain: layer i is given error_rate * (1 - r) * r^i, so
+	 * the layers' errors sum to error_rate. 0 in a create's params: chosen from the model
+	 * (bf_filter_choose_ratio); a filter always has its own, 0 < r < 1.
+	 */
+	double ratio;
 };
 
 /* Shared accounting of the bytes all filters hold against a limit (0 = no limit). */
@@ -116,7 +128,8 @@ static inline void bf_filter_detach(struct bf_filter *f)
 
 /*
  * Check params: capacity >= 1, 0 < error_rate < 1, type known, expansion <= BF_MAX_EXPANSION
- * (expansion 1 is allowed, as in RedisBloom: equal-size layers with halving error).
+ * (expansion 1 is allowed, as in RedisBloom: equal-size layers with tightening error), ratio 0
+ * (to be chosen) or 0 < ratio < 1.
  * Returns 0, -EINVAL, or -EDOM for an error rate in (0, BF_MIN_ERROR_RATE).
  */
 int bf_params_validate(const struct bf_params *p);
@@ -237,6 +250,14 @@ void bf_filter_prefault(struct bf_filter *c);
  */
 const void *bf_filter_body_at(const struct bf_filter *f, uint64_t off, uint64_t *len);
 int bf_filter_body_write(struct bf_filter *f, uint64_t off, const void *data, size_t len);
+
+/*
+ * The tightening ratio the model says needs the fewest bits per key for a chain of this type,
+ * error rate and expansion grown to 20 times its first layer (RedisBloom's 0.5 is dear for a
+ * blocked layout: about 0.75 for expansion 2 at 1 %). One of 0.50, 0.55, ... 0.95; 0.5 for a
+ * non-scaling filter (it has one layer). Cached per (type, error rate, expansion).
+ */
+double bf_filter_choose_ratio(enum bf_type type, double error_rate, uint32_t expansion);
 
 /* Capacity and error target of layer i of a filter with these params. */
 void bf_filter_layer_target(const struct bf_params *p, unsigned i, uint64_t *cap, double *err);

@@ -40,7 +40,8 @@ size_t bf_record_create(const struct bf_filter *f, unsigned char *buf)
 	buf[37] = f->params.persist;
 	buf[38] = (unsigned char)f->name_len;
 	memcpy(buf + 39, f->name, f->name_len);
-	return 39 + f->name_len;
+	memcpy(buf + 39 + f->name_len, &f->params.ratio, 8);
+	return 39 + f->name_len + 8;
 }
 
 size_t bf_record_rename(uint64_t id, const char *name, size_t len, unsigned char *buf)
@@ -87,7 +88,7 @@ int bf_record_read_create(const unsigned char *p, size_t len, struct bf_record_c
 {
 	uint32_t expansion;
 
-	if (len < 39 || len != 39 + (size_t)p[38])
+	if (len < 39 || (len != 39 + (size_t)p[38] && len != 39 + (size_t)p[38] + 8))
 		return -EINVAL;
 	out->id = get64(p);
 	out->seed = get64(p + 8);
@@ -100,7 +101,10 @@ int bf_record_read_create(const unsigned char *p, size_t len, struct bf_record_c
 	out->name_len = p[38];
 	memcpy(out->name, p + 39, out->name_len);
 	out->name[out->name_len] = '\0';
-	if (!out->id || p[36] > BF_TYPE_COUNTING || p[37] > 1 ||
+	out->params.ratio = 0.5;
+	if (len > 39 + out->name_len)
+		memcpy(&out->params.ratio, p + 39 + out->name_len, 8);
+	if (!out->id || p[36] > BF_TYPE_COUNTING || p[37] > 1 || !(out->params.ratio > 0) ||
 	    !bf_name_valid(out->name, out->name_len) || bf_params_validate(&out->params))
 		return -EINVAL;
 	return 0;
@@ -301,7 +305,9 @@ static bool name_free(struct bf_replay *rp, uint64_t lsn, const char *name, size
 		return true;
 	if (g->lsn >= lsn)
 		return false;
-	replay_drop(rp, g, false);
+	/* A filter renamed away from the name (marked gone) is dropped for good; another one was
+	 * cleared. */
+	replay_drop(rp, g, rp->cap && slot_of(rp, g->id)->f == g && slot_of(rp, g->id)->gone);
 	return true;
 }
 

@@ -40,12 +40,15 @@ enum {
 	OFF_NAME = 164,
 	OFF_LAYERS = 368,
 	LAYER_ENTRY = 40,
-	OFF_HEADER_SUM_V1 = OFF_LAYERS + BF_MAX_LAYERS * LAYER_ENTRY,
+	HEAD_LAYERS = 32, /* the table's entries in the first 4 KiB; the rest follow them */
+	OFF_HEADER_SUM_V1 = OFF_LAYERS + HEAD_LAYERS * LAYER_ENTRY,
 	OFF_ID = OFF_HEADER_SUM_V1, /* version 2 on */
 	OFF_LSN = OFF_ID + 8,
 	OFF_HEADER_SUM_V2 = OFF_LSN + 8,
 	OFF_EXPIRE = OFF_HEADER_SUM_V2, /* version 3 on */
-	OFF_HEADER_SUM = OFF_EXPIRE + 8,
+	OFF_RATIO = OFF_EXPIRE + 8,
+	OFF_HEADER_SUM = OFF_RATIO + 8,
+	OFF_MORE_LAYERS = BF_SNAPSHOT_HEADER_LEN, /* layers 32 on, version 3 on */
 };
 
 _Static_assert(OFF_STATS + sizeof(struct bf_stats) == OFF_NAME_LEN, "stats are 9 x u64");
@@ -120,15 +123,48 @@ void bf_snapshot_filename(const char *name, size_t len, char out[BF_SNAPSHOT_NAM
 	memcpy(out + n, BF_SNAPSHOT_SUFFIX, sizeof(BF_SNAPSHOT_SUFFIX));
 }
 
+/* A header of n layers' length: 4 KiB, and as many more as the layers past 32 take. */
+static size_t header_len_for(unsigned n)
+{
+	size_t more = n > HEAD_LAYERS ? (size_t)(n - HEAD_LAYERS) * LAYER_ENTRY : 0;
+
+	return BF_SNAPSHOT_HEADER_LEN + (more + BF_SNAPSHOT_HEADER_LEN - 1) /
+					    BF_SNAPSHOT_HEADER_LEN * BF_SNAPSHOT_HEADER_LEN;
+}
+
+size_t bf_snapshot_header_len(const struct bf_filter *f)
+{
+	return header_len_for(f->nlayers);
+}
+
+/* Where layer i's entry is in a header. */
+static size_t layer_off(unsigned i)
+{
+	return i < HEAD_LAYERS ? OFF_LAYERS + (size_t)i * LAYER_ENTRY
+			       : OFF_MORE_LAYERS + (size_t)(i - HEAD_LAYERS) * LAYER_ENTRY;
+}
+
+/* The header checksum (version 3): its fields, then the layers past the first 4 KiB. */
+static uint64_t header_sum(const unsigned char *h, size_t len)
+{
+	XXH3_state_t st;
+
+	XXH3_64bits_reset(&st);
+	XXH3_64bits_update(&st, h, OFF_HEADER_SUM);
+	XXH3_64bits_update(&st, h + OFF_MORE_LAYERS, len - OFF_MORE_LAYERS);
+	return XXH3_64bits_digest(&st);
+}
+
 void bf_snapshot_header(const struct bf_filter *f, uint64_t generation, uint64_t body_sum,
 			unsigned char *h)
 {
 	uint64_t body_len = f->bytes;
+	size_t len = bf_snapshot_header_len(f);
 
-	memset(h, 0, BF_SNAPSHOT_HEADER_LEN);
+	memset(h, 0, len);
 	memcpy(h, magic, sizeof(magic));
 	put32(h, OFF_VERSION, BF_SNAPSHOT_VERSION);
-	put32(h, OFF_HEADER_LEN, BF_SNAPSHOT_HEADER_LEN);
+	put32(h, OFF_HEADER_LEN, (uint32_t)len);
 	put32(h, OFF_TYPE, (uint32_t)f->params.type);
 	put32(h, OFF_EXPANSION, f->params.expansion);
 	put64(h, OFF_CAPACITY, f->params.capacity);
@@ -145,7 +181,7 @@ void bf_snapshot_header(const struct bf_filter *f, uint64_t generation, uint64_t
 	memcpy(h + OFF_NAME, f->name, f->name_len);
 	for (unsigned i = 0; i < f->nlayers; i++) {
 		const struct bf_layer *l = &f->layers[i];
-		unsigned char *e = h + OFF_LAYERS + i * LAYER_ENTRY;
+		unsigned char *e = h + layer_off(i);
 		put64(e, 0, l->nblocks);
 		put64(e, 8, l->capacity);
 		put64(e, 16, l->items);
@@ -156,7 +192,8 @@ void bf_snapshot_header(const struct bf_filter *f, uint64_t generation, uint64_t
 	put64(h, OFF_ID, f->id);
 	put64(h, OFF_LSN, f->lsn);
 	put64(h, OFF_EXPIRE, f->expire_ms);
-	put64(h, OFF_HEADER_SUM, XXH3_64bits(h, OFF_HEADER_SUM));
+	putf64(h, OFF_RATIO, f->params.ratio);
+	put64(h, OFF_HEADER_SUM, header_sum(h, len));
 }
 
 static int pwrite_all(int fd, const void *buf, size_t len, off_t off)
@@ -254,12 +291,15 @@ fail:
 int bf_snapshot_write(const struct bf_filter *f, uint64_t generation, int dirfd,
 		      const char *filename, const char **step)
 {
-	struct iovec iov[1 + BF_MAX_LAYERS];
-	unsigned char *header = malloc(BF_SNAPSHOT_HEADER_LEN);
+	size_t hlen = bf_snapshot_header_len(f);
+	struct iovec *iov = malloc((1 + f->nlayers) * sizeof(*iov));
+	unsigned char *header = malloc(hlen);
 	XXH3_state_t st;
 	int rc;
 
-	if (!header) {
+	if (!header || !iov) {
+		free(header);
+		free(iov);
 		if (step)
 			*step = "open";
 		return -ENOMEM;
@@ -271,9 +311,10 @@ int bf_snapshot_write(const struct bf_filter *f, uint64_t generation, int dirfd,
 		iov[1 + i] = (struct iovec){l->blocks, bf_layer_bytes(l)};
 	}
 	bf_snapshot_header(f, generation, XXH3_64bits_digest(&st), header);
-	iov[0] = (struct iovec){header, BF_SNAPSHOT_HEADER_LEN};
+	iov[0] = (struct iovec){header, hlen};
 	rc = write_atomic(dirfd, filename, iov, 1 + f->nlayers, step);
 	free(header);
+	free(iov);
 	return rc;
 }
 
@@ -314,11 +355,20 @@ static int pread_all(int fd, void *buf, size_t len, off_t off)
 struct snap_meta {
 	uint32_t type, expansion, persist, nlayers, name_len;
 	uint64_t capacity, seed, items, generation, body_len, id, lsn, expire_ms;
-	double error_rate;
+	double error_rate, ratio;
 	const unsigned char *stats;  /* struct bf_stats, 9 x u64 */
 	const unsigned char *name;   /* name_len bytes */
-	const unsigned char *layers; /* nlayers x LAYER_ENTRY */
+	const unsigned char *layers; /* nlayers x LAYER_ENTRY (a file header: the first 32) */
+	const unsigned char *more;   /* a file header's entries past the first 32, or NULL */
 };
+
+/* Layer i's entry. */
+static const unsigned char *meta_layer(const struct snap_meta *m, unsigned i)
+{
+	if (m->more && i >= HEAD_LAYERS)
+		return m->more + (size_t)(i - HEAD_LAYERS) * LAYER_ENTRY;
+	return m->layers + (size_t)i * LAYER_ENTRY;
+}
 
 static int check_meta(const struct snap_meta *m, struct bf_params *p, char *why, size_t whylen)
 {
@@ -328,8 +378,9 @@ static int check_meta(const struct snap_meta *m, struct bf_params *p, char *why,
 	    .type = (enum bf_type)m->type,
 	    .expansion = m->expansion,
 	    .persist = m->persist != 0,
+	    .ratio = m->ratio,
 	};
-	if (m->persist > 1 || bf_params_validate(p))
+	if (m->persist > 1 || !(m->ratio > 0) || bf_params_validate(p))
 		return reason(why, whylen, -EINVAL, "bad filter parameters");
 	if (m->nlayers < 1 || m->nlayers > BF_MAX_LAYERS || (p->expansion == 0 && m->nlayers != 1))
 		return reason(why, whylen, -EINVAL, "bad layer count %u", m->nlayers);
@@ -339,7 +390,7 @@ static int check_meta(const struct snap_meta *m, struct bf_params *p, char *why,
 	/* Each layer must be exactly what the sizing model builds for its place in the chain. */
 	uint64_t body = 0, items = 0;
 	for (unsigned i = 0; i < m->nlayers; i++) {
-		const unsigned char *e = m->layers + i * LAYER_ENTRY;
+		const unsigned char *e = meta_layer(m, i);
 		uint64_t cap, nblocks;
 		double err;
 		unsigned b;
@@ -392,7 +443,7 @@ static int meta_build(const struct snap_meta *m, const struct bf_params *p, uint
 		return reason(why, whylen, -ENOMEM, "out of memory");
 	}
 	for (unsigned i = 0; i < m->nlayers; i++) {
-		const unsigned char *e = m->layers + i * LAYER_ENTRY;
+		const unsigned char *e = meta_layer(m, i);
 		struct bf_layer *l = &f->layers[i];
 		rc = bf_layer_alloc(l, e[33], get64(e, 0), e[32], get64(e, 8), getf64(e, 24));
 		if (rc) {
@@ -407,28 +458,49 @@ static int meta_build(const struct snap_meta *m, const struct bf_params *p, uint
 	return 0;
 }
 
-/* Check a file header's framing (magic, version, checksum, padding) and its fields; fill m
- * and p. */
-static int check_header(const unsigned char *h, struct snap_meta *m, struct bf_params *p, char *why,
-			size_t whylen)
+/*
+ * The length a header starting at h (its first BF_SNAPSHOT_HEADER_LEN bytes) says it has: 0 and
+ * *hlen set, or an error (bad magic, unknown version, a length no header can have). Its
+ * checksum is not checked yet: a reader reads that many bytes, then check_header judges them.
+ */
+static int header_len_of(const unsigned char *h, size_t *hlen, char *why, size_t whylen)
 {
 	if (memcmp(h, magic, sizeof(magic)) != 0)
 		return reason(why, whylen, -EINVAL, "bad magic");
-	uint32_t version = get32(h, OFF_VERSION);
+	uint32_t version = get32(h, OFF_VERSION), len = get32(h, OFF_HEADER_LEN);
 	if (version < 1 || version > BF_SNAPSHOT_VERSION)
 		return reason(why, whylen, -ENOTSUP,
 			      "unknown format version %u (this build reads 1 to %u)", version,
 			      BF_SNAPSHOT_VERSION);
+	/* Before version 3 every header is 4 KiB; from it, as long as its layers need. */
+	if (len % BF_SNAPSHOT_HEADER_LEN || len < BF_SNAPSHOT_HEADER_LEN ||
+	    len > (version < 3 ? BF_SNAPSHOT_HEADER_LEN : header_len_for(BF_MAX_LAYERS)))
+		return reason(why, whylen, -EINVAL, "bad header length %u", len);
+	*hlen = len;
+	return 0;
+}
+
+/* Check a file header of len bytes (framing: magic, version, length, checksum, padding; then
+ * its fields); fill m and p. */
+static int check_header(const unsigned char *h, size_t len, struct snap_meta *m,
+			struct bf_params *p, char *why, size_t whylen)
+{
+	size_t hlen;
+	int rc = header_len_of(h, &hlen, why, whylen);
+
+	if (rc)
+		return rc;
+	if (hlen != len)
+		return reason(why, whylen, -EINVAL, "header of %zu bytes, not %zu", len, hlen);
+	uint32_t version = get32(h, OFF_VERSION);
 	/* Version 1 (before the log) ends at the layer table: no id, no LSN; version 2 has no
-	 * expiry. */
+	 * expiry and halves the error per layer (ratio 0.5). */
 	size_t sum_off = version == 1	? OFF_HEADER_SUM_V1
 			 : version == 2 ? OFF_HEADER_SUM_V2
 					: OFF_HEADER_SUM;
-	if (get64(h, sum_off) != XXH3_64bits(h, sum_off))
+	uint64_t sum = version < 3 ? XXH3_64bits(h, sum_off) : header_sum(h, len);
+	if (get64(h, sum_off) != sum)
 		return reason(why, whylen, -EINVAL, "header checksum mismatch");
-	if (get32(h, OFF_HEADER_LEN) != BF_SNAPSHOT_HEADER_LEN)
-		return reason(why, whylen, -EINVAL, "bad header length %u",
-			      get32(h, OFF_HEADER_LEN));
 	/* The checksum covers the fields; the padding after it must be what the writer wrote. */
 	for (size_t i = sum_off + 8; i < BF_SNAPSHOT_HEADER_LEN; i++)
 		if (h[i])
@@ -450,19 +522,27 @@ static int check_header(const unsigned char *h, struct snap_meta *m, struct bf_p
 	    .lsn = version >= 2 ? get64(h, OFF_LSN) : 0,
 	    .expire_ms = version >= 3 ? get64(h, OFF_EXPIRE) : 0,
 	    .error_rate = getf64(h, OFF_ERROR),
+	    .ratio = version >= 3 ? getf64(h, OFF_RATIO) : 0.5,
 	    .stats = h + OFF_STATS,
 	    .name = h + OFF_NAME,
 	    .layers = h + OFF_LAYERS,
+	    .more = h + OFF_MORE_LAYERS,
 	};
 	if (m->name_len > BF_NAME_MAX)
 		return reason(why, whylen, -EINVAL, "bad filter name");
-	int rc = check_meta(m, p, why, whylen);
+	if (m->nlayers > BF_MAX_LAYERS || header_len_for(m->nlayers) != len)
+		return reason(why, whylen, -EINVAL, "bad layer count %u", m->nlayers);
+	rc = check_meta(m, p, why, whylen);
 	if (rc)
 		return rc;
-	for (unsigned i = m->nlayers; i < BF_MAX_LAYERS; i++)
+	for (unsigned i = m->nlayers; i < HEAD_LAYERS; i++)
 		for (unsigned k = 0; k < LAYER_ENTRY; k++)
 			if (h[OFF_LAYERS + i * LAYER_ENTRY + k])
 				return reason(why, whylen, -EINVAL, "unused layer %u not zero", i);
+	for (size_t i = m->nlayers > HEAD_LAYERS ? layer_off(m->nlayers) : len; i < len; i++)
+		if (h[i])
+			return reason(why, whylen, -EINVAL, "header padding not zero at byte %zu",
+				      i);
 	for (size_t i = OFF_NAME + m->name_len; i < OFF_LAYERS; i++)
 		if (h[i])
 			return reason(why, whylen, -EINVAL, "name padding not zero");
@@ -477,10 +557,10 @@ int bf_snapshot_decode(const unsigned char *h, size_t len, uint64_t max_bytes,
 	struct bf_params p;
 	int rc;
 
-	if (len != BF_SNAPSHOT_HEADER_LEN)
-		return reason(why, whylen, -EINVAL, "header of %zu bytes, not %d", len,
+	if (len < BF_SNAPSHOT_HEADER_LEN)
+		return reason(why, whylen, -EINVAL, "header of %zu bytes, shorter than %d", len,
 			      BF_SNAPSHOT_HEADER_LEN);
-	rc = check_header(h, &m, &p, why, whylen);
+	rc = check_header(h, len, &m, &p, why, whylen);
 	if (rc)
 		return rc;
 	rc = meta_build(&m, &p, max_bytes, out, why, whylen);
@@ -523,26 +603,48 @@ int bf_snapshot_read(int dirfd, const char *filename, struct bf_filter **out, ui
 		reason(why, whylen, rc, "cannot read the header: %s", strerror(-rc));
 		goto fail;
 	}
+	/* A long chain's layer table goes on past the first 4 KiB. */
+	size_t hlen;
+	rc = header_len_of(h, &hlen, why, whylen);
+	if (rc)
+		goto fail;
+	if (hlen > BF_SNAPSHOT_HEADER_LEN) {
+		unsigned char *bigger = (uint64_t)sb.st_size < hlen ? NULL : realloc(h, hlen);
+
+		if (!bigger) {
+			rc = reason(why, whylen, -EINVAL,
+				    "truncated: %llu bytes, shorter than the header",
+				    (unsigned long long)sb.st_size);
+			goto fail;
+		}
+		h = bigger;
+		rc = pread_all(fd, h + BF_SNAPSHOT_HEADER_LEN, hlen - BF_SNAPSHOT_HEADER_LEN,
+			       BF_SNAPSHOT_HEADER_LEN);
+		if (rc) {
+			reason(why, whylen, rc, "cannot read the header: %s", strerror(-rc));
+			goto fail;
+		}
+	}
 	/* The header's own checks first; the file's length is checked before any allocation. */
 	struct snap_meta m;
 	struct bf_params p;
-	rc = check_header(h, &m, &p, why, whylen);
+	rc = check_header(h, hlen, &m, &p, why, whylen);
 	if (rc)
 		goto fail;
-	uint64_t want = BF_SNAPSHOT_HEADER_LEN + get64(h, OFF_BODY_LEN);
+	uint64_t want = hlen + get64(h, OFF_BODY_LEN);
 	if ((uint64_t)sb.st_size != want) {
 		rc = reason(why, whylen, -EINVAL, "%s: %llu of %llu bytes",
 			    (uint64_t)sb.st_size < want ? "truncated" : "too long",
 			    (unsigned long long)sb.st_size, (unsigned long long)want);
 		goto fail;
 	}
-	rc = bf_snapshot_decode(h, BF_SNAPSHOT_HEADER_LEN, UINT64_MAX, &f, &info, why, whylen);
+	rc = bf_snapshot_decode(h, hlen, UINT64_MAX, &f, &info, why, whylen);
 	if (rc)
 		goto fail;
 
 	XXH3_state_t st;
 	XXH3_64bits_reset(&st);
-	off_t off = BF_SNAPSHOT_HEADER_LEN;
+	off_t off = (off_t)hlen;
 	for (unsigned i = 0; i < f->nlayers; i++) {
 		struct bf_layer *l = &f->layers[i];
 		rc = pread_all(fd, l->blocks, bf_layer_bytes(l), off);
@@ -592,8 +694,9 @@ enum {
 	E_BODY_LEN = 80,
 	E_STATS = 88,
 	E_EXPIRE = E_STATS + 72, /* pack version 2 on */
+	E_RATIO = E_EXPIRE + 8,	 /* pack version 2 on */
 	E_NAME_V1 = E_EXPIRE,
-	E_NAME = E_EXPIRE + 8,
+	E_NAME = E_RATIO + 8,
 	/* A pack file's header; the index follows. */
 	P_VERSION = 8,
 	P_COUNT = 12,
@@ -643,6 +746,7 @@ void bf_snapshot_entry_encode(const struct bf_filter *f, uint64_t generation, un
 	put64(out, E_BODY_LEN, f->bytes);
 	memcpy(out + E_STATS, &f->stats, sizeof(f->stats));
 	put64(out, E_EXPIRE, f->expire_ms);
+	putf64(out, E_RATIO, f->params.ratio);
 	memcpy(out + E_NAME, f->name, f->name_len);
 	p = out + E_NAME + pad8(f->name_len);
 	for (unsigned i = 0; i < f->nlayers; i++, p += LAYER_ENTRY) {
@@ -685,6 +789,7 @@ static int entry_meta(const unsigned char *e, size_t len, uint32_t version, stru
 	    .lsn = get64(e, E_LSN),
 	    .expire_ms = version >= 2 ? get64(e, E_EXPIRE) : 0,
 	    .error_rate = getf64(e, E_ERROR),
+	    .ratio = version >= 2 ? getf64(e, E_RATIO) : 0.5,
 	    .stats = e + E_STATS,
 	    .name = e + at,
 	};

@@ -15,7 +15,7 @@
  *   32    error_rate                f64
  *   40    seed                      u64
  *   48    persist                   u32
- *   52    nlayers                   u32   1..32
+ *   52    nlayers                   u32   1..BF_MAX_LAYERS (1..32 before version 3)
  *   56    items                     u64
  *   64    generation                u64   bumped by the caller per snapshot
  *   72    body_len                  u64   sum of the layers' bytes
@@ -24,13 +24,18 @@
  *   160   name_len                  u32
  *   164   name                      200 bytes, zero padded
  *   364   pad to 368
- *   368   layers                    32 x 40 bytes: nblocks u64, capacity u64, items u64,
+ *   368   layers                    first 32 x 40 bytes: nblocks u64, capacity u64, items u64,
  *                                   error_rate f64, b u8, counting u8, 6 bytes zero
  *   1648  id                        u64   the filter's id in log records (version 2 on)
  *   1656  lsn                       u64   the last logged change the file holds (version 2 on)
  *   1664  expire_ms                 u64   Unix time in ms it expires at, 0 never (version 3 on)
- *   1672  header_checksum           u64   XXH3-64 of bytes 0..1672
- *   1680  zero up to header_len
+ *   1672  ratio                     f64   tightening ratio r: layer i's error is
+ *                                         error_rate * (1 - r) * r^i (version 3 on; 0.5 before)
+ *   1680  header_checksum           u64   XXH3-64 of bytes 0..1680, then of bytes
+ *                                         4096..header_len (version 3 on)
+ *   1688  zero up to 4096
+ *   4096  layers 32 and on, 40 bytes each, zero padded to header_len (version 3 on: header_len
+ *         is 4096 for up to 32 layers, and grows by 4096 for every 102 more)
  * Version 1 (written before the log existed) ends with its checksum at 1648 (of bytes 0..1648);
  * it is still read, as id 0 and lsn 0. Version 2 ends with its checksum at 1664 (of bytes
  * 0..1664), read as never expiring.
@@ -72,12 +77,14 @@ int bf_snapshot_write(const struct bf_filter *f, uint64_t generation, int dirfd,
 		      const char *filename, const char **step);
 
 /*
- * Encode f's header (BF_SNAPSHOT_HEADER_LEN bytes into h): what a snapshot file starts with, and
+ * Encode f's header (bf_snapshot_header_len(f) bytes into h): what a snapshot file starts with, and
  * what BF.SCANDUMP sends first, so one reader's rules judge both. body_sum is the XXH3-64 of the
  * layers' bytes in order (0 in a dump, whose blocks follow in chunks and may change meanwhile).
  */
 void bf_snapshot_header(const struct bf_filter *f, uint64_t generation, uint64_t body_sum,
 			unsigned char *h);
+/* The length of f's header: BF_SNAPSHOT_HEADER_LEN, more for a chain of over 32 layers. */
+size_t bf_snapshot_header_len(const struct bf_filter *f);
 
 struct bf_snapshot_info {
 	uint64_t generation;
@@ -119,7 +126,8 @@ int bf_snapshot_read(int dirfd, const char *filename, struct bf_filter **out, ui
  *       body_len u64
  *   88  stats 9 x u64
  *   160 expire_ms u64 (Unix time in ms it expires at, 0 never; pack version 2 on)
- *   168 name, zero padded to a multiple of 8 (at 160 in pack version 1)
+ *   168 ratio f64 (the chain's tightening ratio; pack version 2 on, 0.5 before)
+ *   176 name, zero padded to a multiple of 8 (at 160 in pack version 1)
  *       layers: nlayers x 40 bytes, as in a file's header
  *       body: the layers' blocks
  *       checksum u64: XXH3-64 of everything before it

@@ -564,7 +564,7 @@ enum cmd_status cmd_load_header(struct cmd_ctx *c, const char *name, size_t len,
 	if (logged(c, f)) {
 		/* The header as this filter has it now (its name here and its id), not the chunk
 		 * as sent: replay names the filter from it. */
-		size_t rlen = BF_RECORD_KEYS_HEAD + BF_SNAPSHOT_HEADER_LEN;
+		size_t rlen = BF_RECORD_KEYS_HEAD + bf_snapshot_header_len(f);
 		if (rec_reserve(c, rlen)) {
 			bf_registry_drop(c->reg, name, len);
 			return CMD_INTERNAL;

@@ -1274,8 +1274,8 @@ static void do_rename(struct http_api *api, const struct http_api_request *req,
 					strlen(to->valuestring), !cJSON_IsTrue(replace));
 	if (st == CMD_EXISTS)
 		problem(r, P_FILTER_EXISTS,
-			"a filter named \"to\" exists; send \"replace\":true "
-			"to replace it");
+			"the new name is taken; send \"replace\":true to replace that "
+			"filter");
 	else if (st != CMD_OK)
 		problem_status(api, r, st, NULL, 0);
 	else

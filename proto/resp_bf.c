@@ -80,7 +80,7 @@ void resp_bf_reserve(struct cmd_ctx *c, struct cmd_session *s, const struct prot
 			return;
 		}
 		if (!expansion_ok(expansion)) {
-			resp_error(c, out, "ERR expansion must be in the range [0, 1024]");
+			resp_error(c, out, "ERR expansion must be in the range [0, 32768]");
 			return;
 		}
 	}
@@ -410,10 +410,17 @@ void resp_bf_scandump(struct cmd_ctx *c, struct cmd_session *s, const struct pro
 	}
 	proto_resp_array(out, 2);
 	if (iter == 0) {
-		unsigned char h[BF_SNAPSHOT_HEADER_LEN];
+		size_t hlen = bf_snapshot_header_len(f);
+		unsigned char *h = malloc(hlen);
+
+		if (!h) {
+			resp_error(c, out, resp_err_oom);
+			return;
+		}
 		bf_snapshot_header(f, 0, 0, h);
 		proto_resp_integer(out, 1);
-		proto_resp_bulk(out, h, sizeof(h));
+		proto_resp_bulk(out, h, hlen);
+		free(h);
 		return;
 	}
 	uint64_t len = 0;

@@ -9,12 +9,13 @@
  *     a typo such as NONSCALLING silently made a scaling filter. BF.INSERT matches whole option
  *     words; RedisBloom looks at one or two letters (any word starting with 'i' meant ITEMS).
  *   - Error rates above 0.25 are not capped to 0.25: the filter is sized for what was asked,
- *     as over the text and HTTP protocols. Expansion is limited to [0, 1024] (BF_MAX_EXPANSION)
- *     instead of [0, 32768], in RedisBloom's words with our bound.
+ *     as over the text and HTTP protocols. Expansion is [0, 32768] (BF_MAX_EXPANSION), as
+ *     RedisBloom's.
  *   - Extensions: BF.RESERVE/BF.INSERT ... COUNTING makes a counting filter; BF.DEL key item
  *     deletes from one (":1" removed, ":0" absent; "ERR not a counting filter" on a plain
- *     filter). A filter that reached 32 sub-filters answers "ERR filter reached its maximum of
- *     32 sub-filters" where RedisBloom would grow without bound.
+ *     filter). A filter that reached 1024 sub-filters (BF_MAX_LAYERS) answers "ERR filter
+ *     reached its maximum of 1024 sub-filters" where RedisBloom would grow without bound (with
+ *     expansion 2, max_memory comes first by far).
  *   - Names follow bf_name_valid() (1..200 printable bytes, no spaces): a create with another
  *     name is "ERR bad filter name"; a lookup of one simply finds nothing.
  *   - An item longer than max_key_bytes is refused with "ERR item too long" before anything
@@ -106,7 +107,8 @@ static const char *resp_status_text(enum cmd_status st, const struct bf_filter *
 		return resp_err_item_long;
 	case CMD_FULL:
 		if (f && f->params.expansion != 0)
-			return "ERR filter reached its maximum of 32 sub-filters";
+			return "ERR filter reached its maximum of " RESP_STR(
+			    BF_MAX_LAYERS) " sub-filters";
 		return resp_err_full;
 	case CMD_NO_MEMORY:
 		return resp_err_oom;

@@ -227,7 +227,7 @@ START_TEST(create_options)
 	SAYS("create h expansion=0", "Done\n");
 	ck_assert_uint_eq(bf_registry_get(reg, "h", 1)->params.expansion, 0);
 	SAYS("create i nonscaling expansion=0", "Done\n");
-	SAYS("create j expansion=1024", "Done\n");
+	SAYS("create j expansion=32768", "Done\n");
 }
 END_TEST
 
@@ -269,7 +269,7 @@ START_TEST(create_bad_options_change_nothing)
 	    "create x in_memory=2",
 	    "create x in_memory=yes",
 	    "create x type=cuckoo",
-	    "create x expansion=1025",
+	    "create x expansion=32769",
 	    "create x expansion=99999",
 	    "create x nonscaling=1 expansion=4",
 	    "create x expansion=2 nonscaling",

@@ -202,7 +202,7 @@ START_TEST(create_round_trip_and_malformed)
 	struct bf_registry *r;
 	struct bf_record_create c;
 	unsigned char buf[BF_RECORD_CREATE_MAX + 1];
-	struct bf_params p = {777, 0.003, BF_TYPE_COUNTING, 5, false};
+	struct bf_params p = {777, 0.003, BF_TYPE_COUNTING, 5, false, 0};
 
 	ck_assert_int_eq(bf_registry_new(0, &r), 0);
 	struct bf_filter *f = create(r, "caf\xc3\xa9:1", p, 99);
@@ -247,8 +247,8 @@ END_TEST
 START_TEST(replay_equals_live)
 {
 	struct bf_registry *live, *ck;
-	struct bf_params plain = {100, 0.01, BF_TYPE_BLOOM, 2, true};
-	struct bf_params counting = {100, 0.01, BF_TYPE_COUNTING, 2, true};
+	struct bf_params plain = {100, 0.01, BF_TYPE_BLOOM, 2, true, 0};
+	struct bf_params counting = {100, 0.01, BF_TYPE_COUNTING, 2, true, 0};
 
 	ck_assert_int_eq(bf_registry_new(0, &live), 0);
 	struct bf_filter *a = create(live, "a", plain, 1);
@@ -304,7 +304,7 @@ END_TEST
 START_TEST(replay_load_and_body)
 {
 	struct bf_registry *src, *live, *ck;
-	struct bf_params p = {1000, 0.01, BF_TYPE_BLOOM, 2, true};
+	struct bf_params p = {1000, 0.01, BF_TYPE_BLOOM, 2, true, 0};
 	unsigned char buf[8 + BF_SNAPSHOT_HEADER_LEN];
 	struct bf_snapshot_info info;
 	struct bf_filter *s, *f;
@@ -349,7 +349,7 @@ END_TEST
 START_TEST(replay_same_name_again)
 {
 	struct bf_registry *live, *ck;
-	struct bf_params p = {100, 0.01, BF_TYPE_BLOOM, 2, true};
+	struct bf_params p = {100, 0.01, BF_TYPE_BLOOM, 2, true, 0};
 
 	ck_assert_int_eq(bf_registry_new(0, &live), 0);
 	struct bf_filter *a = create(live, "x", p, 1);
@@ -389,7 +389,7 @@ END_TEST
 START_TEST(replay_flushall)
 {
 	struct bf_registry *live, *ck;
-	struct bf_params p = {100, 0.01, BF_TYPE_BLOOM, 2, true};
+	struct bf_params p = {100, 0.01, BF_TYPE_BLOOM, 2, true, 0};
 	char why[128];
 
 	ck_assert_int_eq(bf_registry_new(0, &live), 0);
@@ -482,7 +482,7 @@ START_TEST(rename_round_trip_and_malformed)
 	/* A malformed RENAME stops a replay and changes nothing. */
 	struct bf_registry *r;
 	struct bf_replay *rp;
-	struct bf_params p = {100, 0.01, BF_TYPE_BLOOM, 2, true};
+	struct bf_params p = {100, 0.01, BF_TYPE_BLOOM, 2, true, 0};
 	struct bf_filter *f;
 	char why[128] = "";
 
@@ -512,7 +512,7 @@ END_TEST
 START_TEST(replay_rename)
 {
 	struct bf_registry *live, *ck;
-	struct bf_params p = {100, 0.01, BF_TYPE_BLOOM, 2, true};
+	struct bf_params p = {100, 0.01, BF_TYPE_BLOOM, 2, true, 0};
 	const char *lng = "a-name-longer-than-the-inline-buffer:0123456789";
 
 	ck_assert_int_eq(bf_registry_new(0, &live), 0);
@@ -596,7 +596,7 @@ END_TEST
 START_TEST(replay_rename_holder_newer)
 {
 	struct bf_registry *live, *ck;
-	struct bf_params p = {100, 0.01, BF_TYPE_BLOOM, 2, true};
+	struct bf_params p = {100, 0.01, BF_TYPE_BLOOM, 2, true, 0};
 
 	ck_assert_int_eq(bf_registry_new(0, &live), 0);
 	ck_assert_int_eq(bf_registry_new(0, &ck), 0);
@@ -637,7 +637,7 @@ START_TEST(replay_rename_one_by_one)
 	struct bf_registry *r;
 	struct bf_replay *rp;
 	struct bf_replay_stats st;
-	struct bf_params p = {100, 0.01, BF_TYPE_BLOOM, 2, true};
+	struct bf_params p = {100, 0.01, BF_TYPE_BLOOM, 2, true, 0};
 	unsigned char buf[BF_RECORD_RENAME_MAX];
 	struct bf_filter *f, *g;
 	char why[128] = "";
@@ -709,38 +709,48 @@ START_TEST(replay_rename_one_by_one)
 END_TEST
 
 /*
- * The swap done twice (users:new renamed over users, a new users:new, renamed over users again),
- * with the checkpoint a rename writes at once: only the last users:new's, newer than every
- * record. The replay must give what was live: users (the last one) and nothing else; the first
- * users:new, replaced by the second RENAME (whose record its checkpoint holds), must not come
- * back under its first name.
+ * The swap done two to four times (users:new renamed over users, a new users:new, renamed over
+ * users again, ...), with the checkpoint a rename writes at once: only the last users:new's,
+ * newer than every record. The replay must give what was live: users (the last one) and
+ * nothing else; no earlier users:new, replaced by a later RENAME (whose record its checkpoint
+ * holds), may come back under its first name. And every filter the replay drops is dropped
+ * with its files: the log holds no CLEAR, so none may be dropped as cleared (which tells the
+ * owner to keep its checkpoint, and to write a packed one as a file of its own).
  */
 START_TEST(replay_rename_replaced_again)
 {
-	struct bf_registry *live, *ck;
-	struct bf_params p = {100, 0.01, BF_TYPE_BLOOM, 2, true};
+	struct bf_params p = {100, 0.01, BF_TYPE_BLOOM, 2, true, 0};
 
-	ck_assert_int_eq(bf_registry_new(0, &live), 0);
-	ck_assert_int_eq(bf_registry_new(0, &ck), 0);
-	struct bf_filter *u = create(live, "users", p, 1);
-	keys(u, BF_REC_ADD, "k0:", 0, 1);
-	for (int round = 1; round <= 2; round++) {
-		char tag[8];
-		struct bf_filter *n = create(live, "users:new", p, (uint64_t)round + 1);
+	for (int rounds = 2; rounds <= 4; rounds++) {
+		struct bf_registry *live, *ck;
 
-		snprintf(tag, sizeof(tag), "k%d:", round);
-		keys(n, BF_REC_ADD, tag, 0, 1);
-		rename_(live, "users:new", "users");
+		ck_assert_int_eq(bf_registry_new(0, &live), 0);
+		ck_assert_int_eq(bf_registry_new(0, &ck), 0);
+		struct bf_filter *u = create(live, "users", p, 1);
+		keys(u, BF_REC_ADD, "k0:", 0, 1);
+		for (int round = 1; round <= rounds; round++) {
+			char tag[8];
+			struct bf_filter *n = create(live, "users:new", p, (uint64_t)round + 1);
+
+			snprintf(tag, sizeof(tag), "k%d:", round);
+			keys(n, BF_REC_ADD, tag, 0, 1);
+			rename_(live, "users:new", "users");
+		}
+		checkpoint_one(ck, bf_registry_get(live, "users", 5));
+
+		drops_seen = 0;
+		replay(ck, 0);
+		ck_assert_msg(bf_registry_get(ck, "users:new", 9) == NULL,
+			      "%d swaps: an earlier users:new is back after the replay", rounds);
+		assert_same_registry(live, ck);
+		ck_assert_msg(drops_seen % 10 == 0,
+			      "%d swaps: %d filters dropped as cleared (their files kept) by a "
+			      "replay of a log with no CLEAR",
+			      rounds, drops_seen % 10);
+		bf_registry_free(ck);
+		bf_registry_free(live);
+		log_free();
 	}
-	checkpoint_one(ck, bf_registry_get(live, "users", 5));
-
-	replay(ck, 0);
-	ck_assert_msg(bf_registry_get(ck, "users:new", 9) == NULL,
-		      "the first users:new is back after the replay");
-	assert_same_registry(live, ck);
-	bf_registry_free(ck);
-	bf_registry_free(live);
-	log_free();
 }
 END_TEST
 

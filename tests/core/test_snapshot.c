@@ -60,6 +60,8 @@ static void assert_same(const struct bf_filter *a, const struct bf_filter *b)
 	ck_assert_int_eq(a->params.type, b->params.type);
 	ck_assert_uint_eq(a->params.expansion, b->params.expansion);
 	ck_assert_int_eq(a->params.persist, b->params.persist);
+	ck_assert_double_eq(a->params.ratio, b->params.ratio);
+	ck_assert_uint_eq(a->expire_ms, b->expire_ms);
 	ck_assert_uint_eq(a->seed, b->seed);
 	ck_assert_uint_eq(a->items, b->items);
 	ck_assert_uint_eq(a->bytes, b->bytes);
@@ -108,11 +110,11 @@ START_TEST(round_trip_every_kind)
 		struct bf_params p;
 		uint64_t keys;
 	} cases[] = {
-	    {"scalable", {1000, 0.01, BF_TYPE_BLOOM, 2, true}, 5000},
-	    {"counting", {1000, 0.001, BF_TYPE_COUNTING, 3, true}, 3000},
-	    {"fixed", {500, 0.1, BF_TYPE_BLOOM, 0, true}, 800},
-	    {"empty", {10, 0.5, BF_TYPE_BLOOM, 2, false}, 0},
-	    {"../../weird?name", {100, 0.0001, BF_TYPE_BLOOM, 1, true}, 150},
+	    {"scalable", {1000, 0.01, BF_TYPE_BLOOM, 2, true, 0}, 5000},
+	    {"counting", {1000, 0.001, BF_TYPE_COUNTING, 3, true, 0}, 3000},
+	    {"fixed", {500, 0.1, BF_TYPE_BLOOM, 0, true, 0}, 800},
+	    {"empty", {10, 0.5, BF_TYPE_BLOOM, 2, false, 0}, 0},
+	    {"../../weird?name", {100, 0.0001, BF_TYPE_BLOOM, 1, true, 0}, 150},
 	};
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
 		struct bf_filter *f = make(cases[i].name, cases[i].p, cases[i].keys), *g;
@@ -142,7 +144,7 @@ END_TEST
 /* Write a snapshot of a small filter, return its size. */
 static off_t write_sample(const char *file)
 {
-	struct bf_params p = {2000, 0.01, BF_TYPE_BLOOM, 2, true};
+	struct bf_params p = {2000, 0.01, BF_TYPE_BLOOM, 2, true, 0};
 	struct bf_filter *f = make("sample", p, 3000);
 	ck_assert_int_eq(bf_snapshot_write(f, 1, dirfd_, file, NULL), 0);
 	off_t size = (off_t)(BF_SNAPSHOT_HEADER_LEN + f->bytes);
@@ -259,8 +261,8 @@ START_TEST(future_version_refused)
 	ck_assert_int_eq(pread(fd, h, sizeof(h), 0), (ssize_t)sizeof(h));
 	uint32_t v = 4;
 	memcpy(h + 8, &v, 4);
-	uint64_t sum = XXH3_64bits(h, 1672);
-	memcpy(h + 1672, &sum, 8);
+	uint64_t sum = XXH3_64bits(h, 1680);
+	memcpy(h + 1680, &sum, 8);
 	ck_assert_int_eq(pwrite(fd, h, sizeof(h), 0), (ssize_t)sizeof(h));
 	close(fd);
 	ck_assert_int_eq(load("s.bsnap", why, sizeof(why)), -ENOTSUP);
@@ -273,7 +275,8 @@ END_TEST
 START_TEST(version_1_still_read)
 {
 	char why[128];
-	struct bf_params p = {100, 0.01, BF_TYPE_BLOOM, 2, true};
+	/* Files before version 3 halve the error per layer: ratio 0.5. */
+	struct bf_params p = {100, 0.01, BF_TYPE_BLOOM, 2, true, 0.5};
 	struct bf_filter *f = make("s", p, 50), *g;
 	uint64_t gen;
 
@@ -290,7 +293,7 @@ START_TEST(version_1_still_read)
 	ck_assert_int_eq(pread(fd, h, sizeof(h), 0), (ssize_t)sizeof(h));
 	uint32_t v = 1;
 	memcpy(h + 8, &v, 4);
-	memset(h + 1648, 0, 32);
+	memset(h + 1648, 0, 40);
 	uint64_t sum = XXH3_64bits(h, 1648);
 	memcpy(h + 1648, &sum, 8);
 	ck_assert_int_eq(pwrite(fd, h, sizeof(h), 0), (ssize_t)sizeof(h));
@@ -305,12 +308,72 @@ START_TEST(version_1_still_read)
 }
 END_TEST
 
+/*
+ * Issue 14: a chain of more than 32 layers (RedisBloom grows without bound). Its header's layer
+ * table goes on past 4 KiB (8 KiB for 100 layers), and the file, a pack entry and a dump's
+ * header chunk all round-trip; a layer entry past 4 KiB that is changed, or the padding after
+ * the last one, is refused.
+ */
+START_TEST(long_chain_round_trips)
+{
+	struct bf_params p = {1, 0.01, BF_TYPE_BLOOM, 1, true, 0};
+	struct bf_filter *f = make("long", p, 100), *g;
+	char why[128];
+	uint64_t gen;
+
+	ck_assert_uint_eq(f->nlayers, 100);
+	f->expire_ms = 1234;
+	ck_assert_uint_eq(bf_snapshot_header_len(f), 2 * BF_SNAPSHOT_HEADER_LEN);
+	ck_assert_int_eq(bf_snapshot_write(f, 7, dirfd_, "s.bsnap", NULL), 0);
+	ck_assert_msg(bf_snapshot_read(dirfd_, "s.bsnap", &g, &gen, why, sizeof(why)) == 0, "%s",
+		      why);
+	ck_assert_uint_eq(gen, 7);
+	assert_same(f, g);
+	bf_filter_free(g);
+
+	size_t elen = bf_snapshot_entry_size(f);
+	unsigned char *e = malloc(elen);
+	ck_assert_ptr_nonnull(e);
+	bf_snapshot_entry_encode(f, 9, e);
+	ck_assert_msg(bf_snapshot_entry_decode(e, elen, UINT64_MAX, &g, &gen, why, sizeof(why)) ==
+			  0,
+		      "%s", why);
+	assert_same(f, g);
+	bf_filter_free(g);
+	free(e);
+
+	size_t hlen = bf_snapshot_header_len(f);
+	unsigned char *h = malloc(hlen);
+	struct bf_snapshot_info info;
+	ck_assert_ptr_nonnull(h);
+	bf_snapshot_header(f, 0, 0, h);
+	ck_assert_int_eq(bf_snapshot_decode(h, hlen, UINT64_MAX, &g, &info, why, sizeof(why)), 0);
+	ck_assert_uint_eq(g->nlayers, 100);
+	bf_filter_free(g);
+	/* A header cut at 4 KiB, a byte of layer 40's entry, the padding after layer 99. */
+	ck_assert_int_eq(
+	    bf_snapshot_decode(h, BF_SNAPSHOT_HEADER_LEN, UINT64_MAX, &g, &info, why, sizeof(why)),
+	    -EINVAL);
+	h[BF_SNAPSHOT_HEADER_LEN + 8 * 40 + 8] ^= 1;
+	ck_assert_int_eq(bf_snapshot_decode(h, hlen, UINT64_MAX, &g, &info, why, sizeof(why)),
+			 -EINVAL);
+	ck_assert_str_eq(why, "header checksum mismatch");
+	h[BF_SNAPSHOT_HEADER_LEN + 8 * 40 + 8] ^= 1;
+	h[hlen - 1] = 1;
+	ck_assert_int_eq(bf_snapshot_decode(h, hlen, UINT64_MAX, &g, &info, why, sizeof(why)),
+			 -EINVAL);
+	free(h);
+	bf_filter_free(f);
+}
+END_TEST
+
 /* Version 3 keeps the expiry; a version 2 file (its checksum at 1664, no expiry) still loads,
  * as never expiring. */
 START_TEST(version_2_still_read)
 {
 	char why[128];
-	struct bf_params p = {100, 0.01, BF_TYPE_BLOOM, 2, true};
+	/* Files before version 3 halve the error per layer: ratio 0.5. */
+	struct bf_params p = {100, 0.01, BF_TYPE_BLOOM, 2, true, 0.5};
 	struct bf_filter *f = make("s", p, 50), *g;
 	uint64_t gen;
 
@@ -328,7 +391,7 @@ START_TEST(version_2_still_read)
 	ck_assert_int_eq(pread(fd, h, sizeof(h), 0), (ssize_t)sizeof(h));
 	uint32_t v = 2;
 	memcpy(h + 8, &v, 4);
-	memset(h + 1664, 0, 16);
+	memset(h + 1664, 0, 24);
 	uint64_t sum = XXH3_64bits(h, 1664);
 	memcpy(h + 1664, &sum, 8);
 	ck_assert_int_eq(pwrite(fd, h, sizeof(h), 0), (ssize_t)sizeof(h));
@@ -357,8 +420,8 @@ START_TEST(valid_checksum_but_wrong_geometry_refused)
 	memcpy(&nblocks, h + 368, 8);
 	nblocks += 1;
 	memcpy(h + 368, &nblocks, 8);
-	uint64_t sum = XXH3_64bits(h, 1672);
-	memcpy(h + 1672, &sum, 8);
+	uint64_t sum = XXH3_64bits(h, 1680);
+	memcpy(h + 1680, &sum, 8);
 	ck_assert_int_eq(pwrite(fd, h, sizeof(h), 0), (ssize_t)sizeof(h));
 	close(fd);
 	ck_assert_int_eq(load("s.bsnap", why, sizeof(why)), -EINVAL);
@@ -378,7 +441,7 @@ START_TEST(failed_write_keeps_old_and_removes_temp)
 {
 	/* A directory where the snapshot should go makes the rename fail. */
 	ck_assert_int_eq(mkdirat(dirfd_, "s.bsnap", 0700), 0);
-	struct bf_params p = {100, 0.01, BF_TYPE_BLOOM, 2, true};
+	struct bf_params p = {100, 0.01, BF_TYPE_BLOOM, 2, true, 0};
 	struct bf_filter *f = make("s", p, 10);
 	const char *step = NULL;
 	int rc = bf_snapshot_write(f, 1, dirfd_, "s.bsnap", &step);
@@ -403,7 +466,7 @@ END_TEST
 
 START_TEST(clone_is_exact_and_independent)
 {
-	struct bf_params p = {1000, 0.01, BF_TYPE_COUNTING, 2, true};
+	struct bf_params p = {1000, 0.01, BF_TYPE_COUNTING, 2, true, 0};
 	struct bf_filter *f = make("c", p, 2500), *g;
 	ck_assert_int_eq(bf_filter_clone(f, &g), 0);
 	assert_same(f, g);
@@ -436,7 +499,8 @@ enum {
 	E_BODY_LEN = 80,
 	E_STATS = 88,
 	E_EXPIRE = 160,
-	E_NAME = 168,
+	E_RATIO = 168,
+	E_NAME = 176,
 	E_LAYER = 40,
 	P_VERSION = 8,
 	P_COUNT = 12,
@@ -616,11 +680,15 @@ static void pack_set_make(struct pack_set *s)
 		struct bf_params p;
 		uint64_t keys, gen;
 	} c_[NPACK] = {
-	    {"a", 1, {500, 0.01, BF_TYPE_BLOOM, 0, true}, 400, 1},
-	    {n23, sizeof(n23), {100, 0.01, BF_TYPE_BLOOM, 2, true}, 1500, 7},
-	    {n24, sizeof(n24), {200, 0.01, BF_TYPE_COUNTING, 2, true}, 1000, UINT64_MAX},
-	    {n200, sizeof(n200), {50, 0.001, BF_TYPE_BLOOM, 1, false}, 200, 0x0123456789abcdefULL},
-	    {"empty", 5, {10, 0.5, BF_TYPE_BLOOM, 2, true}, 0, 0},
+	    {"a", 1, {500, 0.01, BF_TYPE_BLOOM, 0, true, 0}, 400, 1},
+	    {n23, sizeof(n23), {100, 0.01, BF_TYPE_BLOOM, 2, true, 0}, 1500, 7},
+	    {n24, sizeof(n24), {200, 0.01, BF_TYPE_COUNTING, 2, true, 0}, 1000, UINT64_MAX},
+	    {n200,
+	     sizeof(n200),
+	     {50, 0.001, BF_TYPE_BLOOM, 1, false, 0},
+	     200,
+	     0x0123456789abcdefULL},
+	    {"empty", 5, {10, 0.5, BF_TYPE_BLOOM, 2, true, 0}, 0, 0},
 	};
 	for (unsigned i = 0; i < NPACK; i++) {
 		s->f[i] = make_keyed(c_[i].name, c_[i].len, c_[i].p,
@@ -1385,34 +1453,34 @@ END_TEST
 START_TEST(entry_body_len_wrap_refused)
 {
 	/* body_len chosen so that the fields' sum wraps to the entry's length: the name (200
-	 * bytes claimed) and the layer table lie past the 176-byte entry. */
-	unsigned char *e = calloc(1, 176);
+	 * bytes claimed) and the layer table lie past the 184-byte entry. */
+	unsigned char *e = calloc(1, 184);
 	char why[128];
 	ck_assert_ptr_nonnull(e);
-	wr32(e, E_LEN, 176);
+	wr32(e, E_LEN, 184);
 	wr32(e, E_EXPANSION, 2);
 	wr32(e, E_PERSIST, 1);
 	wr32(e, E_NLAYERS, 1);
 	wr32(e, E_NAME_LEN, 200);
 	wr64(e, E_CAPACITY, 100);
 	wrf64(e, E_ERROR, 0.01);
-	wr64(e, E_BODY_LEN, (uint64_t)176 - (E_NAME + 200 + E_LAYER + 8));
+	wr64(e, E_BODY_LEN, (uint64_t)184 - (E_NAME + 200 + E_LAYER + 8));
 	memset(e + E_NAME, 'a', 8);
 	for (uint64_t seed = 0;; seed++) { /* a checksum that reads as name bytes too */
 		wr64(e, E_SEED, seed);
-		reseal_entry(e, 176);
+		reseal_entry(e, 184);
 		bool name_like = true;
-		for (int i = 168; i < 176; i++)
+		for (int i = 176; i < 184; i++)
 			name_like &= e[i] > 0x20 && e[i] != 0x7f;
 		if (name_like)
 			break;
 	}
 	const char *name;
 	size_t nlen;
-	ck_assert(!bf_snapshot_entry_name(e, 176, &name, &nlen));
+	ck_assert(!bf_snapshot_entry_name(e, 184, &name, &nlen));
 	struct bf_filter *g = NULL;
 	uint64_t gen;
-	ck_assert_int_eq(bf_snapshot_entry_decode(e, 176, UINT64_MAX, &g, &gen, why, sizeof(why)),
+	ck_assert_int_eq(bf_snapshot_entry_decode(e, 184, UINT64_MAX, &g, &gen, why, sizeof(why)),
 			 -EINVAL);
 	ck_assert_str_eq(why, "entry fields do not add up to its length");
 	free(e);
@@ -1455,6 +1523,7 @@ static Suite *snapshot_suite(void)
 	tcase_add_test(tc, future_version_refused);
 	tcase_add_test(tc, version_1_still_read);
 	tcase_add_test(tc, version_2_still_read);
+	tcase_add_test(tc, long_chain_round_trips);
 	tcase_add_test(tc, valid_checksum_but_wrong_geometry_refused);
 	tcase_add_test(tc, missing_file);
 	tcase_add_test(tc, failed_write_keeps_old_and_removes_temp);

@@ -364,9 +364,9 @@ START_TEST(create_bad_bodies)
 	     "\\\"error_rate\\\" below 1e-12 is not supported"},
 	    {"{\"type\":\"cuckoo\"}", "\\\"type\\\" must be \\\"bloom\\\" or \\\"counting\\\""},
 	    {"{\"type\":1}", "\\\"type\\\" must be \\\"bloom\\\" or \\\"counting\\\""},
-	    {"{\"expansion\":1025}", "\\\"expansion\\\" must be an integer from 0 to 1024"},
-	    {"{\"expansion\":-1}", "\\\"expansion\\\" must be an integer from 0 to 1024"},
-	    {"{\"expansion\":true}", "\\\"expansion\\\" must be an integer from 0 to 1024"},
+	    {"{\"expansion\":32769}", "\\\"expansion\\\" must be an integer from 0 to 32768"},
+	    {"{\"expansion\":-1}", "\\\"expansion\\\" must be an integer from 0 to 32768"},
+	    {"{\"expansion\":true}", "\\\"expansion\\\" must be an integer from 0 to 32768"},
 	    {"{\"nonscaling\":1}", "\\\"nonscaling\\\" must be true or false"},
 	    {"{\"persist\":\"yes\"}", "\\\"persist\\\" must be true or false"},
 	    {"{\"nonscaling\":true,\"expansion\":2}",
@@ -760,7 +760,7 @@ START_TEST(full_and_out_of_memory)
 	ck_assert_int_ge(added, 1);
 	EXPECT(409, CT_PROBLEM,
 	       "{\"type\":\"filter_full\",\"title\":\"Filter is full\",\"status\":409,\"detail\":"
-	       "\"the filter is full (non-scaling, or 32 layers); keys answered before it: 0\","
+	       "\"the filter is full (non-scaling, or 1024 layers); keys answered before it: 0\","
 	       "\"results\":[]}");
 	/* In a batch, the answers before the failure come back with the problem. */
 	proto_buf_init(&b);
@@ -768,7 +768,7 @@ START_TEST(full_and_out_of_memory)
 	proto_buf_append_char(&b, '\0');
 	POST("/v1/filters/n/add", b.data, 409,
 	     "{\"type\":\"filter_full\",\"title\":\"Filter is full\",\"status\":409,\"detail\":"
-	     "\"the filter is full (non-scaling, or 32 layers); keys answered before it: 1\","
+	     "\"the filter is full (non-scaling, or 1024 layers); keys answered before it: 1\","
 	     "\"results\":[false]}");
 	proto_buf_free(&b);
 
@@ -1110,7 +1110,7 @@ static void renamed_hook(void *arg, struct bf_filter *f)
 		"a filter name is 1 to 200 bytes of printable characters, no spaces")
 #define RENAME_TAKEN                                                                               \
 	PROBLEM("filter_exists", "Filter exists", 409,                                             \
-		"a filter named \\\"to\\\" exists; send \\\"replace\\\":true to replace it")
+		"the new name is taken; send \\\"replace\\\":true to replace that filter")
 
 /*
  * POST /v1/filters/{name}/rename {"to":NAME[, "replace":bool]}: 200 with the filter's DETAIL

@@ -1135,25 +1135,29 @@ START_TEST(test_http_rename_survives_kill)
 END_TEST
 
 /*
- * The smallest swap: users:new built and renamed over users twice (a SAVE between the two if
- * save_between), then SIGKILL or SIGTERM. The restart finds users (the second users:new, with
- * its key) and nothing else: the first users:new, replaced by the second rename, is not left
- * under its first name, and users:new is a new filter again.
+ * The smallest swaps: users:new built and renamed over users `rounds` times (a SAVE after the
+ * first if save_between), then SIGKILL or SIGTERM. The restart finds users (the last users:new,
+ * with its key) and nothing else: no earlier users:new, replaced by a later rename, is left
+ * under its first name, in memory or on disk. After a clean stop the checkpoints alone (a start
+ * without the log) hold the same; users:new is a new filter again.
  */
-static void swap_twice(const char *conf, bool save_between, enum stop_how how)
+static void swap_rounds(const char *conf, int rounds, bool save_between, enum stop_how how)
 {
+	char cmd[256], expect[256], nowal[512];
 	int fd;
 
+	FMT(nowal, "%swal = off\n", conf);
 	data_dir_new();
 	start_in(conf);
 	fd = conn();
 	RX(fd, "BF.ADD users k0", ":1\r\n");
-	RX(fd, "BF.ADD users:new k1", ":1\r\n");
-	RX(fd, "RENAME users:new users", "+OK\r\n");
-	if (save_between)
-		RX(fd, "SAVE", "+OK\r\n");
-	RX(fd, "BF.ADD users:new k2", ":1\r\n");
-	RX(fd, "RENAME users:new users", "+OK\r\n");
+	for (int i = 1; i <= rounds; i++) {
+		FMT(cmd, "BF.ADD users:new k%d", i);
+		RX(fd, cmd, ":1\r\n");
+		RX(fd, "RENAME users:new users", "+OK\r\n");
+		if (i == 1 && save_between)
+			RX(fd, "SAVE", "+OK\r\n");
+	}
 	RX(fd, "KEYS *", "*1\r\n$5\r\nusers\r\n");
 	close(fd);
 	if (how == BY_KILL)
@@ -1161,33 +1165,98 @@ static void swap_twice(const char *conf, bool save_between, enum stop_how how)
 	else
 		stop();
 
-	start_in(conf);
-	fd = conn();
-	RX(fd, "BF.MEXISTS users k0 k1 k2", "*3\r\n:0\r\n:0\r\n:1\r\n");
-	RX(fd, "BF.CARD users", ":1\r\n");
-	RX(fd, "EXISTS users:new", ":0\r\n");
-	RX(fd, "KEYS *", "*1\r\n$5\r\nusers\r\n");
-	RX(fd, "BF.ADD users:new k1", ":1\r\n");
-	RX(fd, "BF.CARD users:new", ":1\r\n");
-	close(fd);
-	stop();
+	/* users holds the last key only: BF.MEXISTS users k0 .. k<rounds>. */
+	FMT(cmd, "BF.MEXISTS users");
+	FMT(expect, "*%d\r\n", rounds + 1);
+	for (int i = 0; i <= rounds; i++) {
+		snprintf(cmd + strlen(cmd), sizeof(cmd) - strlen(cmd), " k%d", i);
+		snprintf(expect + strlen(expect), sizeof(expect) - strlen(expect), ":%d\r\n",
+			 i == rounds);
+	}
+	for (int pass = 0; pass < 2; pass++) {
+		start_in(pass ? nowal : conf);
+		fd = conn();
+		RX(fd, cmd, expect);
+		RX(fd, "BF.CARD users", ":1\r\n");
+		RX(fd, "EXISTS users:new", ":0\r\n");
+		RX(fd, "KEYS *", "*1\r\n$5\r\nusers\r\n");
+		ck_assert_msg(!exists("users%3Anew.bsnap"), "a file is left for users:new");
+		ck_assert_msg(!pack_with("users:new"), "a pack holds users:new");
+		if (pass) {
+			RX(fd, "BF.ADD users:new k1", ":1\r\n");
+			RX(fd, "BF.CARD users:new", ":1\r\n");
+		}
+		close(fd);
+		stop();
+	}
 }
 
 START_TEST(test_kill9_swap_twice)
 {
-	swap_twice(CONF("snapshot_interval = 3600\n"), false, BY_KILL);
+	swap_rounds(CONF("snapshot_interval = 3600\n"), 2, false, BY_KILL);
 }
 END_TEST
 
-START_TEST(test_kill9_swap_twice_after_save)
+START_TEST(test_kill9_swap_thrice)
 {
-	swap_twice(CONF("snapshot_interval = 3600\n"), true, BY_KILL);
+	swap_rounds(CONF("snapshot_interval = 3600\n"), 3, false, BY_KILL);
 }
 END_TEST
 
-START_TEST(test_sigterm_swap_twice)
+START_TEST(test_kill9_swap_thrice_after_save)
 {
-	swap_twice(CONF("snapshot_interval = 3600\n"), false, BY_TERM);
+	swap_rounds(CONF("snapshot_interval = 3600\n"), 3, true, BY_KILL);
+}
+END_TEST
+
+START_TEST(test_sigterm_swap_thrice)
+{
+	swap_rounds(CONF("snapshot_interval = 3600\n"), 3, false, BY_TERM);
+}
+END_TEST
+
+/*
+ * The swap thrice, SIGKILL, restart; then ordinary traffic fills small log segments and a SAVE
+ * lets the old ones go, so the next start replays none of the swaps' records: it must still
+ * find users and other only (nothing the replay after the kill left on disk comes back).
+ */
+START_TEST(test_kill9_swap_thrice_log_trimmed)
+{
+	const char *conf = CONF("snapshot_interval = 3600\nwal_segment_bytes = 4096\n");
+	static const char *const names[] = {"other", "users"};
+	char cmd[64];
+	int fd;
+
+	data_dir_new();
+	start_in(conf);
+	fd = conn();
+	RX(fd, "BF.ADD users k0", ":1\r\n");
+	for (int i = 1; i <= 3; i++) {
+		FMT(cmd, "BF.ADD users:new k%d", i);
+		RX(fd, cmd, ":1\r\n");
+		RX(fd, "RENAME users:new users", "+OK\r\n");
+	}
+	close(fd);
+	kill9();
+
+	start_in(conf);
+	fd = conn();
+	RX(fd, "KEYS *", "*1\r\n$5\r\nusers\r\n");
+	reserve(fd, "other", "0.000001", 1000);
+	for (int i = 0; i < 300; i++) {
+		FMT(cmd, "BF.ADD other x%d", i);
+		RX(fd, cmd, ":1\r\n");
+	}
+	RX(fd, "SAVE", "+OK\r\n");
+	close(fd);
+	stop();
+
+	start_in(conf);
+	fd = conn();
+	keys_are(fd, names, 2);
+	RX(fd, "BF.MEXISTS users k0 k1 k2 k3", "*4\r\n:0\r\n:0\r\n:0\r\n:1\r\n");
+	close(fd);
+	stop();
 }
 END_TEST
 
@@ -1332,8 +1401,10 @@ static Suite *rename_suite(void)
 
 	tcase_set_timeout(swap, 120);
 	tcase_add_test(swap, test_kill9_swap_twice);
-	tcase_add_test(swap, test_kill9_swap_twice_after_save);
-	tcase_add_test(swap, test_sigterm_swap_twice);
+	tcase_add_test(swap, test_kill9_swap_thrice);
+	tcase_add_test(swap, test_kill9_swap_thrice_after_save);
+	tcase_add_test(swap, test_sigterm_swap_thrice);
+	tcase_add_test(swap, test_kill9_swap_thrice_log_trimmed);
 	tcase_add_test(swap, test_atomic_swap);
 	suite_add_tcase(s, swap);
 	return s;
