@@ -55,6 +55,7 @@ static const struct conf_key conf_keys[] = {
     {"data_dir", CONF_STRING, CONF_FIELD(data_dir), 1, 0, NULL},
     {"snapshot_interval", CONF_UINT, CONF_FIELD(snapshot_interval), 0, UINT32_MAX, NULL},
     {"snapshot_pack_bytes", CONF_SIZE, CONF_FIELD(snapshot_pack_bytes), 0, 1u << 30, NULL},
+    {"cold_interval", CONF_UINT, CONF_FIELD(cold_interval), 0, UINT32_MAX, NULL},
     {"wal", CONF_CHOICE, CONF_FIELD(wal), 0, 0, conf_wal_names},
     {"wal_fsync", CONF_CHOICE, CONF_FIELD(wal_fsync), 0, 0, conf_wal_fsync_names},
     {"wal_segment_bytes", CONF_SIZE, CONF_FIELD(wal_segment_bytes), 4096, UINT64_MAX, NULL},
@@ -111,6 +112,7 @@ void conf_defaults(struct config *c)
 	strcpy(c->data_dir, "/var/lib/blossomd");
 	c->snapshot_interval = 5;
 	c->snapshot_pack_bytes = 64 * 1024;
+	c->cold_interval = 3600;
 	c->wal = 1;
 	c->wal_fsync = 0;
 	c->wal_segment_bytes = UINT64_C(64) << 20;

@@ -28,6 +28,8 @@ struct config {
 	uint16_t http_port;	      /* HTTP port, default 8674; 0 disables HTTP */
 	char data_dir[4096];	      /* snapshot directory, default "/var/lib/blossomd" */
 	uint32_t snapshot_interval;   /* seconds, default 5; 0 disables periodic snapshots */
+	uint32_t cold_interval;	      /* seconds unused after which a filter is paged out
+				       * (bloomd's), default 3600; 0 = never */
 	uint64_t snapshot_pack_bytes; /* filters of at most this many bytes of bits share pack
 				       * files, default 64 KiB; 0 = a file per filter */
 	int wal;		      /* write-ahead log: 1 on (default), 0 off */

@@ -55,14 +55,15 @@ void bf_filter_layer_target(const struct bf_params *p, unsigned i, uint64_t *cap
 		*err = p->error_rate;
 		return;
 	}
-	/* Layer i: capacity * expansion^i, error * (1 - r) * r^i; the chain stays under error
-	 * (bar the floor, which a chain reaches only after hundreds of layers). */
+	/* Layer i: capacity * expansion^i; error / 2 for the first, then error / 2 * (1 - r) *
+	 * r^(i-1): the chain stays under error (bar the floor, which a chain reaches only after
+	 * hundreds of layers). */
 	double r = p->ratio > 0 ? p->ratio : 0.5;
 	uint64_t c = p->capacity;
 	for (unsigned k = 0; k < i; k++)
 		c = c > UINT64_MAX / p->expansion ? UINT64_MAX : c * p->expansion;
 	*cap = c;
-	*err = p->error_rate * (1 - r) * pow(r, i);
+	*err = i == 0 ? p->error_rate / 2 : p->error_rate / 2 * (1 - r) * pow(r, i - 1);
 	if (*err < BF_LAYER_MIN_ERROR)
 		*err = BF_LAYER_MIN_ERROR;
 }
@@ -108,7 +109,7 @@ double bf_filter_choose_ratio(enum bf_type type, double error_rate, uint32_t exp
 	if (e->used && e->error_rate == error_rate && e->expansion == expansion && e->type == type)
 		return e->ratio;
 	for (int k = 0; k < 10; k++) {
-		double r = 0.5 + 0.05 * k, cost = chain_bits(type, error_rate, expansion, r);
+		double r = (10 + k) / 20.0, cost = chain_bits(type, error_rate, expansion, r);
 		if (cost < least) {
 			least = cost;
 			best = r;
@@ -234,6 +235,44 @@ int bf_filter_new(const struct bf_params *p, uint64_t seed, struct bf_budget *bu
 		return rc;
 	}
 	*out = f;
+	return 0;
+}
+
+void bf_filter_page_out(struct bf_filter *f)
+{
+	uint64_t cost = bf_filter_cost(f);
+
+	for (unsigned i = 0; i < f->nlayers; i++)
+		bf_layer_free(&f->layers[i]);
+	free(f->layers);
+	f->layers = NULL;
+	f->layers_cap = 0;
+	f->nlayers = 0;
+	bf_budget_release(f->budget, cost - bf_filter_cost(f));
+	f->paged = true;
+	f->page_outs++;
+}
+
+int bf_filter_page_in(struct bf_filter *f, struct bf_filter *copy)
+{
+	if (!f->paged || copy->id != f->id || copy->seed != f->seed ||
+	    copy->params.capacity != f->params.capacity ||
+	    copy->params.error_rate != f->params.error_rate ||
+	    copy->params.expansion != f->params.expansion || copy->params.type != f->params.type ||
+	    copy->params.ratio != f->params.ratio || copy->bytes != f->bytes)
+		return -EINVAL;
+	uint64_t more = bf_filter_cost(copy) - FILTER_STRUCT_COST;
+	if (bf_budget_reserve(f->budget, more))
+		return -ENOMEM;
+	f->layers = copy->layers;
+	f->layers_cap = copy->layers_cap;
+	f->nlayers = copy->nlayers;
+	f->items = copy->items;
+	copy->layers = NULL;
+	copy->layers_cap = copy->nlayers = 0;
+	bf_filter_free(copy);
+	f->paged = false;
+	f->page_ins++;
 	return 0;
 }
 

@@ -43,8 +43,10 @@ struct bf_params {
 	uint32_t expansion; /* growth factor of each new layer; 0 = non-scaling (fixed size) */
 	bool persist;	    /* false: memory only, never snapshotted */
 	/*
-	 * Tightening ratio r of a scalable chain: layer i is given error_rate * (1 - r) * r^i, so
-	 * the layers' errors sum to error_rate. 0 in a create's params: chosen from the model
+	 * Tightening ratio r of a scalable chain: the first layer is given error_rate / 2 (as
+	 * RedisBloom's, so a filter that never grows costs what it did), layer i >= 1
+	 * error_rate / 2 * (1 - r) * r^(i-1): the layers' errors sum to error_rate; r = 0.5 halves
+	 * the error per layer. 0 in a create's params: chosen from the model
 	 * (bf_filter_choose_ratio); a filter always has its own, 0 < r < 1.
 	 */
 	double ratio;
@@ -84,6 +86,11 @@ struct bf_filter {
 	uint64_t expire_ms;  /* Unix time in ms at which it expires (Redis's EXPIRE); 0: never.
 			      * Set only through bf_registry_set_expire */
 	uint32_t expire_pos; /* its place in its registry's expiry heap, from 1; 0: none */
+	/* bloomd's close: paged out, its layers only on disk (nlayers 0; bytes, items and stats
+	 * kept), loaded again on its next use (bf_filter_page_out / bf_filter_page_in). */
+	bool paged;
+	uint32_t page_ins, page_outs;
+	uint32_t used_s;  /* when it was last used, in the owner's clock (cold_interval) */
 	uint64_t items;	  /* adds that changed the filter (every add, if counting), minus deletes;
 			   * always the sum of the layers' items */
 	uint64_t bytes;	  /* sum of layer sizes (the bits; see bf_filter_cost for the memory) */
@@ -254,10 +261,23 @@ int bf_filter_body_write(struct bf_filter *f, uint64_t off, const void *data, si
 /*
  * The tightening ratio the model says needs the fewest bits per key for a chain of this type,
  * error rate and expansion grown to 20 times its first layer (RedisBloom's 0.5 is dear for a
- * blocked layout: about 0.75 for expansion 2 at 1 %). One of 0.50, 0.55, ... 0.95; 0.5 for a
+ * blocked layout: 0.7 for expansion 2 at 1 %). One of 0.50, 0.55, ... 0.95; 0.5 for a
  * non-scaling filter (it has one layer). Cached per (type, error rate, expansion).
  */
 double bf_filter_choose_ratio(enum bf_type type, double error_rate, uint32_t expansion);
+
+/*
+ * Page f out (bloomd's close; its owner has its layers on disk): its layers are freed and
+ * their cost released from its budget; everything else stays. Counts a page-out.
+ */
+void bf_filter_page_out(struct bf_filter *f);
+
+/*
+ * Page f in: take the layers of copy, read from f's snapshot (same id, seed and parameters;
+ * no budget), charging them to f's budget. 0 (copy is freed, a page-in counted), -EINVAL (copy
+ * is not f's), -ENOMEM (the budget cannot hold it; nothing changes, copy is the caller's).
+ */
+int bf_filter_page_in(struct bf_filter *f, struct bf_filter *copy);
 
 /* Capacity and error target of layer i of a filter with these params. */
 void bf_filter_layer_target(const struct bf_params *p, unsigned i, uint64_t *cap, double *err);

@@ -29,8 +29,8 @@
  *   1648  id                        u64   the filter's id in log records (version 2 on)
  *   1656  lsn                       u64   the last logged change the file holds (version 2 on)
  *   1664  expire_ms                 u64   Unix time in ms it expires at, 0 never (version 3 on)
- *   1672  ratio                     f64   tightening ratio r: layer i's error is
- *                                         error_rate * (1 - r) * r^i (version 3 on; 0.5 before)
+ *   1672  ratio                     f64   tightening ratio r (struct bf_params; version 3
+ *                                         on, 0.5 before)
  *   1680  header_checksum           u64   XXH3-64 of bytes 0..1680, then of bytes
  *                                         4096..header_len (version 3 on)
  *   1688  zero up to 4096

@@ -207,6 +207,16 @@ enum cmd_status cmd_create(struct cmd_ctx *c, const char *name, size_t len,
 	return CMD_OK;
 }
 
+bool cmd_ready(struct cmd_ctx *c, const char *name, size_t len)
+{
+	struct bf_filter *f = cmd_lookup(c, name, len);
+
+	if (!f || !f->paged || !c->hooks.page_in || c->hooks.page_in(c->hooks.arg, f))
+		return true;
+	c->paging = f;
+	return false;
+}
+
 uint64_t cmd_now_ms(void)
 {
 	struct timespec ts;
@@ -252,6 +262,8 @@ uint64_t cmd_expire_due(struct cmd_ctx *c, uint64_t now_ms, size_t max)
 
 enum cmd_status cmd_set_expire(struct cmd_ctx *c, struct bf_filter *f, uint64_t expire_ms)
 {
+	if (f->paged && expire_ms != f->expire_ms && !(expire_ms && expire_ms <= cmd_now_ms()))
+		return CMD_PAGED_OUT; /* its checkpoint would be written again */
 	if (expire_ms && expire_ms <= cmd_now_ms())
 		return cmd_drop(c, f->name, f->name_len, true);
 	if (logged(c, f)) {
@@ -370,6 +382,8 @@ enum cmd_status cmd_rename(struct cmd_ctx *c, const char *from, size_t flen, con
 		return nx ? CMD_EXISTS : CMD_OK;
 	if (t && nx)
 		return CMD_EXISTS;
+	if (f->paged)
+		return CMD_PAGED_OUT; /* its checkpoint is written under the new name */
 	if ((logged(c, f) || (t && logged(c, t))) && c->log_failed)
 		return CMD_LOG_FAILED;
 	/* One record: its replay drops the filter holding the name, as here. A memory-only
@@ -431,6 +445,9 @@ enum cmd_status cmd_add(struct cmd_ctx *c, struct bf_filter *f, size_t n, const 
 	*done = 0;
 	c->ops[CMD_OP_ADD]++;
 	c->keys[CMD_OP_ADD] += n;
+	if (f->paged)
+		return CMD_PAGED_OUT;
+	f->used_s = c->now_s;
 	if (!cmd_keys_fit(c, n, lens))
 		return CMD_KEY_TOO_LONG;
 	if (n == 0)
@@ -475,6 +492,9 @@ enum cmd_status cmd_check(struct cmd_ctx *c, struct bf_filter *f, size_t n, cons
 {
 	c->ops[CMD_OP_CHECK]++;
 	c->keys[CMD_OP_CHECK] += n;
+	if (f->paged)
+		return CMD_PAGED_OUT;
+	f->used_s = c->now_s;
 	if (!cmd_keys_fit(c, n, lens))
 		return CMD_KEY_TOO_LONG;
 	if (n == 1)
@@ -500,6 +520,9 @@ enum cmd_status cmd_delete(struct cmd_ctx *c, struct bf_filter *f, size_t n,
 	*done = 0;
 	c->ops[CMD_OP_DELETE]++;
 	c->keys[CMD_OP_DELETE] += n;
+	if (f->paged)
+		return CMD_PAGED_OUT;
+	f->used_s = c->now_s;
 	if (f->params.type != BF_TYPE_COUNTING)
 		return CMD_NOT_COUNTING;
 	if (!cmd_keys_fit(c, n, lens))

@@ -30,6 +30,7 @@ enum cmd_status {
 	CMD_NOT_COUNTING, /* delete on a plain filter */
 	CMD_AMBIGUOUS,	  /* delete: the key tests present in more than one layer */
 	CMD_LOG_FAILED,	  /* the write-ahead log cannot write: changes are refused */
+	CMD_PAGED_OUT,	  /* the filter is paged out and could not be loaded (see the log) */
 	CMD_INTERNAL,	  /* anything else */
 };
 
@@ -77,6 +78,12 @@ struct cmd_hooks {
 	/* f was renamed (RENAME; f->name is the new name): the owner moves its own bookkeeping
 	 * (the checkpoint's file). */
 	void (*renamed)(void *arg, struct bf_filter *f);
+	/* f is paged out (bloomd's close): start loading it (at most one load per filter runs).
+	 * 0, or a negative errno: it cannot be loaded (the command is answered with an error). */
+	int (*page_in)(void *arg, struct bf_filter *f);
+	/* bloomd's close: make f's snapshot durable and page it out. 0; -ENOTSUP (memory-only:
+	 * it stays in memory); another negative errno (it stays in memory). */
+	int (*page_out)(void *arg, struct bf_filter *f);
 	/* ---- client hooks (CLIENT LIST / INFO / KILL) ---- */
 	/*
 	 * The connections of the text/RESP port, as struct cmd_client (proto/client.h) facts;
@@ -141,6 +148,14 @@ struct cmd_ctx {
 	 * to a filter a "present" answer may owe to a change not yet durable.
 	 */
 	uint64_t wait_lsn;
+	/*
+	 * Set by cmd_ready: the command was not run, since its filter is paged out and loading;
+	 * the front end holds the command and runs it again once the filter is in memory (the
+	 * server calls back). Reset by the front end.
+	 */
+	struct bf_filter *paging;
+	/* The server's coarse clock, seconds: what a filter's used_s is set from. */
+	uint32_t now_s;
 	/* Scratch for a record's payload, grown as needed. */
 	unsigned char *rec;
 	size_t rec_cap;
@@ -228,6 +243,14 @@ struct bf_params cmd_default_params(const struct cmd_ctx *c, enum cmd_peer peer)
  * kept in its checkpoint; an expired filter is not logged again, since a start drops it from
  * what the log and the checkpoints say.
  */
+
+/*
+ * Whether a command may run now on the filter named name[0, len): true if there is none, or it
+ * is in memory, or it cannot be loaded (the command meets a paged-out filter and answers an
+ * error); false if it is paged out and loading: c->paging is set, and the front end runs the
+ * command again later. Every command that reads or changes a filter's keys or layers asks.
+ */
+bool cmd_ready(struct cmd_ctx *c, const char *name, size_t len);
 
 /* The time now, Unix ms (CLOCK_REALTIME). */
 uint64_t cmd_now_ms(void);

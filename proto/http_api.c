@@ -467,6 +467,10 @@ static void problem_status(struct http_api *api, struct http_api_response *r, en
 	case CMD_NOT_COUNTING:
 		problem(r, P_NOT_COUNTING, "delete needs a counting filter");
 		break;
+	case CMD_PAGED_OUT:
+		problem(r, P_INTERNAL,
+			"the filter is paged out and could not be loaded (see the server log)");
+		break;
 	case CMD_LOG_FAILED:
 		problem(r, P_LOG_UNAVAILABLE,
 			"the write-ahead log cannot be written; changes are refused until it can "
@@ -1385,6 +1389,9 @@ static void dispatch(struct http_api *api, const struct http_api_request *req,
 			problem_status(api, r, st, NULL, 0);
 		return;
 	}
+	/* A closed (paged-out) filter is loaded first; a snapshot of one has nothing to do. */
+	if (route != HTTP_ROUTE_SNAPSHOT && !cmd_ready(api->cmd, name.p, name.n))
+		return;
 	f = cmd_lookup(api->cmd, name.p, name.n);
 	if (!f) {
 		problem_status(api, r, CMD_NOT_FOUND, NULL, 0);
@@ -1448,7 +1455,11 @@ void http_api_handle(struct http_api *api, const struct http_api_request *req,
 	enum http_route route = route_match(path, &name, &key);
 
 	resp_reset(resp);
+	api->cmd->paging = NULL;
 	dispatch(api, req, resp, route, name, key);
+	/* Its filter is loading (cmd_ready): the server holds the request and calls again. */
+	if (api->cmd->paging)
+		return;
 	finish(api, resp, route);
 }
 

@@ -179,7 +179,9 @@ void http_api_response_free(struct http_api_response *r);
 /*
  * Answer one complete request: fills every field of resp (data/len valid until the next
  * call with resp, or until http_api_response_free()). Never fails: every problem becomes a
- * problem+json response; when even that cannot be built, a static 507 text is sent.
+ * problem+json response; when even that cannot be built, a static 507 text is sent. One
+ * exception: when the request's filter is paged out and loading, nothing is answered and
+ * cmd->paging is set: the caller holds the request and calls again once it is loaded.
  */
 void http_api_handle(struct http_api *api, const struct http_api_request *req,
 		     struct http_api_response *resp);

@@ -119,6 +119,8 @@ static const char *resp_status_text(enum cmd_status st, const struct bf_filter *
 		       "filters are refused until it can (see the server log)";
 	case CMD_AMBIGUOUS:
 		return "ERR item is in more than one sub-filter, not deleted";
+	case CMD_PAGED_OUT:
+		return "ERR filter is paged out and could not be loaded (see the server log)";
 	default:
 		return "ERR internal error";
 	}
@@ -437,13 +439,27 @@ static void reply_unknown(struct cmd_ctx *c, const struct proto_argv *av, struct
 	proto_resp_error(out, msg, len);
 }
 
+/* Whether e reads or changes its filters' keys or layers: a paged-out filter is loaded first. */
+static bool loads_filters(const struct resp_cmd *e)
+{
+	return strncmp(e->name, "bf.", 3) == 0 || e->run == resp_keys_rename ||
+	       e->run == resp_keys_expire || e->run == resp_keys_persist;
+}
+
 void resp_cmd_exec(struct cmd_ctx *c, struct cmd_session *s, const struct proto_argv *av,
 		   struct proto_buf *out)
 {
 	if (av->argc == 0)
 		return;
-	c->commands++;
 	const struct resp_cmd *e = lookup(av->argv[0], av->argvlen[0]);
+	/* Its filters in memory first; if one is loading, the command runs again later. */
+	if (e && loads_filters(e) && cmd_session_authed(c, s) && e->first > 0) {
+		size_t last = e->last < 0 ? av->argc - 1 : (size_t)e->last;
+		for (size_t k = (size_t)e->first; k <= last && k < av->argc; k += (size_t)e->step)
+			if (!cmd_ready(c, av->argv[k], av->argvlen[k]))
+				return;
+	}
+	c->commands++;
 	s->last_cmd = e ? e->name : NULL; /* as Redis's lastcmd: before the checks below */
 	if (!cmd_session_authed(c, s) &&
 	    (!e || (e->run != resp_server_auth && e->run != resp_server_hello &&

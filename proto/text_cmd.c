@@ -28,6 +28,7 @@ static const char *const status_reply[] = {
     [CMD_NOT_COUNTING] = CLIENT_ERR("Not a counting filter"),
     [CMD_AMBIGUOUS] = CLIENT_ERR("Key is in more than one layer, not deleted"),
     [CMD_LOG_FAILED] = "Internal Error\n",
+    [CMD_PAGED_OUT] = "Internal Error\n",
     [CMD_INTERNAL] = "Internal Error\n",
 };
 
@@ -234,20 +235,41 @@ static bool only_name(struct cmd_ctx *c, struct span args, struct span *name, st
 	return true;
 }
 
-static void do_drop(struct cmd_ctx *c, struct span args, struct proto_buf *out, bool remove_file)
+static void do_drop(struct cmd_ctx *c, struct span args, struct proto_buf *out)
 {
 	struct span name;
 	if (only_name(c, args, &name, out))
-		reply(c, out, cmd_drop(c, name.p, name.n, remove_file));
+		reply(c, out, cmd_drop(c, name.p, name.n, true));
 }
 
-/* close: bloomd pages a filter out of memory; blossomd keeps filters in memory, so it only
- * confirms the filter exists. */
+/* close: as bloomd's, the filter is written out and leaves memory (a memory-only one stays);
+ * it stays listed and is loaded again on its next use. */
 static void do_close(struct cmd_ctx *c, struct span args, struct proto_buf *out)
 {
 	struct span name;
-	if (only_name(c, args, &name, out) && lookup(c, name, out))
-		reply(c, out, CMD_OK);
+	struct bf_filter *f;
+	int rc;
+
+	if (!only_name(c, args, &name, out) || !(f = lookup(c, name, out)))
+		return;
+	rc = c->hooks.page_out ? c->hooks.page_out(c->hooks.arg, f) : -ENOTSUP;
+	reply(c, out, rc && rc != -ENOTSUP ? CMD_INTERNAL : CMD_OK);
+}
+
+/* clear: as bloomd's, only a closed filter is forgotten (its files stay: a restart loads it
+ * again); one in memory is refused. */
+static void do_clear(struct cmd_ctx *c, struct span args, struct proto_buf *out)
+{
+	struct span name;
+	struct bf_filter *f;
+
+	if (!only_name(c, args, &name, out) || !(f = lookup(c, name, out)))
+		return;
+	if (!f->paged) {
+		client_error(c, out, CLIENT_ERR("Filter is not proxied. Close it first."));
+		return;
+	}
+	reply(c, out, cmd_drop(c, name.p, name.n, false));
 }
 
 /* Extension: expires NAME SECONDS: the filter expires in SECONDS (0: never), as Redis's EXPIRE
@@ -307,9 +329,9 @@ static void do_info(struct cmd_ctx *c, struct span args, struct proto_buf *out)
 	append_u64_field(out, "checks", st->checks);
 	append_u64_field(out, "check_hits", st->check_hits);
 	append_u64_field(out, "check_misses", st->check_misses);
-	append_u64_field(out, "in_memory", 1);
-	append_u64_field(out, "page_ins", 0);
-	append_u64_field(out, "page_outs", 0);
+	append_u64_field(out, "in_memory", !f->paged);
+	append_u64_field(out, "page_ins", f->page_ins);
+	append_u64_field(out, "page_outs", f->page_outs);
 	proto_buf_append_fmt(out, "probability %f\n", f->params.error_rate);
 	append_u64_field(out, "sets", st->sets);
 	append_u64_field(out, "set_hits", st->set_hits);
@@ -457,12 +479,24 @@ void text_cmd_exec(struct cmd_ctx *c, struct cmd_session *s, const char *line, s
 	struct span cmd = {line, sp ? (size_t)(sp - line) : len};
 	struct span args = {sp ? sp : line + len, sp ? len - cmd.n : 0};
 
-	c->commands++;
 	if (!cmd_session_authed(c, s) && !ext_is(cmd, "auth") && !ext_is(cmd, "ping") &&
 	    !ext_is(cmd, "quit")) {
+		c->commands++;
 		client_error(c, out, CLIENT_ERR("Authentication required"));
 		return;
 	}
+	/* Commands on a filter's keys load a closed filter first (as bloomd pages it in); while
+	 * it loads, the command runs again later. info, list, close, clear do not load it. */
+	if (word_is(cmd, "c") || word_is(cmd, "check") || word_is(cmd, "s") ||
+	    word_is(cmd, "set") || word_is(cmd, "m") || word_is(cmd, "multi") ||
+	    word_is(cmd, "b") || word_is(cmd, "bulk") || ext_is(cmd, "d") ||
+	    ext_is(cmd, "delete") || ext_is(cmd, "expires")) {
+		struct span rest = args, name;
+
+		if (next_word(&rest, &name) && !cmd_ready(c, name.p, name.n))
+			return;
+	}
+	c->commands++;
 	if (word_is(cmd, "c") || word_is(cmd, "check"))
 		do_single(c, s, CMD_KEYS_CHECK, args, out);
 	else if (word_is(cmd, "s") || word_is(cmd, "set"))
@@ -478,9 +512,9 @@ void text_cmd_exec(struct cmd_ctx *c, struct cmd_session *s, const char *line, s
 	else if (word_is(cmd, "list"))
 		do_list(c, args, out);
 	else if (word_is(cmd, "drop"))
-		do_drop(c, args, out, true);
+		do_drop(c, args, out);
 	else if (word_is(cmd, "clear"))
-		do_drop(c, args, out, false);
+		do_clear(c, args, out);
 	else if (word_is(cmd, "close"))
 		do_close(c, args, out);
 	else if (word_is(cmd, "info"))

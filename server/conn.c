@@ -24,6 +24,7 @@
 static void conn_flush(struct srv_conn *c);
 static void conn_read_start(struct srv_conn *c);
 static void conn_unhold(struct srv_conn *c);
+static void conn_feed(struct srv_conn *c, const char *data, size_t len, bool shared);
 
 static uint64_t conn_now(const struct srv *s)
 {
@@ -213,6 +214,10 @@ void conn_close(struct srv_conn *c)
 	if (uv_is_closing((uv_handle_t *)&c->tcp))
 		return;
 	conn_unhold(c);
+	if (c->paused) {
+		LIST_REMOVE(c, pause_link);
+		c->paused = false;
+	}
 	if (c->listed) {
 		LIST_REMOVE(c, link);
 		s->nconns--;
@@ -281,7 +286,7 @@ static void conn_out_sent(struct srv_conn *c, size_t n)
 /* Whether the connection may be read: open, no write pending, not holding too much. */
 static bool conn_may_read(const struct srv_conn *c)
 {
-	return c->state == CONN_OPEN && !c->writing &&
+	return c->state == CONN_OPEN && !c->writing && !c->paused &&
 	       !(c->nmarks && c->out.len >= SRV_HOLD_BYTES) &&
 	       !uv_is_closing((const uv_handle_t *)&c->tcp);
 }
@@ -548,7 +553,12 @@ static int conn_process_text(struct srv_conn *c, const char *data, size_t len, s
 			c->text_skip = true;
 			continue;
 		}
+		s->ctx.paging = NULL;
 		text_cmd_exec(&s->ctx, &c->sess, line, linelen, &c->out);
+		if (s->ctx.paging) {
+			c->paused = true; /* the line stays unread: run again once loaded */
+			break;
+		}
 		off += (size_t)n;
 		*done = true;
 		if (c->sess.close_after)
@@ -577,9 +587,14 @@ static int conn_process_resp(struct srv_conn *c, const char *data, size_t len, s
 
 		if (n > 0) {
 			c->qbuf_run = len - off; /* for CLIENT LIST / INFO of itself */
+			s->ctx.paging = NULL;
 			if (c->av.argc)
 				resp_cmd_exec(&s->ctx, &c->sess, &c->av, &c->out);
 			c->qbuf_run = 0;
+			if (s->ctx.paging) {
+				c->paused = true; /* parsed again once loaded */
+				break;
+			}
 			off += (size_t)n;
 			*done = true;
 			if (c->sess.close_after)
@@ -663,9 +678,8 @@ static void conn_on_read(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf)
 	struct srv_conn *c = st->data;
 	struct srv *s = c->srv;
 	const char *data;
-	size_t len, used = 0, tail, held0;
-	bool done = false, shared;
-	int rc;
+	size_t len;
+	bool shared;
 
 	if (nread == 0)
 		return;
@@ -708,7 +722,6 @@ static void conn_on_read(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf)
 
 	c->last_active = conn_now(s);
 	s->bytes_in += (uint64_t)nread;
-	held0 = c->held;
 	shared = buf->base == s->rbuf;
 	if (shared) {
 		data = s->rbuf;
@@ -720,6 +733,20 @@ static void conn_on_read(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf)
 	}
 	if (c->proto == CONN_UNKNOWN)
 		c->proto = conn_detect(data, len);
+	conn_feed(c, data, len, shared);
+}
+
+/*
+ * Run the commands in data[0, len) (the shared read buffer, or the connection's own input),
+ * keep the partial command (or the one waiting for a load) in the connection's own buffer,
+ * then hold or send the replies.
+ */
+static void conn_feed(struct srv_conn *c, const char *data, size_t len, bool shared)
+{
+	struct srv *s = c->srv;
+	size_t used = 0, tail, held0 = c->held;
+	bool done = false;
+	int rc;
 
 	s->ctx.wait_lsn = 0;
 	c->batch_start = c->out.len;
@@ -782,8 +809,32 @@ static void conn_on_read(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf)
 	if (s->ctx.wait_lsn > s->ctx.durable_lsn)
 		conn_hold(c, s->ctx.wait_lsn);
 	conn_flush(c);
+	if (c->paused && c->state == CONN_OPEN)
+		LIST_INSERT_HEAD(&s->paused, c, pause_link);
+	else
+		c->paused = false;
 	if (!conn_may_read(c))
 		conn_read_stop(c);
+}
+
+void conn_resume_paused(struct srv *s)
+{
+	LIST_HEAD(, srv_conn) todo = LIST_HEAD_INITIALIZER(todo);
+	struct srv_conn *c;
+
+	/* Each once: one that waits again (for another filter) goes back in s->paused. */
+	while ((c = LIST_FIRST(&s->paused))) {
+		LIST_REMOVE(c, pause_link);
+		LIST_INSERT_HEAD(&todo, c, pause_link);
+	}
+	while ((c = LIST_FIRST(&todo))) {
+		LIST_REMOVE(c, pause_link);
+		c->paused = false;
+		/* Its input from the waiting command on is in its own buffer. */
+		conn_feed(c, c->in, c->in_len, false);
+		if (!c->paused && !c->reading && conn_may_read(c))
+			conn_read_start(c);
+	}
 }
 
 void conn_release_waiting(struct srv *s)

@@ -57,6 +57,8 @@ struct http_conn {
 	unsigned held_status;
 	uint64_t wait_lsn;
 	bool waiting, resumed;
+	bool paging; /* suspended in h->paging (wait_link) until its filter is loaded */
+	bool repeat; /* its request is answered again on the next call (it was paging) */
 	LIST_ENTRY(http_conn) wait_link;
 	struct MHD_Connection *mhd;
 	int fd;
@@ -100,6 +102,7 @@ struct http_server {
 
 	LIST_HEAD(, http_conn) conns;
 	LIST_HEAD(, http_conn) waiting; /* suspended until the log has their changes */
+	LIST_HEAD(, http_conn) paging;	/* suspended until a paged-out filter is loaded */
 	struct metrics_conns stats;	/* bytes_in/out: of closed connections only */
 	uint64_t warned_at;
 	bool warned;
@@ -176,7 +179,7 @@ static void http_on_connection(void *cls, struct MHD_Connection *conn, void **so
 	h->stats.bytes_in += c->bytes_in;
 	h->stats.bytes_out += c->bytes_out;
 	LIST_REMOVE(c, link);
-	if (c->waiting)
+	if (c->waiting || c->paging)
 		LIST_REMOVE(c, wait_link);
 	if (c->held)
 		MHD_destroy_response(c->held);
@@ -343,6 +346,14 @@ static enum MHD_Result http_answer(struct http_server *h, struct MHD_Connection 
 	h->api.token = h->cmd->token;
 	h->cmd->wait_lsn = 0;
 	http_api_handle(&h->api, &req, &h->resp);
+	if (h->cmd->paging) {
+		/* Its filter is loading: asked again once loaded (http_resume_paged). */
+		c->paging = true;
+		c->repeat = true;
+		LIST_INSERT_HEAD(&h->paging, c, wait_link);
+		MHD_suspend_connection(conn);
+		return MHD_YES;
+	}
 	if (h->cmd->wait_lsn <= h->cmd->durable_lsn)
 		return http_send(conn, &h->resp);
 	/* It acknowledges a change (or owes a "present" to one) the log does not have yet. */
@@ -365,6 +376,22 @@ uint64_t http_waiting(const struct http_server *h)
 	LIST_FOREACH(c, &h->waiting, wait_link)
 	n++;
 	return n;
+}
+
+void http_resume_paged(struct http_server *h)
+{
+	struct http_conn *c;
+	bool resumed = false;
+
+	while ((c = LIST_FIRST(&h->paging))) {
+		LIST_REMOVE(c, wait_link);
+		c->paging = false;
+		MHD_resume_connection(c->mhd);
+		resumed = true;
+	}
+	for (size_t i = 0; resumed && i < h->nls; i++)
+		if (h->ls[i].mhd)
+			http_run(&h->ls[i]);
 }
 
 void http_release_waiting(struct http_server *h)
@@ -682,6 +709,11 @@ static enum MHD_Result http_on_request(void *cls, struct MHD_Connection *conn, c
 
 	if (!c)
 		return MHD_NO; /* no memory for the connection */
+	if (c->repeat) {
+		/* Its filter was loading (http_answer): answer the request now. */
+		c->repeat = false;
+		return http_answer(h, conn, c, url, method);
+	}
 	if (c->resumed) {
 		/* Its response waited for the log (http_answer): send it now. */
 		enum MHD_Result ret = MHD_queue_response(conn, c->held_status, c->held);
@@ -961,6 +993,13 @@ void http_server_stop(struct http_server *h)
 		struct http_conn *c = LIST_FIRST(&h->waiting);
 		LIST_REMOVE(c, wait_link);
 		c->waiting = false;
+		MHD_resume_connection(c->mhd);
+	}
+	while (!LIST_EMPTY(&h->paging)) {
+		struct http_conn *c = LIST_FIRST(&h->paging);
+		LIST_REMOVE(c, wait_link);
+		c->paging = false;
+		c->repeat = false;
 		MHD_resume_connection(c->mhd);
 	}
 	for (size_t i = 0; i < h->nls; i++) {

@@ -105,6 +105,8 @@ void http_server_stop(struct http_server *h);
 /* Resume the requests whose responses waited for the log: those whose wait_lsn the command
  * layer's durable_lsn now reaches (their responses are then sent). */
 void http_release_waiting(struct http_server *h);
+/* A page-in ended: the requests held for it are answered again. */
+void http_resume_paged(struct http_server *h);
 
 /* Requests whose responses wait for the log now. */
 uint64_t http_waiting(const struct http_server *h);

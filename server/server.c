@@ -438,6 +438,30 @@ static void srv_renamed(void *arg, struct bf_filter *f)
 	(void)srv_snap_renamed(s->snap, f); /* a failure is logged; the next cycle retries */
 }
 
+static int srv_page_in(void *arg, struct bf_filter *f)
+{
+	struct srv *s = arg;
+
+	return srv_snap_page_in(s->snap, f);
+}
+
+static int srv_page_out(void *arg, struct bf_filter *f)
+{
+	struct srv *s = arg;
+
+	return srv_snap_page_out(s->snap, f);
+}
+
+/* A page-in ended: what waited for it runs again. */
+static void srv_paged_in(void *arg)
+{
+	struct srv *s = arg;
+
+	conn_resume_paused(s);
+	if (s->http)
+		http_resume_paged(s->http);
+}
+
 static int srv_dropping(void *arg, struct bf_filter *f, bool remove_file)
 {
 	struct srv *s = arg;
@@ -509,10 +533,15 @@ static void srv_http_stop(struct srv *s)
 /* ---------------------------------------------------------------------------------------- */
 /* Timers and signals */
 
-/* Once a second: the connections' timeouts (conn_sweep). */
+/* Once a second: the connections' timeouts (conn_sweep), the coarse clock filters' use is
+ * stamped with, and cold filters paged out (cold_interval). */
 static void srv_on_sweep(uv_timer_t *t)
 {
-	conn_sweep(t->data);
+	struct srv *s = t->data;
+
+	conn_sweep(s);
+	s->ctx.now_s = (uint32_t)(uv_now(&s->loop) / 1000);
+	srv_snap_cold(s->snap, s->ctx.now_s, s->cfg.cold_interval, SRV_COLD_BATCH);
 }
 
 /* Ten times a second: the filters whose time came (cmd_expire_due). */
@@ -744,6 +773,8 @@ int srv_new(const struct srv_options *opt, struct srv **out)
 	s->ctx.hooks.client_each = conn_client_each;
 	s->ctx.hooks.client_kill = conn_client_kill;
 	s->ctx.hooks.renamed = srv_renamed;
+	s->ctx.hooks.page_in = srv_page_in;
+	s->ctx.hooks.page_out = srv_page_out;
 	s->ctx.started_unix = (uint64_t)time(NULL);
 	s->ctx.version = opt->version;
 	srv_apply_limits(s);
@@ -759,9 +790,11 @@ int srv_new(const struct srv_options *opt, struct srv **out)
 		goto fail_handles;
 	srv_notify_status("loading snapshots from %s", s->cfg.data_dir);
 	/* Every snapshot is loaded before the first client can connect. */
+	s->ctx.now_s = (uint32_t)(uv_now(&s->loop) / 1000);
 	rc = srv_snap_new(&s->loop, &s->cfg, &s->ctx, &s->snap);
 	if (rc)
 		goto fail_handles;
+	srv_snap_set_paged_in(s->snap, srv_paged_in, s);
 	s->wal_truncate_corrupt = opt->wal_truncate_corrupt;
 	srv_notify_status("replaying the write-ahead log");
 	rc = journal_start(s);

@@ -47,6 +47,8 @@ struct srv_snap;
 #define SRV_SWEEP_MS  1000
 /* Expired filters are dropped this often (lookups drop one at once), at most
  * SRV_EXPIRE_BATCH a time: Redis's active expiry runs 10 times a second too. */
+/* Filters looked at per second for cold_interval (a million are gone round in a minute). */
+#define SRV_COLD_BATCH	 16384
 #define SRV_EXPIRE_MS	 100
 #define SRV_EXPIRE_BATCH 10000
 #define SRV_BACKLOG	 1024
@@ -93,6 +95,10 @@ struct srv_conn {
 	unsigned nmarks;
 	bool waiting;
 	LIST_ENTRY(srv_conn) wait_link;
+	/* Its next command waits for a paged-out filter to load (cmd_ready): it stays unparsed
+	 * in `in`, reading stops, and conn_resume_paused() runs it again; in srv->paused. */
+	bool paused;
+	LIST_ENTRY(srv_conn) pause_link;
 	bool listed;	  /* accepted under max_connections: counted, listed, session set up */
 	bool reading;	  /* uv_read_start() in effect */
 	bool writing;	  /* wreq in flight */
@@ -171,6 +177,7 @@ struct srv {
 
 	LIST_HEAD(, srv_conn) conns;
 	LIST_HEAD(, srv_conn) waiting; /* connections whose replies wait for the log */
+	LIST_HEAD(, srv_conn) paused;  /* connections whose next command waits for a load */
 	size_t nconns;
 	uint64_t next_id;
 
@@ -208,6 +215,8 @@ void conn_sweep(struct srv *s);
 
 /* conn.c: send the replies that waited for LSNs now durable (ctx.durable_lsn). */
 void conn_release_waiting(struct srv *s);
+/* A page-in ended: the connections it held run their next command again. */
+void conn_resume_paused(struct srv *s);
 
 /* conn.c: the command layer's client hooks (command.h: client_get, client_each, client_kill),
  * arg the struct srv. */

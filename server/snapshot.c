@@ -44,6 +44,8 @@ struct snap_entry {
 	size_t pidx;		/* its place in that pack's members */
 	bool own_file;		/* a file of its own may exist (removed once it is packed) */
 	bool packing;		/* held by a pack job not yet applied */
+	bool loading;		/* paged out, its file being read on the threadpool */
+	int load_error;		/* the last load failed (told once to srv_snap_page_in) */
 	char file[];		/* its own file's name, as long as it is */
 };
 
@@ -167,6 +169,10 @@ struct srv_snap {
 	 * on disk of one name or of one filter (renamed, or moved between a pack and a file of
 	 * its own), the one written later has the higher. */
 	uint64_t gen;
+	/* Called once a page-in ends (loaded or failed): the commands waiting for it run again. */
+	void (*paged_in)(void *arg);
+	void *paged_arg;
+	size_t cold_pos; /* where srv_snap_cold() goes on in ents */
 	/* At load: the entries by filter id (open addressing, 0 = free), so a filter found under
 	 * two names (renamed, then a crash before the old copy went) is loaded once. */
 	struct snap_idslot {
@@ -306,6 +312,7 @@ static struct snap_entry *snap_track(struct srv_snap *sn, struct bf_filter *f)
 	if (!e)
 		goto nomem;
 	e->f = f;
+	f->used_s = sn->ctx->now_s;
 	memcpy(e->file, file, flen);
 	e->idx = sn->nents;
 	e->pack = -1;
@@ -324,7 +331,7 @@ nomem:
 /* Free a dead entry once nothing refers to it any more. */
 static void snap_release(struct snap_entry *e)
 {
-	if (!e->f && !e->busy && !e->queued && !e->packing)
+	if (!e->f && !e->busy && !e->queued && !e->packing && !e->loading)
 		free(e);
 }
 
@@ -1424,6 +1431,153 @@ int srv_snap_renamed(struct srv_snap *sn, struct bf_filter *f)
 	if (restart)
 		snap_step(sn);
 	return rc;
+}
+
+/* ---------------------------------------------------------------------------------------- */
+/* Paging (bloomd's close, cold filters) */
+
+void srv_snap_set_paged_in(struct srv_snap *sn, void (*fn)(void *arg), void *arg)
+{
+	sn->paged_in = fn;
+	sn->paged_arg = arg;
+}
+
+int srv_snap_page_out(struct srv_snap *sn, struct bf_filter *f)
+{
+	struct snap_entry *e;
+	bool restart = false;
+	int rc;
+
+	if (!f->params.persist)
+		return -ENOTSUP;
+	if (f->paged)
+		return 0;
+	e = snap_find(sn, f);
+	if (!e)
+		return -ENOENT;
+	/* Its layers go: a copy of them in progress is given up (the file is written now). */
+	if (sn->copy && sn->copy->e == e) {
+		snap_copy_abort(sn);
+		restart = true;
+	}
+	/* On disk as a file of its own, durable, as it is now: the load on its next use reads
+	 * that file. */
+	if (snap_dirty(e) || e->pack >= 0 || !e->own_file || restart) {
+		rc = snap_write_now(sn, e);
+		if (rc) {
+			if (restart)
+				snap_step(sn);
+			return rc;
+		}
+	}
+	bf_filter_page_out(f);
+	srv_log(SRV_LOG_DEBUG, "filter '%s' paged out (%s)", f->name, e->file);
+	if (restart)
+		snap_step(sn);
+	return 0;
+}
+
+struct snap_load {
+	uv_work_t req;
+	struct srv_snap *sn;
+	struct snap_entry *e;
+	struct bf_filter *copy;
+	int rc;
+	char why[320];
+	char file[BF_SNAPSHOT_NAME_MAX];
+};
+
+static void snap_load_work(uv_work_t *req)
+{
+	struct snap_load *l = req->data;
+	uint64_t gen;
+
+	l->rc = bf_snapshot_read(l->sn->dirfd, l->file, &l->copy, &gen, l->why, sizeof(l->why));
+}
+
+static void snap_load_after(uv_work_t *req, int status)
+{
+	struct snap_load *l = req->data;
+	struct snap_entry *e = l->e;
+	struct srv_snap *sn = l->sn;
+	int rc = status ? status : l->rc;
+
+	e->loading = false;
+	if (e->f && e->f->paged) {
+		if (!rc && (rc = bf_filter_page_in(e->f, l->copy)) == 0)
+			l->copy = NULL;
+		else if (rc == -ENOMEM)
+			snprintf(l->why, sizeof(l->why), "it would pass max_memory");
+		else if (!l->why[0])
+			snprintf(l->why, sizeof(l->why), "%s", strerror(-rc));
+		if (rc) {
+			e->load_error = rc;
+			srv_log(SRV_LOG_ERR, "filter '%s': cannot load it from %s/%s: %s",
+				e->f->name, sn->dir, l->file, l->why);
+		} else {
+			srv_log(SRV_LOG_DEBUG, "filter '%s' paged in from %s", e->f->name, l->file);
+		}
+	}
+	bf_filter_free(l->copy);
+	free(l);
+	snap_release(e);
+	if (sn->paged_in)
+		sn->paged_in(sn->paged_arg);
+}
+
+int srv_snap_page_in(struct srv_snap *sn, struct bf_filter *f)
+{
+	struct snap_entry *e = snap_find(sn, f);
+	struct snap_load *l;
+	int rc;
+
+	if (!e)
+		return -ENOENT;
+	if (e->load_error) {
+		rc = e->load_error; /* the commands that waited answer it; the next one retries */
+		e->load_error = 0;
+		return rc;
+	}
+	if (e->loading)
+		return 0;
+	l = calloc(1, sizeof(*l));
+	if (!l)
+		return -ENOMEM;
+	l->req.data = l;
+	l->sn = sn;
+	l->e = e;
+	snprintf(l->file, sizeof(l->file), "%s", e->file);
+	rc = uv_queue_work(sn->loop, &l->req, snap_load_work, snap_load_after);
+	if (rc) {
+		free(l);
+		return rc;
+	}
+	e->loading = true;
+	return 0;
+}
+
+size_t srv_snap_cold(struct srv_snap *sn, uint32_t now_s, uint32_t interval, size_t budget)
+{
+	size_t n = 0, writes = 0;
+
+	if (!interval || sn->stopping)
+		return 0;
+	for (size_t k = 0; k < budget && sn->nents; k++) {
+		struct snap_entry *e;
+
+		if (sn->cold_pos >= sn->nents)
+			sn->cold_pos = 0;
+		e = sn->ents[sn->cold_pos++];
+		if (!e->f || e->f->paged || e->loading || e->busy || e->packing ||
+		    now_s - e->f->used_s < interval || snap_dirty(e))
+			continue;
+		/* A packed one is written as a file of its own first: a few per call. */
+		if (e->pack >= 0 && writes++ >= 16)
+			continue;
+		if (srv_snap_page_out(sn, e->f) == 0)
+			n++;
+	}
+	return n;
 }
 
 int srv_snap_flush(struct srv_snap *sn, struct bf_filter *f)

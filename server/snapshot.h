@@ -114,6 +114,27 @@ int srv_snap_dropping(struct srv_snap *sn, struct bf_filter *f, bool remove_file
 int srv_snap_renamed(struct srv_snap *sn, struct bf_filter *f);
 
 /*
+ * bloomd's close: page f out. Its snapshot is made durable as a file of its own (written now,
+ * on the loop, if it changed or was packed), then its layers are freed; it stays listed, and
+ * srv_snap_page_in loads it on its next use. 0; -ENOTSUP (a memory-only filter stays in
+ * memory); a negative errno (the write failed: it stays in memory).
+ */
+int srv_snap_page_out(struct srv_snap *sn, struct bf_filter *f);
+/*
+ * Start loading paged-out f on the threadpool (once: 0 if it is loading already); the
+ * srv_snap_set_paged_in callback runs when it ends. A load that failed is told once, as its
+ * negative errno, to the next call (the waiting commands answer it); the one after retries.
+ */
+int srv_snap_page_in(struct srv_snap *sn, struct bf_filter *f);
+void srv_snap_set_paged_in(struct srv_snap *sn, void (*fn)(void *arg), void *arg);
+/*
+ * bloomd's cold_interval: page out the clean filters unused (cmd used_s) for interval seconds
+ * or more, among the next `budget` filters (a pass goes round all of them in turn). Returns
+ * how many were paged out. interval 0: none.
+ */
+size_t srv_snap_cold(struct srv_snap *sn, uint32_t now_s, uint32_t interval, size_t budget);
+
+/*
  * The flush hook: make f's snapshot (f NULL: every dirty persistent filter's) durable before
  * returning, since the command layer replies as soon as this returns. The write runs here, on
  * the loop thread, from the live filter (no copy): the loop stalls for its duration

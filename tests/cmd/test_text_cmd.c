@@ -15,6 +15,7 @@ static struct cmd_session sess;
 static struct proto_buf out;
 static int flushes;
 static struct bf_filter *flushed;
+static int page_ins_started; /* close_pages_out_and_next_use_pages_in */
 
 static int flush_hook(void *arg, struct bf_filter *f)
 {
@@ -32,6 +33,7 @@ static void setup(void)
 	cmd_session_init(&sess, 1);
 	proto_buf_init(&out);
 	flushes = 0;
+	page_ins_started = 0;
 	flushed = NULL;
 }
 
@@ -320,15 +322,70 @@ START_TEST(drop_close_clear)
 {
 	SAYS("create a", "Done\n");
 	SAYS("create b", "Done\n");
-	SAYS("close a", "Done\n");
-	SAYS("check a k", "No\n"); /* still there */
+	SAYS("close a", "Done\n"); /* no server to page it out: it stays in memory */
+	SAYS("check a k", "No\n");
 	SAYS("drop a", "Done\n");
 	SAYS("drop a", "Filter does not exist\n");
 	SAYS("check a k", "Filter does not exist\n");
-	SAYS("clear b", "Done\n");
-	SAYS("clear b", "Filter does not exist\n");
-	SAYS("close b", "Filter does not exist\n");
-	ck_assert_uint_eq(bf_registry_count(reg), 0);
+	/* bloomd's clear forgets only a closed ("proxied") filter. */
+	SAYS("clear b", "Client Error: Filter is not proxied. Close it first.\n");
+	SAYS("clear nope", "Filter does not exist\n");
+	ck_assert_uint_eq(bf_registry_count(reg), 1);
+}
+END_TEST
+
+/* The server's paging, played by the test: page_out keeps a copy, page_in takes it back. */
+static struct bf_filter *paged_copy;
+
+static int page_out_hook(void *arg, struct bf_filter *f)
+{
+	(void)arg;
+	ck_assert_int_eq(bf_filter_clone(f, &paged_copy), 0);
+	bf_filter_page_out(f);
+	return 0;
+}
+
+static int page_in_hook(void *arg, struct bf_filter *f)
+{
+	(void)arg;
+	page_ins_started++;
+	ck_assert_int_eq(bf_filter_page_in(f, paged_copy), 0);
+	paged_copy = NULL;
+	return 0; /* "loading": the command runs again */
+}
+
+/*
+ * bloomd's close and clear: a closed filter stays listed, shows in_memory 0 and its counts,
+ * and is loaded again by the next command on its keys, which the front end runs again (no
+ * reply the first time; cmd_ctx.paging says which filter). clear forgets a closed one.
+ */
+START_TEST(close_pages_out_and_next_use_pages_in)
+{
+	ctx.hooks.page_out = page_out_hook;
+	ctx.hooks.page_in = page_in_hook;
+	SAYS("create f capacity=1000 prob=0.01", "Done\n");
+	SAYS("set f before", "Yes\n");
+	SAYS("close f", "Done\n");
+	struct bf_filter *f = bf_registry_get(reg, "f", 1);
+	ck_assert(f->paged);
+	ck_assert_uint_eq(f->nlayers, 0);
+	const char *info = say("info f");
+	ck_assert_ptr_nonnull(strstr(info, "\nin_memory 0\npage_ins 0\npage_outs 1\n"));
+	ck_assert_ptr_nonnull(strstr(info, "\nsize 1\n"));
+	ck_assert_ptr_nonnull(strstr(say("list"), "f 0.010000 "));
+	ctx.paging = NULL;
+	SAYS("check f before", "");
+	ck_assert_ptr_eq(ctx.paging, f);
+	ck_assert_int_eq(page_ins_started, 1);
+	ctx.paging = NULL;
+	SAYS("check f before", "Yes\n");
+	ck_assert_ptr_null(ctx.paging);
+	ck_assert_ptr_nonnull(strstr(say("info f"), "\nin_memory 1\npage_ins 1\npage_outs 1\n"));
+	SAYS("close f", "Done\n");
+	SAYS("clear f", "Done\n");
+	SAYS("check f before", "Filter does not exist\n");
+	bf_filter_free(paged_copy);
+	paged_copy = NULL;
 }
 END_TEST
 
@@ -482,6 +539,7 @@ static Suite *text_suite(void)
 	tcase_add_test(tc, create_rate_floor_and_huge_capacity);
 	tcase_add_test(tc, list_and_prefix);
 	tcase_add_test(tc, drop_close_clear);
+	tcase_add_test(tc, close_pages_out_and_next_use_pages_in);
 	tcase_add_test(tc, info_fields);
 	tcase_add_test(tc, flush);
 	tcase_add_test(tc, counting_delete);

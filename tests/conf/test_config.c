@@ -112,6 +112,7 @@ static const struct {
     {"data_dir", "/srv/bloom data"},
     {"snapshot_interval", "0"},
     {"snapshot_pack_bytes", "0"},
+    {"cold_interval", "0"},
     {"wal", "off"},
     {"wal_fsync", "everysec"},
     {"wal_segment_bytes", "4096"},
@@ -155,6 +156,7 @@ static void other_config(struct config *c)
 	set_str(c->data_dir, sizeof(c->data_dir), "/srv/bloom data");
 	c->snapshot_interval = 0;
 	c->snapshot_pack_bytes = 0;
+	c->cold_interval = 0;
 	c->wal = 0;
 	c->wal_fsync = 1;
 	c->wal_segment_bytes = 4096;
@@ -193,6 +195,7 @@ static void expect_config_eq(const struct config *a, const struct config *b)
 	ck_assert_uint_eq(a->wal_segment_bytes, b->wal_segment_bytes);
 	ck_assert_uint_eq(a->wal_max_bytes, b->wal_max_bytes);
 	ck_assert_uint_eq(a->snapshot_pack_bytes, b->snapshot_pack_bytes);
+	ck_assert_uint_eq(a->cold_interval, b->cold_interval);
 	ck_assert_uint_eq(a->default_capacity, b->default_capacity);
 	ck_assert(a->default_error_rate == b->default_error_rate);
 	ck_assert_uint_eq(a->text_default_capacity, b->text_default_capacity);
@@ -234,6 +237,7 @@ START_TEST(test_defaults)
 	ck_assert_uint_eq(c.wal_segment_bytes, 64u << 20);
 	ck_assert_uint_eq(c.wal_max_bytes, 1u << 30);
 	ck_assert_uint_eq(c.snapshot_pack_bytes, 64u << 10);
+	ck_assert_uint_eq(c.cold_interval, 3600);
 	ck_assert_uint_eq(c.default_capacity, 100000);
 	ck_assert(c.default_error_rate == 0.01);
 	ck_assert_uint_eq(c.text_default_capacity, 100000);
@@ -318,7 +322,7 @@ START_TEST(test_other_values_cover_every_field)
 	other_config(&want);
 	expect_config_eq(&c, &want);
 	expect_valid(&c);
-	ck_assert_uint_eq(N_OTHER, 29);
+	ck_assert_uint_eq(N_OTHER, 30);
 }
 END_TEST
 

@@ -354,6 +354,9 @@ START_TEST(test_restart_every_type)
 		snprintf(info[i], sizeof(info[i]), "%s", txt(fd, cmd));
 		ck_assert_msg(!strncmp(info[i], "START\n", 6), "%s: %s", cmd, info[i]);
 	}
+	/* bloomd's clear forgets a closed filter only. */
+	TXT(fd, "clear cleared", "Client Error: Filter is not proxied. Close it first.\n");
+	TXT(fd, "close cleared", "Done\n");
 	TXT(fd, "clear cleared", "Done\n");
 	ck_assert(exists("cleared.bsnap"));
 	snprintf(list, sizeof(list), "%s", txt(fd, "list"));
@@ -1497,6 +1500,7 @@ START_TEST(test_pack_moves)
 	add_keys(fd, "cleared-filter", "c", 0, 80);
 	TXT(fd, "flush", "Done\n");
 	ck_assert(!exists("cleared-filter.bsnap"));
+	TXT(fd, "close cleared-filter", "Done\n");
 	TXT(fd, "clear cleared-filter", "Done\n");
 	ck_assert(exists("cleared-filter.bsnap"));
 	TXT(fd, "check cleared-filter c1", "Filter does not exist\n");
