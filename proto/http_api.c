@@ -19,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <zlib.h>
 
 #define CT_JSON	   "application/json"
 #define CT_PROBLEM "application/problem+json"
@@ -1501,4 +1502,326 @@ void http_api_refuse(struct http_api *api, const struct http_api_request *req,
 	}
 	resp->close = true;
 	finish(api, resp, route);
+}
+
+/* ---------------------------------------------------------------------------------------- */
+/* Streaming bulk load (see http_api.h) */
+
+/* Keys added per batch, and the bytes a batch holds at most (beyond one key). */
+#define STREAM_BATCH_KEYS  4096
+#define STREAM_BATCH_BYTES (256 * 1024)
+
+struct http_api_stream {
+	char name[BF_NAME_MAX];
+	size_t name_len;
+	bool ndjson, gzip, zinit, zdone, skipping;
+	z_stream z;
+	struct proto_buf line;	/* the line being read (bounded: see stream_line) */
+	struct proto_buf batch; /* the keys of the batch, back to back */
+	size_t nkeys;
+	size_t ends[STREAM_BATCH_KEYS];
+	uint64_t added, present, wait_lsn;
+	enum cmd_status st; /* the first failure; CMD_OK while going on */
+	const char *why;    /* a failure of the body itself (bad ndjson, bad gzip) */
+	uint64_t lineno;
+};
+
+static bool media_is(const char *ct, const char *want)
+{
+	size_t n = strlen(want);
+
+	if (!ct)
+		return false;
+	while (*ct == ' ' || *ct == '\t')
+		ct++;
+	return strncasecmp(ct, want, n) == 0 && (ct[n] == '\0' || ct[n] == ';' || ct[n] == ' ');
+}
+
+bool http_api_stream_wanted(const struct http_api_request *req)
+{
+	struct span path = {req->path, req->path_len}, name, key;
+
+	return strcmp(req->method, "POST") == 0 &&
+	       route_match(path, &name, &key) == HTTP_ROUTE_ADD &&
+	       (media_is(req->content_type, "text/plain") ||
+		media_is(req->content_type, "application/x-ndjson"));
+}
+
+void http_api_stream_free(struct http_api_stream *st)
+{
+	if (!st)
+		return;
+	if (st->zinit)
+		inflateEnd(&st->z);
+	proto_buf_free(&st->line);
+	proto_buf_free(&st->batch);
+	free(st);
+}
+
+int http_api_stream_begin(struct http_api *api, const struct http_api_request *req,
+			  struct http_api_response *resp, struct http_api_stream **out)
+{
+	struct span path = {req->path, req->path_len}, name, key;
+	enum http_route route = route_match(path, &name, &key);
+	struct http_api_stream *st;
+	char buf[BF_NAME_MAX * 3 + 1];
+	long nl;
+
+	*out = NULL;
+	resp_reset(resp);
+	api->cmd->paging = NULL;
+	if (refused(api, req, route, resp)) {
+		finish(api, resp, route);
+		return 1;
+	}
+	nl = name.n <= sizeof(buf) ? pct_decode(name.p, name.n, buf) : -1;
+	if (nl < 0 || !bf_name_valid(buf, (size_t)nl)) {
+		problem_status(api, resp, CMD_NOT_FOUND, NULL, 0);
+		finish(api, resp, route);
+		return 1;
+	}
+	if (req->content_encoding && strcasecmp(req->content_encoding, "gzip") != 0 &&
+	    strcasecmp(req->content_encoding, "identity") != 0) {
+		problem(resp, P_MEDIA_TYPE, "Content-Encoding must be gzip or identity");
+		finish(api, resp, route);
+		return 1;
+	}
+	if (!cmd_ready(api->cmd, buf, (size_t)nl))
+		return 1; /* loading: called again */
+	if (!cmd_lookup(api->cmd, buf, (size_t)nl)) {
+		problem_status(api, resp, CMD_NOT_FOUND, NULL, 0);
+		finish(api, resp, route);
+		return 1;
+	}
+	st = calloc(1, sizeof(*st));
+	if (!st) {
+		resp_oom(resp);
+		finish(api, resp, route);
+		return 1;
+	}
+	memcpy(st->name, buf, (size_t)nl);
+	st->name_len = (size_t)nl;
+	st->ndjson = media_is(req->content_type, "application/x-ndjson");
+	st->gzip = req->content_encoding && strcasecmp(req->content_encoding, "gzip") == 0;
+	proto_buf_init(&st->line);
+	proto_buf_init(&st->batch);
+	if (st->gzip) {
+		/* 16 + MAX_WBITS: a gzip stream (header and trailer checked by zlib). */
+		if (inflateInit2(&st->z, 16 + MAX_WBITS) != Z_OK) {
+			free(st);
+			resp_oom(resp);
+			finish(api, resp, route);
+			return 1;
+		}
+		st->zinit = true;
+	}
+	*out = st;
+	return 0;
+}
+
+/* Add the batch's keys. */
+static void stream_flush(struct http_api *api, struct http_api_stream *st)
+{
+	struct cmd_ctx *c = api->cmd;
+	struct cmd_session *s = &api->sess;
+	struct bf_filter *f;
+	size_t done = 0, start = 0;
+
+	if (!st->nkeys || st->st != CMD_OK)
+		goto out;
+	if (cmd_session_reserve(s, st->nkeys)) {
+		st->st = CMD_NO_MEMORY;
+		goto out;
+	}
+	for (size_t i = 0; i < st->nkeys; i++) {
+		s->keys[i] = st->batch.data + start;
+		s->lens[i] = st->ends[i] - start;
+		start = st->ends[i];
+	}
+	f = cmd_lookup(c, st->name, st->name_len);
+	if (!f) {
+		st->st = CMD_NOT_FOUND;
+		goto out;
+	}
+	c->wait_lsn = 0;
+	st->st = cmd_add(c, f, st->nkeys, s->keys, s->lens, s->results, &done);
+	if (c->wait_lsn > st->wait_lsn)
+		st->wait_lsn = c->wait_lsn;
+	for (size_t i = 0; i < done; i++) {
+		if (s->results[i] == 1)
+			st->added++;
+		else
+			st->present++;
+	}
+out:
+	st->nkeys = 0;
+	proto_buf_reset(&st->batch);
+}
+
+/* The body cannot go on (a status, or why): the keys before it are added first. */
+static void stream_fail(struct http_api *api, struct http_api_stream *st, enum cmd_status status,
+			const char *why)
+{
+	stream_flush(api, st);
+	if (st->st == CMD_OK && !st->why) {
+		st->st = status;
+		st->why = why;
+	}
+}
+
+/* One whole line (without its end) of the body. */
+static void stream_line(struct http_api *api, struct http_api_stream *st, const char *p, size_t n)
+{
+	if (st->st != CMD_OK || st->why)
+		return;
+	st->lineno++;
+	if (n && p[n - 1] == '\r')
+		n--;
+	if (!st->ndjson) {
+		if (!n)
+			return;
+		if (n > api->cmd->max_key_bytes) {
+			stream_fail(api, st, CMD_KEY_TOO_LONG, NULL);
+			return;
+		}
+		proto_buf_append(&st->batch, p, n);
+	} else {
+		cJSON *j;
+
+		if (!n)
+			return;
+		json_alloc_failed = false;
+		j = cJSON_ParseWithLength(p, n);
+		if (!cJSON_IsString(j)) {
+			cJSON_Delete(j);
+			stream_fail(api, st, json_alloc_failed ? CMD_NO_MEMORY : CMD_OK,
+				    json_alloc_failed ? NULL
+						      : "a line of the body is not a JSON string");
+			return;
+		}
+		/* A JSON string cannot carry NUL here (cJSON ends it there): refused as for
+		 * {"keys":[...]}. */
+		if (memmem(p, n, "\\u0000", 6)) {
+			cJSON_Delete(j);
+			stream_fail(api, st, CMD_OK, "JSON strings must not contain NUL (\\u0000)");
+			return;
+		}
+		size_t kl = strlen(j->valuestring);
+		if (kl > api->cmd->max_key_bytes) {
+			cJSON_Delete(j);
+			stream_fail(api, st, CMD_KEY_TOO_LONG, NULL);
+			return;
+		}
+		proto_buf_append(&st->batch, j->valuestring, kl);
+		cJSON_Delete(j);
+	}
+	if (st->batch.failed) {
+		st->st = CMD_NO_MEMORY;
+		return;
+	}
+	st->ends[st->nkeys++] = st->batch.len;
+	if (st->nkeys == STREAM_BATCH_KEYS || st->batch.len >= STREAM_BATCH_BYTES)
+		stream_flush(api, st);
+}
+
+/* Decoded body bytes: whole lines go to stream_line; a partial one waits in st->line, bounded
+ * by the longest line a key may take (a longer one is refused: key too long). */
+static void stream_bytes(struct http_api *api, struct http_api_stream *st, const char *p, size_t n)
+{
+	/* A JSON string escapes a byte in at most 6 (\u00XX), plus its quotes and a \r. */
+	size_t max = api->cmd->max_key_bytes * (st->ndjson ? 6 : 1) + 3;
+
+	while (n) {
+		const char *nl = memchr(p, '\n', n);
+		size_t k = nl ? (size_t)(nl - p) : n;
+
+		if (st->skipping) {
+			if (nl)
+				st->skipping = false;
+		} else if (st->line.len + k > max) {
+			st->line.len = 0;
+			stream_fail(api, st, CMD_KEY_TOO_LONG, NULL);
+			st->skipping = !nl;
+		} else if (nl && !st->line.len) {
+			stream_line(api, st, p, k);
+		} else {
+			proto_buf_append(&st->line, p, k);
+			if (st->line.failed && st->st == CMD_OK)
+				st->st = CMD_NO_MEMORY;
+			if (nl) {
+				stream_line(api, st, st->line.data, st->line.len);
+				proto_buf_reset(&st->line);
+			}
+		}
+		if (!nl)
+			break;
+		p += k + 1;
+		n -= k + 1;
+	}
+}
+
+void http_api_stream_feed(struct http_api *api, struct http_api_stream *st, const char *data,
+			  size_t n)
+{
+	unsigned char out[64 * 1024];
+
+	if (!st->gzip) {
+		stream_bytes(api, st, data, n);
+		return;
+	}
+	if (st->why)
+		return;
+	st->z.next_in = (unsigned char *)(uintptr_t)data;
+	st->z.avail_in = (uInt)n;
+	while (st->z.avail_in) {
+		int rc;
+
+		st->z.next_out = out;
+		st->z.avail_out = sizeof(out);
+		rc = inflate(&st->z, Z_NO_FLUSH);
+		stream_bytes(api, st, (const char *)out, sizeof(out) - st->z.avail_out);
+		st->zdone = rc == Z_STREAM_END;
+		if (rc == Z_STREAM_END) {
+			/* Concatenated gzip members (as gzip -c a b makes) go on. */
+			if (st->z.avail_in && inflateReset(&st->z) == Z_OK)
+				continue;
+			break;
+		}
+		if (rc != Z_OK && rc != Z_BUF_ERROR) {
+			stream_fail(api, st, CMD_OK, "the body is not valid gzip");
+			return;
+		}
+		if (rc == Z_BUF_ERROR && st->z.avail_out)
+			break;
+	}
+}
+
+void http_api_stream_end(struct http_api *api, struct http_api_stream *st,
+			 struct http_api_response *resp)
+{
+	struct cmd_ctx *c = api->cmd;
+
+	if (st->line.len && !st->skipping) {
+		stream_line(api, st, st->line.data, st->line.len);
+		proto_buf_reset(&st->line);
+	}
+	stream_flush(api, st);
+	resp_reset(resp);
+	if (st->gzip && !st->why && !st->zdone)
+		stream_fail(api, st, CMD_OK, "the gzip body ends before its end");
+	if (st->why) {
+		problem(resp, P_BAD_REQUEST, "%s (line %llu); added before it: %llu, present: %llu",
+			st->why, (unsigned long long)st->lineno, (unsigned long long)st->added,
+			(unsigned long long)st->present);
+	} else if (st->st != CMD_OK) {
+		problem_status(api, resp, st->st, NULL, 0);
+	} else {
+		resp->content_type = CT_JSON;
+		proto_buf_append_fmt(&resp->body, "{\"added\":%llu,\"present\":%llu}",
+				     (unsigned long long)st->added,
+				     (unsigned long long)st->present);
+	}
+	c->wait_lsn = st->wait_lsn;
+	finish(api, resp, HTTP_ROUTE_ADD);
+	http_api_stream_free(st);
 }

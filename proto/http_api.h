@@ -122,9 +122,10 @@ struct http_api_request {
 	const char *method; /* NUL-terminated, case-sensitive ("GET") */
 	const char *path;   /* raw path: percent-encoded, no query; need not be NUL-ended */
 	size_t path_len;
-	const char *content_type;  /* the Content-Type header, or NULL */
-	const char *authorization; /* the Authorization header, or NULL */
-	const char *body;	   /* may be NULL when body_len is 0 */
+	const char *content_type;     /* the Content-Type header, or NULL */
+	const char *content_encoding; /* the Content-Encoding header, or NULL */
+	const char *authorization;    /* the Authorization header, or NULL */
+	const char *body;	      /* may be NULL when body_len is 0 */
 	size_t body_len;
 	/* GET /v1/filters?prefix=&after=&limit= (decoded query arguments), NULL if absent. */
 	const char *q_prefix, *q_after, *q_limit;
@@ -166,6 +167,38 @@ struct http_api {
 
 /* Set api up over cmd with hooks (copied; may be NULL: no hooks). Cannot fail. */
 void http_api_init(struct http_api *api, struct cmd_ctx *cmd, const struct http_api_hooks *hooks);
+
+/*
+ * Streaming bulk load: POST /v1/filters/{name}/add with a text/plain body (one key per line;
+ * "\r\n" ends a line too; empty lines are skipped) or application/x-ndjson (one JSON string per
+ * line), optionally Content-Encoding: gzip. The body is not bounded by max_body_bytes and is not
+ * kept: keys are added in batches as its bytes arrive, in memory bounded by the longest key
+ * (max_key_bytes) and a batch. The answer, once the body has ended:
+ * 200 {"added":N,"present":M} (added: new keys; present: keys already there), or the problem
+ * that stopped it (the rest of the body is read and dropped; the keys before it stay added; a
+ * body that is not ndjson or gzip says how many in its detail). The caller holds the answer
+ * until cmd->wait_lsn is durable.
+ */
+struct http_api_stream;
+
+/* Whether req (its head) asks for a streaming bulk load. */
+bool http_api_stream_wanted(const struct http_api_request *req);
+
+/*
+ * Begin one: 0 with *out set; 1 with the answer in resp (no such filter, bad name, an unknown
+ * Content-Encoding: 415, out of memory), or with nothing and cmd->paging set (the filter is
+ * loading: call again once it is loaded).
+ */
+int http_api_stream_begin(struct http_api *api, const struct http_api_request *req,
+			  struct http_api_response *resp, struct http_api_stream **out);
+/* n more bytes of body. */
+void http_api_stream_feed(struct http_api *api, struct http_api_stream *st, const char *data,
+			  size_t n);
+/* The body has ended: the answer into resp, counted as a request; cmd->wait_lsn is what it
+ * must wait for. Then free st. */
+void http_api_stream_end(struct http_api *api, struct http_api_stream *st,
+			 struct http_api_response *resp);
+void http_api_stream_free(struct http_api_stream *st);
 
 /* Release the scratch memory. The api can be initialised again afterwards. */
 void http_api_free(struct http_api *api);

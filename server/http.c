@@ -74,6 +74,10 @@ struct http_conn {
 	uint64_t read_mark;  /* bytes MHD had read at the last sweep */
 	uint64_t body_bytes; /* body bytes received for the current request */
 	struct proto_buf body;
+	/* A streaming bulk load (http_api_stream_*): its body is added as it arrives, never
+	 * kept; stream_begin: its start waits for its filter to load (paging). */
+	struct http_api_stream *stream;
+	bool streaming, stream_begin;
 	uint64_t bytes_in, bytes_out; /* TCP_INFO as last read */
 	uint64_t done_in;	      /* bytes_in when the last request was done */
 	uint64_t out_mark;	      /* bytes_out when the response last moved */
@@ -183,6 +187,7 @@ static void http_on_connection(void *cls, struct MHD_Connection *conn, void **so
 		LIST_REMOVE(c, wait_link);
 	if (c->held)
 		MHD_destroy_response(c->held);
+	http_api_stream_free(c->stream);
 	h->stats.open--;
 	h->closed = true;
 	proto_buf_free(&c->body);
@@ -241,6 +246,9 @@ static void http_on_completed(void *cls, struct MHD_Connection *conn, void **con
 	c->in_head = false;
 	c->in_request = false;
 	c->responding = false;
+	http_api_stream_free(c->stream);
+	c->stream = NULL;
+	c->streaming = c->stream_begin = false;
 	http_conn_tcp(c);
 	c->done_in = c->bytes_in;
 	if (c->body.cap > HTTP_KEEP_BYTES || c->body.failed)
@@ -327,6 +335,8 @@ static struct http_api_request http_request(struct MHD_Connection *conn, const c
 	    .path_len = strlen(url),
 	    .content_type =
 		MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_TYPE),
+	    .content_encoding = MHD_lookup_connection_value(conn, MHD_HEADER_KIND,
+							    MHD_HTTP_HEADER_CONTENT_ENCODING),
 	    .authorization =
 		MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION),
 	    .q_prefix = MHD_lookup_connection_value(conn, MHD_GET_ARGUMENT_KIND, "prefix"),
@@ -334,6 +344,9 @@ static struct http_api_request http_request(struct MHD_Connection *conn, const c
 	    .q_limit = MHD_lookup_connection_value(conn, MHD_GET_ARGUMENT_KIND, "limit"),
 	};
 }
+
+static enum MHD_Result http_reply(struct http_server *h, struct MHD_Connection *conn,
+				  struct http_conn *c);
 
 static enum MHD_Result http_answer(struct http_server *h, struct MHD_Connection *conn,
 				   struct http_conn *c, const char *url, const char *method)
@@ -354,6 +367,13 @@ static enum MHD_Result http_answer(struct http_server *h, struct MHD_Connection 
 		MHD_suspend_connection(conn);
 		return MHD_YES;
 	}
+	return http_reply(h, conn, c);
+}
+
+/* Send h->resp now, or hold it until the log has made cmd->wait_lsn durable. */
+static enum MHD_Result http_reply(struct http_server *h, struct MHD_Connection *conn,
+				  struct http_conn *c)
+{
 	if (h->cmd->wait_lsn <= h->cmd->durable_lsn)
 		return http_send(conn, &h->resp);
 	/* It acknowledges a change (or owes a "present" to one) the log does not have yet. */
@@ -414,6 +434,30 @@ void http_release_waiting(struct http_server *h)
 	for (size_t i = 0; resumed && i < h->nls; i++)
 		if (h->ls[i].mhd)
 			http_run(&h->ls[i]);
+}
+
+/*
+ * Start a streaming bulk load: MHD_YES with c->stream set, or its answer sent (or, its filter
+ * loading, the connection suspended until it is loaded: c->stream_begin).
+ */
+static enum MHD_Result http_stream_start(struct http_server *h, struct MHD_Connection *conn,
+					 struct http_conn *c, const char *url, const char *method)
+{
+	struct http_api_request req = http_request(conn, url, method);
+
+	h->api.token = h->cmd->token;
+	c->stream_begin = false;
+	if (http_api_stream_begin(&h->api, &req, &h->resp, &c->stream) == 0)
+		return MHD_YES;
+	if (h->cmd->paging) {
+		c->stream_begin = true;
+		c->paging = true;
+		LIST_INSERT_HEAD(&h->paging, c, wait_link);
+		MHD_suspend_connection(conn);
+		return MHD_YES;
+	}
+	c->streaming = false;
+	return http_send(conn, &h->resp);
 }
 
 /*
@@ -596,7 +640,7 @@ static enum http_fault http_head_fault(struct MHD_Connection *conn, const char *
  * Transfer-Encoding, or a Content-Length but 0; also when the framing is bad).
  */
 static enum http_fault http_framing_fault(struct http_server *h, struct MHD_Connection *conn,
-					  const struct http_head *f, bool *body)
+					  const struct http_head *f, bool unbounded, bool *body)
 {
 	const char *cl;
 	uint64_t len = 0;
@@ -618,7 +662,8 @@ static enum http_fault http_framing_fault(struct http_server *h, struct MHD_Conn
 	if (rc == -EINVAL)
 		return HTTP_FAULT_LENGTH;
 	*body = len > 0;
-	return rc || len > h->cfg->max_body_bytes ? HTTP_FAULT_TOO_LARGE : HTTP_FAULT_NONE;
+	return rc || (len > h->cfg->max_body_bytes && !unbounded) ? HTTP_FAULT_TOO_LARGE
+								  : HTTP_FAULT_NONE;
 }
 
 /*
@@ -678,7 +723,7 @@ static void http_mhd_refusing(struct http_server *h)
 			continue; /* still reading its head: its refusals are sent once */
 		fault = http_head_fault(c->mhd, NULL, &f);
 		if (!fault)
-			fault = http_framing_fault(h, c->mhd, &f, &body);
+			fault = http_framing_fault(h, c->mhd, &f, false, &body);
 		if (!fault)
 			fault = HTTP_FAULT_MALFORMED;
 		/* The URL and method are not known outside the handler: the problem's route is
@@ -709,6 +754,8 @@ static enum MHD_Result http_on_request(void *cls, struct MHD_Connection *conn, c
 
 	if (!c)
 		return MHD_NO; /* no memory for the connection */
+	if (c->stream_begin)
+		return http_stream_start(h, conn, c, url, method); /* its filter is loaded now */
 	if (c->repeat) {
 		/* Its filter was loading (http_answer): answer the request now. */
 		c->repeat = false;
@@ -736,11 +783,16 @@ static enum MHD_Result http_on_request(void *cls, struct MHD_Connection *conn, c
 		fault = http_head_fault(conn, version, &f);
 		if (fault)
 			return http_send(conn, http_fault_answer(h, url, method, fault));
-		framing = http_framing_fault(h, conn, &f, &body);
+		/* A streaming bulk load's body is not bounded by max_body_bytes (nor kept). */
+		struct http_api_request head = http_request(conn, url, method);
+		c->streaming = http_api_stream_wanted(&head);
+		framing = http_framing_fault(h, conn, &f, c->streaming, &body);
 		if (body && !http_admitted(h, conn, url, method))
 			return http_send(conn, &h->resp);
 		if (framing)
 			return http_send(conn, http_fault_answer(h, url, method, framing));
+		if (c->streaming)
+			return http_stream_start(h, conn, c, url, method);
 		/* Even without a body, answer on the next call: a response queued now is an
 		 * "early" one to libmicrohttpd, which then closes the connection after it. */
 		return MHD_YES;
@@ -748,6 +800,10 @@ static enum MHD_Result http_on_request(void *cls, struct MHD_Connection *conn, c
 	if (n) {
 		*upload_data_size = 0;
 		c->body_bytes += n;
+		if (c->stream) {
+			http_api_stream_feed(&h->api, c->stream, upload_data, n);
+			return MHD_YES;
+		}
 		if (c->too_large || c->no_memory)
 			return MHD_YES;
 		if (c->body_bytes > h->cfg->max_body_bytes) {
@@ -767,6 +823,11 @@ static enum MHD_Result http_on_request(void *cls, struct MHD_Connection *conn, c
 	 * first sweep takes earlier bytes for the response moving, and restarts its clock once. */
 	c->out_mark = c->bytes_out;
 	c->responding = true;
+	if (c->stream) {
+		http_api_stream_end(&h->api, c->stream, &h->resp);
+		c->stream = NULL;
+		return http_reply(h, conn, c);
+	}
 	if (c->too_large)
 		return http_send(conn, http_fault_answer(h, url, method, HTTP_FAULT_TOO_LARGE));
 	if (c->no_memory)

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <zlib.h>
 
 #include "tests/check_main.h"
 #include "proto/http_api.h"
@@ -1308,6 +1309,184 @@ START_TEST(rename_bad_requests)
 }
 END_TEST
 
+/* ---- streaming bulk load (http_api_stream_*) ---- */
+
+/* Run one streaming add of body[0, n) to filter "s", fed in pieces of `piece` bytes; the
+ * answer's body (status in resp.status). */
+static const char *stream_run(const char *ct, const char *ce, const void *body, size_t n,
+			      size_t piece)
+{
+	struct http_api_request req = {
+	    .method = "POST",
+	    .path = "/v1/filters/s/add",
+	    .path_len = 17,
+	    .content_type = ct,
+	    .content_encoding = ce,
+	};
+	struct http_api_stream *st;
+
+	ck_assert(http_api_stream_wanted(&req));
+	ck_assert_int_eq(http_api_stream_begin(&api, &req, &resp, &st), 0);
+	for (size_t off = 0; off < n; off += piece)
+		http_api_stream_feed(&api, st, (const char *)body + off,
+				     n - off < piece ? n - off : piece);
+	http_api_stream_end(&api, st, &resp);
+	snprintf(got, sizeof(got), "%.*s", (int)resp.len, resp.data);
+	return got;
+}
+
+static void fresh_s(void)
+{
+	struct bf_params p = {1000, 0.01, BF_TYPE_BLOOM, 2, true, 0};
+
+	cmd_drop(&ctx, "s", 1, true);
+	ck_assert_int_eq(cmd_create(&ctx, "s", 1, &p, NULL), CMD_OK);
+}
+
+static bool s_has(const char *key)
+{
+	struct bf_filter *f = bf_registry_get(reg, "s", 1);
+	return bf_filter_check(f, key, strlen(key)) == 1;
+}
+
+/* gzip of body[0, n) into out (at most cap bytes); its length. */
+static size_t gzip_of(const void *body, size_t n, unsigned char *out, size_t cap)
+{
+	z_stream z = {0};
+
+	ck_assert_int_eq(deflateInit2(&z, 6, Z_DEFLATED, 16 + MAX_WBITS, 8, Z_DEFAULT_STRATEGY),
+			 Z_OK);
+	z.next_in = (unsigned char *)(uintptr_t)body;
+	z.avail_in = (uInt)n;
+	z.next_out = out;
+	z.avail_out = (uInt)cap;
+	ck_assert_int_eq(deflate(&z, Z_FINISH), Z_STREAM_END);
+	size_t len = z.total_out;
+	deflateEnd(&z);
+	return len;
+}
+
+/* One key per line, "\r\n" too, empty lines skipped, the last line without its end; every way
+ * the body can be cut into pieces gives the same answer. */
+START_TEST(stream_text_any_pieces)
+{
+	static const char body[] = "alpha\nbeta\r\n\n\ngamma\ndelta";
+
+	for (size_t piece = 1; piece <= sizeof(body); piece++) {
+		fresh_s();
+		ck_assert_str_eq(
+		    stream_run("text/plain; charset=utf-8", NULL, body, sizeof(body) - 1, piece),
+		    "{\"added\":4,\"present\":0}\n");
+		ck_assert_uint_eq(resp.status, 200);
+		ck_assert(s_has("alpha") && s_has("beta") && s_has("gamma") && s_has("delta"));
+		ck_assert(!s_has("beta\r") && !s_has(""));
+	}
+	ck_assert_str_eq(stream_run("text/plain", "identity", body, sizeof(body) - 1, 7),
+			 "{\"added\":0,\"present\":4}\n");
+	ck_assert_str_eq(stream_run("text/plain", NULL, "", 0, 1), "{\"added\":0,\"present\":0}\n");
+}
+END_TEST
+
+/* Many batches, a body far past max_body_bytes would be (not kept: fed as it comes). */
+START_TEST(stream_many_keys_and_gzip)
+{
+	size_t cap = 200000 * 12, n = 0;
+	char *body = malloc(cap);
+	unsigned char *gz = malloc(cap);
+	char key[16];
+
+	ck_assert_ptr_nonnull(body);
+	ck_assert_ptr_nonnull(gz);
+	for (int i = 0; i < 200000; i++)
+		n += (size_t)snprintf(body + n, cap - n, "k%d\n", i);
+	fresh_s();
+	stream_run("text/plain", NULL, body, n, 65536);
+	ck_assert_uint_eq(resp.status, 200);
+	ck_assert_ptr_nonnull(strstr(got, "\"added\":"));
+	for (int i = 0; i < 200000; i += 997) {
+		snprintf(key, sizeof(key), "k%d", i);
+		ck_assert_msg(s_has(key), "%s", key);
+	}
+	/* The same keys gzip'ed, in odd pieces: all present now. */
+	size_t glen = gzip_of(body, n, gz, cap);
+	ck_assert_str_eq(stream_run("text/plain", "gzip", gz, glen, 4099),
+			 "{\"added\":0,\"present\":200000}\n");
+	/* Cut short, or corrupt: 400, and what came before it counts. */
+	stream_run("text/plain", "gzip", gz, glen / 2, 1000);
+	ck_assert_uint_eq(resp.status, 400);
+	ck_assert_ptr_nonnull(strstr(got, "the gzip body ends before its end"));
+	gz[20] ^= 0xff;
+	gz[21] ^= 0xff;
+	stream_run("text/plain", "gzip", gz, glen, 1000);
+	ck_assert_uint_eq(resp.status, 400);
+	ck_assert_ptr_nonnull(strstr(got, "gzip"));
+	free(body);
+	free(gz);
+}
+END_TEST
+
+/* ndjson: one JSON string per line; anything else stops it (400), as do a key too long (16
+ * bytes here) and NUL. */
+START_TEST(stream_ndjson_and_errors)
+{
+	static const char ok[] = "\"x\"\n\"caf\\u00e9\"\n\n\"\"\n";
+
+	fresh_s();
+	ck_assert_str_eq(stream_run("application/x-ndjson", NULL, ok, sizeof(ok) - 1, 3),
+			 "{\"added\":3,\"present\":0}\n");
+	ck_assert(s_has("caf\xc3\xa9") && s_has(""));
+	stream_run("application/x-ndjson", NULL, "\"y\"\n42\n\"z\"\n", 11, 5);
+	ck_assert_uint_eq(resp.status, 400);
+	ck_assert_ptr_nonnull(strstr(got, "not a JSON string (line 2)"));
+	ck_assert(s_has("y") && !s_has("z"));
+	stream_run("application/x-ndjson", NULL, "\"a\\u0000b\"\n", 12, 12);
+	ck_assert_uint_eq(resp.status, 400);
+	ck_assert_ptr_nonnull(strstr(got, "NUL"));
+	/* 17 bytes: key_too_long; the keys before it are added. */
+	stream_run("text/plain", NULL, "before\n0123456789abcdefg\nafter\n", 31, 4);
+	ck_assert_uint_eq(resp.status, 400);
+	ck_assert_ptr_nonnull(strstr(got, "key_too_long"));
+	ck_assert(s_has("before") && !s_has("after"));
+}
+END_TEST
+
+/* What is streamed, and what is refused before any byte of the body. */
+START_TEST(stream_wanted_and_refused)
+{
+	struct http_api_request req = {.method = "POST",
+				       .path = "/v1/filters/none/add",
+				       .path_len = 20,
+				       .content_type = "text/plain"};
+	struct http_api_stream *st = NULL;
+
+	ck_assert(http_api_stream_wanted(&req));
+	req.content_type = "application/x-ndjson";
+	ck_assert(http_api_stream_wanted(&req));
+	req.content_type = "application/json";
+	ck_assert(!http_api_stream_wanted(&req));
+	req.content_type = "text/plainer";
+	ck_assert(!http_api_stream_wanted(&req));
+	req.content_type = "text/plain";
+	req.method = "PUT";
+	ck_assert(!http_api_stream_wanted(&req));
+	req.method = "POST";
+	req.path = "/v1/filters/none/check";
+	req.path_len = 22;
+	ck_assert(!http_api_stream_wanted(&req));
+	req.path = "/v1/filters/none/add";
+	req.path_len = 20;
+	ck_assert_int_eq(http_api_stream_begin(&api, &req, &resp, &st), 1);
+	ck_assert_ptr_null(st);
+	ck_assert_uint_eq(resp.status, 404);
+	fresh_s();
+	req.path = "/v1/filters/s/add";
+	req.path_len = 17;
+	req.content_encoding = "br";
+	ck_assert_int_eq(http_api_stream_begin(&api, &req, &resp, &st), 1);
+	ck_assert_uint_eq(resp.status, 415);
+}
+END_TEST
+
 static Suite *http_api_suite(void)
 {
 	Suite *s = suite_create("http-api");
@@ -1340,6 +1519,10 @@ static Suite *http_api_suite(void)
 	tcase_add_test(tc, refusals);
 	tcase_add_test(tc, admit_before_body);
 	tcase_add_test(tc, list_pages);
+	tcase_add_test(tc, stream_text_any_pieces);
+	tcase_add_test(tc, stream_many_keys_and_gzip);
+	tcase_add_test(tc, stream_ndjson_and_errors);
+	tcase_add_test(tc, stream_wanted_and_refused);
 	tcase_add_test(tc, rename_route);
 	tcase_add_test(tc, rename_names);
 	tcase_add_test(tc, rename_bad_requests);

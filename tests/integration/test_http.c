@@ -1136,6 +1136,63 @@ START_TEST(test_changes_answered_at_once)
 }
 END_TEST
 
+/*
+ * Issue 15: a streaming bulk load (text/plain, one key per line) is not bounded by
+ * max_body_bytes (a JSON body still is), answers its counts, and what it acknowledged survives
+ * SIGKILL; chunked transfer works too.
+ */
+START_TEST(test_streaming_bulk_load)
+{
+	const size_t nkeys = 300000;
+	size_t cap = nkeys * 16, n = 0;
+	char *body = malloc(cap), path[64], saved[sizeof(d.data_dir)];
+	struct hconn *c;
+
+	ck_assert_ptr_nonnull(body);
+	for (size_t i = 0; i < nkeys; i++)
+		n += (size_t)snprintf(body + n, cap - n, "user%zu\r\n", i);
+	start(CONF("max_body_bytes = 1024\nsnapshot_interval = 3600\n"), NULL);
+	c = hc_open(0);
+	OK(c, "PUT", "/v1/filters/users", "{\"capacity\":1000000,\"error_rate\":0.0001}", 201,
+	   R.body);
+	rq_with(c, "POST", "/v1/filters/users/add", "Content-Type: text/plain\r\n", body, n);
+	EXPECT(200, CT_JSON, "{\"added\":300000,\"present\":0}");
+	/* Again, chunked: every key present now. */
+	hc_send_str(c, "POST /v1/filters/users/add HTTP/1.1\r\nHost: t\r\n"
+		       "Content-Type: text/plain\r\nTransfer-Encoding: chunked\r\n\r\n");
+	for (size_t off = 0; off < n; off += 65536) {
+		char size[32];
+		size_t k = n - off < 65536 ? n - off : 65536;
+
+		snprintf(size, sizeof(size), "%zx\r\n", k);
+		hc_send_str(c, size);
+		hc_send(c, body + off, k);
+		hc_send_str(c, "\r\n");
+	}
+	hc_send_str(c, "0\r\n\r\n");
+	ck_assert_int_eq(hc_response(c, false, &R, T), 0);
+	EXPECT(200, CT_JSON, "{\"added\":0,\"present\":300000}");
+	/* A JSON body of the same size is still refused. */
+	rq(c, "POST", "/v1/filters/users/add", body_of(1025));
+	ck_assert_int_eq(R.status, 413);
+	hc_close(c);
+
+	snprintf(saved, sizeof(saved), "%s", d.data_dir);
+	ck_assert_int_eq(itest_signal(&d, SIGKILL), 0);
+	itest_wait_exit(&d, T);
+	const char *again[] = {"--data-dir", saved, NULL};
+	start(CONF("snapshot_interval = 3600\n"), again);
+	c = hc_open(0);
+	for (size_t i = 0; i < nkeys; i += 1009) {
+		snprintf(path, sizeof(path), "/v1/filters/users/keys/user%zu", i);
+		OK(c, "GET", path, NULL, 200, "{\"present\":true}");
+	}
+	hc_close(c);
+	stop();
+	free(body);
+}
+END_TEST
+
 static Suite *http_suite(void)
 {
 	Suite *s = suite_create("http");
@@ -1158,6 +1215,7 @@ static Suite *http_suite(void)
 	tcase_add_test(tc, test_two_addresses);
 	tcase_add_test(tc, test_reload_applies_body_limit);
 	tcase_add_test(tc, test_sigterm_with_open_requests);
+	tcase_add_test(tc, test_streaming_bulk_load);
 	tcase_add_test(tc, test_changes_answered_at_once);
 	suite_add_tcase(s, tc);
 	return s;
