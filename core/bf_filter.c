@@ -242,6 +242,7 @@ void bf_filter_page_out(struct bf_filter *f)
 {
 	uint64_t cost = bf_filter_cost(f);
 
+	f->paged_layers = (uint16_t)f->nlayers;
 	for (unsigned i = 0; i < f->nlayers; i++)
 		bf_layer_free(&f->layers[i]);
 	free(f->layers);
@@ -647,10 +648,16 @@ int bf_filter_clone(const struct bf_filter *f, struct bf_filter **out)
 
 uint64_t bf_filter_capacity(const struct bf_filter *f)
 {
-	uint64_t c = 0;
+	uint64_t c = 0, cap;
+	double err;
 
 	for (unsigned i = 0; i < f->nlayers; i++)
 		c += f->layers[i].capacity;
+	/* Paged out: what its layers held, from its parameters. */
+	for (unsigned i = 0; f->paged && i < f->paged_layers; i++) {
+		bf_filter_layer_target(&f->params, i, &cap, &err);
+		c = cap > UINT64_MAX - c ? UINT64_MAX : c + cap;
+	}
 	return c;
 }
 

@@ -89,6 +89,7 @@ struct bf_filter {
 	/* bloomd's close: paged out, its layers only on disk (nlayers 0; bytes, items and stats
 	 * kept), loaded again on its next use (bf_filter_page_out / bf_filter_page_in). */
 	bool paged;
+	uint16_t paged_layers; /* the layers it had when paged out (capacity, info) */
 	uint32_t page_ins, page_outs;
 	uint32_t used_s;  /* when it was last used, in the owner's clock (cold_interval) */
 	uint64_t items;	  /* adds that changed the filter (every add, if counting), minus deletes;
@@ -104,9 +105,10 @@ struct bf_filter {
 	struct bf_layer *layers; /* heap array: a small filter holds one, not BF_MAX_LAYERS */
 };
 
+/* Its layers (those it had, while paged out). */
 static inline unsigned bf_filter_nlayers(const struct bf_filter *f)
 {
-	return f->nlayers;
+	return f->paged ? f->paged_layers : f->nlayers;
 }
 
 /*

@@ -207,14 +207,16 @@ enum cmd_status cmd_create(struct cmd_ctx *c, const char *name, size_t len,
 	return CMD_OK;
 }
 
-bool cmd_ready(struct cmd_ctx *c, const char *name, size_t len)
+enum cmd_status cmd_ready(struct cmd_ctx *c, const char *name, size_t len)
 {
 	struct bf_filter *f = cmd_lookup(c, name, len);
 
-	if (!f || !f->paged || !c->hooks.page_in || c->hooks.page_in(c->hooks.arg, f))
-		return true;
+	if (!f || !f->paged)
+		return CMD_OK;
+	if (!c->hooks.page_in || c->hooks.page_in(c->hooks.arg, f))
+		return CMD_PAGED_OUT;
 	c->paging = f;
-	return false;
+	return CMD_OK;
 }
 
 uint64_t cmd_now_ms(void)

@@ -245,12 +245,13 @@ struct bf_params cmd_default_params(const struct cmd_ctx *c, enum cmd_peer peer)
  */
 
 /*
- * Whether a command may run now on the filter named name[0, len): true if there is none, or it
- * is in memory, or it cannot be loaded (the command meets a paged-out filter and answers an
- * error); false if it is paged out and loading: c->paging is set, and the front end runs the
- * command again later. Every command that reads or changes a filter's keys or layers asks.
+ * Whether a command may run now on the filter named name[0, len): CMD_OK if there is none, or
+ * it is in memory; CMD_PAGED_OUT if it is paged out and cannot be loaded (the front end answers
+ * that error and does not run the command); CMD_OK with c->paging set if it is paged out and
+ * loading (the front end runs the command again later). Every command that reads or changes a
+ * filter's keys or layers asks.
  */
-bool cmd_ready(struct cmd_ctx *c, const char *name, size_t len);
+enum cmd_status cmd_ready(struct cmd_ctx *c, const char *name, size_t len);
 
 /* The time now, Unix ms (CLOCK_REALTIME). */
 uint64_t cmd_now_ms(void);

@@ -1391,8 +1391,16 @@ static void dispatch(struct http_api *api, const struct http_api_request *req,
 		return;
 	}
 	/* A closed (paged-out) filter is loaded first; a snapshot of one has nothing to do. */
-	if (route != HTTP_ROUTE_SNAPSHOT && !cmd_ready(api->cmd, name.p, name.n))
-		return;
+	if (route != HTTP_ROUTE_SNAPSHOT) {
+		enum cmd_status ready = cmd_ready(api->cmd, name.p, name.n);
+
+		if (ready != CMD_OK) {
+			problem_status(api, r, ready, NULL, 0);
+			return;
+		}
+		if (api->cmd->paging)
+			return;
+	}
 	f = cmd_lookup(api->cmd, name.p, name.n);
 	if (!f) {
 		problem_status(api, r, CMD_NOT_FOUND, NULL, 0);
@@ -1586,7 +1594,12 @@ int http_api_stream_begin(struct http_api *api, const struct http_api_request *r
 		finish(api, resp, route);
 		return 1;
 	}
-	if (!cmd_ready(api->cmd, buf, (size_t)nl))
+	if (cmd_ready(api->cmd, buf, (size_t)nl) != CMD_OK) {
+		problem_status(api, resp, CMD_PAGED_OUT, NULL, 0);
+		finish(api, resp, route);
+		return 1;
+	}
+	if (api->cmd->paging)
 		return 1; /* loading: called again */
 	if (!cmd_lookup(api->cmd, buf, (size_t)nl)) {
 		problem_status(api, resp, CMD_NOT_FOUND, NULL, 0);

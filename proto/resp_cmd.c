@@ -455,9 +455,15 @@ void resp_cmd_exec(struct cmd_ctx *c, struct cmd_session *s, const struct proto_
 	/* Its filters in memory first; if one is loading, the command runs again later. */
 	if (e && loads_filters(e) && cmd_session_authed(c, s) && e->first > 0) {
 		size_t last = e->last < 0 ? av->argc - 1 : (size_t)e->last;
-		for (size_t k = (size_t)e->first; k <= last && k < av->argc; k += (size_t)e->step)
-			if (!cmd_ready(c, av->argv[k], av->argvlen[k]))
+		for (size_t k = (size_t)e->first; k <= last && k < av->argc; k += (size_t)e->step) {
+			if (cmd_ready(c, av->argv[k], av->argvlen[k]) != CMD_OK) {
+				c->commands++;
+				resp_error_status(c, out, CMD_PAGED_OUT, NULL);
 				return;
+			}
+			if (c->paging)
+				return;
+		}
 	}
 	c->commands++;
 	s->last_cmd = e ? e->name : NULL; /* as Redis's lastcmd: before the checks below */

@@ -493,8 +493,15 @@ void text_cmd_exec(struct cmd_ctx *c, struct cmd_session *s, const char *line, s
 	    ext_is(cmd, "delete") || ext_is(cmd, "expires")) {
 		struct span rest = args, name;
 
-		if (next_word(&rest, &name) && !cmd_ready(c, name.p, name.n))
-			return;
+		if (next_word(&rest, &name)) {
+			if (cmd_ready(c, name.p, name.n) != CMD_OK) {
+				c->commands++;
+				reply(c, out, CMD_PAGED_OUT);
+				return;
+			}
+			if (c->paging)
+				return;
+		}
 	}
 	c->commands++;
 	if (word_is(cmd, "c") || word_is(cmd, "check"))

@@ -1569,7 +1569,7 @@ size_t srv_snap_cold(struct srv_snap *sn, uint32_t now_s, uint32_t interval, siz
 			sn->cold_pos = 0;
 		e = sn->ents[sn->cold_pos++];
 		if (!e->f || e->f->paged || e->loading || e->busy || e->packing ||
-		    now_s - e->f->used_s < interval || snap_dirty(e))
+		    now_s - e->f->used_s <= interval || snap_dirty(e))
 			continue;
 		/* A packed one is written as a file of its own first: a few per call. */
 		if (e->pack >= 0 && writes++ >= 16)

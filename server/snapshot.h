@@ -129,7 +129,8 @@ int srv_snap_page_in(struct srv_snap *sn, struct bf_filter *f);
 void srv_snap_set_paged_in(struct srv_snap *sn, void (*fn)(void *arg), void *arg);
 /*
  * bloomd's cold_interval: page out the clean filters unused (cmd used_s) for interval seconds
- * or more, among the next `budget` filters (a pass goes round all of them in turn). Returns
+ * or more (the stamps are as coarse as a second: more than interval by them), among the next
+ * `budget` filters (a pass goes round all of them in turn). Returns
  * how many were paged out. interval 0: none.
  */
 size_t srv_snap_cold(struct srv_snap *sn, uint32_t now_s, uint32_t interval, size_t budget);
