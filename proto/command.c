@@ -227,12 +227,19 @@ uint64_t cmd_now_ms(void)
 	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
 }
 
-/* f's time has come: it goes as a drop goes, unlogged (see command.h). */
+/* f's time has come: it goes as a drop goes. The drop is logged (as Redis propagates a DEL),
+ * so a start does not build it again to drop it again; if the log cannot take it, the start
+ * drops it then, since its time is in the log too. No reply waits for that record. */
 static void expire_now(struct cmd_ctx *c, struct bf_filter *f)
 {
 	char name[BF_NAME_MAX];
 	size_t len = f->name_len;
 
+	if (logged(c, f) && !c->log_failed) {
+		unsigned char rec[8];
+
+		c->hooks.log(c->hooks.arg, BF_REC_DROP, rec, bf_record_id(f->id, rec));
+	}
 	memcpy(name, f->name, len);
 	c->expired++;
 	if (c->hooks.dropping)

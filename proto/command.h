@@ -240,8 +240,8 @@ struct bf_params cmd_default_params(const struct cmd_ctx *c, enum cmd_peer peer)
  * Expiry (Redis's EXPIRE family). A filter whose time has come is gone: every lookup through
  * cmd_lookup drops it first (files removed, as by drop), and the server drops the others when
  * they are due (cmd_expire_due). The time a filter expires at is logged (an EXPIRE record) and
- * kept in its checkpoint; an expired filter is not logged again, since a start drops it from
- * what the log and the checkpoints say.
+ * kept in its checkpoint; when it expires, a DROP is logged, as Redis logs a DEL. Listings
+ * (KEYS, SCAN, list, GET /v1/filters) leave out a filter whose time has come (cmd_expired).
  */
 
 /*
@@ -255,6 +255,12 @@ enum cmd_status cmd_ready(struct cmd_ctx *c, const char *name, size_t len);
 
 /* The time now, Unix ms (CLOCK_REALTIME). */
 uint64_t cmd_now_ms(void);
+
+/* Whether f's time has come by now_ms (it is dropped at its next lookup, or by the timer). */
+static inline bool cmd_expired(const struct bf_filter *f, uint64_t now_ms)
+{
+	return f->expire_ms && f->expire_ms <= now_ms;
+}
 
 /* The filter named name[0, len), or NULL (none, or expired: then it is dropped now). */
 struct bf_filter *cmd_lookup(struct cmd_ctx *c, const char *name, size_t len);

@@ -24,6 +24,7 @@
 #define CT_JSON	   "application/json"
 #define CT_PROBLEM "application/problem+json"
 #define CT_METRICS "text/plain; version=0.0.4; charset=utf-8"
+#define CT_YAML	   "application/yaml"
 
 /* Largest integer a JSON number (a double) holds exactly: the bound of "capacity". */
 #define JSON_INT_MAX 9007199254740992.0
@@ -63,6 +64,7 @@ static const struct {
     [HTTP_ROUTE_HEALTHZ] = {"/healthz", "GET, HEAD"},
     [HTTP_ROUTE_READYZ] = {"/readyz", "GET, HEAD"},
     [HTTP_ROUTE_METRICS] = {"/metrics", "GET, HEAD"},
+    [HTTP_ROUTE_OPENAPI] = {"/v1/openapi.yaml", "GET, HEAD"},
     [HTTP_ROUTE_FILTERS] = {"/v1/filters", "GET, HEAD"},
     [HTTP_ROUTE_FILTER] = {"/v1/filters/{name}", "GET, HEAD, PUT, PATCH, DELETE"},
     [HTTP_ROUTE_ADD] = {"/v1/filters/{name}/add", "POST"},
@@ -657,6 +659,8 @@ static enum http_route route_match(struct span path, struct span *name, struct s
 		return HTTP_ROUTE_READYZ;
 	if (span_is(path, "/metrics"))
 		return HTTP_ROUTE_METRICS;
+	if (span_is(path, "/v1/openapi.yaml"))
+		return HTTP_ROUTE_OPENAPI;
 	if (path.n < v1n || memcmp(path.p, v1, v1n) != 0)
 		return HTTP_ROUTE_NONE;
 	if (path.n == v1n)
@@ -1090,7 +1094,10 @@ static void do_list(struct http_api *api, const struct http_api_request *req,
 	}
 	j = cJSON_CreateObject();
 	arr = j ? cJSON_AddArrayToObject(j, "filters") : NULL;
+	uint64_t now = cmd_now_ms();
 	for (size_t i = 0; arr && i < n; i++) {
+		if (cmd_expired(list[i], now))
+			continue; /* its time has come: gone at its next lookup */
 		cJSON *f = filter_json(list[i], false);
 
 		if (!f || !cJSON_AddItemToArray(arr, f)) {
@@ -1352,6 +1359,11 @@ static void dispatch(struct http_api *api, const struct http_api_request *req,
 		}
 		r->content_type = CT_METRICS;
 		api->hooks.metrics(api->hooks.arg, &r->body);
+		return;
+	case HTTP_ROUTE_OPENAPI:
+		r->content_type = CT_YAML;
+		r->data = http_api_openapi_yaml;
+		r->len = http_api_openapi_yaml_len;
 		return;
 	case HTTP_ROUTE_FILTERS:
 		do_list(api, req, r);

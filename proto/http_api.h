@@ -11,6 +11,8 @@
  *	GET    /healthz                          200 {"status":"ok"}
  *	GET    /readyz                           200 {"status":"ready"}, 503 not_ready
  *	GET    /metrics                          200 Prometheus text 0.0.4 (hooks.metrics)
+ *	GET    /v1/openapi.yaml                  200 this API in OpenAPI 3.1, application/yaml
+ *	                                         (doc/openapi.yaml, built in)
  *	GET    /v1/filters                       200 {"filters":[FILTER, ...]} sorted by name
  *	PUT    /v1/filters/{name}                201 DETAIL (+ Location), 409, 400
  *	GET    /v1/filters/{name}                200 DETAIL, 404
@@ -43,7 +45,7 @@
  * exactly one of them. JSON strings must not contain \u0000 (use keys_b64 for such keys).
  * PUT /v1/filters/{name} takes an empty body (all defaults) or an object with any of
  * "capacity" (integer >= 1), "error_rate" (0 < p < 1), "type" ("bloom"|"counting"),
- * "expansion" (integer 0..1024, 0 = non-scaling), "nonscaling" (bool), "persist" (bool),
+ * "expansion" (integer 0..32768, 0 = non-scaling), "nonscaling" (bool), "persist" (bool),
  * "ttl_seconds" (integer 1..HTTP_API_TTL_MAX, or null);
  * defaults come from cmd_default_params(). Unknown or repeated fields are 400.
  *
@@ -61,16 +63,20 @@
  *	filter_not_found 404       no filter of that name (every route but PUT /v1/filters/{name})
  *	method_not_allowed 405     (+ header Allow)
  *	filter_exists 409          PUT of a name that is taken
- *	filter_full 409            non-scaling filter full, or 32 layers reached
+ *	filter_full 409            non-scaling filter full, or 1024 layers reached
  *	not_counting 409           delete on a plain filter
+ *	ambiguous_delete 409       delete of a key present in more than one layer
  *	payload_too_large 413      body over max_body_bytes, or more JSON values than max_args
  *	unsupported_media_type 415 a non-empty body whose Content-Type is not JSON
- *	internal_error 500         a snapshot failed, or anything unexpected
- *	not_ready 503              /readyz while loading or stopping
+ *	internal_error 500         a snapshot failed, a closed filter could not be loaded, or
+ *	                           anything unexpected
+ *	not_ready 503              /readyz while loading, stopping, or while the log or snapshots
+ *	                           cannot be written
+ *	log_unavailable 503        a change while the write-ahead log cannot write
  *	insufficient_memory 507    max_memory would be passed, or an allocation failed
  *
- * Counters: each /v1 request counts one command in the cmd_ctx (and one error when it is
- * answered with 4xx/5xx); every request counts in requests[route][status] for /metrics.
+ * Counters: each /v1/filters request counts one command in the cmd_ctx (and one error when it
+ * is answered with 4xx/5xx); every request counts in requests[route][status] for /metrics.
  *
  * Threading: the loop thread only, like the command layer.
  */
@@ -93,6 +99,7 @@ enum http_route {
 	HTTP_ROUTE_HEALTHZ,
 	HTTP_ROUTE_READYZ,
 	HTTP_ROUTE_METRICS,
+	HTTP_ROUTE_OPENAPI, /* a document: like /metrics, not counted as a command */
 	HTTP_ROUTE_FILTERS,
 	HTTP_ROUTE_FILTER,
 	HTTP_ROUTE_ADD,
@@ -256,6 +263,11 @@ long http_api_base64_decode(const char *in, size_t n, unsigned char *out);
 
 /* Append the base64 of p[0..n) (with padding) to out. */
 void http_api_base64_encode(struct proto_buf *out, const void *p, size_t n);
+
+/* doc/openapi.yaml as built in by scripts/embed.py (a NUL follows its len bytes): what
+ * GET /v1/openapi.yaml sends. */
+extern const char http_api_openapi_yaml[];
+extern const size_t http_api_openapi_yaml_len;
 
 /* True if p[0..n) is well-formed UTF-8 (no overlongs, surrogates or values over U+10FFFF). */
 bool http_api_utf8_valid(const void *p, size_t n);

@@ -160,7 +160,8 @@ void resp_keys_ttl(struct cmd_ctx *c, struct cmd_session *s, const struct proto_
 	ttl = abs ? (long long)f->expire_ms : (long long)f->expire_ms - (long long)cmd_now_ms();
 	if (ttl < 0)
 		ttl = 0;
-	proto_resp_integer(out, ms ? ttl : (ttl + 500) / 1000);
+	/* Rounded to the nearest second without (ttl + 500), which overflows near the largest. */
+	proto_resp_integer(out, ms ? ttl : ttl / 1000 + (ttl % 1000 >= 500));
 }
 
 /* PERSIST key: :1 the expiry was removed, :0 no such filter or none to remove. */

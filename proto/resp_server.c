@@ -642,8 +642,10 @@ static void reply_names(struct cmd_ctx *c, struct proto_buf *out, const struct g
 		resp_error(c, out, resp_err_oom);
 		return;
 	}
+	uint64_t now = cmd_now_ms();
 	for (size_t i = 0; i < n; i++)
-		if (!g || glob_match(g, list[i]->name, list[i]->name_len))
+		if (!cmd_expired(list[i], now) &&
+		    (!g || glob_match(g, list[i]->name, list[i]->name_len)))
 			list[k++] = list[i];
 	proto_resp_array(out, k);
 	for (size_t i = 0; i < k; i++)
@@ -680,6 +682,7 @@ static bool scan_cursor_ok(const char *p, size_t n, uint64_t *cursor)
 /* What one SCAN call collects. */
 struct scan_acc {
 	const struct glob *g;
+	uint64_t now; /* a filter whose time has come is left out */
 	struct bf_filter **found;
 	size_t n, cap;
 	bool failed;
@@ -689,7 +692,8 @@ static void scan_visit(void *arg, struct bf_filter *f)
 {
 	struct scan_acc *a = arg;
 
-	if (a->failed || (a->g && !glob_match(a->g, f->name, f->name_len)))
+	if (a->failed || cmd_expired(f, a->now) ||
+	    (a->g && !glob_match(a->g, f->name, f->name_len)))
 		return;
 	if (a->n == a->cap) {
 		size_t cap = a->cap ? a->cap * 2 : 16;
@@ -743,7 +747,7 @@ void resp_server_scan(struct cmd_ctx *c, struct cmd_session *s, const struct pro
 	if (match && !(g = pattern(c, out, av->argv[match], av->argvlen[match], false)))
 		return;
 	/* Every key is a filter: another TYPE matches none, but the cursor moves on alike. */
-	struct scan_acc acc = {.g = g};
+	struct scan_acc acc = {.g = g, .now = cmd_now_ms()};
 	bool none = type && !resp_arg_is(av, type, RESP_BF_TYPE);
 	uint64_t next = bf_registry_scan(c->reg, cursor, (size_t)count, scan_visit, &acc);
 	glob_free(g);

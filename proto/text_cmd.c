@@ -209,8 +209,11 @@ static void do_list(struct cmd_ctx *c, struct span args, struct proto_buf *out)
 		return;
 	}
 	proto_buf_append_str(out, "START\n");
+	uint64_t now = cmd_now_ms();
 	for (size_t i = 0; i < n; i++) {
 		const struct bf_filter *f = list[i];
+		if (cmd_expired(f, now))
+			continue;
 		proto_buf_append(out, f->name, f->name_len);
 		proto_buf_append_fmt(
 		    out, " %f %llu %llu %llu\n", f->params.error_rate, (unsigned long long)f->bytes,
@@ -288,7 +291,8 @@ static void do_expire(struct cmd_ctx *c, struct span args, struct proto_buf *out
 		client_error(c, out, CLIENT_ERR("Unexpected arguments"));
 		return;
 	}
-	if (!parse_u64(secs, &n) || n > UINT64_MAX / 2000) {
+	/* As Redis's "invalid expire time": the time must fit a signed 64-bit count of ms. */
+	if (!parse_u64(secs, &n) || n > ((uint64_t)INT64_MAX - cmd_now_ms()) / 1000) {
 		client_error(c, out, CLIENT_ERR("Bad arguments"));
 		return;
 	}

@@ -10,6 +10,7 @@ $BLOSSOMD_WRAPPER, if set, is put in front of the binary (split at spaces).
 Run with Debian's /usr/bin/python3: it is the one with python3-redis.
 """
 import ctypes
+import datetime
 import os
 import shutil
 import signal
@@ -422,6 +423,96 @@ def run(port):
         is_("a pipelined swap", p.execute(), [1, True, 1, 0, 0])
         is_("KEYS rn:* after the renames", sorted(r.keys("rn:*")), [b"rn:t"])
         r.delete("rn:t")
+
+    @case("expire/ttl/persist")
+    def _():
+        bf.create("ex", 0.0001, 1000)
+        bf.madd("ex", "e1", "e2")
+        is_("ttl of a filter without a time", (r.ttl("ex"), r.pttl("ex")), (-1, -1))
+        is_("ttl of a missing filter", (r.ttl("nope"), r.pttl("nope")), (-2, -2))
+        is_("expiretime of a filter without a time / a missing one",
+            (r.expiretime("ex"), r.expiretime("nope")), (-1, -2))
+        is_("expire of a missing filter", r.expire("nope", 100), False)
+        is_("persist without a time", r.persist("ex"), False)
+        is_("expire", r.expire("ex", 100), True)
+        is_("ttl", r.ttl("ex"), 100)
+        is_("pttl within the second", 99000 < r.pttl("ex") <= 100000, True)
+        is_("expire nx with a time set", r.expire("ex", 200, nx=True), False)
+        is_("expire xx with a time set", r.expire("ex", 200, xx=True), True)
+        is_("ttl after xx", r.ttl("ex"), 200)
+        is_("expire gt with an earlier time", r.expire("ex", 100, gt=True), False)
+        is_("expire gt with a later time", r.expire("ex", 300, gt=True), True)
+        is_("expire lt with a later time", r.expire("ex", 400, lt=True), False)
+        is_("expire lt with an earlier time", r.expire("ex", 50, lt=True), True)
+        is_("ttl after lt", r.ttl("ex"), 50)
+        is_("expire xx gt together", r.expire("ex", 60, xx=True, gt=True), True)
+        is_("pexpire", r.pexpire("ex", 70000), True)
+        is_("ttl after pexpire", r.ttl("ex"), 70)
+        at = int(time.time()) + 5000
+        is_("expireat", r.expireat("ex", at), True)
+        is_("expiretime is the time given", r.expiretime("ex"), at)
+        pat = int(time.time() * 1000) + 6000123
+        is_("pexpireat", r.pexpireat("ex", pat), True)
+        is_("pexpiretime is the time given", r.execute_command("PEXPIRETIME", "ex"), pat)
+        is_("expire with a timedelta", r.expire("ex", datetime.timedelta(seconds=90)), True)
+        is_("ttl after the timedelta", r.ttl("ex"), 90)
+        is_("persist", r.persist("ex"), True)
+        is_("ttl after persist", r.ttl("ex"), -1)
+        is_("expire gt on a filter without a time (an infinite one)",
+            r.expire("ex", 10, gt=True), False)
+        is_("expire lt on a filter without a time", r.expire("ex", 10, lt=True), True)
+        r.persist("ex")
+        raises("expire nx and xx", lambda: r.expire("ex", 10, nx=True, xx=True), ResponseError,
+               "NX and XX, GT or LT options at the same time are not compatible")
+        raises("expire gt and lt", lambda: r.expire("ex", 10, gt=True, lt=True), ResponseError,
+               "GT and LT options at the same time are not compatible")
+        raises("expire with an unknown option",
+               lambda: r.execute_command("EXPIRE", "ex", 10, "SOON"), ResponseError,
+               "Unsupported option SOON")
+        raises("expire of a word", lambda: r.execute_command("EXPIRE", "ex", "soon"),
+               ResponseError, "value is not an integer or out of range")
+        raises("expire past the largest time",
+               lambda: r.execute_command("EXPIRE", "ex", 2**63 - 1), ResponseError,
+               "invalid expire time in 'expire' command")
+        raises("TTL wrong arity", lambda: r.execute_command("TTL"), ResponseError,
+               "wrong number of arguments for 'ttl' command")
+        is_("the filter is unchanged by the errors",
+            (r.ttl("ex"), bf.mexists("ex", "e1", "e2")), (-1, [1, 1]))
+        # RENAME keeps the time.
+        r.expire("ex", 500)
+        is_("rename keeps the time", (r.rename("ex", "ex2"), r.ttl("ex2"), r.ttl("ex")),
+            (True, 500, -2))
+        r.rename("ex2", "ex")
+        # A time in the past drops the filter at once.
+        bf.add("past", "x")
+        is_("expire with a time past", r.expire("past", -1), True)
+        is_("the filter is gone", (r.exists("past"), bf.exists("past", "x")), (0, 0))
+        # A short time runs out: the filter and its keys are gone, on both protocols.
+        bf.create("short", 0.0001, 1000)
+        bf.madd("short", "s1", "s2")
+        t = Text(port)
+        is_("the text protocol sees it", t.cmd("check short s1"), "Yes\n")
+        t0 = time.monotonic()
+        is_("pexpire 300 ms", r.pexpire("short", 300), True)
+        there = (r.exists("short"), bf.exists("short", "s1"))
+        early = time.monotonic() - t0 < 0.25  # else the machine stalled: nothing to say
+        is_("there before its time", there if early else (1, 1), (1, 1))
+        while r.exists("short") and time.monotonic() - t0 < 5:
+            time.sleep(0.01)
+        elapsed = time.monotonic() - t0
+        is_("gone at its time, not before", 0.29 <= elapsed < 2, True)
+        is_("ttl of the gone filter", r.ttl("short"), -2)
+        is_("BF.EXISTS on the gone filter", bf.exists("short", "s1"), 0)
+        is_("text check on the gone filter", t.cmd("check short s1"), "Filter does not exist\n")
+        is_("text expires sets a time", (t.cmd("expires ex 40"), r.ttl("ex")), ("Done\n", 40))
+        is_("text info's ttl line", t.cmd("info ex").splitlines()[-2], "ttl 40")
+        t.close()
+        is_("the other filter is untouched", (r.ttl("ex"), bf.mexists("ex", "e1", "e2")),
+            (40, [1, 1]))
+        is_("info keyspace: one filter with a time", r.info("keyspace")["db0"]["expires"], 1)
+        is_("info stats: the one whose time came (not the one given a time past)",
+            r.info("stats")["expired_keys"], 1)
+        r.delete("ex")
 
     @case("flushall/flushdb")
     def _():

@@ -2,7 +2,8 @@
 /*
  * Log record payloads and replay: a registry restored from a checkpoint plus the records logged
  * after it must equal the registry that logged them (same filters, same bits, same counts), for
- * plain and counting filters, with creates, drops, clears, loads and renames among the changes.
+ * plain and counting filters, with creates, drops, clears, loads, renames and expiry times among
+ * the changes.
  */
 #include <check.h>
 #include <errno.h>
@@ -106,6 +107,19 @@ static void rename_(struct bf_registry *r, const char *from, const char *to)
 	f->lsn = lsn;
 }
 
+/* What cmd_set_expire does for a time in the future (or 0: PERSIST): log one EXPIRE, set the
+ * time (the registry's heap), the filter's lsn the record's. */
+static void expire_(struct bf_registry *r, const char *name, uint64_t expire_ms)
+{
+	unsigned char buf[16];
+	struct bf_filter *f = bf_registry_get(r, name, strlen(name));
+
+	ck_assert_ptr_nonnull(f);
+	uint64_t lsn = logged(BF_REC_EXPIRE, buf, bf_record_expire(f->id, expire_ms, buf));
+	ck_assert_int_eq(bf_registry_set_expire(r, f, expire_ms), 0);
+	f->lsn = lsn;
+}
+
 /* Add to checkpoint registry c a copy of f as it is now (filters are written one at a time, so
  * the checkpoints loaded at a start may be of different moments). */
 static void checkpoint_one(struct bf_registry *c, const struct bf_filter *f)
@@ -180,10 +194,16 @@ static void assert_same_registry(struct bf_registry *a, struct bf_registry *b)
 	ck_assert_int_eq(bf_registry_list(a, "", 0, &la, &na), 0);
 	ck_assert_int_eq(bf_registry_list(b, "", 0, &lb, &nb), 0);
 	ck_assert_uint_eq(na, nb);
+	/* The same expiry times, kept by both registries' heaps. */
+	uint64_t sa, sb;
+	ck_assert_uint_eq(bf_registry_expiring(a, &sa), bf_registry_expiring(b, &sb));
+	ck_assert_uint_eq(sa, sb);
 	for (size_t i = 0; i < na; i++) {
 		const struct bf_filter *f = la[i], *g = lb[i];
 		ck_assert_str_eq(f->name, g->name);
 		ck_assert_uint_eq(f->id, g->id);
+		ck_assert_uint_eq(f->expire_ms, g->expire_ms);
+		ck_assert_uint_eq(f->expire_pos != 0, g->expire_pos != 0);
 		ck_assert_uint_eq(f->seed, g->seed);
 		ck_assert_uint_eq(f->items, g->items);
 		ck_assert_uint_eq(f->nlayers, g->nlayers);
@@ -754,6 +774,288 @@ START_TEST(replay_rename_replaced_again)
 }
 END_TEST
 
+/*
+ * An EXPIRE payload: u64 id, u64 expire_ms (0: PERSIST). Any other length and id 0 are refused;
+ * every time is one (0, 1, a time long past, UINT64_MAX).
+ */
+START_TEST(expire_round_trip_and_malformed)
+{
+	static const uint64_t times[] = {0, 1, 1700000000123ULL, UINT64_MAX};
+	unsigned char buf[32];
+	uint64_t id, ms;
+
+	for (size_t i = 0; i < sizeof(times) / sizeof(times[0]); i++) {
+		memset(buf, 0xee, sizeof(buf));
+		ck_assert_uint_eq(bf_record_expire(42 + i, times[i], buf), 16);
+		ck_assert_uint_eq(buf[16], 0xee); /* nothing written past it */
+		id = ms = 12345;
+		ck_assert_int_eq(bf_record_read_expire(buf, 16, &id, &ms), 0);
+		ck_assert_uint_eq(id, 42 + i);
+		ck_assert_uint_eq(ms, times[i]);
+	}
+	/* Little-endian, id first. */
+	bf_record_expire(0x0102030405060708ULL, 0x1112131415161718ULL, buf);
+	ck_assert_uint_eq(buf[0], 0x08);
+	ck_assert_uint_eq(buf[7], 0x01);
+	ck_assert_uint_eq(buf[8], 0x18);
+	ck_assert_uint_eq(buf[15], 0x11);
+
+	/* Every length but 16. */
+	bf_record_expire(7, 1000, buf);
+	for (size_t len = 0; len < sizeof(buf); len++)
+		if (len != 16)
+			ck_assert_msg(bf_record_read_expire(buf, len, &id, &ms) == -EINVAL,
+				      "an EXPIRE of %zu bytes was read", len);
+	/* Id 0 is no filter's. */
+	bf_record_expire(0, 1000, buf);
+	ck_assert_int_eq(bf_record_read_expire(buf, 16, &id, &ms), -EINVAL);
+
+	/* A malformed EXPIRE stops a replay, with its reason, and changes nothing. */
+	struct bf_registry *r;
+	struct bf_replay *rp;
+	struct bf_replay_stats st;
+	struct bf_params p = {100, 0.01, BF_TYPE_BLOOM, 2, true, 0};
+	struct bf_filter *f;
+	char why[128] = "";
+
+	ck_assert_int_eq(bf_registry_new(0, &r), 0);
+	ck_assert_int_eq(bf_registry_create(r, "a", 1, &p, 1, &f), 0);
+	ck_assert_int_eq(bf_replay_new(r, NULL, NULL, NULL, NULL, &rp), 0);
+	bf_record_expire(f->id, 5000, buf);
+	ck_assert_int_eq(bf_replay_apply(rp, 10, BF_REC_EXPIRE, buf, 15, why, sizeof(why)),
+			 -EINVAL);
+	ck_assert_str_eq(why, "malformed EXPIRE record");
+	why[0] = '\0';
+	ck_assert_int_eq(bf_replay_apply(rp, 11, BF_REC_EXPIRE, buf, 17, why, sizeof(why)),
+			 -EINVAL);
+	ck_assert_str_eq(why, "malformed EXPIRE record");
+	bf_record_expire(0, 5000, buf);
+	ck_assert_int_eq(bf_replay_apply(rp, 12, BF_REC_EXPIRE, buf, 16, why, sizeof(why)),
+			 -EINVAL);
+	ck_assert_uint_eq(f->expire_ms, 0);
+	ck_assert_uint_eq(f->lsn, 0);
+	ck_assert_uint_eq(bf_registry_expiring(r, NULL), 0);
+	bf_replay_stats(rp, &st);
+	ck_assert_uint_eq(st.applied + st.skipped + st.unknown, 0);
+	bf_replay_free(rp);
+	bf_registry_free(r);
+}
+END_TEST
+
+/*
+ * EXPIRE records among the changes after a checkpoint: a time set, moved, cleared (PERSIST)
+ * and set again; one set before the checkpoint and kept by it; an expiring filter renamed (it
+ * keeps its time), renamed over another expiring one, dropped, and flushed; a time long past
+ * (the replay keeps it: the server drops what is due once the replay is done). Checkpoint +
+ * replay = live, times and heap included; the whole log onto nothing = live; a checkpoint of
+ * the end skips every record.
+ */
+START_TEST(replay_expire)
+{
+	struct bf_registry *live, *ck, *ck0;
+	struct bf_params p = {100, 0.01, BF_TYPE_BLOOM, 2, true, 0};
+	struct bf_replay_stats st;
+
+	ck_assert_int_eq(bf_registry_new(0, &live), 0);
+	struct bf_filter *a = create(live, "a", p, 1);
+	keys(a, BF_REC_ADD, "a", 0, 20);
+	create(live, "b", p, 2);
+	create(live, "c", p, 3);
+	create(live, "d", p, 4);
+	create(live, "e", p, 5);
+	create(live, "kept", p, 6);
+	expire_(live, "kept", 9000000000000ULL); /* the checkpoint holds it */
+	expire_(live, "e", 5000000000000ULL);
+	ck = checkpoint(live);
+	ck0 = checkpoint(live);
+	ck_assert_uint_eq(bf_registry_get(ck, "kept", 4)->expire_ms, 9000000000000ULL);
+	ck_assert_uint_eq(bf_registry_expiring(ck, NULL), 2);
+	uint64_t cut = nlog;
+
+	expire_(live, "a", 4000000000000ULL);
+	expire_(live, "a", 3000000000000ULL); /* earlier */
+	expire_(live, "a", 8000000000000ULL); /* later */
+	keys(a, BF_REC_ADD, "a", 20, 40);
+	expire_(live, "b", 2000000000000ULL);
+	expire_(live, "b", 0); /* PERSIST */
+	expire_(live, "c", 2000000000000ULL);
+	expire_(live, "c", 0);
+	expire_(live, "c", 7000000000000ULL);
+	expire_(live, "d", 1); /* long past: kept by the replay as it was logged */
+	rename_(live, "a", "a2");
+	ck_assert_uint_eq(bf_registry_get(live, "a2", 2)->expire_ms, 8000000000000ULL);
+	rename_(live, "c", "e"); /* over an expiring filter: e's time goes with it */
+	drop(live, "kept", BF_REC_DROP);
+	struct bf_filter *n = create(live, "new", p, 7);
+	keys(n, BF_REC_ADD, "n", 0, 5);
+	expire_(live, "new", 6000000000000ULL);
+	ck_assert_uint_eq(bf_registry_expiring(live, NULL), 4); /* a2, d, e, new */
+
+	drops_seen = renames_seen = 0;
+	st = replay(ck, cut);
+	ck_assert_uint_eq(st.applied, nlog - cut);
+	ck_assert_uint_eq(st.skipped + st.unknown, 0);
+	ck_assert_int_eq(drops_seen, 20); /* e (renamed over) and kept, with their files */
+	assert_same_registry(live, ck);
+	ck_assert_uint_eq(bf_registry_get(ck, "a2", 2)->expire_ms, 8000000000000ULL);
+	ck_assert_uint_eq(bf_registry_get(ck, "b", 1)->expire_ms, 0);
+	ck_assert_uint_eq(bf_registry_get(ck, "b", 1)->expire_pos, 0);
+	ck_assert_uint_eq(bf_registry_get(ck, "e", 1)->expire_ms, 7000000000000ULL);
+	ck_assert_uint_eq(bf_registry_get(ck, "d", 1)->expire_ms, 1);
+	ck_assert_ptr_eq(bf_registry_next_expiring(ck), bf_registry_get(ck, "d", 1));
+	bf_registry_free(ck);
+
+	/* The whole log onto nothing. */
+	ck_assert_int_eq(bf_registry_new(0, &ck), 0);
+	st = replay(ck, 0);
+	ck_assert_uint_eq(st.unknown, 0);
+	assert_same_registry(live, ck);
+	bf_registry_free(ck);
+
+	/* From the first record onto the checkpoint: what it holds is skipped (its EXPIREs too). */
+	st = replay(ck0, 0);
+	ck_assert_uint_eq(st.skipped, cut);
+	ck_assert_uint_eq(st.applied, nlog - cut);
+	assert_same_registry(live, ck0);
+	bf_registry_free(ck0);
+
+	/* A checkpoint of the end: every EXPIRE of a filter it holds is older than the filter and
+	 * skipped; only the dropped "kept" comes and goes again (its CREATE, EXPIRE and DROP). */
+	ck = checkpoint(live);
+	drops_seen = 0;
+	st = replay(ck, 0);
+	ck_assert_uint_eq(st.applied, 3);
+	ck_assert_int_eq(drops_seen, 10);
+	assert_same_registry(live, ck);
+	bf_registry_free(ck);
+
+	/* FLUSHALL drops expiring filters too: the heap is empty after the replay. */
+	logged(BF_REC_FLUSHALL, (const unsigned char *)"", 0);
+	ck = checkpoint(live);
+	replay(ck, 0);
+	ck_assert_uint_eq(bf_registry_count(ck), 0);
+	ck_assert_ptr_null(bf_registry_next_expiring(ck));
+	ck_assert_uint_eq(bf_registry_expiring(ck, NULL), 0);
+	bf_registry_free(ck);
+	bf_registry_free(live);
+	log_free();
+}
+END_TEST
+
+/*
+ * One EXPIRE at a time against a registry as loaded: skipped when the filter's checkpoint is as
+ * new or newer (record lsn <= filter's lsn: its time stays, whatever the record says), applied
+ * otherwise (the time set or cleared, the filter's lsn the record's); unknown for an id no
+ * filter has.
+ */
+START_TEST(replay_expire_one_by_one)
+{
+	struct bf_registry *r;
+	struct bf_replay *rp;
+	struct bf_replay_stats st;
+	struct bf_params p = {100, 0.01, BF_TYPE_BLOOM, 2, true, 0};
+	unsigned char buf[16];
+	struct bf_filter *f, *g;
+	char why[128] = "";
+
+	ck_assert_int_eq(bf_registry_new(0, &r), 0);
+	ck_assert_int_eq(bf_registry_create(r, "f", 1, &p, 1, &f), 0);
+	ck_assert_int_eq(bf_registry_create(r, "g", 1, &p, 2, &g), 0);
+	/* As loaded from checkpoints: f's of LSN 20 with a time, g's of LSN 5 without. */
+	f->lsn = 20;
+	ck_assert_int_eq(bf_registry_set_expire(r, f, 7000), 0);
+	g->lsn = 5;
+	ck_assert_int_eq(bf_replay_new(r, NULL, NULL, NULL, NULL, &rp), 0);
+
+	/* Older than f's checkpoint, and as old: skipped, PERSIST included. */
+	bf_record_expire(f->id, 1000, buf);
+	ck_assert_int_eq(bf_replay_apply(rp, 10, BF_REC_EXPIRE, buf, 16, why, sizeof(why)), 0);
+	ck_assert_int_eq(bf_replay_apply(rp, 20, BF_REC_EXPIRE, buf, 16, why, sizeof(why)), 0);
+	bf_record_expire(f->id, 0, buf);
+	ck_assert_int_eq(bf_replay_apply(rp, 19, BF_REC_EXPIRE, buf, 16, why, sizeof(why)), 0);
+	ck_assert_uint_eq(f->expire_ms, 7000);
+	ck_assert_uint_eq(f->lsn, 20);
+	ck_assert_ptr_eq(bf_registry_next_expiring(r), f);
+	bf_replay_stats(rp, &st);
+	ck_assert_uint_eq(st.skipped, 3);
+	ck_assert_uint_eq(st.applied, 0);
+
+	/* Newer: applied. g gets a time earlier than f's: it is the next to expire. */
+	bf_record_expire(g->id, 3000, buf);
+	ck_assert_int_eq(bf_replay_apply(rp, 21, BF_REC_EXPIRE, buf, 16, why, sizeof(why)), 0);
+	ck_assert_uint_eq(g->expire_ms, 3000);
+	ck_assert_uint_eq(g->lsn, 21);
+	ck_assert_ptr_eq(bf_registry_next_expiring(r), g);
+	/* f's time moved past g's, then cleared. */
+	bf_record_expire(f->id, 2000, buf);
+	ck_assert_int_eq(bf_replay_apply(rp, 22, BF_REC_EXPIRE, buf, 16, why, sizeof(why)), 0);
+	ck_assert_uint_eq(f->expire_ms, 2000);
+	ck_assert_uint_eq(f->lsn, 22);
+	ck_assert_ptr_eq(bf_registry_next_expiring(r), f);
+	bf_record_expire(f->id, 0, buf);
+	ck_assert_int_eq(bf_replay_apply(rp, 23, BF_REC_EXPIRE, buf, 16, why, sizeof(why)), 0);
+	ck_assert_uint_eq(f->expire_ms, 0);
+	ck_assert_uint_eq(f->expire_pos, 0);
+	ck_assert_uint_eq(f->lsn, 23);
+	ck_assert_ptr_eq(bf_registry_next_expiring(r), g);
+	uint64_t sum;
+	ck_assert_uint_eq(bf_registry_expiring(r, &sum), 1);
+	ck_assert_uint_eq(sum, 3000);
+
+	/* An id no filter has: unknown, nothing changes. */
+	bf_record_expire(g->id + 100, 1, buf);
+	ck_assert_int_eq(bf_replay_apply(rp, 24, BF_REC_EXPIRE, buf, 16, why, sizeof(why)), 0);
+	ck_assert_uint_eq(bf_registry_expiring(r, NULL), 1);
+
+	bf_replay_stats(rp, &st);
+	ck_assert_uint_eq(st.applied, 3);
+	ck_assert_uint_eq(st.skipped, 3);
+	ck_assert_uint_eq(st.unknown, 1);
+	bf_replay_free(rp);
+	/* Freed with g still expiring. */
+	bf_registry_free(r);
+}
+END_TEST
+
+/*
+ * A filter that expired while the daemon ran is dropped without a record (the start drops it
+ * again from what the log says), and its name may be taken by a new filter: the replay brings
+ * the old filter back with its time long past, then the new filter's CREATE replaces it; the
+ * new one's own time applies to it alone.
+ */
+START_TEST(replay_expired_then_created_again)
+{
+	struct bf_registry *live, *ck;
+	struct bf_params p = {100, 0.01, BF_TYPE_BLOOM, 2, true, 0};
+
+	ck_assert_int_eq(bf_registry_new(0, &live), 0);
+	struct bf_filter *old = create(live, "x", p, 1);
+	keys(old, BF_REC_ADD, "old", 0, 10);
+	expire_(live, "x", 1000);
+	create(live, "other", p, 2);
+	ck = checkpoint(live);
+	uint64_t cut = nlog;
+	/* Expired: dropped, nothing logged (cmd_expire_due). */
+	ck_assert_int_eq(bf_registry_drop(live, "x", 1), 0);
+	struct bf_filter *x = create(live, "x", p, 3);
+	keys(x, BF_REC_ADD, "new", 0, 10);
+	expire_(live, "x", 9000000000000ULL);
+
+	replay(ck, cut);
+	assert_same_registry(live, ck);
+	ck_assert_uint_eq(bf_registry_get(ck, "x", 1)->expire_ms, 9000000000000ULL);
+	ck_assert_uint_eq(bf_registry_expiring(ck, NULL), 1);
+	bf_registry_free(ck);
+
+	ck_assert_int_eq(bf_registry_new(0, &ck), 0);
+	replay(ck, 0);
+	assert_same_registry(live, ck);
+	bf_registry_free(ck);
+	bf_registry_free(live);
+	log_free();
+}
+END_TEST
+
 static Suite *record_suite(void)
 {
 	Suite *s = suite_create("record");
@@ -769,6 +1071,10 @@ static Suite *record_suite(void)
 	tcase_add_test(tc, replay_rename_holder_newer);
 	tcase_add_test(tc, replay_rename_one_by_one);
 	tcase_add_test(tc, replay_rename_replaced_again);
+	tcase_add_test(tc, expire_round_trip_and_malformed);
+	tcase_add_test(tc, replay_expire);
+	tcase_add_test(tc, replay_expire_one_by_one);
+	tcase_add_test(tc, replay_expired_then_created_again);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -1,8 +1,10 @@
 /* SPDX-License-Identifier: MIT */
-/* The registry: validation, create/get/drop, rename, prefix listing, the memory limit. */
+/* The registry: validation, create/get/drop, rename, prefix listing, the memory limit, the expiry
+ * heap. */
 #include <check.h>
 #include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "core/bf_registry.h"
@@ -524,6 +526,324 @@ START_TEST(scan_while_renaming)
 }
 END_TEST
 
+/* ---- the expiry heap ---- */
+
+/* An assertion that costs nothing when it holds: each of Check's own writes a mark to the
+ * parent process, and the random test below makes millions. */
+#define REQUIRE(cond)                                                                              \
+	do {                                                                                       \
+		if (!(cond))                                                                       \
+			ck_abort_msg("%s:%d: %s", __FILE__, __LINE__, #cond);                      \
+	} while (0)
+
+/* A small deterministic generator (xorshift64*), so that a failure repeats. */
+static uint64_t rng_state;
+
+static uint64_t rng(void)
+{
+	rng_state ^= rng_state >> 12;
+	rng_state ^= rng_state << 25;
+	rng_state ^= rng_state >> 27;
+	return rng_state * 0x2545F4914F6CDD1DULL;
+}
+
+/* The brute-force model: one slot per name "e:<i>", the filter it holds (NULL: none) and the
+ * time it expires at (0: never). */
+#define MODEL_N 200
+static struct bf_filter *model_f[MODEL_N];
+static uint64_t model_ms[MODEL_N];
+
+/* The expiry the model holds for f (f must be in it). */
+static uint64_t model_of(const struct bf_filter *f)
+{
+	for (int i = 0; i < MODEL_N; i++)
+		if (model_f[i] == f)
+			return model_ms[i];
+	ck_abort_msg("filter %s is not in the model", f->name);
+	return 0;
+}
+
+/* The registry agrees with the model: every filter's expire_ms, and expire_pos set exactly for
+ * those that expire; the count and sum of the expiring; the next one is one of the earliest. */
+static void assert_model(const struct bf_registry *r)
+{
+	size_t n = 0, count = 0;
+	uint64_t sum = 0, min = 0, got_sum = 1;
+
+	for (int i = 0; i < MODEL_N; i++) {
+		const struct bf_filter *f = model_f[i];
+
+		if (!f)
+			continue;
+		count++;
+		/* Checked without an assertion per filter (each one costs Check a write). */
+		if (f->expire_ms != model_ms[i] || (f->expire_pos != 0) != (model_ms[i] != 0))
+			ck_abort_msg("%s: expire_ms %llu (the model: %llu), expire_pos %u", f->name,
+				     (unsigned long long)f->expire_ms,
+				     (unsigned long long)model_ms[i], (unsigned)f->expire_pos);
+		if (!model_ms[i])
+			continue;
+		n++;
+		sum += model_ms[i];
+		if (!min || model_ms[i] < min)
+			min = model_ms[i];
+	}
+	REQUIRE(bf_registry_count(r) == count);
+	REQUIRE(bf_registry_expiring(r, &got_sum) == n);
+	REQUIRE(bf_registry_expiring(r, NULL) == n);
+	REQUIRE(got_sum == sum);
+	if (!n) {
+		REQUIRE(!bf_registry_next_expiring(r));
+		return;
+	}
+	const struct bf_filter *next = bf_registry_next_expiring(r);
+	REQUIRE(next);
+	REQUIRE(next->expire_ms == min);
+	REQUIRE(model_of(next) == min);
+}
+
+/*
+ * Take every expiring filter out in heap order (as the server's timer does, but with
+ * set_expire 0 instead of a drop): the times come out sorted, each filter once, exactly the
+ * model's; then put them all back as they were.
+ */
+static void assert_heap_order(struct bf_registry *r)
+{
+	struct bf_filter *out[MODEL_N];
+	uint64_t when[MODEL_N], last = 0;
+	size_t n = 0, want = bf_registry_expiring(r, NULL);
+	struct bf_filter *f;
+
+	while ((f = bf_registry_next_expiring(r))) {
+		REQUIRE(n < MODEL_N);
+		REQUIRE(f->expire_ms >= last);
+		REQUIRE(f->expire_ms == model_of(f));
+		for (size_t k = 0; k < n; k++)
+			if (out[k] == f)
+				ck_abort_msg("%s comes out of the heap twice", f->name);
+		last = f->expire_ms;
+		out[n] = f;
+		when[n++] = f->expire_ms;
+		REQUIRE(bf_registry_set_expire(r, f, 0) == 0);
+		REQUIRE(f->expire_ms == 0);
+		REQUIRE(f->expire_pos == 0);
+		REQUIRE(bf_registry_expiring(r, NULL) == want - n);
+	}
+	REQUIRE(n == want);
+	REQUIRE(bf_registry_expiring(r, &last) == 0);
+	REQUIRE(last == 0);
+	/* Back in reverse order: each one put back is the earliest so far (heap_up to the top). */
+	for (size_t k = n; k-- > 0;)
+		REQUIRE(bf_registry_set_expire(r, out[k], when[k]) == 0);
+	assert_model(r);
+}
+
+static struct bf_filter *model_create(struct bf_registry *r, int i, bool loaded, uint64_t ms)
+{
+	char name[32];
+	int len = snprintf(name, sizeof(name), "e:%d", i);
+	struct bf_filter *f;
+
+	if (loaded) {
+		/* A filter loaded from a checkpoint comes with its expiry. */
+		REQUIRE(bf_filter_new(&small, (uint64_t)i, NULL, &f) == 0);
+		f->expire_ms = ms;
+		REQUIRE(bf_registry_adopt(r, name, (size_t)len, f) == 0);
+	} else {
+		REQUIRE(bf_registry_create(r, name, (size_t)len, &small, 1, &f) == 0);
+		REQUIRE(f->expire_ms == 0);
+		REQUIRE(f->expire_pos == 0);
+		if (ms)
+			REQUIRE(bf_registry_set_expire(r, f, ms) == 0);
+	}
+	model_f[i] = f;
+	model_ms[i] = ms;
+	return f;
+}
+
+/*
+ * The heap against a brute-force model under 20,000 random operations on 200 names: expiries
+ * set, cleared, moved earlier and later (times from a small range, so many are equal), set to
+ * what they are, filters dropped (expiring or not, the earliest too), created and adopted with
+ * an expiry, renamed (the heap keeps the filter). After each: count, sum, the earliest; every
+ * 500: the whole order, by taking every filter out and putting it back.
+ */
+START_TEST(expiry_heap_random_against_model)
+{
+	struct bf_registry *r;
+	char name[32];
+
+	rng_state = 0x9e3779b97f4a7c15ULL + (uint64_t)_i;
+	memset(model_f, 0, sizeof(model_f));
+	memset(model_ms, 0, sizeof(model_ms));
+	REQUIRE(bf_registry_new(0, &r) == 0);
+	assert_model(r);
+	for (int i = 0; i < MODEL_N; i += 2)
+		model_create(r, i, i % 4 == 0, i % 3 ? 1000 + rng() % 500 : 0);
+	assert_model(r);
+	assert_heap_order(r);
+
+	for (int op = 0; op < 20000; op++) {
+		int i = (int)(rng() % MODEL_N);
+		struct bf_filter *f = model_f[i];
+		unsigned what = (unsigned)(rng() % 100);
+		/* Times in a small range: ties are common. */
+		uint64_t ms = 1 + rng() % 300;
+
+		if (!f) {
+			model_create(r, i, what < 50, what % 3 ? ms : 0);
+		} else if (what < 40) {
+			/* Set, or move (earlier, later, or to the same time). */
+			REQUIRE(bf_registry_set_expire(r, f, ms) == 0);
+			model_ms[i] = ms;
+		} else if (what < 48) {
+			REQUIRE(bf_registry_set_expire(r, f, model_ms[i]) == 0);
+		} else if (what < 65) {
+			REQUIRE(bf_registry_set_expire(r, f, 0) == 0);
+			model_ms[i] = 0;
+		} else if (what < 75) {
+			/* Drop the earliest, as the server's timer does. */
+			struct bf_filter *next = bf_registry_next_expiring(r);
+			if (next) {
+				int k = 0;
+				while (model_f[k] != next)
+					k++;
+				REQUIRE(bf_registry_drop(r, next->name, next->name_len) == 0);
+				model_f[k] = NULL;
+				model_ms[k] = 0;
+			}
+		} else if (what < 90) {
+			int len = snprintf(name, sizeof(name), "e:%d", i);
+			REQUIRE(bf_registry_drop(r, name, (size_t)len) == 0);
+			model_f[i] = NULL;
+			model_ms[i] = 0;
+		} else {
+			/* Renamed to a free name: the same filter, its place in the heap kept. */
+			int k = (int)(rng() % MODEL_N);
+			if (!model_f[k]) {
+				int len = snprintf(name, sizeof(name), "e:%d", k);
+				REQUIRE(bf_registry_rename(r, f, name, (size_t)len) == 0);
+				model_f[k] = f;
+				model_ms[k] = model_ms[i];
+				model_f[i] = NULL;
+				model_ms[i] = 0;
+			}
+		}
+		assert_model(r);
+		if (op % 500 == 499)
+			assert_heap_order(r);
+	}
+	assert_heap_order(r);
+	/* Freed with filters still expiring (ASan and valgrind see the rest). */
+	REQUIRE(bf_registry_expiring(r, NULL) > 0);
+	bf_registry_free(r);
+}
+END_TEST
+
+/*
+ * Adopt takes a filter's expire_ms as it is (whatever expire_pos it came with); an adopt
+ * refused (a name taken, the memory limit) leaves the heap as it was and the filter out of it;
+ * drop takes it out, the earliest or not; set_expire 0 on a filter that never expired is
+ * nothing; growth past the heap's first allocation and back; free with expiring filters.
+ */
+START_TEST(expiry_adopt_drop_free)
+{
+	struct bf_registry *r;
+	struct bf_filter *f, *g, *h, *x;
+	uint64_t sum;
+
+	ck_assert_int_eq(bf_registry_new(0, &r), 0);
+	ck_assert_ptr_null(bf_registry_next_expiring(r));
+	ck_assert_uint_eq(bf_registry_expiring(r, &sum), 0);
+	ck_assert_uint_eq(sum, 0);
+
+	/* A loaded filter with an expiry, and a stale expire_pos from another registry. */
+	ck_assert_int_eq(bf_filter_new(&small, 1, NULL, &f), 0);
+	f->expire_ms = 5000;
+	f->expire_pos = 77;
+	ck_assert_int_eq(bf_registry_adopt(r, S("f"), f), 0);
+	ck_assert_uint_eq(f->expire_pos, 1);
+	ck_assert_ptr_eq(bf_registry_next_expiring(r), f);
+	ck_assert_uint_eq(bf_registry_expiring(r, &sum), 1);
+	ck_assert_uint_eq(sum, 5000);
+
+	/* One without an expiry stays out, even with a stale expire_pos. */
+	ck_assert_int_eq(bf_filter_new(&small, 1, NULL, &g), 0);
+	g->expire_pos = 3;
+	ck_assert_int_eq(bf_registry_adopt(r, S("g"), g), 0);
+	ck_assert_uint_eq(g->expire_pos, 0);
+	ck_assert_uint_eq(bf_registry_expiring(r, NULL), 1);
+	/* Clearing an expiry that is not there: nothing. */
+	ck_assert_int_eq(bf_registry_set_expire(r, g, 0), 0);
+	ck_assert_uint_eq(bf_registry_expiring(r, NULL), 1);
+	ck_assert_uint_eq(g->expire_pos, 0);
+
+	/* Refused adopts (name taken; over the memory limit) leave the heap alone. */
+	ck_assert_int_eq(bf_filter_new(&small, 1, NULL, &x), 0);
+	x->expire_ms = 1000;
+	ck_assert_int_eq(bf_registry_adopt(r, S("f"), x), -EEXIST);
+	ck_assert_uint_eq(x->expire_pos, 0);
+	ck_assert_ptr_eq(bf_registry_next_expiring(r), f);
+	ck_assert_uint_eq(bf_registry_expiring(r, &sum), 1);
+	ck_assert_uint_eq(sum, 5000);
+	ck_assert_int_eq(bf_registry_adopt(r, S("bad name"), x), -EINVAL);
+	ck_assert_uint_eq(bf_registry_expiring(r, NULL), 1);
+	bf_registry_set_max_memory(r, bf_registry_memory(r) + 1);
+	ck_assert_int_eq(bf_registry_adopt(r, S("x"), x), -ENOMEM);
+	ck_assert_uint_eq(x->expire_pos, 0);
+	ck_assert_ptr_eq(bf_registry_next_expiring(r), f);
+	ck_assert_uint_eq(bf_registry_expiring(r, &sum), 1);
+	ck_assert_uint_eq(sum, 5000);
+	bf_registry_set_max_memory(r, 0);
+	/* Adopted now, earlier than f: the first. */
+	ck_assert_int_eq(bf_registry_adopt(r, S("x"), x), 0);
+	ck_assert_ptr_eq(bf_registry_next_expiring(r), x);
+	ck_assert_uint_eq(bf_registry_expiring(r, &sum), 2);
+	ck_assert_uint_eq(sum, 6000);
+
+	/* Dropped: the earliest, then one without an expiry, then the last. */
+	ck_assert_int_eq(bf_registry_drop(r, S("x")), 0);
+	ck_assert_ptr_eq(bf_registry_next_expiring(r), f);
+	ck_assert_uint_eq(bf_registry_expiring(r, &sum), 1);
+	ck_assert_uint_eq(sum, 5000);
+	ck_assert_int_eq(bf_registry_drop(r, S("g")), 0);
+	ck_assert_uint_eq(bf_registry_expiring(r, NULL), 1);
+	ck_assert_int_eq(bf_registry_drop(r, S("f")), 0);
+	ck_assert_ptr_null(bf_registry_next_expiring(r));
+	ck_assert_uint_eq(bf_registry_expiring(r, &sum), 0);
+	ck_assert_uint_eq(sum, 0);
+
+	/* Past the heap's first allocation (16) and down again, a drop from the middle. */
+	for (int i = 0; i < 100; i++) {
+		char name[16];
+		int n = snprintf(name, sizeof(name), "h:%d", i);
+		ck_assert_int_eq(bf_registry_create(r, name, (size_t)n, &small, 1, &h), 0);
+		ck_assert_int_eq(bf_registry_set_expire(r, h, 100000 - (uint64_t)i), 0);
+		ck_assert_ptr_eq(bf_registry_next_expiring(r), h);
+	}
+	ck_assert_uint_eq(bf_registry_expiring(r, &sum), 100);
+	ck_assert_uint_eq(sum, 100 * 100000 - 99 * 100 / 2);
+	ck_assert_int_eq(bf_registry_drop(r, S("h:50")), 0);
+	ck_assert_uint_eq(bf_registry_expiring(r, &sum), 99);
+	ck_assert_uint_eq(sum, 100 * 100000 - 99 * 100 / 2 - (100000 - 50));
+	ck_assert_uint_eq(bf_registry_next_expiring(r)->expire_ms, 100000 - 99);
+	/* The latest made the earliest, and back. */
+	h = bf_registry_get(r, S("h:0"));
+	ck_assert_int_eq(bf_registry_set_expire(r, h, 1), 0);
+	ck_assert_ptr_eq(bf_registry_next_expiring(r), h);
+	ck_assert_int_eq(bf_registry_set_expire(r, h, 100000), 0);
+	ck_assert_uint_eq(bf_registry_next_expiring(r)->expire_ms, 100000 - 99);
+	/* A clone (what a checkpoint writes) carries the time, not the place. */
+	ck_assert_int_eq(bf_filter_clone(h, &g), 0);
+	ck_assert_uint_eq(g->expire_ms, 100000);
+	bf_filter_detach(g);
+	ck_assert_uint_eq(g->expire_ms, 0);
+	bf_filter_free(g);
+	/* Freed with 99 filters expiring. */
+	bf_registry_free(r);
+}
+END_TEST
+
 static Suite *registry_suite(void)
 {
 	Suite *s = suite_create("registry");
@@ -539,6 +859,8 @@ static Suite *registry_suite(void)
 	tcase_add_test(tc, each_and_reserve);
 	tcase_add_test(tc, rename_filter);
 	tcase_add_test(tc, scan_while_renaming);
+	tcase_add_loop_test(tc, expiry_heap_random_against_model, 0, 3);
+	tcase_add_test(tc, expiry_adopt_drop_free);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -1487,6 +1487,56 @@ START_TEST(stream_wanted_and_refused)
 }
 END_TEST
 
+/* GET /v1/openapi.yaml: the document built in from doc/openapi.yaml, byte for byte (the
+ * service test "openapi" compares it with the file); a document, not a command, behind the
+ * token like every /v1 route. */
+START_TEST(openapi_route)
+{
+	static const char *const methods[] = {"GET", "HEAD"};
+	uint64_t c0 = ctx.commands;
+
+	ck_assert_uint_gt(http_api_openapi_yaml_len, 1000);
+	ck_assert_uint_eq(strlen(http_api_openapi_yaml), http_api_openapi_yaml_len);
+	ck_assert_ptr_nonnull(strstr(http_api_openapi_yaml, "\nopenapi: 3.1.0\n"));
+	for (size_t i = 0; i < 2; i++) {
+		struct http_api_request req = {
+		    .method = methods[i], .path = "/v1/openapi.yaml", .path_len = 16};
+
+		http_api_handle(&api, &req, &resp);
+		ck_assert_uint_eq(resp.status, 200);
+		ck_assert_str_eq(resp.content_type, "application/yaml");
+		ck_assert_uint_eq(resp.len, http_api_openapi_yaml_len);
+		ck_assert(memcmp(resp.data, http_api_openapi_yaml, resp.len) == 0);
+		ck_assert_ptr_null(resp.allow);
+	}
+	ck_assert_uint_eq(api.requests[HTTP_ROUTE_OPENAPI][1], 2); /* slot 1: 200 */
+	ck_assert_uint_eq(ctx.commands, c0);
+	ck_assert_str_eq(http_api_route_name(HTTP_ROUTE_OPENAPI), "/v1/openapi.yaml");
+
+	call("POST", "/v1/openapi.yaml", NULL, NULL);
+	EXPECT(405, CT_PROBLEM,
+	       PROBLEM("method_not_allowed", "Method not allowed", 405,
+		       "/v1/openapi.yaml takes GET, HEAD"));
+	ck_assert_str_eq(resp.allow, "GET, HEAD");
+	GET("/v1/openapi.yaml/", 404, NOT_FOUND);
+	GET("/v1/openapi.yml", 404, NOT_FOUND);
+
+	api.token = "s3cret";
+	GET("/v1/openapi.yaml", 401,
+	    PROBLEM("unauthorized", "Unauthorized", 401,
+		    "send \\\"Authorization: Bearer <token>\\\""));
+	ck_assert_str_eq(resp.www_authenticate, "Bearer");
+	authorization = "Bearer s3cret";
+	struct http_api_request req = {.method = "GET",
+				       .path = "/v1/openapi.yaml",
+				       .path_len = 16,
+				       .authorization = authorization};
+	http_api_handle(&api, &req, &resp);
+	ck_assert_uint_eq(resp.status, 200);
+	ck_assert_uint_eq(resp.len, http_api_openapi_yaml_len);
+}
+END_TEST
+
 static Suite *http_api_suite(void)
 {
 	Suite *s = suite_create("http-api");
@@ -1495,6 +1545,7 @@ static Suite *http_api_suite(void)
 	tcase_add_checked_fixture(tc, setup, teardown);
 	tcase_add_test(tc, health_and_ready);
 	tcase_add_test(tc, metrics_route);
+	tcase_add_test(tc, openapi_route);
 	tcase_add_test(tc, unknown_routes);
 	tcase_add_test(tc, empty_name_first_request);
 	tcase_add_test(tc, methods_not_allowed);
