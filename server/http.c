@@ -348,6 +348,16 @@ static struct http_api_request http_request(struct MHD_Connection *conn, const c
 static enum MHD_Result http_reply(struct http_server *h, struct MHD_Connection *conn,
 				  struct http_conn *c);
 
+/* Its filter is loading (cmd->paging): suspended in h->paging until http_resume_paged. */
+static enum MHD_Result http_suspend_paging(struct http_server *h, struct MHD_Connection *conn,
+					   struct http_conn *c)
+{
+	c->paging = true;
+	LIST_INSERT_HEAD(&h->paging, c, wait_link);
+	MHD_suspend_connection(conn);
+	return MHD_YES;
+}
+
 static enum MHD_Result http_answer(struct http_server *h, struct MHD_Connection *conn,
 				   struct http_conn *c, const char *url, const char *method)
 {
@@ -360,12 +370,8 @@ static enum MHD_Result http_answer(struct http_server *h, struct MHD_Connection 
 	h->cmd->wait_lsn = 0;
 	http_api_handle(&h->api, &req, &h->resp);
 	if (h->cmd->paging) {
-		/* Its filter is loading: asked again once loaded (http_resume_paged). */
-		c->paging = true;
-		c->repeat = true;
-		LIST_INSERT_HEAD(&h->paging, c, wait_link);
-		MHD_suspend_connection(conn);
-		return MHD_YES;
+		c->repeat = true; /* answered again once its filter is loaded */
+		return http_suspend_paging(h, conn, c);
 	}
 	return http_reply(h, conn, c);
 }
@@ -450,11 +456,8 @@ static enum MHD_Result http_stream_start(struct http_server *h, struct MHD_Conne
 	if (http_api_stream_begin(&h->api, &req, &h->resp, &c->stream) == 0)
 		return MHD_YES;
 	if (h->cmd->paging) {
-		c->stream_begin = true;
-		c->paging = true;
-		LIST_INSERT_HEAD(&h->paging, c, wait_link);
-		MHD_suspend_connection(conn);
-		return MHD_YES;
+		c->stream_begin = true; /* started again once its filter is loaded */
+		return http_suspend_paging(h, conn, c);
 	}
 	c->streaming = false;
 	return http_send(conn, &h->resp);
