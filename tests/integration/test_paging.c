@@ -801,16 +801,28 @@ END_TEST
 /* A large filter: about 111 MB of bits, a file of its own. */
 #define BIG_CREATE "capacity=50000000 prob=0.001"
 
-/*
- * How long the longest round trip may be, in us. Not measured under a wrapper: valgrind runs
- * one thread at a time, so the worker's read of the file holds the loop whatever the code
- * does (565 ms seen); the answers are still checked there.
- */
-static int64_t max_rtt_us(void)
+/* Whether the daemon runs under a wrapper (valgrind). */
+static bool wrapped(void)
 {
 	const char *w = getenv("BLOSSOMD_WRAPPER");
 
-	return w && *w ? INT64_MAX : 50000;
+	return w && *w;
+}
+
+/*
+ * How long the longest round trip may be, in us, and how many round trips the load must leave
+ * room for. Neither is measured under a wrapper: valgrind runs one thread at a time, so the
+ * worker's read of the file holds the loop whatever the code does (565 ms and 4 round trips
+ * seen); the answers are still checked there.
+ */
+static int64_t max_rtt_us(void)
+{
+	return wrapped() ? INT64_MAX : 50000;
+}
+
+static unsigned min_pings(void)
+{
+	return wrapped() ? 0 : 10;
 }
 
 /* Whether fd has input within timeout_ms. */
@@ -930,7 +942,7 @@ START_TEST(test_page_in_does_not_block)
 	http_is(buf, "HTTP/1.1 200 ", CT_JSON, "{\"present\":true}\n");
 	/* Three waiters, one load. */
 	paging_is(fd, "huge", 1, 1, 1);
-	ck_assert_uint_ge(lt.pings, 10);
+	ck_assert_uint_ge(lt.pings, min_pings());
 
 	for (int again = 0; again < 2 && lt.worst_us >= max_rtt_us(); again++) {
 		TXT(fd, "close huge", "Done\n"); /* unchanged: nothing to write */
@@ -941,7 +953,7 @@ START_TEST(test_page_in_does_not_block)
 		n = itest_recv_until(wfd, buf, sizeof(buf), "\n", T);
 		ck_assert_int_gt(n, 0);
 		EQ(buf, "Yes\n");
-		ck_assert_uint_ge(lt2.pings, 10);
+		ck_assert_uint_ge(lt2.pings, min_pings());
 		if (lt2.worst_us < lt.worst_us)
 			lt = lt2;
 	}
