@@ -25,6 +25,7 @@
 #define CT_PROBLEM "application/problem+json"
 #define CT_METRICS "text/plain; version=0.0.4; charset=utf-8"
 #define CT_YAML	   "application/yaml"
+#define CT_HTML	   "text/html; charset=utf-8"
 
 /* Largest integer a JSON number (a double) holds exactly: the bound of "capacity". */
 #define JSON_INT_MAX 9007199254740992.0
@@ -65,6 +66,7 @@ static const struct {
     [HTTP_ROUTE_READYZ] = {"/readyz", "GET, HEAD"},
     [HTTP_ROUTE_METRICS] = {"/metrics", "GET, HEAD"},
     [HTTP_ROUTE_OPENAPI] = {"/v1/openapi.yaml", "GET, HEAD"},
+    [HTTP_ROUTE_STATUS] = {"/", "GET, HEAD"},
     [HTTP_ROUTE_FILTERS] = {"/v1/filters", "GET, HEAD"},
     [HTTP_ROUTE_FILTER] = {"/v1/filters/{name}", "GET, HEAD, PUT, PATCH, DELETE"},
     [HTTP_ROUTE_ADD] = {"/v1/filters/{name}/add", "POST"},
@@ -661,6 +663,8 @@ static enum http_route route_match(struct span path, struct span *name, struct s
 		return HTTP_ROUTE_METRICS;
 	if (span_is(path, "/v1/openapi.yaml"))
 		return HTTP_ROUTE_OPENAPI;
+	if (span_is(path, "/"))
+		return HTTP_ROUTE_STATUS;
 	if (path.n < v1n || memcmp(path.p, v1, v1n) != 0)
 		return HTTP_ROUTE_NONE;
 	if (path.n == v1n)
@@ -1063,7 +1067,8 @@ static bool parse_params(struct http_api *api, const struct http_api_request *re
 /*
  * GET /v1/filters: every filter in name order; with ?prefix= those whose name starts with it,
  * ?after= those after that name, and ?limit=N (1..HTTP_API_LIST_MAX) at most N of them, with
- * "more": whether others follow (the next page: after= the last name).
+ * "more": whether others follow (the next page: after= the last name). ?detail=true: DETAIL
+ * objects (each estimate is a model sum per layer, hence the smaller bound on limit).
  */
 static void do_list(struct http_api *api, const struct http_api_request *req,
 		    struct http_api_response *r)
@@ -1073,19 +1078,31 @@ static void do_list(struct http_api *api, const struct http_api_request *req,
 	struct bf_filter **list;
 	cJSON *j, *arr;
 	size_t n, limit = SIZE_MAX;
-	bool more = false;
+	bool more = false, detail = false;
+
+	if (req->q_detail) {
+		detail = strcmp(req->q_detail, "true") == 0;
+		if (!detail && strcmp(req->q_detail, "false") != 0) {
+			problem(r, P_BAD_REQUEST, "\"detail\" must be true or false");
+			return;
+		}
+	}
 
 	if (req->q_limit) {
 		char *end;
 		errno = 0;
 		unsigned long long v = strtoull(req->q_limit, &end, 10);
 		if (!isdigit((unsigned char)req->q_limit[0]) || *end || errno || v < 1 ||
-		    v > HTTP_API_LIST_MAX) {
+		    v > (detail ? HTTP_API_LIST_DETAIL_MAX : HTTP_API_LIST_MAX)) {
 			problem(r, P_BAD_REQUEST, "\"limit\" must be an integer from 1 to %d",
-				HTTP_API_LIST_MAX);
+				detail ? HTTP_API_LIST_DETAIL_MAX : HTTP_API_LIST_MAX);
 			return;
 		}
 		limit = (size_t)v;
+	} else if (detail) {
+		problem(r, P_BAD_REQUEST, "detail=true needs \"limit\", from 1 to %d",
+			HTTP_API_LIST_DETAIL_MAX);
+		return;
 	}
 	if (bf_registry_page(api->cmd->reg, prefix, strlen(prefix), after, strlen(after), limit,
 			     &list, &n, &more)) {
@@ -1098,7 +1115,7 @@ static void do_list(struct http_api *api, const struct http_api_request *req,
 	for (size_t i = 0; arr && i < n; i++) {
 		if (cmd_expired(list[i], now))
 			continue; /* its time has come: gone at its next lookup */
-		cJSON *f = filter_json(list[i], false);
+		cJSON *f = filter_json(list[i], detail);
 
 		if (!f || !cJSON_AddItemToArray(arr, f)) {
 			cJSON_Delete(f);
@@ -1364,6 +1381,11 @@ static void dispatch(struct http_api *api, const struct http_api_request *req,
 		r->content_type = CT_YAML;
 		r->data = http_api_openapi_yaml;
 		r->len = http_api_openapi_yaml_len;
+		return;
+	case HTTP_ROUTE_STATUS:
+		r->content_type = CT_HTML;
+		r->data = http_api_status_html;
+		r->len = http_api_status_html_len;
 		return;
 	case HTTP_ROUTE_FILTERS:
 		do_list(api, req, r);

@@ -13,6 +13,9 @@
  *	GET    /metrics                          200 Prometheus text 0.0.4 (hooks.metrics)
  *	GET    /v1/openapi.yaml                  200 this API in OpenAPI 3.1, application/yaml
  *	                                         (doc/openapi.yaml, built in)
+ *	GET    /                                 200 the status page, text/html (doc/status.html,
+ *	                                         built in; it reads /metrics, /readyz and
+ *	                                         /v1/filters?detail=true)
  *	GET    /v1/filters                       200 {"filters":[FILTER, ...]} sorted by name
  *	PUT    /v1/filters/{name}                201 DETAIL (+ Location), 409, 400
  *	GET    /v1/filters/{name}                200 DETAIL, 404
@@ -37,6 +40,9 @@
  *check_hits, check_misses, sets, set_hits, set_misses, deletes, delete_hits, delete_misses}. A name
  *that is not valid UTF-8 is shown with U+FFFD for each bad byte, plus "name_b64" with its exact
  *bytes.
+ *
+ * GET /v1/filters?detail=true lists DETAIL objects instead, and needs a limit from 1 to
+ * HTTP_API_LIST_DETAIL_MAX (400 otherwise); a closed filter is listed as it is, not loaded.
  *
  * Paths are raw (still percent-encoded, without the query string): {name} and {key} are one
  * segment each, percent-decoded here, so a key holding '/' is sent as %2F and any byte as %XX.
@@ -100,6 +106,7 @@ enum http_route {
 	HTTP_ROUTE_READYZ,
 	HTTP_ROUTE_METRICS,
 	HTTP_ROUTE_OPENAPI, /* a document: like /metrics, not counted as a command */
+	HTTP_ROUTE_STATUS,  /* GET /: the status page, a document too */
 	HTTP_ROUTE_FILTERS,
 	HTTP_ROUTE_FILTER,
 	HTTP_ROUTE_ADD,
@@ -121,9 +128,11 @@ unsigned http_api_status_at(unsigned i);
 const char *http_api_route_name(enum http_route r);
 
 /* Bytes of the Location header of a 201: "/v1/filters/" + the name, every byte encoded. */
-/* GET /v1/filters?limit= at most this. */
-#define HTTP_API_LIST_MAX     10000
-#define HTTP_API_LOCATION_MAX (sizeof("/v1/filters/") + 3 * BF_NAME_MAX)
+/* GET /v1/filters?limit= at most this; with detail=true (DETAIL objects, whose estimate
+ * costs a model sum per layer) at most HTTP_API_LIST_DETAIL_MAX. */
+#define HTTP_API_LIST_MAX	 10000
+#define HTTP_API_LIST_DETAIL_MAX 100
+#define HTTP_API_LOCATION_MAX	 (sizeof("/v1/filters/") + 3 * BF_NAME_MAX)
 
 struct http_api_request {
 	const char *method; /* NUL-terminated, case-sensitive ("GET") */
@@ -134,8 +143,9 @@ struct http_api_request {
 	const char *authorization;    /* the Authorization header, or NULL */
 	const char *body;	      /* may be NULL when body_len is 0 */
 	size_t body_len;
-	/* GET /v1/filters?prefix=&after=&limit= (decoded query arguments), NULL if absent. */
-	const char *q_prefix, *q_after, *q_limit;
+	/* GET /v1/filters?prefix=&after=&limit=&detail= (decoded query arguments), NULL if
+	 * absent. */
+	const char *q_prefix, *q_after, *q_limit, *q_detail;
 };
 
 struct http_api_response {
@@ -268,6 +278,10 @@ void http_api_base64_encode(struct proto_buf *out, const void *p, size_t n);
  * GET /v1/openapi.yaml sends. */
 extern const char http_api_openapi_yaml[];
 extern const size_t http_api_openapi_yaml_len;
+
+/* doc/status.html as built in the same way: what GET / sends. */
+extern const char http_api_status_html[];
+extern const size_t http_api_status_html_len;
 
 /* True if p[0..n) is well-formed UTF-8 (no overlongs, surrogates or values over U+10FFFF). */
 bool http_api_utf8_valid(const void *p, size_t n);

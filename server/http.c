@@ -342,6 +342,7 @@ static struct http_api_request http_request(struct MHD_Connection *conn, const c
 	    .q_prefix = MHD_lookup_connection_value(conn, MHD_GET_ARGUMENT_KIND, "prefix"),
 	    .q_after = MHD_lookup_connection_value(conn, MHD_GET_ARGUMENT_KIND, "after"),
 	    .q_limit = MHD_lookup_connection_value(conn, MHD_GET_ARGUMENT_KIND, "limit"),
+	    .q_detail = MHD_lookup_connection_value(conn, MHD_GET_ARGUMENT_KIND, "detail"),
 	};
 }
 

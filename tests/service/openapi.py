@@ -145,7 +145,7 @@ def expect(answer, status, ptype=None):
 def scenario_limits(rec, d, _):
     """Every route's successes and the problems small limits make, on one daemon."""
     R = lambda *a, **k: rec.req(d, *a, **k)  # noqa: E731 (a short name for the many calls)
-    for path in ("/healthz", "/readyz", "/metrics", "/v1/openapi.yaml", "/v1/filters"):
+    for path in ("/healthz", "/readyz", "/metrics", "/v1/openapi.yaml", "/v1/filters", "/"):
         expect(R("GET", path, path), 200)
         expect(R("HEAD", path, path), 200)
     doc = R("GET", "/v1/openapi.yaml", "/v1/openapi.yaml", label="the document")
@@ -172,6 +172,9 @@ def scenario_limits(rec, d, _):
     assert json.loads(a["body"])["more"] is True, a["body"]
     expect(R("GET", "/v1/filters?prefix=c&after=b", "/v1/filters"), 200)
     expect(R("GET", "/v1/filters?limit=0", "/v1/filters"), 400, "bad_request")
+    a = expect(R("GET", "/v1/filters?detail=true&limit=2", "/v1/filters"), 200)
+    assert "fpr_estimate" in json.loads(a["body"])["filters"][0], a["body"]
+    expect(R("GET", "/v1/filters?detail=true", "/v1/filters"), 400, "bad_request")
     expect(R("GET", "/v1/filters/users", F), 200)
     expect(R("HEAD", "/v1/filters/users", F), 200)
     expect(R("GET", "/v1/filters/nope", F), 404, "filter_not_found")
@@ -334,7 +337,7 @@ def scenario_token(rec, d, token):
     R = lambda *a, **k: rec.req(d, *a, **k)  # noqa: E731
     expect(R("GET", "/healthz", "/healthz"), 200)
     expect(R("GET", "/readyz", "/readyz"), 200)
-    for path in ("/metrics", "/v1/openapi.yaml", "/v1/filters"):
+    for path in ("/metrics", "/v1/openapi.yaml", "/v1/filters", "/"):
         expect(R("GET", path, path), 401, "unauthorized")
         expect(R("GET", path, path, token=token), 200)
     expect(R("PUT", "/v1/filters/f", F, {"capacity": 10}), 401, "unauthorized")
