@@ -372,13 +372,10 @@ int conf_set(struct config *c, const char *key, const char *value, char *err, si
 	case CONF_SIZE:
 		r = conf_parse_uint(value, k->type == CONF_SIZE, &u);
 		if (r == -EINVAL) {
-			conf_errf(
-			    err, errlen, "bad value for %s: '%s' (%s)", k->name, value,
-			    strpbrk(value, "#;") ? "a comment must be on a line of its own"
-			    : k->type == CONF_SIZE
-				? "expected a number of bytes, optionally with a k, m or g suffix: "
-				  "4g, 512m, 65536"
-				: "expected a whole number");
+			conf_errf(err, errlen, "bad value for %s: '%s' (%s)", k->name, value,
+				  k->type == CONF_SIZE ? "expected a number of bytes, optionally "
+							 "with a k, m or g suffix: 4g, 512m, 65536"
+						       : "expected a whole number");
 			return -EINVAL;
 		}
 		if (r == -ERANGE) /* beyond 64 bits: reported as any other range error */
@@ -539,12 +536,40 @@ static bool conf_space(char ch)
 }
 
 /*
+ * The length of the line s[0, len) without a comment after its value ("max_memory = 4g # four
+ * gigs", "port = 8673 ; main"), and without the spaces before that comment. A '#' or ';'
+ * starts a comment where it begins the value or follows a space or tab, so a path such as
+ * /srv/a#b keeps its '#'. libinih alone would drop a ';' comment but keep a '#' one as part
+ * of the value; here both go, the same way.
+ */
+static size_t conf_strip_comment(const char *s, size_t len)
+{
+	const char *eq = memchr(s, '=', len), *colon = memchr(s, ':', len), *v, *end = s + len;
+
+	if (!eq || (colon && colon < eq))
+		eq = colon; /* libinih splits a line at its first '=' or ':' */
+	if (!eq)
+		return len;
+	for (v = eq + 1; v < end && conf_space(*v); v++)
+		;
+	for (const char *c = v; c < end; c++) {
+		if ((*c == '#' || *c == ';') && (c == v || c[-1] == ' ' || c[-1] == '\t')) {
+			while (c > eq + 1 && conf_space(c[-1]))
+				c--;
+			return (size_t)(c - s);
+		}
+	}
+	return len;
+}
+
+/*
  * libinih's line reader (fgets-like, num = its line buffer size). Counting lines here is how
  * errors get their line number, since the handler is not told it. It also:
  * - stops the parse (returns NULL) once an error has been recorded;
  * - refuses lines that would not fit libinih's buffer (it would split them silently) and lines
  *   with NUL bytes, but lets long comments through;
  * - strips leading whitespace, so an indented key is a key and never a continuation line;
+ * - drops a comment after a value (conf_strip_comment);
  * - refuses any section header but [blossomd] at its own line, even if no key follows.
  */
 static char *conf_read_line(char *str, int num, void *stream)
@@ -582,6 +607,8 @@ static char *conf_read_line(char *str, int num, void *stream)
 		strcpy(str, ";");
 		return str;
 	}
+	if (len && *s != '[')
+		len = conf_strip_comment(s, len);
 	if (len && *s == '[') {
 		const char *close = memchr(s, ']', len);
 		size_t nlen = close ? (size_t)(close - s - 1) : 0;

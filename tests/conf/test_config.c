@@ -694,11 +694,14 @@ START_TEST(test_load_bad_value_line)
 	expect_load_error("[blossomd]\nlog_level = loud\n", 2,
 			  "bad value for log_level: 'loud' (expected emerg, alert, crit, err, "
 			  "warning, notice, info, debug or 0-7)");
-	/* '#' is not an inline comment: the value runs to the end of the line, and the
-	 * message says so */
-	expect_load_error("[blossomd]\nport = 8000 # main port\n", 2,
-			  "bad value for port: '8000 # main port' (a comment must be on a line of "
-			  "its own)");
+	/* A comment needs a space or tab before it: without one, '#' is part of the value. */
+	expect_load_error("[blossomd]\nport = 8000# main port\n", 2,
+			  "bad value for port: '8000# main port' (expected a whole number)");
+	expect_load_error("[blossomd]\nmax_memory = 4g;four gigs\n", 2,
+			  "bad value for max_memory: '4g;four gigs' (" SIZE_HINT ")");
+	/* A value that is only a comment is empty. */
+	expect_load_error("[blossomd]\ndata_dir = # to do\n", 2,
+			  "bad value for data_dir: '' (must not be empty)");
 }
 END_TEST
 
@@ -790,18 +793,19 @@ START_TEST(test_load_accepted_forms)
 	struct config c;
 	char err[512] = "";
 
-	/* indented keys are keys, not continuation lines; ':' works as '='; " ;" comments */
+	/* indented keys are keys, not continuation lines; ':' works as '='; comments after a
+	 * value, with '#' or ';' after a space or tab ('#' inside a value stays) */
 	ck_assert_msg(load_text(&c,
 				"\xEF\xBB\xBF[blossomd]\r\n"
 				"  port = 9001\r\n"
 				"\thttp_port=9002\r\n"
-				"bind : ::1\n"
+				"bind : ::1\t# loopback only\n"
 				"max_memory = 1g ; one gibibyte\n"
 				"  ; indented comment\n"
 				"  # another\n"
 				"[blossomd]\n"
-				"port = 9003\n"
-				"data_dir = /d\n"
+				"port = 9003 # the last value wins\r\n"
+				"data_dir = /d#1  #  where ; the data goes\n"
 				"log_level = warning",
 				err, sizeof(err)) == 0,
 		      "%s", err);
@@ -809,7 +813,7 @@ START_TEST(test_load_accepted_forms)
 	ck_assert_uint_eq(c.http_port, 9002);
 	ck_assert_str_eq(c.bind, "::1");
 	ck_assert_uint_eq(c.max_memory, 1ULL << 30);
-	ck_assert_str_eq(c.data_dir, "/d");
+	ck_assert_str_eq(c.data_dir, "/d#1");
 	ck_assert_int_eq(c.log_level, 4);
 	ck_assert_str_eq(err, "");
 }

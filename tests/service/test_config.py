@@ -52,6 +52,22 @@ def case_bad_size():
                  "with a k, m or g suffix: 4g, 512m, 65536)")
 
 
+def case_size_with_unit():
+    # The natural mistake: the message lists the suffixes that are accepted.
+    expect_error("max_memory = 4g", "max_memory = 4GB",
+                 "bad value for max_memory: '4GB' (expected a number of bytes, optionally "
+                 "with a k, m or g suffix: 4g, 512m, 65536)")
+
+
+def case_inline_comments():
+    # A comment after a value, with '#' or ';', is a comment (as on a line of its own).
+    with tempdir("testconf") as tmp:
+        path, _ = shipped_with(tmp, "max_memory = 4g", "max_memory = 512m # half a gig")
+        assert test_config(path) == (0, "configuration OK\n", ""), test_config(path)
+        path, _ = shipped_with(tmp, "port = 8673", "port = 8673 ; text and RESP")
+        assert test_config(path) == (0, "configuration OK\n", ""), test_config(path)
+
+
 def case_syntax_error():
     expect_error("bind = 127.0.0.1", "bind 127.0.0.1",
                  "syntax error (expected '[section]' or 'key = value')")
@@ -88,6 +104,8 @@ def main():
     tap = Tap()
     tap.case("a bad port: exit 1, 'FILE:LINE: bad value ...' on stderr only", case_bad_value)
     tap.case("a size with a space and a unit: its line", case_bad_size)
+    tap.case("max_memory = 4GB: the message lists the accepted suffixes", case_size_with_unit)
+    tap.case("comments after a value, '#' and ';', are comments", case_inline_comments)
     tap.case("a line without '=': syntax error with its line", case_syntax_error)
     tap.case("a misspelt section header: its line", case_unknown_section)
     tap.case("a misspelt key: its line", case_typo_key)
