@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 static int srv_log_level = SRV_LOG_INFO;
+static int srv_log_prefix = 1;
 
 void srv_log_set_level(int level)
 {
@@ -18,6 +19,11 @@ void srv_log_set_level(int level)
 	if (level > SRV_LOG_DEBUG)
 		level = SRV_LOG_DEBUG;
 	srv_log_level = level;
+}
+
+void srv_log_set_priority_prefix(int on)
+{
+	srv_log_prefix = on;
 }
 
 int srv_log_get_level(void)
@@ -42,7 +48,10 @@ void srv_log(int level, const char *fmt, ...)
 		return;
 	if (level < SRV_LOG_EMERG)
 		level = SRV_LOG_EMERG;
-	len = (size_t)snprintf(line, sizeof(line), "<%d>blossomd: ", level);
+	if (srv_log_prefix)
+		len = (size_t)snprintf(line, sizeof(line), "<%d>blossomd: ", level);
+	else
+		len = (size_t)snprintf(line, sizeof(line), "blossomd: ");
 	va_start(ap, fmt);
 	int n = vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);

@@ -27,11 +27,16 @@ enum srv_log_level {
 void srv_log_set_level(int level);
 int srv_log_get_level(void);
 
+/* With on false, lines are written without their "<N>" prefix: "blossomd: message\n", as
+ * --test-config prints its other messages to a terminal or a unit's ExecStartPre. Default on. */
+void srv_log_set_priority_prefix(int on);
+
 /* True if a message at this level would be written (to skip building costly messages). */
 int srv_log_enabled(int level);
 
 /*
- * Write "<level>blossomd: " + the formatted message + "\n" to stderr with one write(2), so
+ * Write "<level>blossomd: " (or "blossomd: ", see srv_log_set_priority_prefix) + the
+ * formatted message + "\n" to stderr with one write(2), so
  * lines from concurrent writers never interleave. Any '\n' or '\r' inside the message becomes
  * a space, so one call is always one line, and other control bytes, DEL and bytes >= 0x80
  * become "\xNN" (messages may quote what a client sent, and filter names are any printable

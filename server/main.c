@@ -150,7 +150,9 @@ int main(int argc, char **argv)
 			fprintf(stderr, "blossomd: %s\n", err);
 			goto out_ov;
 		}
-		/* What a start would refuse from the configuration alone, so does the check. */
+		/* What a start would refuse from the configuration alone, so does the check, in
+		 * the same words, printed as the check's other messages are. */
+		srv_log_set_priority_prefix(0);
 		if (srv_config_check_start(&cfg))
 			goto out_ov;
 		printf("configuration OK\n");

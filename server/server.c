@@ -274,19 +274,6 @@ int srv_config_check_start(const struct config *cfg)
 	return 0;
 }
 
-int srv_token_check(const char *path)
-{
-	char *token;
-	size_t len;
-	int rc = srv_token_read(path, "", &token, &len);
-
-	if (rc == 0) {
-		explicit_bzero(token, len);
-		free(token);
-	}
-	return rc;
-}
-
 /* Install token (may be NULL) as the server's, wiping the old one. */
 static void srv_token_set(struct srv *s, char *token, size_t len)
 {

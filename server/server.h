@@ -94,12 +94,6 @@ int srv_config_read(const char *path, const struct srv_override *ov, size_t nov,
 int srv_new(const struct srv_options *opt, struct srv **out);
 
 /*
- * Check the token file as a start would (readable, 32..4096 printable bytes without spaces,
- * one trailing newline ignored). Returns 0, or a negative errno after logging why.
- */
-int srv_token_check(const char *path);
-
-/*
  * What a start refuses before it opens anything, checked from the configuration alone: a
  * public bind address without auth_token_file, and a missing or weak token. --test-config and
  * srv_new() both use it. Returns 0, or a negative errno after logging why.

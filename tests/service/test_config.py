@@ -2,7 +2,10 @@
 # SPDX-License-Identifier: MIT
 """--test-config as the unit's ExecStartPre uses it, on the shipped file and on copies of it
 with one line broken the way an administrator might: exit status, exact message with file and
-line, nothing on stdout, and no side effects (no port bound, no data directory made).
+line, nothing on stdout, and no side effects (no port bound, no data directory made). What a
+start refuses from the configuration (a public bind without a token, a weak or missing token)
+--test-config refuses too, with the same message and exit status 1, checked against a real
+start each time.
 tests/integration/test_server.c covers the basics (a small good file, no file, an unknown
 key, a cross-field rule, a bad flag, a missing file) and unit.py runs the unit's own
 ExecStartPre on the shipped file; this adds the rest.
@@ -12,7 +15,7 @@ import os
 import socket
 import subprocess
 
-from servicetest import Tap, env_path, read, tempdir, write
+from servicetest import Tap, env_path, free_port, read, tempdir, write
 
 BIN = env_path("BLOSSOMD_BIN")
 SHIPPED = os.path.join(env_path("BLOSSOMD_SOURCE_ROOT"), "conf", "blossomd.conf")
@@ -81,6 +84,57 @@ def case_typo_key():
     expect_error("idle_timeout = 300", "idle_timout = 300", "unknown key 'idle_timout'")
 
 
+PUBLIC = ("refusing to listen on {} without auth_token_file: anyone on the network could "
+          "use it")
+
+
+def start_refuses(path, flags, message):
+    """A start on path (with flags) exits 1 with message as its one log line, and
+    --test-config on the same exits 1 with the same message, without the priority prefix."""
+    got = test_config(path, *flags)
+    assert got == (1, "", f"blossomd: {message}\n"), got
+    with tempdir("testconf") as tmp:
+        r = subprocess.run([BIN, "--config", path, *flags, "--port", str(free_port()),
+                            "--http-port", str(free_port()), "--data-dir",
+                            os.path.join(tmp, "data")],
+                           capture_output=True, text=True, timeout=30)
+        assert (r.returncode, r.stdout, r.stderr) == (1, "", f"<3>blossomd: {message}\n"), r
+
+
+def case_public_bind_in_file():
+    with tempdir("testconf") as tmp:
+        path, _ = shipped_with(tmp, "bind = 127.0.0.1", "bind = 0.0.0.0")
+        start_refuses(path, [], PUBLIC.format("0.0.0.0"))
+        path, _ = shipped_with(tmp, "bind = 127.0.0.1", "bind = ::1,::")
+        start_refuses(path, [], PUBLIC.format("::"))
+
+
+def case_public_bind_flag():
+    start_refuses(SHIPPED, ["--bind", "127.0.0.1,0.0.0.0"], PUBLIC.format("0.0.0.0"))
+
+
+def case_bad_token():
+    with tempdir("testconf") as tmp:
+        token = os.path.join(tmp, "token")
+        write(token, "too-short\n")
+        path, _ = shipped_with(tmp, "auth_token_file =", f"auth_token_file = {token}")
+        start_refuses(path, ["--bind", "0.0.0.0"],
+                      f"refusing to start: auth_token_file {token}: token is 9 bytes, at "
+                      "least 32 are required")
+        os.unlink(token)
+        start_refuses(path, [],
+                      f"refusing to start: auth_token_file {token}: No such file or directory")
+
+
+def case_public_bind_with_token():
+    with tempdir("testconf") as tmp:
+        token = os.path.join(tmp, "token")
+        write(token, "0123456789abcdef0123456789abcdef\n")
+        path, _ = shipped_with(tmp, "auth_token_file =", f"auth_token_file = {token}")
+        got = test_config(path, "--bind", "0.0.0.0")
+        assert got == (0, "configuration OK\n", ""), got
+
+
 def case_directory():
     with tempdir("testconf") as tmp:
         code, out, err = test_config(tmp)
@@ -109,6 +163,12 @@ def main():
     tap.case("a line without '=': syntax error with its line", case_syntax_error)
     tap.case("a misspelt section header: its line", case_unknown_section)
     tap.case("a misspelt key: its line", case_typo_key)
+    tap.case("bind = 0.0.0.0 (or ::) without a token: refused as a start refuses it",
+             case_public_bind_in_file)
+    tap.case("--bind with a public address without a token: refused as a start refuses it",
+             case_public_bind_flag)
+    tap.case("a weak or missing token: refused as a start refuses it", case_bad_token)
+    tap.case("a public bind with a good token passes", case_public_bind_with_token)
     tap.case("a directory as config file: exit 1, named", case_directory)
     tap.case("no side effects: port taken and data_dir missing still pass",
              case_no_side_effects)
