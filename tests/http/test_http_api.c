@@ -80,7 +80,7 @@ static void teardown(void)
 
 /* One request with an n-byte body; the answer's body, NUL-terminated, in got. */
 /* The query arguments of the next requests (as libmicrohttpd decodes them), NULL: none. */
-static const char *q_prefix, *q_after, *q_limit;
+static const char *q_prefix, *q_after, *q_limit, *q_detail;
 
 static const char *call_n(const char *method, const char *path, const char *ctype, const char *body,
 			  size_t n)
@@ -96,6 +96,7 @@ static const char *call_n(const char *method, const char *path, const char *ctyp
 	    .q_prefix = q_prefix,
 	    .q_after = q_after,
 	    .q_limit = q_limit,
+	    .q_detail = q_detail,
 	};
 
 	http_api_handle(&api, &req, &resp);
@@ -197,7 +198,7 @@ END_TEST
 START_TEST(unknown_routes)
 {
 	static const char *const paths[] = {
-	    "/",
+	    "/index.html", /* "/" is the status page */
 	    "",
 	    "/v1",
 	    "/v1/",
@@ -1537,6 +1538,109 @@ START_TEST(openapi_route)
 }
 END_TEST
 
+/* GET /: the status page built in from doc/status.html, byte for byte, as text/html; a
+ * document (not a command) behind the token like /v1/openapi.yaml. */
+START_TEST(status_route)
+{
+	static const char *const methods[] = {"GET", "HEAD"};
+	uint64_t c0 = ctx.commands;
+
+	ck_assert_uint_gt(http_api_status_html_len, 1000);
+	ck_assert_uint_eq(strlen(http_api_status_html), http_api_status_html_len);
+	ck_assert_ptr_nonnull(strstr(http_api_status_html, "<!DOCTYPE html>"));
+	/* Self-contained: no external script, style, font or image. */
+	ck_assert_ptr_null(strstr(http_api_status_html, "src=\"http"));
+	ck_assert_ptr_null(strstr(http_api_status_html, "href=\"http"));
+	ck_assert_ptr_null(strstr(http_api_status_html, "url(http"));
+	ck_assert_ptr_null(strstr(http_api_status_html, "@import"));
+	for (size_t i = 0; i < 2; i++) {
+		struct http_api_request req = {.method = methods[i], .path = "/", .path_len = 1};
+
+		http_api_handle(&api, &req, &resp);
+		ck_assert_uint_eq(resp.status, 200);
+		ck_assert_str_eq(resp.content_type, "text/html; charset=utf-8");
+		ck_assert_uint_eq(resp.len, http_api_status_html_len);
+		ck_assert(memcmp(resp.data, http_api_status_html, resp.len) == 0);
+		ck_assert_ptr_null(resp.allow);
+	}
+	ck_assert_uint_eq(api.requests[HTTP_ROUTE_STATUS][1], 2); /* slot 1: 200 */
+	ck_assert_uint_eq(ctx.commands, c0);
+	ck_assert_str_eq(http_api_route_name(HTTP_ROUTE_STATUS), "/");
+
+	call("POST", "/", NULL, NULL);
+	EXPECT(405, CT_PROBLEM,
+	       PROBLEM("method_not_allowed", "Method not allowed", 405, "/ takes GET, HEAD"));
+	GET("/index.html", 404, NOT_FOUND);
+	GET("//", 404, NOT_FOUND);
+	GET("", 404, NOT_FOUND);
+
+	api.token = "s3cret";
+	GET("/", 401,
+	    PROBLEM("unauthorized", "Unauthorized", 401,
+		    "send \\\"Authorization: Bearer <token>\\\""));
+	ck_assert_str_eq(resp.www_authenticate, "Bearer");
+	authorization = "Bearer s3cret";
+	call("GET", "/", NULL, NULL);
+	ck_assert_uint_eq(resp.status, 200);
+	ck_assert_str_eq(resp.content_type, "text/html; charset=utf-8");
+	ck_assert_uint_eq(resp.len, http_api_status_html_len);
+}
+END_TEST
+
+/* GET /v1/filters?detail=true&limit=N: DETAIL objects (what the status page reads), a limit of
+ * 1 to 100 required; a closed filter is listed as it is, not loaded. */
+START_TEST(list_detail)
+{
+	ck_assert_int_eq(bf_registry_create(reg, "a", 1,
+					    &(struct bf_params){.capacity = 100,
+								.error_rate = 0.01,
+								.expansion = 2,
+								.persist = true},
+					    1, NULL),
+			 0);
+	ck_assert_int_eq(bf_registry_create(reg, "b", 1,
+					    &(struct bf_params){.capacity = 10, .error_rate = 0.01},
+					    1, NULL),
+			 0);
+	call("PUT", "/v1/filters/a/keys/k", NULL, NULL);
+	ck_assert_uint_eq(resp.status, 200);
+	q_detail = "true";
+	q_limit = "1";
+	call("GET", "/v1/filters", NULL, NULL);
+	ck_assert_uint_eq(resp.status, 200);
+	ck_assert_str_eq(resp.content_type, CT_JSON);
+	ck_assert_msg(strncmp(got,
+			      "{\"filters\":[{\"name\":\"a\",\"type\":\"bloom\","
+			      "\"capacity\":100,\"error_rate\":0.01,\"items\":1,",
+			      80) == 0,
+		      "%s", got);
+	ck_assert_ptr_nonnull(strstr(got, "\"ttl_seconds\":null,\"fpr_estimate\":"));
+	ck_assert_ptr_nonnull(strstr(got, "\"stats\":{\"checks\":0,"));
+	ck_assert_ptr_nonnull(strstr(got, "}],\"more\":true}"));
+	ck_assert_ptr_null(strstr(got, "\"b\""));
+	q_detail = "false";
+	q_limit = "2";
+	call("GET", "/v1/filters", NULL, NULL);
+	ck_assert_uint_eq(resp.status, 200);
+	ck_assert_ptr_null(strstr(got, "fpr_estimate"));
+	ck_assert_ptr_nonnull(strstr(got, "\"name\":\"b\""));
+
+	q_detail = "true";
+	q_limit = "100";
+	call("GET", "/v1/filters", NULL, NULL);
+	ck_assert_uint_eq(resp.status, 200);
+	q_limit = "101";
+	GET("/v1/filters", 400, BAD("\\\"limit\\\" must be an integer from 1 to 100"));
+	q_limit = NULL;
+	GET("/v1/filters", 400, BAD("detail=true needs \\\"limit\\\", from 1 to 100"));
+	q_detail = "1";
+	q_limit = "5";
+	GET("/v1/filters", 400, BAD("\\\"detail\\\" must be true or false"));
+	q_detail = NULL;
+	q_limit = NULL;
+}
+END_TEST
+
 static Suite *http_api_suite(void)
 {
 	Suite *s = suite_create("http-api");
@@ -1546,6 +1650,8 @@ static Suite *http_api_suite(void)
 	tcase_add_test(tc, health_and_ready);
 	tcase_add_test(tc, metrics_route);
 	tcase_add_test(tc, openapi_route);
+	tcase_add_test(tc, status_route);
+	tcase_add_test(tc, list_detail);
 	tcase_add_test(tc, unknown_routes);
 	tcase_add_test(tc, empty_name_first_request);
 	tcase_add_test(tc, methods_not_allowed);

@@ -564,6 +564,61 @@ static void check_exposition(const char *text)
 	}
 }
 
+/* The status page's bytes as built into the daemon (proto/meson.build's status_html_c, which
+ * tests/integration/meson.build links into this test). */
+extern const char http_api_status_html[];
+extern const size_t http_api_status_html_len;
+
+#define STATUS_TOKEN "status-page-token-status-page-token-0123"
+
+/* GET /: exactly the built-in doc/status.html as text/html; with auth_token_file, 401 (and
+ * WWW-Authenticate: Bearer) without the token, the page with it. */
+START_TEST(test_status_page)
+{
+	char dir[] = "/tmp/blossomd-itest-status-XXXXXX", tok[64], conf[160], len[32];
+	struct hconn *c;
+
+	start(NULL, NULL);
+	c = hc_open(0);
+	ck_assert_int_eq(rq(c, "GET", "/", NULL), 200);
+	ck_assert_str_eq(hr_header(&R, "Content-Type"), "text/html; charset=utf-8");
+	ck_assert_uint_eq(R.len, http_api_status_html_len);
+	ck_assert(memcmp(R.body, http_api_status_html, R.len) == 0);
+	ck_assert_int_eq(rq(c, "HEAD", "/", NULL), 200);
+	snprintf(len, sizeof(len), "%zu", http_api_status_html_len);
+	ck_assert_str_eq(hr_header(&R, "Content-Length"), len);
+	ck_assert_uint_eq(R.len, 0);
+	rq(c, "DELETE", "/", NULL);
+	EXPECT(405, CT_PROBLEM,
+	       PROBLEM("method_not_allowed", "Method not allowed", 405, "/ takes GET, HEAD"));
+	hc_close(c);
+	stop();
+
+	ck_assert_ptr_nonnull(mkdtemp(dir));
+	snprintf(tok, sizeof(tok), "%s/token", dir);
+	ck_assert_int_eq(itest_write_file(tok, STATUS_TOKEN "\n"), 0);
+	snprintf(conf, sizeof(conf), CONF("auth_token_file = %s\n"), tok);
+	start(conf, NULL);
+	c = hc_open(0);
+	rq(c, "GET", "/", NULL);
+	EXPECT(401, CT_PROBLEM,
+	       PROBLEM("unauthorized", "Unauthorized", 401,
+		       "send \\\"Authorization: Bearer <token>\\\""));
+	ck_assert_str_eq(hr_header(&R, "WWW-Authenticate"), "Bearer");
+	hc_close(c);
+	c = hc_open(0);
+	rq_with(c, "GET", "/", "Authorization: Bearer " STATUS_TOKEN "\r\n", NULL, 0);
+	ck_assert_int_eq(R.status, 200);
+	ck_assert_str_eq(hr_header(&R, "Content-Type"), "text/html; charset=utf-8");
+	ck_assert_uint_eq(R.len, http_api_status_html_len);
+	ck_assert(memcmp(R.body, http_api_status_html, R.len) == 0);
+	hc_close(c);
+	stop();
+	unlink(tok);
+	rmdir(dir);
+}
+END_TEST
+
 START_TEST(test_metrics)
 {
 	char path[256], cmd[512];
@@ -1203,6 +1258,7 @@ static Suite *http_suite(void)
 	tcase_add_test(tc, test_error_statuses);
 	tcase_add_test(tc, test_cross_protocol);
 	tcase_add_test(tc, test_utf8_and_binary_keys);
+	tcase_add_test(tc, test_status_page);
 	tcase_add_test(tc, test_metrics);
 	tcase_add_test(tc, test_metrics_label_bound);
 	tcase_add_test(tc, test_body_limit_edges);
