@@ -159,6 +159,35 @@ START_TEST(test_text_auth)
 }
 END_TEST
 
+/* AUTH, PING and QUIT in any case, as the README and the man page write them; the first
+ * line of a connection stays the text protocol (not a Redis inline command). */
+START_TEST(test_text_auth_any_case)
+{
+	int fd;
+
+	start_a();
+	fd = conn();
+	EXCHANGE(fd, "PING\n", "PONG\n");
+	EXCHANGE(fd, "CHECK f k\n", "Client Error: Authentication required\n");
+	EXCHANGE(fd, "Auth wrong-token\n", "Client Error: Invalid token\n");
+	EXCHANGE(fd, "AUTH " TOKEN_A "\n", "Done\n");
+	EXCHANGE(fd, "create f\n", "Done\n");
+	EXCHANGE(fd, "set f k\n", "Yes\n");
+	EXCHANGE(fd, "check f k\n", "Yes\n");
+	close(fd);
+
+	fd = conn();
+	EXCHANGE(fd, "AUTH " TOKEN_A "\r\ncheck f k\n", "Done\nYes\n");
+	close(fd);
+
+	fd = conn();
+	EXCHANGE(fd, "QUIT\n", "");
+	CLOSED(fd);
+	close(fd);
+	stop();
+}
+END_TEST
+
 START_TEST(test_text_three_failures)
 {
 	int fd;
@@ -484,6 +513,7 @@ static Suite *auth_suite(void)
 	tcase_add_unchecked_fixture(proto, setup, teardown);
 	tcase_set_timeout(proto, 30);
 	tcase_add_test(proto, test_text_auth);
+	tcase_add_test(proto, test_text_auth_any_case);
 	tcase_add_test(proto, test_text_three_failures);
 	tcase_add_test(proto, test_resp_auth);
 	tcase_add_test(proto, test_resp_three_failures);

@@ -441,6 +441,45 @@ START_TEST(test_quit)
 }
 END_TEST
 
+/*
+ * blossomd's text extensions (ping, quit, auth, delete/d, expires) in any case, as the README
+ * and the man page write AUTH; bloomd's own commands stay lowercase, as in bloomd. An
+ * uppercase PING or AUTH as a connection's first line is the text protocol, not Redis inline.
+ */
+START_TEST(test_text_extensions_any_case)
+{
+	int fd;
+
+	start(NULL, NULL);
+	fd = conn();
+	EXCHANGE(fd, "PING\n", "PONG\n");
+	EXCHANGE(fd, "Ping\r\n", "PONG\n");
+	EXCHANGE(fd, "create cf type=counting\n", "Done\n");
+	EXCHANGE(fd, "set cf k1\nset cf k2\n", "Yes\nYes\n");
+	EXCHANGE(fd, "DELETE cf k1\n", "Yes\n");
+	EXCHANGE(fd, "D cf k2\n", "Yes\n");
+	EXCHANGE(fd, "Delete cf k1\n", "No\n");
+	EXCHANGE(fd, "check cf k1\n", "No\n");
+	EXCHANGE(fd, "EXPIRES cf 3600\n", "Done\n");
+	EXCHANGE(fd, "Expires cf 0\n", "Done\n");
+	/* bloomd's commands are bloomd's: lowercase only. */
+	EXCHANGE(fd, "CHECK cf k1\n", "Client Error: Command not supported\n");
+	EXCHANGE(fd, "Create g\n", "Client Error: Command not supported\n");
+	/* Without auth_token_file, AUTH says so in any case. */
+	EXCHANGE(fd, "AUTH x\n", "Client Error: Authentication is not configured\n");
+	EXCHANGE(fd, "QUIT\nping\n", "");
+	CLOSED(fd);
+	close(fd);
+
+	fd = conn();
+	EXCHANGE(fd, "AUTH x\n", "Client Error: Authentication is not configured\n");
+	EXCHANGE(fd, "Quit\n", "");
+	CLOSED(fd);
+	close(fd);
+	stop();
+}
+END_TEST
+
 /* A client that shuts down its sending side still gets every reply, then EOF. */
 START_TEST(test_half_close)
 {
@@ -1209,6 +1248,7 @@ static Suite *server_suite(void)
 	tcase_add_test(proto, test_pipeline_resp);
 	tcase_add_test(proto, test_resp_large_bulk);
 	tcase_add_test(proto, test_quit);
+	tcase_add_test(proto, test_text_extensions_any_case);
 	tcase_add_test(proto, test_half_close);
 	tcase_add_test(proto, test_ipv6_and_two_listeners);
 	suite_add_tcase(s, proto);
