@@ -120,6 +120,8 @@ struct cmd_ctx {
 	struct cmd_hooks hooks;
 	/* Server-wide counters the front ends update. */
 	uint64_t commands, errors;
+	/* Of commands, those each protocol sent (enum cmd_peer: text, RESP, HTTP). */
+	uint64_t peer_commands[CMD_PEER_COUNT];
 	uint64_t expired; /* filters dropped because their time came (INFO's expired_keys) */
 	/* Calls of each cmd_* operation below, and the keys they were given (add, check,
 	 * delete), whichever front end made them. */

@@ -1486,6 +1486,7 @@ static void finish(struct http_api *api, struct http_api_response *r, enum http_
 	api->requests[route][status_slot(r->status)]++;
 	if (route >= HTTP_ROUTE_FILTERS) {
 		api->cmd->commands++;
+		api->cmd->peer_commands[CMD_PEER_HTTP]++;
 		if (r->status >= 400)
 			api->cmd->errors++;
 	}

@@ -458,6 +458,7 @@ void resp_cmd_exec(struct cmd_ctx *c, struct cmd_session *s, const struct proto_
 		for (size_t k = (size_t)e->first; k <= last && k < av->argc; k += (size_t)e->step) {
 			if (cmd_ready(c, av->argv[k], av->argvlen[k]) != CMD_OK) {
 				c->commands++;
+				c->peer_commands[CMD_PEER_RESP]++;
 				resp_error_status(c, out, CMD_PAGED_OUT, NULL);
 				return;
 			}
@@ -466,6 +467,7 @@ void resp_cmd_exec(struct cmd_ctx *c, struct cmd_session *s, const struct proto_
 		}
 	}
 	c->commands++;
+	c->peer_commands[CMD_PEER_RESP]++;
 	s->last_cmd = e ? e->name : NULL; /* as Redis's lastcmd: before the checks below */
 	if (!cmd_session_authed(c, s) &&
 	    (!e || (e->run != resp_server_auth && e->run != resp_server_hello &&

@@ -486,6 +486,7 @@ void text_cmd_exec(struct cmd_ctx *c, struct cmd_session *s, const char *line, s
 	if (!cmd_session_authed(c, s) && !ext_is(cmd, "auth") && !ext_is(cmd, "ping") &&
 	    !ext_is(cmd, "quit")) {
 		c->commands++;
+		c->peer_commands[CMD_PEER_TEXT]++;
 		client_error(c, out, CLIENT_ERR("Authentication required"));
 		return;
 	}
@@ -500,6 +501,7 @@ void text_cmd_exec(struct cmd_ctx *c, struct cmd_session *s, const char *line, s
 		if (next_word(&rest, &name)) {
 			if (cmd_ready(c, name.p, name.n) != CMD_OK) {
 				c->commands++;
+				c->peer_commands[CMD_PEER_TEXT]++;
 				reply(c, out, CMD_PAGED_OUT);
 				return;
 			}
@@ -508,6 +510,7 @@ void text_cmd_exec(struct cmd_ctx *c, struct cmd_session *s, const char *line, s
 		}
 	}
 	c->commands++;
+	c->peer_commands[CMD_PEER_TEXT]++;
 	if (word_is(cmd, "c") || word_is(cmd, "check"))
 		do_single(c, s, CMD_KEYS_CHECK, args, out);
 	else if (word_is(cmd, "s") || word_is(cmd, "set"))

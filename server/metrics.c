@@ -19,6 +19,9 @@ static const char *const op_names[CMD_OP_COUNT] = {
     [CMD_OP_CHECK] = "check",	[CMD_OP_DELETE] = "delete", [CMD_OP_FLUSH] = "flush",
 };
 
+static const char *const peer_names[CMD_PEER_COUNT] = {
+    [CMD_PEER_TEXT] = "text", [CMD_PEER_RESP] = "resp", [CMD_PEER_HTTP] = "http"};
+
 static void family(struct proto_buf *b, const char *name, const char *type, const char *help)
 {
 	proto_buf_append_fmt(b, "# HELP blossomd_%s %s\n# TYPE blossomd_%s %s\n", name, help, name,
@@ -307,6 +310,12 @@ void metrics_render(const struct metrics_source *src, struct proto_buf *b)
 	single(b, "ready", "gauge", "1 when /readyz answers 200.", src->not_ready == NULL);
 	single(b, "commands_total", "counter", "Commands of every protocol.", cmd->commands);
 	single(b, "errors_total", "counter", "Commands answered with an error.", cmd->errors);
+	family(b, "protocol_commands_total", "counter",
+	       "Commands by the protocol that sent them (text and RESP share a port).");
+	for (unsigned i = 0; i < CMD_PEER_COUNT; i++)
+		proto_buf_append_fmt(
+		    b, "blossomd_protocol_commands_total{protocol=\"%s\"} %" PRIu64 "\n",
+		    peer_names[i], cmd->peer_commands[i]);
 
 	family(b, "operations_total", "counter", "Command-layer operations, any protocol.");
 	for (unsigned i = 0; i < CMD_OP_COUNT; i++)

@@ -645,6 +645,8 @@ START_TEST(test_metrics)
 	    "\nblossomd_operations_total{op=\"create\"} 2\n",
 	    "\nblossomd_keys_total{op=\"check\"} 3\n",
 	    "\nblossomd_keys_total{op=\"add\"} 2\n",
+	    "\nblossomd_protocol_commands_total{protocol=\"http\"} 4\n",
+	    "\nblossomd_protocol_commands_total{protocol=\"resp\"} 0\n",
 	    "\nblossomd_connections{protocol=\"http\"} 1\n",
 	    "\nblossomd_connections_total{protocol=\"http\"} 1\n",
 	    "\nblossomd_http_requests_total{route=\"/v1/filters/{name}\",code=\"201\"} 2\n",
