@@ -1,8 +1,11 @@
 # SPDX-License-Identifier: MIT
-"""The README's quick tour, run as printed: every `console` block of the section "A quick
-tour" (the text protocol with nc, RESP with redis-cli, HTTP with curl) is run against a fresh
-daemon, command by command, and what each prints must be the README's lines byte for byte. The
-only change made to a command is the ports (8673 and 8674 become free ones), so a README
+"""The README's examples, run as printed against a fresh daemon:
+- every `console` block of the section "A quick tour" (the text protocol with nc, RESP with
+  redis-cli, HTTP with curl), command by command: what each prints on stdout must be the
+  README's lines byte for byte (blank lines included), with nothing on stderr and exit status 0;
+- the curl block of "Client snippets": each command exits 0, and one whose line ends in a
+  comment `# OUTPUT` must print exactly OUTPUT and a newline.
+The only change made to a command is the ports (8673 and 8674 become free ones), so a README
 example cannot drift from what blossomd answers."""
 import os
 import re
@@ -31,13 +34,39 @@ def tour_blocks():
     return blocks
 
 
+def curl_snippet():
+    """The curl block of "### Client snippets": (command, expected output or None)."""
+    text = open(README, encoding="utf-8").read()
+    start = text.index("\n### Client snippets\n")
+    end = text.index("\n## ", start + 1)
+    m = re.search(r"\ncurl:\n\n```sh\n(.*?)```", text[start:end], re.S)
+    assert m, "no curl block in Client snippets"
+    steps = []
+    for cmd in re.sub(r"\\\n", " ", m.group(1)).splitlines():
+        c = re.match(r"(.*?)\s+# (.*)$", cmd)
+        steps.append((c.group(1), c.group(2) + "\n") if c else (cmd, None))
+    return steps
+
+
+def run(cmd, port, http):
+    cmd = cmd.replace("8673", str(port)).replace("8674", str(http))
+    return cmd, subprocess.run(["bash", "-c", cmd], capture_output=True, text=True, timeout=30)
+
+
 def run_block(steps, port, http):
     for cmd, want in steps:
-        cmd = cmd.replace("8673", str(port)).replace("8674", str(http))
-        r = subprocess.run(["bash", "-c", cmd], capture_output=True, text=True, timeout=30)
-        # A blank line closes a block in the README after its last output.
-        assert r.stdout == want or r.stdout == want.rstrip("\n") + "\n", \
-            f"$ {cmd}\n--- README\n{want}--- blossomd\n{r.stdout}{r.stderr}"
+        cmd, r = run(cmd, port, http)
+        assert (r.stdout, r.stderr, r.returncode) == (want, "", 0), \
+            f"$ {cmd}\n--- README\n{want}--- blossomd (exit {r.returncode})\n{r.stdout}" \
+            f"--- stderr\n{r.stderr}"
+
+
+def run_snippet(steps, port, http):
+    for cmd, want in steps:
+        cmd, r = run(cmd, port, http)
+        assert r.returncode == 0, f"$ {cmd}\nexit {r.returncode}\n{r.stderr}"
+        if want is not None:
+            assert r.stdout == want, f"$ {cmd}\n--- README\n{want}--- blossomd\n{r.stdout}"
 
 
 def main():
@@ -66,6 +95,9 @@ def main():
             name = names[i] if i < len(names) else f"block {i + 1}"
             tap.case(f"README tour, {name}: {len(steps)} commands, output as printed",
                      run_block, steps, port, http)
+        snippet = curl_snippet()
+        tap.case(f"README client snippet, curl: {len(snippet)} commands, output as in its "
+                 "comments", run_snippet, snippet, port, http)
     finally:
         stop(proc)
         tmp.cleanup()
