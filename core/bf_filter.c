@@ -43,7 +43,7 @@ int bf_params_validate(const struct bf_params *p)
 		return -EINVAL;
 	if (p->expansion > BF_MAX_EXPANSION)
 		return -EINVAL;
-	if (!(p->ratio >= 0 && p->ratio < 1))
+	if (!(p->ratio >= 0 && p->ratio < 1) || !(p->first >= 0 && p->first < 1))
 		return -EINVAL;
 	return 0;
 }
@@ -55,15 +55,16 @@ void bf_filter_layer_target(const struct bf_params *p, unsigned i, uint64_t *cap
 		*err = p->error_rate;
 		return;
 	}
-	/* Layer i: capacity * expansion^i; error / 2 for the first, then error / 2 * (1 - r) *
-	 * r^(i-1): the chain stays under error (bar the floor, which a chain reaches only after
-	 * hundreds of layers). */
+	/* Layer i: capacity * expansion^i; error * a for the first, then error * (1 - a) *
+	 * (1 - r) * r^(i-1): the chain stays under error (bar the floor, which a chain reaches
+	 * only after hundreds of layers). */
+	double a = p->first > 0 ? p->first : BF_FIRST_SHARE;
 	double r = p->ratio > 0 ? p->ratio : 0.5;
 	uint64_t c = p->capacity;
 	for (unsigned k = 0; k < i; k++)
 		c = c > UINT64_MAX / p->expansion ? UINT64_MAX : c * p->expansion;
 	*cap = c;
-	*err = i == 0 ? p->error_rate / 2 : p->error_rate / 2 * (1 - r) * pow(r, i - 1);
+	*err = i == 0 ? p->error_rate * a : p->error_rate * (1 - a) * (1 - r) * pow(r, i - 1);
 	if (*err < BF_LAYER_MIN_ERROR)
 		*err = BF_LAYER_MIN_ERROR;
 }
@@ -71,7 +72,7 @@ void bf_filter_layer_target(const struct bf_params *p, unsigned i, uint64_t *cap
 /* bf_filter_choose_ratio's answers, as bf_layer_plan's: per thread, overwritten on collision. */
 #define RATIO_CACHE 64
 static _Thread_local struct ratio_entry {
-	double error_rate, ratio;
+	double error_rate, first, ratio;
 	uint32_t expansion;
 	enum bf_type type;
 	bool used;
@@ -79,9 +80,10 @@ static _Thread_local struct ratio_entry {
 
 /* Bits per key of a chain with ratio r grown from 10,000 keys to 200,000 (the model's), or
  * HUGE_VAL if a layer cannot be sized. */
-static double chain_bits(enum bf_type type, double error_rate, uint32_t expansion, double r)
+static double chain_bits(enum bf_type type, double error_rate, uint32_t expansion, double first,
+			 double r)
 {
-	struct bf_params p = {10000, error_rate, type, expansion, true, r};
+	struct bf_params p = {10000, error_rate, type, expansion, true, r, first};
 	uint64_t keys = 0, bits = 0, cap, nblocks;
 	unsigned b;
 	double err;
@@ -96,7 +98,8 @@ static double chain_bits(enum bf_type type, double error_rate, uint32_t expansio
 	return (double)bits / 200000;
 }
 
-double bf_filter_choose_ratio(enum bf_type type, double error_rate, uint32_t expansion)
+double bf_filter_choose_ratio(enum bf_type type, double error_rate, uint32_t expansion,
+			      double first)
 {
 	uint64_t bits;
 	double best = 0.5, least = HUGE_VAL;
@@ -106,16 +109,18 @@ double bf_filter_choose_ratio(enum bf_type type, double error_rate, uint32_t exp
 	memcpy(&bits, &error_rate, sizeof(bits));
 	struct ratio_entry *e =
 	    &ratio_cache[((bits * 0x9e3779b97f4a7c15ull) ^ expansion ^ type) % RATIO_CACHE];
-	if (e->used && e->error_rate == error_rate && e->expansion == expansion && e->type == type)
+	if (e->used && e->error_rate == error_rate && e->expansion == expansion &&
+	    e->type == type && e->first == first)
 		return e->ratio;
 	for (int k = 0; k < 10; k++) {
-		double r = (10 + k) / 20.0, cost = chain_bits(type, error_rate, expansion, r);
+		double r = (10 + k) / 20.0,
+		       cost = chain_bits(type, error_rate, expansion, first, r);
 		if (cost < least) {
 			least = cost;
 			best = r;
 		}
 	}
-	*e = (struct ratio_entry){error_rate, best, expansion, type, true};
+	*e = (struct ratio_entry){error_rate, first, best, expansion, type, true};
 	return best;
 }
 
@@ -224,8 +229,11 @@ int bf_filter_new(const struct bf_params *p, uint64_t seed, struct bf_budget *bu
 	if (!f)
 		return -ENOMEM;
 	f->params = *p;
+	if (!f->params.first)
+		f->params.first = BF_FIRST_SHARE;
 	if (!f->params.ratio)
-		f->params.ratio = bf_filter_choose_ratio(p->type, p->error_rate, p->expansion);
+		f->params.ratio =
+		    bf_filter_choose_ratio(p->type, p->error_rate, p->expansion, f->params.first);
 	f->seed = seed;
 	f->budget = budget;
 	rc = grow(f, FILTER_STRUCT_COST);
@@ -260,7 +268,8 @@ int bf_filter_page_in(struct bf_filter *f, struct bf_filter *copy)
 	    copy->params.capacity != f->params.capacity ||
 	    copy->params.error_rate != f->params.error_rate ||
 	    copy->params.expansion != f->params.expansion || copy->params.type != f->params.type ||
-	    copy->params.ratio != f->params.ratio || copy->bytes != f->bytes)
+	    copy->params.first != f->params.first || copy->params.ratio != f->params.ratio ||
+	    copy->bytes != f->bytes)
 		return -EINVAL;
 	uint64_t more = bf_filter_cost(copy) - FILTER_STRUCT_COST;
 	if (bf_budget_reserve(f->budget, more))

@@ -43,13 +43,16 @@ struct bf_params {
 	uint32_t expansion; /* growth factor of each new layer; 0 = non-scaling (fixed size) */
 	bool persist;	    /* false: memory only, never snapshotted */
 	/*
-	 * Tightening ratio r of a scalable chain: the first layer is given error_rate / 2 (as
-	 * RedisBloom's, so a filter that never grows costs what it did), layer i >= 1
-	 * error_rate / 2 * (1 - r) * r^(i-1): the layers' errors sum to error_rate; r = 0.5 halves
-	 * the error per layer. 0 in a create's params: chosen from the model
-	 * (bf_filter_choose_ratio); a filter always has its own, 0 < r < 1.
+	 * How a scalable chain shares out error_rate: the first layer is given the share a
+	 * (`first`) of it, layer i >= 1 error_rate * (1 - a) * (1 - r) * r^(i-1), with r the
+	 * tightening ratio: the layers' errors sum to error_rate. Files and records written before
+	 * `first` existed had a = 0.5 (and r = 0.5 before the ratio existed: halving). 0 in a
+	 * create's params: chosen (bf_filter_choose_first, bf_filter_choose_ratio); a filter always
+	 * has its own, 0 < a < 1 and 0 < r < 1, kept with it so that a later change of the rule
+	 * never changes a filter that exists.
 	 */
 	double ratio;
+	double first;
 };
 
 /* Shared accounting of the bytes all filters hold against a limit (0 = no limit). */
@@ -137,8 +140,8 @@ static inline void bf_filter_detach(struct bf_filter *f)
 
 /*
  * Check params: capacity >= 1, 0 < error_rate < 1, type known, expansion <= BF_MAX_EXPANSION
- * (expansion 1 is allowed, as in RedisBloom: equal-size layers with tightening error), ratio 0
- * (to be chosen) or 0 < ratio < 1.
+ * (expansion 1 is allowed, as in RedisBloom: equal-size layers with tightening error), first
+ * and ratio each 0 (to be chosen) or in (0, 1).
  * Returns 0, -EINVAL, or -EDOM for an error rate in (0, BF_MIN_ERROR_RATE).
  */
 int bf_params_validate(const struct bf_params *p);
@@ -261,12 +264,22 @@ const void *bf_filter_body_at(const struct bf_filter *f, uint64_t off, uint64_t 
 int bf_filter_body_write(struct bf_filter *f, uint64_t off, const void *data, size_t len);
 
 /*
- * The tightening ratio the model says needs the fewest bits per key for a chain of this type,
- * error rate and expansion grown to 20 times its first layer (RedisBloom's 0.5 is dear for a
- * blocked layout: 0.7 for expansion 2 at 1 %). One of 0.50, 0.55, ... 0.95; 0.5 for a
- * non-scaling filter (it has one layer). Cached per (type, error rate, expansion).
+ * The first layer's share of a new chain's error rate: BF_FIRST_SHARE. By the sizing model
+ * (bench/sizing.c --chains), a fifth is the share that takes the fewest bits per key averaged
+ * over chains that end anywhere from 1 to 20 times their first layer (log-uniformly), at every
+ * error rate from 0.1 to 0.0001 with expansion 2; a half (the share before) costs 8 % more bits
+ * at 20 times and saves 16 % on a chain that never grows.
  */
-double bf_filter_choose_ratio(enum bf_type type, double error_rate, uint32_t expansion);
+#define BF_FIRST_SHARE 0.2
+
+/*
+ * The tightening ratio the model says needs the fewest bits per key for a chain of this type,
+ * error rate, expansion and first share grown to 20 times its first layer (RedisBloom's 0.5 is
+ * dear for a blocked layout: 0.7 for expansion 2 at 1 %). One of 0.50, 0.55, ... 0.95; 0.5 for
+ * a non-scaling filter (it has one layer). Cached per (type, error rate, expansion, share).
+ */
+double bf_filter_choose_ratio(enum bf_type type, double error_rate, uint32_t expansion,
+			      double first);
 
 /*
  * Page f out (bloomd's close; its owner has its layers on disk): its layers are freed and

@@ -41,7 +41,8 @@ size_t bf_record_create(const struct bf_filter *f, unsigned char *buf)
 	buf[38] = (unsigned char)f->name_len;
 	memcpy(buf + 39, f->name, f->name_len);
 	memcpy(buf + 39 + f->name_len, &f->params.ratio, 8);
-	return 39 + f->name_len + 8;
+	memcpy(buf + 47 + f->name_len, &f->params.first, 8);
+	return 39 + f->name_len + 16;
 }
 
 size_t bf_record_rename(uint64_t id, const char *name, size_t len, unsigned char *buf)
@@ -88,7 +89,8 @@ int bf_record_read_create(const unsigned char *p, size_t len, struct bf_record_c
 {
 	uint32_t expansion;
 
-	if (len < 39 || (len != 39 + (size_t)p[38] && len != 39 + (size_t)p[38] + 8))
+	if (len < 39 || (len != 39 + (size_t)p[38] && len != 39 + (size_t)p[38] + 8 &&
+			 len != 39 + (size_t)p[38] + 16))
 		return -EINVAL;
 	out->id = get64(p);
 	out->seed = get64(p + 8);
@@ -102,10 +104,14 @@ int bf_record_read_create(const unsigned char *p, size_t len, struct bf_record_c
 	memcpy(out->name, p + 39, out->name_len);
 	out->name[out->name_len] = '\0';
 	out->params.ratio = 0.5;
+	out->params.first = 0.5;
 	if (len > 39 + out->name_len)
 		memcpy(&out->params.ratio, p + 39 + out->name_len, 8);
+	if (len > 47 + out->name_len)
+		memcpy(&out->params.first, p + 47 + out->name_len, 8);
 	if (!out->id || p[36] > BF_TYPE_COUNTING || p[37] > 1 || !(out->params.ratio > 0) ||
-	    !bf_name_valid(out->name, out->name_len) || bf_params_validate(&out->params))
+	    !(out->params.first > 0) || !bf_name_valid(out->name, out->name_len) ||
+	    bf_params_validate(&out->params))
 		return -EINVAL;
 	return 0;
 }

@@ -8,8 +8,9 @@
  * hash under the filter's seed (bf_filter_hash), never by its bytes. All integers little-endian.
  *
  *   CREATE  u64 id, u64 seed, u64 capacity, f64 error_rate, u32 expansion, u8 type, u8 persist,
- *           u8 name_len, name (1..200 bytes), f64 ratio (the tightening ratio; a record written
- *           before it existed ends at the name: 0.5)
+ *           u8 name_len, name (1..200 bytes), f64 ratio (the tightening ratio), f64 first (the
+ *           first layer's share of error_rate); a record written before either existed ends
+ *           before it, and has 0.5
  *   ADD     u64 id, then 16 bytes per key (lo, hi), at least one key
  *   DELETE  as ADD (counting filters)
  *   DROP    u64 id (the filter and its checkpoint are gone)
@@ -47,7 +48,7 @@ enum bf_record_type {
 };
 
 /* Largest CREATE payload, and the bytes an ADD or DELETE takes before its hashes. */
-#define BF_RECORD_CREATE_MAX (8 + 8 + 8 + 8 + 4 + 3 + BF_NAME_MAX + 8)
+#define BF_RECORD_CREATE_MAX (8 + 8 + 8 + 8 + 4 + 3 + BF_NAME_MAX + 16)
 #define BF_RECORD_RENAME_MAX (8 + 1 + BF_NAME_MAX)
 #define BF_RECORD_KEYS_HEAD  8
 #define BF_RECORD_HASH_BYTES 16

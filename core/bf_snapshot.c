@@ -47,7 +47,9 @@ enum {
 	OFF_HEADER_SUM_V2 = OFF_LSN + 8,
 	OFF_EXPIRE = OFF_HEADER_SUM_V2, /* version 3 on */
 	OFF_RATIO = OFF_EXPIRE + 8,
-	OFF_HEADER_SUM = OFF_RATIO + 8,
+	OFF_HEADER_SUM_V3 = OFF_RATIO + 8,
+	OFF_FIRST = OFF_HEADER_SUM_V3, /* version 4 on */
+	OFF_HEADER_SUM = OFF_FIRST + 8,
 	OFF_MORE_LAYERS = BF_SNAPSHOT_HEADER_LEN, /* layers 32 on, version 3 on */
 };
 
@@ -144,13 +146,14 @@ static size_t layer_off(unsigned i)
 			       : OFF_MORE_LAYERS + (size_t)(i - HEAD_LAYERS) * LAYER_ENTRY;
 }
 
-/* The header checksum (version 3): its fields, then the layers past the first 4 KiB. */
-static uint64_t header_sum(const unsigned char *h, size_t len)
+/* The header checksum (version 3 on): its fields, up to sum_off where the checksum is, then the
+ * layers past the first 4 KiB. */
+static uint64_t header_sum(const unsigned char *h, size_t sum_off, size_t len)
 {
 	XXH3_state_t st;
 
 	XXH3_64bits_reset(&st);
-	XXH3_64bits_update(&st, h, OFF_HEADER_SUM);
+	XXH3_64bits_update(&st, h, sum_off);
 	XXH3_64bits_update(&st, h + OFF_MORE_LAYERS, len - OFF_MORE_LAYERS);
 	return XXH3_64bits_digest(&st);
 }
@@ -193,7 +196,8 @@ void bf_snapshot_header(const struct bf_filter *f, uint64_t generation, uint64_t
 	put64(h, OFF_LSN, f->lsn);
 	put64(h, OFF_EXPIRE, f->expire_ms);
 	putf64(h, OFF_RATIO, f->params.ratio);
-	put64(h, OFF_HEADER_SUM, header_sum(h, len));
+	putf64(h, OFF_FIRST, f->params.first);
+	put64(h, OFF_HEADER_SUM, header_sum(h, OFF_HEADER_SUM, len));
 }
 
 static int pwrite_all(int fd, const void *buf, size_t len, off_t off)
@@ -355,7 +359,7 @@ static int pread_all(int fd, void *buf, size_t len, off_t off)
 struct snap_meta {
 	uint32_t type, expansion, persist, nlayers, name_len;
 	uint64_t capacity, seed, items, generation, body_len, id, lsn, expire_ms;
-	double error_rate, ratio;
+	double error_rate, ratio, first;
 	const unsigned char *stats;  /* struct bf_stats, 9 x u64 */
 	const unsigned char *name;   /* name_len bytes */
 	const unsigned char *layers; /* nlayers x LAYER_ENTRY (a file header: the first 32) */
@@ -379,8 +383,9 @@ static int check_meta(const struct snap_meta *m, struct bf_params *p, char *why,
 	    .expansion = m->expansion,
 	    .persist = m->persist != 0,
 	    .ratio = m->ratio,
+	    .first = m->first,
 	};
-	if (m->persist > 1 || !(m->ratio > 0) || bf_params_validate(p))
+	if (m->persist > 1 || !(m->ratio > 0) || !(m->first > 0) || bf_params_validate(p))
 		return reason(why, whylen, -EINVAL, "bad filter parameters");
 	if (m->nlayers < 1 || m->nlayers > BF_MAX_LAYERS || (p->expansion == 0 && m->nlayers != 1))
 		return reason(why, whylen, -EINVAL, "bad layer count %u", m->nlayers);
@@ -494,11 +499,13 @@ static int check_header(const unsigned char *h, size_t len, struct snap_meta *m,
 		return reason(why, whylen, -EINVAL, "header of %zu bytes, not %zu", len, hlen);
 	uint32_t version = get32(h, OFF_VERSION);
 	/* Version 1 (before the log) ends at the layer table: no id, no LSN; version 2 has no
-	 * expiry and halves the error per layer (ratio 0.5). */
+	 * expiry and halves the error per layer (ratio 0.5); up to version 3 the first layer
+	 * has half the error rate (first 0.5). */
 	size_t sum_off = version == 1	? OFF_HEADER_SUM_V1
 			 : version == 2 ? OFF_HEADER_SUM_V2
+			 : version == 3 ? OFF_HEADER_SUM_V3
 					: OFF_HEADER_SUM;
-	uint64_t sum = version < 3 ? XXH3_64bits(h, sum_off) : header_sum(h, len);
+	uint64_t sum = version < 3 ? XXH3_64bits(h, sum_off) : header_sum(h, sum_off, len);
 	if (get64(h, sum_off) != sum)
 		return reason(why, whylen, -EINVAL, "header checksum mismatch");
 	/* The checksum covers the fields; the padding after it must be what the writer wrote. */
@@ -523,6 +530,7 @@ static int check_header(const unsigned char *h, size_t len, struct snap_meta *m,
 	    .expire_ms = version >= 3 ? get64(h, OFF_EXPIRE) : 0,
 	    .error_rate = getf64(h, OFF_ERROR),
 	    .ratio = version >= 3 ? getf64(h, OFF_RATIO) : 0.5,
+	    .first = version >= 4 ? getf64(h, OFF_FIRST) : 0.5,
 	    .stats = h + OFF_STATS,
 	    .name = h + OFF_NAME,
 	    .layers = h + OFF_LAYERS,
@@ -695,8 +703,10 @@ enum {
 	E_STATS = 88,
 	E_EXPIRE = E_STATS + 72, /* pack version 2 on */
 	E_RATIO = E_EXPIRE + 8,	 /* pack version 2 on */
+	E_FIRST = E_RATIO + 8,	 /* pack version 3 on */
 	E_NAME_V1 = E_EXPIRE,
-	E_NAME = E_RATIO + 8,
+	E_NAME_V2 = E_FIRST,
+	E_NAME = E_FIRST + 8,
 	/* A pack file's header; the index follows. */
 	P_VERSION = 8,
 	P_COUNT = 12,
@@ -711,7 +721,7 @@ _Static_assert(E_STATS + sizeof(struct bf_stats) == E_EXPIRE, "stats are 9 x u64
 /* Where an entry of a pack of this version has its name. */
 static size_t e_name(uint32_t version)
 {
-	return version >= 2 ? E_NAME : E_NAME_V1;
+	return version >= 3 ? E_NAME : version == 2 ? E_NAME_V2 : E_NAME_V1;
 }
 
 static size_t pad8(size_t n)
@@ -747,6 +757,7 @@ void bf_snapshot_entry_encode(const struct bf_filter *f, uint64_t generation, un
 	memcpy(out + E_STATS, &f->stats, sizeof(f->stats));
 	put64(out, E_EXPIRE, f->expire_ms);
 	putf64(out, E_RATIO, f->params.ratio);
+	putf64(out, E_FIRST, f->params.first);
 	memcpy(out + E_NAME, f->name, f->name_len);
 	p = out + E_NAME + pad8(f->name_len);
 	for (unsigned i = 0; i < f->nlayers; i++, p += LAYER_ENTRY) {
@@ -790,6 +801,7 @@ static int entry_meta(const unsigned char *e, size_t len, uint32_t version, stru
 	    .expire_ms = version >= 2 ? get64(e, E_EXPIRE) : 0,
 	    .error_rate = getf64(e, E_ERROR),
 	    .ratio = version >= 2 ? getf64(e, E_RATIO) : 0.5,
+	    .first = version >= 3 ? getf64(e, E_FIRST) : 0.5,
 	    .stats = e + E_STATS,
 	    .name = e + at,
 	};

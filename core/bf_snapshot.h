@@ -31,9 +31,12 @@
  *   1664  expire_ms                 u64   Unix time in ms it expires at, 0 never (version 3 on)
  *   1672  ratio                     f64   tightening ratio r (struct bf_params; version 3
  *                                         on, 0.5 before)
- *   1680  header_checksum           u64   XXH3-64 of bytes 0..1680, then of bytes
- *                                         4096..header_len (version 3 on)
- *   1688  zero up to 4096
+ *   1680  first                     f64   the first layer's share of error_rate (struct
+ *                                         bf_params; version 4 on, 0.5 before)
+ *   1688  header_checksum           u64   XXH3-64 of bytes 0..1688, then of bytes
+ *                                         4096..header_len (version 3 on; version 3 has it
+ *                                         at 1680, of bytes 0..1680 then 4096..header_len)
+ *   1696  zero up to 4096
  *   4096  layers 32 and on, 40 bytes each, zero padded to header_len (version 3 on: header_len
  *         is 4096 for up to 32 layers, and grows by 4096 for every 102 more)
  * Version 1 (written before the log existed) ends with its checksum at 1648 (of bytes 0..1648);
@@ -49,7 +52,7 @@
 
 #include "core/bf_filter.h"
 
-#define BF_SNAPSHOT_VERSION    3
+#define BF_SNAPSHOT_VERSION    4
 #define BF_SNAPSHOT_HEADER_LEN 4096
 #define BF_SNAPSHOT_SUFFIX     ".bsnap"
 #define BF_SNAPSHOT_TMP_SUFFIX ".tmp"
@@ -127,7 +130,8 @@ int bf_snapshot_read(int dirfd, const char *filename, struct bf_filter **out, ui
  *   88  stats 9 x u64
  *   160 expire_ms u64 (Unix time in ms it expires at, 0 never; pack version 2 on)
  *   168 ratio f64 (the chain's tightening ratio; pack version 2 on, 0.5 before)
- *   176 name, zero padded to a multiple of 8 (at 160 in pack version 1)
+ *   176 first f64 (the first layer's share of error_rate; pack version 3 on, 0.5 before)
+ *   184 name, zero padded to a multiple of 8 (at 160 in pack version 1, 176 in version 2)
  *       layers: nlayers x 40 bytes, as in a file's header
  *       body: the layers' blocks
  *       checksum u64: XXH3-64 of everything before it
@@ -153,13 +157,14 @@ bool bf_snapshot_entry_name(const unsigned char *e, size_t len, const char **nam
 /*
  * Pack files: many entries in one file, written crash-safe as a snapshot file is. Layout:
  *   0   magic "BLOSPAK\0"
- *   8   version u32 (2; 1 is read too: its entries have no expiry), count u32
+ *   8   version u32 (3; 2 and 1 are read too: their entries have no first share, and
+ *       version 1 no expiry either), count u32
  *   16  file_len u64
  *   24  index_checksum u64: XXH3-64 of bytes 0 .. 32 + 16 x count, this field read as zero
  *   32  index: count x (offset u64, length u64), entries back to back after it
  * A bad header or index makes the whole file unreadable; a bad entry only that entry.
  */
-#define BF_PACK_VERSION 2
+#define BF_PACK_VERSION 3
 #define BF_PACK_SUFFIX	".bpack"
 
 /* Write count entries, back to back in entries (entry i ends at ends[i]). As

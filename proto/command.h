@@ -82,7 +82,8 @@ struct cmd_hooks {
 	 * 0, or a negative errno: it cannot be loaded (the command is answered with an error). */
 	int (*page_in)(void *arg, struct bf_filter *f);
 	/* bloomd's close: make f's snapshot durable and page it out. 0; -ENOTSUP (memory-only:
-	 * it stays in memory); another negative errno (it stays in memory). */
+	 * it stays in memory); -EINPROGRESS (being written: the command runs again once the
+	 * server calls back, as for a load); another negative errno (it stays in memory). */
 	int (*page_out)(void *arg, struct bf_filter *f);
 	/* ---- client hooks (CLIENT LIST / INFO / KILL) ---- */
 	/*

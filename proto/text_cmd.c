@@ -256,6 +256,11 @@ static void do_close(struct cmd_ctx *c, struct span args, struct proto_buf *out)
 	if (!only_name(c, args, &name, out) || !(f = lookup(c, name, out)))
 		return;
 	rc = c->hooks.page_out ? c->hooks.page_out(c->hooks.arg, f) : -ENOTSUP;
+	if (rc == -EINPROGRESS) {
+		c->paging = f; /* written in the background: this command runs again after */
+		c->commands--; /* and is counted then */
+		return;
+	}
 	reply(c, out, rc && rc != -ENOTSUP ? CMD_INTERNAL : CMD_OK);
 }
 

@@ -46,6 +46,9 @@ struct snap_entry {
 	bool packing;		/* held by a pack job not yet applied */
 	bool loading;		/* paged out, its file being read on the threadpool */
 	int load_error;		/* the last load failed (told once to srv_snap_page_in) */
+	bool closing;		/* a close waits for its write (listed in sn->closes) */
+	bool close_written;	/* ... and that write has been started */
+	int close_error;	/* that write failed (told once to srv_snap_page_out) */
 	char file[];		/* its own file's name, as long as it is */
 };
 
@@ -141,6 +144,11 @@ struct srv_snap {
 
 	struct snap_job *copy; /* being prepared (prefault) or copied in slices */
 	struct snap_job *job;  /* queued on the threadpool, until its after_work */
+
+	/* Large filters a close waits for: written in the background (before the cycle's
+	 * next write), then paged out. */
+	struct snap_entry **closes;
+	size_t ncloses, closes_cap;
 
 	/*
 	 * srv_snap_log_needed()'s pass over ents, a budget of entries per call (a million filters
@@ -331,7 +339,7 @@ nomem:
 /* Free a dead entry once nothing refers to it any more. */
 static void snap_release(struct snap_entry *e)
 {
-	if (!e->f && !e->busy && !e->queued && !e->packing && !e->loading)
+	if (!e->f && !e->busy && !e->queued && !e->packing && !e->loading && !e->closing)
 		free(e);
 }
 
@@ -1188,12 +1196,71 @@ static void snap_cycle_end(struct srv_snap *sn)
 			sn->cycle_saved, sn->cycle_failed, ms);
 }
 
+/* Forget the closes waiting (shutdown): their filters stay in memory. */
+static void snap_closes_clear(struct srv_snap *sn)
+{
+	while (sn->ncloses) {
+		struct snap_entry *e = sn->closes[--sn->ncloses];
+
+		e->closing = e->close_written = false;
+		snap_release(e);
+	}
+}
+
+/* e's close is over (paged out, failed, or its filter gone): the command waiting for it runs
+ * again, and answers rc (told once). */
+static void snap_close_end(struct srv_snap *sn, size_t i, int rc)
+{
+	struct snap_entry *e = sn->closes[i];
+
+	sn->closes[i] = sn->closes[--sn->ncloses];
+	e->closing = e->close_written = false;
+	e->close_error = e->f ? rc : 0;
+	snap_release(e);
+	if (sn->paged_in)
+		sn->paged_in(sn->paged_arg);
+}
+
+/*
+ * Nothing runs: go on with the closes. Each is paged out once a write of its own file holds
+ * it as it is, or ends with the write's error; a close whose filter changed during its write
+ * is written again. Returns true if a write started (snap_step waits for it).
+ */
+static bool snap_closes_step(struct srv_snap *sn)
+{
+	while (sn->ncloses) {
+		size_t i = sn->ncloses - 1;
+		struct snap_entry *e = sn->closes[i];
+
+		if (!e->f || e->f->paged) {
+			snap_close_end(sn, i, 0); /* dropped, renamed or cleared meanwhile */
+		} else if (e->close_written && e->failed) {
+			snap_close_end(sn, i, -EIO);
+		} else if (!snap_dirty(e) && e->own_file && e->pack < 0) {
+			bf_filter_page_out(e->f);
+			srv_log(SRV_LOG_DEBUG, "filter '%s' paged out (%s)", e->f->name, e->file);
+			snap_close_end(sn, i, 0);
+		} else {
+			e->close_written = true;
+			if (snap_start(sn, e) == 0)
+				return true;
+			/* Not started: its failure is recorded (ended above, next round), or it was
+			 * clean by now (paged out above). */
+			if (!e->failed && snap_dirty(e))
+				snap_close_end(sn, i, -EIO);
+		}
+	}
+	return false;
+}
+
 /* Start the next pending write if nothing runs; end the cycle when none is left. */
 static void snap_step(struct srv_snap *sn)
 {
 	while (!sn->job && !sn->copy && !sn->pjob) {
 		struct snap_entry *e;
 
+		if (!sn->stopping && snap_closes_step(sn))
+			continue;
 		if (sn->pending_pos == sn->npending) {
 			/* Files of their own first (a filter that left its pack is then on disk),
 			 * then the packs. */
@@ -1455,6 +1522,31 @@ int srv_snap_page_out(struct srv_snap *sn, struct bf_filter *f)
 	e = snap_find(sn, f);
 	if (!e)
 		return -ENOENT;
+	if (e->close_error) {
+		rc = e->close_error; /* the close that waited answers it; the next one retries */
+		e->close_error = 0;
+		return rc;
+	}
+	if (e->closing)
+		return -EINPROGRESS;
+	/* A large filter that must be written is written in the background, as a checkpoint
+	 * writes it, and paged out then (the command waits; other clients do not). */
+	if ((snap_dirty(e) || !e->own_file) && e->pack < 0 && !sn->stopping &&
+	    f->bytes > SRV_SNAP_SLICE) {
+		if (sn->ncloses == sn->closes_cap) {
+			size_t cap = sn->closes_cap ? sn->closes_cap * 2 : 4;
+			struct snap_entry **p = realloc(sn->closes, cap * sizeof(*p));
+
+			if (!p)
+				return -ENOMEM;
+			sn->closes = p;
+			sn->closes_cap = cap;
+		}
+		sn->closes[sn->ncloses++] = e;
+		e->closing = true;
+		snap_step(sn);
+		return -EINPROGRESS;
+	}
 	/* Its layers go: a copy of them in progress is given up (the file is written now). */
 	if (sn->copy && sn->copy->e == e) {
 		snap_copy_abort(sn);
@@ -1625,6 +1717,7 @@ void srv_snap_shutdown(struct srv_snap *sn)
 	sn->stopping = true;
 	snap_copy_abort(sn);
 	snap_pjob_abort(sn);
+	snap_closes_clear(sn); /* the shutdown pass writes them; their clients are let go */
 	if (snap_pending_fill(sn)) {
 		/* No room for a list: write them one by one here, on the loop. */
 		srv_log(SRV_LOG_ERR, "final snapshot: out of memory; writing on the loop thread");
@@ -2353,10 +2446,12 @@ void srv_snap_free(struct srv_snap *sn)
 	/* A job still here means its after_work never ran: the loop was not drained. Its
 	 * memory may still be in use by the threadpool, so it is left alone. */
 	snap_pending_clear(sn);
+	snap_closes_clear(sn);
 	for (size_t i = 0; i < sn->nents; i++)
 		free(sn->ents[i]);
 	free(sn->ents);
 	free(sn->pending);
+	free(sn->closes);
 	for (int i = 0; i < SNAP_PACKS; i++)
 		free(sn->packs[i].members);
 	close(sn->dirfd);

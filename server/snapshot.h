@@ -114,10 +114,13 @@ int srv_snap_dropping(struct srv_snap *sn, struct bf_filter *f, bool remove_file
 int srv_snap_renamed(struct srv_snap *sn, struct bf_filter *f);
 
 /*
- * bloomd's close: page f out. Its snapshot is made durable as a file of its own (written now,
- * on the loop, if it changed or was packed), then its layers are freed; it stays listed, and
- * srv_snap_page_in loads it on its next use. 0; -ENOTSUP (a memory-only filter stays in
- * memory); a negative errno (the write failed: it stays in memory).
+ * bloomd's close: page f out. Its snapshot is made durable as a file of its own, then its
+ * layers are freed; it stays listed, and srv_snap_page_in loads it on its next use. A filter of
+ * more than SRV_SNAP_SLICE bytes that must be written is written in the background, as a
+ * checkpoint writes it (before the cycle's next filter), and -EINPROGRESS returned: the caller
+ * asks again once the paged_in callback runs, and then has 0 or the write's error, once. A
+ * smaller one (or a packed one) is written now, on the loop. 0; -ENOTSUP (a memory-only filter
+ * stays in memory); a negative errno (the write failed: it stays in memory).
  */
 int srv_snap_page_out(struct srv_snap *sn, struct bf_filter *f);
 /*

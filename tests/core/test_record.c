@@ -222,7 +222,7 @@ START_TEST(create_round_trip_and_malformed)
 	struct bf_registry *r;
 	struct bf_record_create c;
 	unsigned char buf[BF_RECORD_CREATE_MAX + 1];
-	struct bf_params p = {777, 0.003, BF_TYPE_COUNTING, 5, false, 0};
+	struct bf_params p = {777, 0.003, BF_TYPE_COUNTING, 5, false, 0, 0};
 
 	ck_assert_int_eq(bf_registry_new(0, &r), 0);
 	struct bf_filter *f = create(r, "caf\xc3\xa9:1", p, 99);
@@ -236,6 +236,16 @@ START_TEST(create_round_trip_and_malformed)
 	ck_assert_int_eq(c.params.type, BF_TYPE_COUNTING);
 	ck_assert_uint_eq(c.params.expansion, 5);
 	ck_assert(!c.params.persist);
+	ck_assert_double_eq(c.params.ratio, f->params.ratio);
+	ck_assert_double_eq(c.params.first, BF_FIRST_SHARE);
+	/* Records written before the first share (ending at the ratio) and before the ratio
+	 * (ending at the name) read as the chain they made: a half each. */
+	ck_assert_int_eq(bf_record_read_create(buf, len - 8, &c), 0);
+	ck_assert_double_eq(c.params.ratio, f->params.ratio);
+	ck_assert_double_eq(c.params.first, 0.5);
+	ck_assert_int_eq(bf_record_read_create(buf, len - 16, &c), 0);
+	ck_assert_double_eq(c.params.ratio, 0.5);
+	ck_assert_double_eq(c.params.first, 0.5);
 	ck_assert_int_eq(bf_record_read_create(buf, len - 1, &c), -EINVAL);
 	ck_assert_int_eq(bf_record_read_create(buf, len + 1, &c), -EINVAL);
 	buf[36] = 7; /* type */
@@ -267,8 +277,8 @@ END_TEST
 START_TEST(replay_equals_live)
 {
 	struct bf_registry *live, *ck;
-	struct bf_params plain = {100, 0.01, BF_TYPE_BLOOM, 2, true, 0};
-	struct bf_params counting = {100, 0.01, BF_TYPE_COUNTING, 2, true, 0};
+	struct bf_params plain = {100, 0.01, BF_TYPE_BLOOM, 2, true, 0, 0};
+	struct bf_params counting = {100, 0.01, BF_TYPE_COUNTING, 2, true, 0, 0};
 
 	ck_assert_int_eq(bf_registry_new(0, &live), 0);
 	struct bf_filter *a = create(live, "a", plain, 1);
@@ -324,7 +334,7 @@ END_TEST
 START_TEST(replay_load_and_body)
 {
 	struct bf_registry *src, *live, *ck;
-	struct bf_params p = {1000, 0.01, BF_TYPE_BLOOM, 2, true, 0};
+	struct bf_params p = {1000, 0.01, BF_TYPE_BLOOM, 2, true, 0, 0};
 	unsigned char buf[8 + BF_SNAPSHOT_HEADER_LEN];
 	struct bf_snapshot_info info;
 	struct bf_filter *s, *f;
@@ -369,7 +379,7 @@ END_TEST
 START_TEST(replay_same_name_again)
 {
 	struct bf_registry *live, *ck;
-	struct bf_params p = {100, 0.01, BF_TYPE_BLOOM, 2, true, 0};
+	struct bf_params p = {100, 0.01, BF_TYPE_BLOOM, 2, true, 0, 0};
 
 	ck_assert_int_eq(bf_registry_new(0, &live), 0);
 	struct bf_filter *a = create(live, "x", p, 1);
@@ -409,7 +419,7 @@ END_TEST
 START_TEST(replay_flushall)
 {
 	struct bf_registry *live, *ck;
-	struct bf_params p = {100, 0.01, BF_TYPE_BLOOM, 2, true, 0};
+	struct bf_params p = {100, 0.01, BF_TYPE_BLOOM, 2, true, 0, 0};
 	char why[128];
 
 	ck_assert_int_eq(bf_registry_new(0, &live), 0);
@@ -502,7 +512,7 @@ START_TEST(rename_round_trip_and_malformed)
 	/* A malformed RENAME stops a replay and changes nothing. */
 	struct bf_registry *r;
 	struct bf_replay *rp;
-	struct bf_params p = {100, 0.01, BF_TYPE_BLOOM, 2, true, 0};
+	struct bf_params p = {100, 0.01, BF_TYPE_BLOOM, 2, true, 0, 0};
 	struct bf_filter *f;
 	char why[128] = "";
 
@@ -532,7 +542,7 @@ END_TEST
 START_TEST(replay_rename)
 {
 	struct bf_registry *live, *ck;
-	struct bf_params p = {100, 0.01, BF_TYPE_BLOOM, 2, true, 0};
+	struct bf_params p = {100, 0.01, BF_TYPE_BLOOM, 2, true, 0, 0};
 	const char *lng = "a-name-longer-than-the-inline-buffer:0123456789";
 
 	ck_assert_int_eq(bf_registry_new(0, &live), 0);
@@ -616,7 +626,7 @@ END_TEST
 START_TEST(replay_rename_holder_newer)
 {
 	struct bf_registry *live, *ck;
-	struct bf_params p = {100, 0.01, BF_TYPE_BLOOM, 2, true, 0};
+	struct bf_params p = {100, 0.01, BF_TYPE_BLOOM, 2, true, 0, 0};
 
 	ck_assert_int_eq(bf_registry_new(0, &live), 0);
 	ck_assert_int_eq(bf_registry_new(0, &ck), 0);
@@ -657,7 +667,7 @@ START_TEST(replay_rename_one_by_one)
 	struct bf_registry *r;
 	struct bf_replay *rp;
 	struct bf_replay_stats st;
-	struct bf_params p = {100, 0.01, BF_TYPE_BLOOM, 2, true, 0};
+	struct bf_params p = {100, 0.01, BF_TYPE_BLOOM, 2, true, 0, 0};
 	unsigned char buf[BF_RECORD_RENAME_MAX];
 	struct bf_filter *f, *g;
 	char why[128] = "";
@@ -739,7 +749,7 @@ END_TEST
  */
 START_TEST(replay_rename_replaced_again)
 {
-	struct bf_params p = {100, 0.01, BF_TYPE_BLOOM, 2, true, 0};
+	struct bf_params p = {100, 0.01, BF_TYPE_BLOOM, 2, true, 0, 0};
 
 	for (int rounds = 2; rounds <= 4; rounds++) {
 		struct bf_registry *live, *ck;
@@ -814,7 +824,7 @@ START_TEST(expire_round_trip_and_malformed)
 	struct bf_registry *r;
 	struct bf_replay *rp;
 	struct bf_replay_stats st;
-	struct bf_params p = {100, 0.01, BF_TYPE_BLOOM, 2, true, 0};
+	struct bf_params p = {100, 0.01, BF_TYPE_BLOOM, 2, true, 0, 0};
 	struct bf_filter *f;
 	char why[128] = "";
 
@@ -853,7 +863,7 @@ END_TEST
 START_TEST(replay_expire)
 {
 	struct bf_registry *live, *ck, *ck0;
-	struct bf_params p = {100, 0.01, BF_TYPE_BLOOM, 2, true, 0};
+	struct bf_params p = {100, 0.01, BF_TYPE_BLOOM, 2, true, 0, 0};
 	struct bf_replay_stats st;
 
 	ck_assert_int_eq(bf_registry_new(0, &live), 0);
@@ -953,7 +963,7 @@ START_TEST(replay_expire_one_by_one)
 	struct bf_registry *r;
 	struct bf_replay *rp;
 	struct bf_replay_stats st;
-	struct bf_params p = {100, 0.01, BF_TYPE_BLOOM, 2, true, 0};
+	struct bf_params p = {100, 0.01, BF_TYPE_BLOOM, 2, true, 0, 0};
 	unsigned char buf[16];
 	struct bf_filter *f, *g;
 	char why[128] = "";
@@ -1026,7 +1036,7 @@ END_TEST
 START_TEST(replay_expired_then_created_again)
 {
 	struct bf_registry *live, *ck;
-	struct bf_params p = {100, 0.01, BF_TYPE_BLOOM, 2, true, 0};
+	struct bf_params p = {100, 0.01, BF_TYPE_BLOOM, 2, true, 0, 0};
 
 	ck_assert_int_eq(bf_registry_new(0, &live), 0);
 	struct bf_filter *old = create(live, "x", p, 1);

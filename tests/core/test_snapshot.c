@@ -110,11 +110,11 @@ START_TEST(round_trip_every_kind)
 		struct bf_params p;
 		uint64_t keys;
 	} cases[] = {
-	    {"scalable", {1000, 0.01, BF_TYPE_BLOOM, 2, true, 0}, 5000},
-	    {"counting", {1000, 0.001, BF_TYPE_COUNTING, 3, true, 0}, 3000},
-	    {"fixed", {500, 0.1, BF_TYPE_BLOOM, 0, true, 0}, 800},
-	    {"empty", {10, 0.5, BF_TYPE_BLOOM, 2, false, 0}, 0},
-	    {"../../weird?name", {100, 0.0001, BF_TYPE_BLOOM, 1, true, 0}, 150},
+	    {"scalable", {1000, 0.01, BF_TYPE_BLOOM, 2, true, 0, 0}, 5000},
+	    {"counting", {1000, 0.001, BF_TYPE_COUNTING, 3, true, 0, 0}, 3000},
+	    {"fixed", {500, 0.1, BF_TYPE_BLOOM, 0, true, 0, 0}, 800},
+	    {"empty", {10, 0.5, BF_TYPE_BLOOM, 2, false, 0, 0}, 0},
+	    {"../../weird?name", {100, 0.0001, BF_TYPE_BLOOM, 1, true, 0, 0}, 150},
 	};
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
 		struct bf_filter *f = make(cases[i].name, cases[i].p, cases[i].keys), *g;
@@ -144,7 +144,7 @@ END_TEST
 /* Write a snapshot of a small filter, return its size. */
 static off_t write_sample(const char *file)
 {
-	struct bf_params p = {2000, 0.01, BF_TYPE_BLOOM, 2, true, 0};
+	struct bf_params p = {2000, 0.01, BF_TYPE_BLOOM, 2, true, 0, 0};
 	struct bf_filter *f = make("sample", p, 3000);
 	ck_assert_int_eq(bf_snapshot_write(f, 1, dirfd_, file, NULL), 0);
 	off_t size = (off_t)(BF_SNAPSHOT_HEADER_LEN + f->bytes);
@@ -259,14 +259,14 @@ START_TEST(future_version_refused)
 	int fd = openat(dirfd_, "s.bsnap", O_RDWR);
 	unsigned char h[BF_SNAPSHOT_HEADER_LEN];
 	ck_assert_int_eq(pread(fd, h, sizeof(h), 0), (ssize_t)sizeof(h));
-	uint32_t v = 4;
+	uint32_t v = 5;
 	memcpy(h + 8, &v, 4);
-	uint64_t sum = XXH3_64bits(h, 1680);
-	memcpy(h + 1680, &sum, 8);
+	uint64_t sum = XXH3_64bits(h, 1688);
+	memcpy(h + 1688, &sum, 8);
 	ck_assert_int_eq(pwrite(fd, h, sizeof(h), 0), (ssize_t)sizeof(h));
 	close(fd);
 	ck_assert_int_eq(load("s.bsnap", why, sizeof(why)), -ENOTSUP);
-	ck_assert_str_eq(why, "unknown format version 4 (this build reads 1 to 3)");
+	ck_assert_str_eq(why, "unknown format version 5 (this build reads 1 to 4)");
 }
 END_TEST
 
@@ -275,8 +275,8 @@ END_TEST
 START_TEST(version_1_still_read)
 {
 	char why[128];
-	/* Files before version 3 halve the error per layer: ratio 0.5. */
-	struct bf_params p = {100, 0.01, BF_TYPE_BLOOM, 2, true, 0.5};
+	/* Files before version 3 halve the error per layer from p/2: ratio 0.5, first 0.5. */
+	struct bf_params p = {100, 0.01, BF_TYPE_BLOOM, 2, true, 0.5, 0.5};
 	struct bf_filter *f = make("s", p, 50), *g;
 	uint64_t gen;
 
@@ -293,7 +293,7 @@ START_TEST(version_1_still_read)
 	ck_assert_int_eq(pread(fd, h, sizeof(h), 0), (ssize_t)sizeof(h));
 	uint32_t v = 1;
 	memcpy(h + 8, &v, 4);
-	memset(h + 1648, 0, 40);
+	memset(h + 1648, 0, 48);
 	uint64_t sum = XXH3_64bits(h, 1648);
 	memcpy(h + 1648, &sum, 8);
 	ck_assert_int_eq(pwrite(fd, h, sizeof(h), 0), (ssize_t)sizeof(h));
@@ -316,7 +316,7 @@ END_TEST
  */
 START_TEST(long_chain_round_trips)
 {
-	struct bf_params p = {1, 0.01, BF_TYPE_BLOOM, 1, true, 0};
+	struct bf_params p = {1, 0.01, BF_TYPE_BLOOM, 1, true, 0, 0};
 	struct bf_filter *f = make("long", p, 100), *g;
 	char why[128];
 	uint64_t gen;
@@ -372,8 +372,8 @@ END_TEST
 START_TEST(version_2_still_read)
 {
 	char why[128];
-	/* Files before version 3 halve the error per layer: ratio 0.5. */
-	struct bf_params p = {100, 0.01, BF_TYPE_BLOOM, 2, true, 0.5};
+	/* Files before version 3 halve the error per layer from p/2: ratio 0.5, first 0.5. */
+	struct bf_params p = {100, 0.01, BF_TYPE_BLOOM, 2, true, 0.5, 0.5};
 	struct bf_filter *f = make("s", p, 50), *g;
 	uint64_t gen;
 
@@ -391,7 +391,7 @@ START_TEST(version_2_still_read)
 	ck_assert_int_eq(pread(fd, h, sizeof(h), 0), (ssize_t)sizeof(h));
 	uint32_t v = 2;
 	memcpy(h + 8, &v, 4);
-	memset(h + 1664, 0, 24);
+	memset(h + 1664, 0, 32);
 	uint64_t sum = XXH3_64bits(h, 1664);
 	memcpy(h + 1664, &sum, 8);
 	ck_assert_int_eq(pwrite(fd, h, sizeof(h), 0), (ssize_t)sizeof(h));
@@ -408,6 +408,61 @@ START_TEST(version_2_still_read)
 }
 END_TEST
 
+/*
+ * Version 4 keeps the first layer's share of the error rate; a version 3 file (its checksum at
+ * 1680) still loads with the share it was written with, a half. A version 3 header whose layers
+ * were not built with a half is refused: the share is what the file says, not today's rule.
+ */
+START_TEST(version_3_still_read)
+{
+	char why[128];
+	struct bf_params p = {100, 0.01, BF_TYPE_BLOOM, 2, true, 0.7, 0.5};
+	struct bf_filter *f = make("s", p, 250), *g;
+	uint64_t gen;
+
+	ck_assert_uint_eq(f->nlayers, 2);
+	f->id = 42;
+	f->expire_ms = 1796292690123ULL;
+	ck_assert_int_eq(bf_snapshot_write(f, 1, dirfd_, "s.bsnap", NULL), 0);
+
+	int fd = openat(dirfd_, "s.bsnap", O_RDWR);
+	unsigned char h[BF_SNAPSHOT_HEADER_LEN];
+	ck_assert_int_eq(pread(fd, h, sizeof(h), 0), (ssize_t)sizeof(h));
+	uint32_t v = 3;
+	memcpy(h + 8, &v, 4);
+	memset(h + 1680, 0, 16);
+	uint64_t sum = XXH3_64bits(h, 1680);
+	memcpy(h + 1680, &sum, 8);
+	ck_assert_int_eq(pwrite(fd, h, sizeof(h), 0), (ssize_t)sizeof(h));
+	close(fd);
+	ck_assert_msg(bf_snapshot_read(dirfd_, "s.bsnap", &g, &gen, why, sizeof(why)) == 0, "%s",
+		      why);
+	ck_assert_double_eq(g->params.first, 0.5);
+	ck_assert_double_eq(g->params.ratio, 0.7);
+	ck_assert_uint_eq(g->expire_ms, 1796292690123ULL);
+	assert_same(f, g);
+	bf_filter_free(f);
+	bf_filter_free(g);
+
+	/* Today's share (a fifth) in a version 3 header: its layer 0 is not a half's. */
+	p.first = 0;
+	f = make("s", p, 50);
+	ck_assert_double_eq(f->params.first, BF_FIRST_SHARE);
+	ck_assert_int_eq(bf_snapshot_write(f, 1, dirfd_, "s.bsnap", NULL), 0);
+	fd = openat(dirfd_, "s.bsnap", O_RDWR);
+	ck_assert_int_eq(pread(fd, h, sizeof(h), 0), (ssize_t)sizeof(h));
+	memcpy(h + 8, &v, 4);
+	memset(h + 1680, 0, 16);
+	sum = XXH3_64bits(h, 1680);
+	memcpy(h + 1680, &sum, 8);
+	ck_assert_int_eq(pwrite(fd, h, sizeof(h), 0), (ssize_t)sizeof(h));
+	close(fd);
+	ck_assert_int_eq(load("s.bsnap", why, sizeof(why)), -EINVAL);
+	ck_assert_str_eq(why, "layer 0 does not match the parameters");
+	bf_filter_free(f);
+}
+END_TEST
+
 START_TEST(valid_checksum_but_wrong_geometry_refused)
 {
 	/* A header that checks out but claims a layer the model would not build. */
@@ -420,8 +475,8 @@ START_TEST(valid_checksum_but_wrong_geometry_refused)
 	memcpy(&nblocks, h + 368, 8);
 	nblocks += 1;
 	memcpy(h + 368, &nblocks, 8);
-	uint64_t sum = XXH3_64bits(h, 1680);
-	memcpy(h + 1680, &sum, 8);
+	uint64_t sum = XXH3_64bits(h, 1688);
+	memcpy(h + 1688, &sum, 8);
 	ck_assert_int_eq(pwrite(fd, h, sizeof(h), 0), (ssize_t)sizeof(h));
 	close(fd);
 	ck_assert_int_eq(load("s.bsnap", why, sizeof(why)), -EINVAL);
@@ -441,7 +496,7 @@ START_TEST(failed_write_keeps_old_and_removes_temp)
 {
 	/* A directory where the snapshot should go makes the rename fail. */
 	ck_assert_int_eq(mkdirat(dirfd_, "s.bsnap", 0700), 0);
-	struct bf_params p = {100, 0.01, BF_TYPE_BLOOM, 2, true, 0};
+	struct bf_params p = {100, 0.01, BF_TYPE_BLOOM, 2, true, 0, 0};
 	struct bf_filter *f = make("s", p, 10);
 	const char *step = NULL;
 	int rc = bf_snapshot_write(f, 1, dirfd_, "s.bsnap", &step);
@@ -466,7 +521,7 @@ END_TEST
 
 START_TEST(clone_is_exact_and_independent)
 {
-	struct bf_params p = {1000, 0.01, BF_TYPE_COUNTING, 2, true, 0};
+	struct bf_params p = {1000, 0.01, BF_TYPE_COUNTING, 2, true, 0, 0};
 	struct bf_filter *f = make("c", p, 2500), *g;
 	ck_assert_int_eq(bf_filter_clone(f, &g), 0);
 	assert_same(f, g);
@@ -500,7 +555,8 @@ enum {
 	E_STATS = 88,
 	E_EXPIRE = 160,
 	E_RATIO = 168,
-	E_NAME = 176,
+	E_FIRST = 176,
+	E_NAME = 184,
 	E_LAYER = 40,
 	P_VERSION = 8,
 	P_COUNT = 12,
@@ -680,15 +736,15 @@ static void pack_set_make(struct pack_set *s)
 		struct bf_params p;
 		uint64_t keys, gen;
 	} c_[NPACK] = {
-	    {"a", 1, {500, 0.01, BF_TYPE_BLOOM, 0, true, 0}, 400, 1},
-	    {n23, sizeof(n23), {100, 0.01, BF_TYPE_BLOOM, 2, true, 0}, 1500, 7},
-	    {n24, sizeof(n24), {200, 0.01, BF_TYPE_COUNTING, 2, true, 0}, 1000, UINT64_MAX},
+	    {"a", 1, {500, 0.01, BF_TYPE_BLOOM, 0, true, 0, 0}, 400, 1},
+	    {n23, sizeof(n23), {100, 0.01, BF_TYPE_BLOOM, 2, true, 0, 0}, 1500, 7},
+	    {n24, sizeof(n24), {200, 0.01, BF_TYPE_COUNTING, 2, true, 0, 0}, 1000, UINT64_MAX},
 	    {n200,
 	     sizeof(n200),
-	     {50, 0.001, BF_TYPE_BLOOM, 1, false, 0},
+	     {50, 0.001, BF_TYPE_BLOOM, 1, false, 0, 0},
 	     200,
 	     0x0123456789abcdefULL},
-	    {"empty", 5, {10, 0.5, BF_TYPE_BLOOM, 2, true, 0}, 0, 0},
+	    {"empty", 5, {10, 0.5, BF_TYPE_BLOOM, 2, true, 0, 0}, 0, 0},
 	};
 	for (unsigned i = 0; i < NPACK; i++) {
 		s->f[i] = make_keyed(c_[i].name, c_[i].len, c_[i].p,
@@ -977,11 +1033,11 @@ START_TEST(pack_header_and_index_corruption_refused)
 
 	/* A future version is refused, whatever its checksum. */
 	memcpy(bad, img, len);
-	wr32(bad, P_VERSION, 3);
+	wr32(bad, P_VERSION, 4);
 	reseal_pack(bad);
 	put_file("p.bpack", bad, len);
 	ck_assert_int_eq(pack_open("p.bpack", &pk, why, sizeof(why)), -ENOTSUP);
-	ck_assert_str_eq(why, "unknown pack version 3 (this build reads 1 to 2)");
+	ck_assert_str_eq(why, "unknown pack version 4 (this build reads 1 to 3)");
 	wr32(bad, P_VERSION, 0);
 	reseal_pack(bad);
 	put_file("p.bpack", bad, len);
@@ -994,6 +1050,56 @@ START_TEST(pack_header_and_index_corruption_refused)
 	free(bad);
 	free(img);
 	pack_set_free(&s);
+}
+END_TEST
+
+/*
+ * A version 2 pack (entries without the first layer's share: the name at 176) still loads, with
+ * the share those entries were built with, a half.
+ */
+START_TEST(pack_version_2_still_read)
+{
+	struct bf_params p = {100, 0.01, BF_TYPE_BLOOM, 2, true, 0.7, 0.5};
+	struct bf_filter *f = make("old", p, 250), *g;
+	size_t len = bf_snapshot_entry_size(f), len2 = len - 8;
+	unsigned char *e = malloc(len), *e2 = malloc(len2);
+	struct bf_pack pk;
+	uint64_t gen;
+	char why[128];
+
+	ck_assert_ptr_nonnull(e);
+	ck_assert_ptr_nonnull(e2);
+	f->expire_ms = 77;
+	bf_snapshot_entry_encode(f, 5, e);
+	memcpy(e2, e, E_FIRST);
+	memcpy(e2 + E_FIRST, e + E_NAME, len - 8 - E_NAME);
+	wr32(e2, E_LEN, (uint32_t)len2);
+	wr64(e2, len2 - 8, XXH3_64bits(e2, len2 - 8));
+	uint64_t end = len2;
+	ck_assert_int_eq(bf_pack_write(dirfd_, "p.bpack", e2, &end, 1, NULL), 0);
+
+	int fd = openat(dirfd_, "p.bpack", O_RDWR);
+	unsigned char h[P_INDEX + P_INDEX_ENTRY];
+	ck_assert_int_eq(pread(fd, h, sizeof(h), 0), (ssize_t)sizeof(h));
+	wr32(h, P_VERSION, 2);
+	wr64(h, P_SUM, 0);
+	wr64(h, P_SUM, XXH3_64bits(h, sizeof(h)));
+	ck_assert_int_eq(pwrite(fd, h, sizeof(h), 0), (ssize_t)sizeof(h));
+	close(fd);
+	ck_assert_msg(pack_open("p.bpack", &pk, why, sizeof(why)) == 0, "%s", why);
+	ck_assert_uint_eq(pk.version, 2);
+	ck_assert_msg(bf_pack_entry(&pk, 0, UINT64_MAX, &g, &gen, why, sizeof(why)) == 0, "%s",
+		      why);
+	ck_assert_uint_eq(gen, 5);
+	ck_assert_double_eq(g->params.first, 0.5);
+	ck_assert_double_eq(g->params.ratio, 0.7);
+	ck_assert_uint_eq(g->expire_ms, 77);
+	assert_same(f, g);
+	bf_pack_close(&pk);
+	bf_filter_free(g);
+	bf_filter_free(f);
+	free(e);
+	free(e2);
 }
 END_TEST
 
@@ -1453,34 +1559,34 @@ END_TEST
 START_TEST(entry_body_len_wrap_refused)
 {
 	/* body_len chosen so that the fields' sum wraps to the entry's length: the name (200
-	 * bytes claimed) and the layer table lie past the 184-byte entry. */
-	unsigned char *e = calloc(1, 184);
+	 * bytes claimed) and the layer table lie past the 192-byte entry. */
+	unsigned char *e = calloc(1, 192);
 	char why[128];
 	ck_assert_ptr_nonnull(e);
-	wr32(e, E_LEN, 184);
+	wr32(e, E_LEN, 192);
 	wr32(e, E_EXPANSION, 2);
 	wr32(e, E_PERSIST, 1);
 	wr32(e, E_NLAYERS, 1);
 	wr32(e, E_NAME_LEN, 200);
 	wr64(e, E_CAPACITY, 100);
 	wrf64(e, E_ERROR, 0.01);
-	wr64(e, E_BODY_LEN, (uint64_t)184 - (E_NAME + 200 + E_LAYER + 8));
+	wr64(e, E_BODY_LEN, (uint64_t)192 - (E_NAME + 200 + E_LAYER + 8));
 	memset(e + E_NAME, 'a', 8);
 	for (uint64_t seed = 0;; seed++) { /* a checksum that reads as name bytes too */
 		wr64(e, E_SEED, seed);
-		reseal_entry(e, 184);
+		reseal_entry(e, 192);
 		bool name_like = true;
-		for (int i = 176; i < 184; i++)
+		for (int i = 184; i < 192; i++)
 			name_like &= e[i] > 0x20 && e[i] != 0x7f;
 		if (name_like)
 			break;
 	}
 	const char *name;
 	size_t nlen;
-	ck_assert(!bf_snapshot_entry_name(e, 184, &name, &nlen));
+	ck_assert(!bf_snapshot_entry_name(e, 192, &name, &nlen));
 	struct bf_filter *g = NULL;
 	uint64_t gen;
-	ck_assert_int_eq(bf_snapshot_entry_decode(e, 184, UINT64_MAX, &g, &gen, why, sizeof(why)),
+	ck_assert_int_eq(bf_snapshot_entry_decode(e, 192, UINT64_MAX, &g, &gen, why, sizeof(why)),
 			 -EINVAL);
 	ck_assert_str_eq(why, "entry fields do not add up to its length");
 	free(e);
@@ -1523,6 +1629,7 @@ static Suite *snapshot_suite(void)
 	tcase_add_test(tc, future_version_refused);
 	tcase_add_test(tc, version_1_still_read);
 	tcase_add_test(tc, version_2_still_read);
+	tcase_add_test(tc, version_3_still_read);
 	tcase_add_test(tc, long_chain_round_trips);
 	tcase_add_test(tc, valid_checksum_but_wrong_geometry_refused);
 	tcase_add_test(tc, missing_file);
@@ -1538,6 +1645,7 @@ static Suite *snapshot_suite(void)
 	tcase_add_test(tc, pack_entry_max_bytes);
 	tcase_add_test(tc, pack_entry_corruption_is_local);
 	tcase_add_test(tc, pack_header_and_index_corruption_refused);
+	tcase_add_test(tc, pack_version_2_still_read);
 	tcase_add_test(tc, pack_wrong_length_refused);
 	tcase_add_test(tc, pack_index_must_tile_the_file);
 	tcase_add_test(tc, entry_inconsistent_fields_refused);

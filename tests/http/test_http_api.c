@@ -1338,7 +1338,7 @@ static const char *stream_run(const char *ct, const char *ce, const void *body, 
 
 static void fresh_s(void)
 {
-	struct bf_params p = {1000, 0.01, BF_TYPE_BLOOM, 2, true, 0};
+	struct bf_params p = {1000, 0.01, BF_TYPE_BLOOM, 2, true, 0, 0};
 
 	cmd_drop(&ctx, "s", 1, true);
 	ck_assert_int_eq(cmd_create(&ctx, "s", 1, &p, NULL), CMD_OK);

@@ -493,10 +493,10 @@ START_TEST(test_close_info_counts)
 	paging_is(fd, "f1", 0, 0, 1);
 	EQ(info_field(fd, "f1", "size"), "2");
 	EQ(info_field(fd, "f1", "sets"), "2");
-	EQ(info_field(fd, "f1", "storage"), "310784");
+	EQ(info_field(fd, "f1", "storage"), "346112");
 	/* Listed, with its name, probability and storage (bloomd's list line). */
 	FMT(before, "%s", txt(fd, "list"));
-	ck_assert_msg(!strncmp(before, "START\nf1 0.000100 310784 ", 25), "%s", esc(before));
+	ck_assert_msg(!strncmp(before, "START\nf1 0.000100 346112 ", 25), "%s", esc(before));
 	ck_assert_msg(!strcmp(before + strlen(before) - 7, " 2\nEND\n"), "%s", esc(before));
 	/* A second close changes nothing. */
 	TXT(fd, "close f1", "Done\n");
@@ -577,7 +577,7 @@ START_TEST(test_page_in_each_protocol)
 	TXT(fd, "create f1", "Done\n");
 	TXT(fd, "set f1 k", "Yes\n");
 	FMT(bf_info, "%s", call(rfd, "BF.INFO f1"));
-	EQ(bf_info, "*10\r\n+Capacity\r\n:100000\r\n+Size\r\n:310784\r\n"
+	EQ(bf_info, "*10\r\n+Capacity\r\n:100000\r\n+Size\r\n:346112\r\n"
 		    "+Number of filters\r\n:1\r\n+Number of items inserted\r\n:1\r\n"
 		    "+Expansion rate\r\n:2\r\n");
 
@@ -594,7 +594,7 @@ START_TEST(test_page_in_each_protocol)
 	RX(rfd, "BF.ADD f1 r1", ":0\r\n");
 	TXT(fd, "close f1", "Done\n");
 	RX(rfd, "BF.INFO f1",
-	   "*10\r\n+Capacity\r\n:100000\r\n+Size\r\n:310784\r\n"
+	   "*10\r\n+Capacity\r\n:100000\r\n+Size\r\n:346112\r\n"
 	   "+Number of filters\r\n:1\r\n+Number of items inserted\r\n:2\r\n"
 	   "+Expansion rate\r\n:2\r\n");
 	paging_is(fd, "f1", 1, 4, 4);
@@ -848,9 +848,9 @@ static int http_send_only(const char *method, const char *path)
 	return fd;
 }
 
-/* The test's largest filter: about 222 MB of bits. */
+/* The test's largest filter: about 262 MB of bits. */
 #define HUGE_CREATE  "capacity=100000000 prob=0.001"
-#define HUGE_STORAGE "222673024"
+#define HUGE_STORAGE "261671744"
 
 struct load_timing {
 	int64_t wait_us;  /* until the answer to the first command came */
@@ -892,6 +892,22 @@ static void print_timing(const char *what, const struct load_timing *lt)
 		(long long)(lt->worst_at / 1000));
 }
 
+/* close NAME on fd (a changed large filter: written in the background), with PING round trips
+ * on pfd until it answers Done. */
+static struct load_timing close_timed(int fd, int pfd, const char *name)
+{
+	struct load_timing lt;
+	char cmd[256], buf[64];
+
+	FMT(cmd, "close %s\n", name);
+	ck_assert_int_eq(itest_send_str(fd, cmd), 0);
+	lt = ping_until_answered(pfd, fd, itest_now_us());
+	print_timing("close of 262 MB, written out", &lt);
+	ck_assert_int_gt(itest_recv_until(fd, buf, sizeof(buf), "\n", T), 0);
+	EQ(buf, "Done\n");
+	return lt;
+}
+
 /*
  * While one client's first command on a closed large filter waits for its load, another
  * client's PING round trips stay short (printed, with the load's duration); the text, RESP and
@@ -901,10 +917,10 @@ static void print_timing(const char *what, const struct load_timing *lt)
  */
 START_TEST(test_page_in_does_not_block)
 {
-	struct load_timing lt, lt2;
+	struct load_timing lt, lt2, lc, lc2;
 	char buf[4096];
-	int fd, wfd, rwfd, hfd, pfd;
-	int64_t t0, t_close;
+	int fd, wfd, rwfd, hfd, pfd, closes = 1;
+	int64_t t0;
 	ssize_t n;
 
 	data_dir_new();
@@ -913,24 +929,30 @@ START_TEST(test_page_in_does_not_block)
 	TXT(fd, "create huge " HUGE_CREATE, "Done\n");
 	add_keys(fd, "huge", "k", 0, 1000);
 	EQ(info_field(fd, "huge", "storage"), HUGE_STORAGE);
-	t_close = itest_now_ms();
-	TXT(fd, "close huge", "Done\n");
-	t_close = itest_now_ms() - t_close;
-	fprintf(stderr, "# close of a 222 MB filter (written out) took %lld ms\n",
-		(long long)t_close);
-	paging_is(fd, "huge", 0, 0, 1);
+	/* Its close writes 262 MB: in the background, as a checkpoint, while PINGs go on. */
+	pfd = conn();
+	RX(pfd, "PING", "+PONG\r\n");
+	lc = close_timed(fd, pfd, "huge");
+	for (; closes < 3 && lc.worst_us >= max_rtt_us(); closes++) {
+		FMT(buf, "set huge again%d", closes);
+		TXT(fd, buf, "Yes\n"); /* loads it, and changes it */
+		lc2 = close_timed(fd, pfd, "huge");
+		if (lc2.worst_us < lc.worst_us)
+			lc = lc2;
+	}
+	ck_assert_msg(lc.worst_us < max_rtt_us(), "a PING round trip took %lld us during the close",
+		      (long long)lc.worst_us);
+	paging_is(fd, "huge", 0, closes - 1, closes);
 
 	wfd = conn();
 	rwfd = conn();
-	pfd = conn();
-	RX(pfd, "PING", "+PONG\r\n");
 	t0 = itest_now_us();
 	ck_assert_int_eq(itest_send_str(wfd, "check huge k1\n"), 0);
 	ck_assert_int_eq(
 	    itest_send_str(rwfd, "*3\r\n$9\r\nBF.EXISTS\r\n$4\r\nhuge\r\n$2\r\nk2\r\n"), 0);
 	hfd = http_send_only("GET", "/v1/filters/huge/keys/k3");
 	lt = ping_until_answered(pfd, wfd, t0);
-	print_timing("page-in of 222 MB", &lt);
+	print_timing("page-in of 262 MB", &lt);
 	n = itest_recv_until(wfd, buf, sizeof(buf), "\n", T);
 	ck_assert_int_gt(n, 0);
 	EQ(buf, "Yes\n");
@@ -941,7 +963,7 @@ START_TEST(test_page_in_does_not_block)
 	ck_assert_int_gt(n, 0);
 	http_is(buf, "HTTP/1.1 200 ", CT_JSON, "{\"present\":true}\n");
 	/* Three waiters, one load. */
-	paging_is(fd, "huge", 1, 1, 1);
+	paging_is(fd, "huge", 1, closes, closes);
 	ck_assert_uint_ge(lt.pings, min_pings());
 
 	for (int again = 0; again < 2 && lt.worst_us >= max_rtt_us(); again++) {
@@ -949,7 +971,7 @@ START_TEST(test_page_in_does_not_block)
 		t0 = itest_now_us();
 		ck_assert_int_eq(itest_send_str(wfd, "check huge k4\n"), 0);
 		lt2 = ping_until_answered(pfd, wfd, t0);
-		print_timing("page-in of 222 MB, again", &lt2);
+		print_timing("page-in of 262 MB, again", &lt2);
 		n = itest_recv_until(wfd, buf, sizeof(buf), "\n", T);
 		ck_assert_int_gt(n, 0);
 		EQ(buf, "Yes\n");
@@ -1257,7 +1279,7 @@ START_TEST(test_memory_only)
 	TXT(fd, "clear mo", NOT_PROXIED);
 	TXT(fd, "check mo a", "Yes\n");
 	RX(rfd, "BF.EXISTS mo a", ":1\r\n");
-	TXT(fd, "list", "START\nmo 0.000100 310784 100000 1\nEND\n");
+	TXT(fd, "list", "START\nmo 0.000100 346112 100000 1\nEND\n");
 	ck_assert(!exists("mo.bsnap"));
 	close(rfd);
 	close(fd);

@@ -699,7 +699,7 @@ END_TEST
 START_TEST(test_corrupt_future_version_and_names)
 {
 	unsigned char *b;
-	uint32_t v = 4;
+	uint32_t v = 5;
 	uint64_t sum;
 	size_t len;
 
@@ -709,9 +709,9 @@ START_TEST(test_corrupt_future_version_and_names)
 	ck_assert_ptr_nonnull(b);
 	memcpy(b, pristine, pristine_len);
 	memcpy(b + 8, &v, 4);
-	sum = XXH3_64bits(b, 1672);
-	memcpy(b + 1672, &sum, 8);
-	expect_victim_aside(b, pristine_len, "unknown format version 4");
+	sum = XXH3_64bits(b, 1688);
+	memcpy(b + 1688, &sum, 8);
+	expect_victim_aside(b, pristine_len, "unknown format version 5");
 	free(b);
 
 	/* A valid file under another filter's name: the name inside decides, so it is set aside

@@ -915,7 +915,7 @@ static void put64(unsigned char *p, uint64_t v)
 }
 
 /* The header checksum: XXH3-64 of the bytes before it (core/bf_snapshot.h). */
-#define HEADER_SUM 1680
+#define HEADER_SUM 1688
 
 /* Rewrite the checksum after a deliberate change, so the field checks themselves are hit. */
 static void reseal(unsigned char *h)
@@ -967,7 +967,7 @@ START_TEST(loadchunk_corrupt_headers)
 		uint64_t val;
 		unsigned bytes;
 	} bad[] = {
-	    {8, 4, 4},				  /* format version */
+	    {8, 5, 4},				  /* format version */
 	    {12, 8192, 4},			  /* header length */
 	    {16, 2, 4},				  /* type */
 	    {20, 0, 4},				  /* expansion 0 with three layers */
@@ -991,7 +991,7 @@ START_TEST(loadchunk_corrupt_headers)
 	    {368, 1, 8},			  /* layer 0 blocks */
 	    {368 + 8, 99, 8},			  /* layer 0 capacity */
 	    {368 + 16, 101, 8},			  /* layer 0 items above capacity */
-	    {368 + 24, 0x3f847ae147ae147bULL, 8}, /* layer 0 error rate (0.01 for 0.005) */
+	    {368 + 24, 0x3f847ae147ae147bULL, 8}, /* layer 0 error rate (0.01 for 0.002) */
 	    {368 + 32, 0, 1},			  /* layer 0 b */
 	    {368 + 32, 9, 1},			  /* layer 0 b */
 	    {368 + 33, 1, 1},			  /* layer 0 counting */
@@ -1001,6 +1001,8 @@ START_TEST(loadchunk_corrupt_headers)
 	    {368 + 120, 1, 8},			  /* unused layer 3 */
 	    {8, 1, 4},				  /* version 1: its checksum is elsewhere */
 	    {8, 2, 4},				  /* version 2: so is its checksum */
+	    {8, 3, 4},				  /* version 3: and its */
+	    {1680, 0x3fe0000000000000ULL, 8},	  /* first share 0.5: not the layers' */
 	    {HEADER_SUM + 8, 1, 1},		  /* padding after the checksum */
 	};
 	for (size_t k = 0; k < sizeof(bad) / sizeof(bad[0]); k++) {
