@@ -5,7 +5,14 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Open hashing with chains; the table doubles when it holds more filters than buckets. */
+/*
+ * Open hashing with chains; the table doubles when it holds more filters than buckets. The
+ * doubling is incremental, as Redis's dict rehashes: a second table twice as large takes the
+ * new entries, and each change moves REHASH_STEP buckets of the old one over (a million
+ * filters are never moved in one go on the loop: that was ~30 ms). Lookups look in both.
+ */
+#define REHASH_STEP 4
+
 struct entry {
 	struct entry *next;
 	uint64_t hash;
@@ -20,8 +27,13 @@ struct bf_registry {
 	struct bf_budget budget;
 	uint64_t entry_cost; /* charged per filter beyond the filter's own cost */
 	uint64_t next_id;    /* the id the next new filter gets */
-	struct entry **buckets;
-	size_t nbuckets; /* power of two */
+	/* t[0], and while rehashing (rehash_pos <= t[0].n) t[1], into which t[0]'s buckets
+	 * below rehash_pos have moved. */
+	struct table {
+		struct entry **b;
+		size_t n; /* power of two */
+	} t[2];
+	size_t rehash_pos; /* SIZE_MAX: not rehashing */
 	size_t count;
 	/* The filters that expire, a binary min-heap by expire_ms (heap[i - 1] has
 	 * expire_pos i), and the sum of their expire_ms (INFO's avg_ttl). */
@@ -159,9 +171,10 @@ int bf_registry_new(uint64_t max_memory, struct bf_registry **out)
 	struct bf_registry *r = calloc(1, sizeof(*r));
 	if (!r)
 		return -ENOMEM;
-	r->nbuckets = 64;
-	r->buckets = calloc(r->nbuckets, sizeof(*r->buckets));
-	if (!r->buckets) {
+	r->t[0].n = 64;
+	r->t[0].b = calloc(r->t[0].n, sizeof(*r->t[0].b));
+	r->rehash_pos = SIZE_MAX;
+	if (!r->t[0].b) {
 		free(r);
 		return -ENOMEM;
 	}
@@ -176,21 +189,38 @@ void bf_registry_free(struct bf_registry *r)
 {
 	if (!r)
 		return;
-	for (size_t i = 0; i < r->nbuckets; i++) {
-		for (struct entry *e = r->buckets[i], *next; e; e = next) {
-			next = e->next;
-			bf_filter_free(e->filter);
-			free(e);
+	for (int k = 0; k < 2; k++) {
+		for (size_t i = 0; i < r->t[k].n; i++) {
+			for (struct entry *e = r->t[k].b[i], *next; e; e = next) {
+				next = e->next;
+				bf_filter_free(e->filter);
+				free(e);
+			}
 		}
+		free(r->t[k].b);
 	}
-	free(r->buckets);
 	free(r->heap);
 	free(r);
 }
 
+static bool rehashing(const struct bf_registry *r)
+{
+	return r->rehash_pos != SIZE_MAX;
+}
+
+/* The bucket of hash: in t[1] if t[0]'s bucket has moved there. */
+static struct entry **bucket(const struct bf_registry *r, uint64_t hash)
+{
+	size_t i = hash & (r->t[0].n - 1);
+
+	if (rehashing(r) && i < r->rehash_pos)
+		return &r->t[1].b[hash & (r->t[1].n - 1)];
+	return &r->t[0].b[i];
+}
+
 static struct entry **find(const struct bf_registry *r, const char *name, size_t len, uint64_t hash)
 {
-	struct entry **pp = &r->buckets[hash & (r->nbuckets - 1)];
+	struct entry **pp = bucket(r, hash);
 
 	for (; *pp; pp = &(*pp)->next) {
 		const struct bf_filter *f = (*pp)->filter;
@@ -200,37 +230,56 @@ static struct entry **find(const struct bf_registry *r, const char *name, size_t
 	return pp;
 }
 
-/* Grow the table to n buckets (a power of two, more than now). */
-static void rehash_to(struct bf_registry *r, size_t n)
+/* Move up to steps buckets of t[0] over to t[1]; t[1] becomes t[0] once all have moved. */
+static void rehash_step(struct bf_registry *r, size_t steps)
 {
-	struct entry **b = calloc(n, sizeof(*b));
-	if (!b)
-		return; /* chains just get longer */
-	for (size_t i = 0; i < r->nbuckets; i++) {
-		for (struct entry *e = r->buckets[i], *next; e; e = next) {
+	if (!rehashing(r))
+		return;
+	for (; steps && r->rehash_pos < r->t[0].n; steps--, r->rehash_pos++) {
+		struct entry **from = &r->t[0].b[r->rehash_pos];
+
+		for (struct entry *e = *from, *next; e; e = next) {
+			struct entry **to = &r->t[1].b[e->hash & (r->t[1].n - 1)];
+
 			next = e->next;
-			e->next = b[e->hash & (n - 1)];
-			b[e->hash & (n - 1)] = e;
+			e->next = *to;
+			*to = e;
 		}
+		*from = NULL;
 	}
-	free(r->buckets);
-	r->buckets = b;
-	r->nbuckets = n;
+	if (r->rehash_pos == r->t[0].n) {
+		free(r->t[0].b);
+		r->t[0] = r->t[1];
+		r->t[1] = (struct table){NULL, 0};
+		r->rehash_pos = SIZE_MAX;
+	}
 }
 
-static void rehash(struct bf_registry *r)
+/* Begin moving to a table of n buckets (a power of two, more than now). */
+static void rehash_begin(struct bf_registry *r, size_t n)
 {
-	rehash_to(r, r->nbuckets * 2);
+	struct entry **b;
+
+	if (rehashing(r))
+		return;
+	b = calloc(n, sizeof(*b));
+	if (!b)
+		return; /* chains just get longer */
+	r->t[1] = (struct table){b, n};
+	r->rehash_pos = 0;
 }
 
 void bf_registry_reserve(struct bf_registry *r, size_t n)
 {
-	size_t want = r->nbuckets;
+	rehash_step(r, SIZE_MAX);
+	size_t want = r->t[0].n;
 
 	while (want < n && want < ((size_t)1 << 40))
 		want *= 2;
-	if (want > r->nbuckets)
-		rehash_to(r, want);
+	if (want > r->t[0].n) {
+		rehash_begin(r, want);
+		rehash_step(r, SIZE_MAX); /* at start: all at once */
+	}
 }
 
 uint64_t bf_registry_charge(const struct bf_registry *r, const struct bf_filter *f)
@@ -241,9 +290,10 @@ uint64_t bf_registry_charge(const struct bf_registry *r, const struct bf_filter 
 void bf_registry_each(const struct bf_registry *r, void (*fn)(void *arg, struct bf_filter *f),
 		      void *arg)
 {
-	for (size_t i = 0; i < r->nbuckets; i++)
-		for (const struct entry *e = r->buckets[i]; e; e = e->next)
-			fn(arg, e->filter);
+	for (int k = 0; k < 2; k++)
+		for (size_t i = 0; i < r->t[k].n; i++)
+			for (const struct entry *e = r->t[k].b[i]; e; e = e->next)
+				fn(arg, e->filter);
 }
 
 struct bf_filter *bf_registry_get(const struct bf_registry *r, const char *name, size_t len)
@@ -265,11 +315,14 @@ static int insert(struct bf_registry *r, const char *name, size_t len, uint64_t 
 	}
 	e->hash = hash;
 	e->filter = f;
-	struct entry **head = &r->buckets[hash & (r->nbuckets - 1)];
+	rehash_step(r, REHASH_STEP);
+	struct entry **head = bucket(r, hash);
 	e->next = *head;
 	*head = e;
-	if (++r->count > r->nbuckets)
-		rehash(r);
+	/* Doubled when full; REHASH_STEP buckets per insert move the old table over long before
+	 * the new one is full in turn. */
+	if (++r->count > r->t[0].n && !rehashing(r))
+		rehash_begin(r, r->t[0].n * 2);
 	return 0;
 }
 
@@ -338,6 +391,7 @@ int bf_registry_adopt(struct bf_registry *r, const char *name, size_t len, struc
 
 int bf_registry_drop(struct bf_registry *r, const char *name, size_t len)
 {
+	rehash_step(r, REHASH_STEP);
 	struct entry **pp = find(r, name, len, name_hash(name, len));
 	struct entry *e = *pp;
 	if (!e)
@@ -368,7 +422,7 @@ int bf_registry_rename(struct bf_registry *r, struct bf_filter *f, const char *n
 		return rc;
 	*pp = e->next;
 	e->hash = hash;
-	struct entry **head = &r->buckets[hash & (r->nbuckets - 1)];
+	struct entry **head = bucket(r, hash);
 	e->next = *head;
 	*head = e;
 	return 0;
@@ -396,12 +450,14 @@ int bf_registry_list(const struct bf_registry *r, const char *prefix, size_t ple
 		if (!list)
 			return -ENOMEM;
 	}
-	for (size_t i = 0; i < r->nbuckets; i++) {
-		for (struct entry *e = r->buckets[i]; e; e = e->next) {
-			const struct bf_filter *f = e->filter;
-			if (plen == 0 ||
-			    (f->name_len >= plen && memcmp(f->name, prefix, plen) == 0))
-				list[k++] = e->filter;
+	for (int t = 0; t < 2; t++) {
+		for (size_t i = 0; i < r->t[t].n; i++) {
+			for (struct entry *e = r->t[t].b[i]; e; e = e->next) {
+				const struct bf_filter *f = e->filter;
+				if (plen == 0 ||
+				    (f->name_len >= plen && memcmp(f->name, prefix, plen) == 0))
+					list[k++] = e->filter;
+			}
 		}
 	}
 	if (k == 0) {
@@ -423,25 +479,54 @@ static uint64_t rev64(uint64_t v)
 	return __builtin_bswap64(v);
 }
 
+/* Call fn for the filters of bucket i of table t; how many. */
+static size_t scan_bucket(const struct table *t, uint64_t i, void (*fn)(void *, struct bf_filter *),
+			  void *arg)
+{
+	size_t n = 0;
+
+	for (struct entry *e = t->b[i & (t->n - 1)]; e; e = e->next, n++)
+		fn(arg, e->filter);
+	return n;
+}
+
+/* The cursor after v, counting the bits of mask with their order reversed: with a table twice
+ * as large, the buckets a smaller one's bucket split into come right after it. */
+static uint64_t scan_next(uint64_t v, uint64_t mask)
+{
+	v |= ~mask;
+	v = rev64(v);
+	v++;
+	return rev64(v);
+}
+
 uint64_t bf_registry_scan(const struct bf_registry *r, uint64_t cursor, size_t count,
 			  void (*fn)(void *arg, struct bf_filter *f), void *arg)
 {
-	uint64_t mask = r->nbuckets - 1, v = cursor;
+	uint64_t v = cursor;
 	size_t seen = 0, looked = 0;
 
 	if (count == 0)
 		count = 1;
 	do {
-		for (struct entry *e = r->buckets[v & mask]; e; e = e->next) {
-			fn(arg, e->filter);
-			seen++;
+		if (!rehashing(r)) {
+			seen += scan_bucket(&r->t[0], v, fn, arg);
+			v = scan_next(v, r->t[0].n - 1);
+			continue;
 		}
-		/* The next bucket index counting with its bits reversed: with a table twice as
-		 * large, the buckets a smaller one's bucket split into come right after it. */
-		v |= ~mask;
-		v = rev64(v);
-		v++;
-		v = rev64(v);
+		/* Both tables, as Redis's dictScan: the smaller one's bucket, then every bucket
+		 * of the larger one it expands to (an entry is in one of them). */
+		const struct table *small = &r->t[0], *large = &r->t[1];
+		if (small->n > large->n) {
+			small = &r->t[1];
+			large = &r->t[0];
+		}
+		uint64_t m0 = small->n - 1, m1 = large->n - 1;
+		seen += scan_bucket(small, v, fn, arg);
+		do {
+			seen += scan_bucket(large, v, fn, arg);
+			v = scan_next(v, m1);
+		} while (v & (m0 ^ m1));
 	} while (v && seen < count && ++looked < 10 * count);
 	return v;
 }
@@ -489,8 +574,9 @@ int bf_registry_page(const struct bf_registry *r, const char *prefix, size_t ple
 	h = malloc(cap * sizeof(*h));
 	if (!h)
 		return -ENOMEM;
-	for (size_t i = 0; i < r->nbuckets; i++) {
-		for (struct entry *e = r->buckets[i]; e; e = e->next) {
+	for (size_t i = 0; i < r->t[0].n + r->t[1].n; i++) {
+		const struct table *tab = &r->t[i < r->t[0].n ? 0 : 1];
+		for (struct entry *e = tab->b[i < r->t[0].n ? i : i - r->t[0].n]; e; e = e->next) {
 			struct bf_filter *f = e->filter;
 			if (plen && (f->name_len < plen || memcmp(f->name, prefix, plen)))
 				continue;

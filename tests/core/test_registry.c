@@ -244,6 +244,72 @@ START_TEST(scan_visits_each_once_while_changing)
 }
 END_TEST
 
+/*
+ * The table doubles a few buckets per change (incremental rehash): while it does, every live
+ * name is found, dropped ones are not, renames move across both tables, and each/list see each
+ * filter once. Checked after every change from just before the 1024-bucket table fills until
+ * well after its successor has taken everything over.
+ */
+START_TEST(changes_during_a_rehash)
+{
+	static bool live[1600];
+	struct bf_registry *r;
+	char name[32];
+	int n;
+
+	memset(live, 0, sizeof(live));
+	ck_assert_int_eq(bf_registry_new(0, &r), 0);
+	for (int i = 0; i < 1000; i++) {
+		n = snprintf(name, sizeof(name), "base:%d", i);
+		ck_assert_int_eq(bf_registry_create(r, name, (size_t)n, &small, 1, NULL), 0);
+		live[i] = true;
+	}
+	for (int i = 1000; i < 1600; i++) {
+		n = snprintf(name, sizeof(name), "base:%d", i);
+		ck_assert_int_eq(bf_registry_create(r, name, (size_t)n, &small, 1, NULL), 0);
+		live[i] = true;
+		if (i % 3 == 0) { /* drop an older one */
+			n = snprintf(name, sizeof(name), "base:%d", i - 700);
+			ck_assert_int_eq(bf_registry_drop(r, name, (size_t)n), 0);
+			live[i - 700] = false;
+		}
+		if (i % 7 == 0 && live[i - 500]) { /* rename one away and back */
+			char other[32];
+			int m = snprintf(other, sizeof(other), "moved:%d", i);
+			n = snprintf(name, sizeof(name), "base:%d", i - 500);
+			struct bf_filter *f = bf_registry_get(r, name, (size_t)n);
+			ck_assert_ptr_nonnull(f);
+			ck_assert_int_eq(bf_registry_rename(r, f, other, (size_t)m), 0);
+			ck_assert_ptr_eq(bf_registry_get(r, other, (size_t)m), f);
+			ck_assert_int_eq(bf_registry_rename(r, f, name, (size_t)n), 0);
+		}
+		size_t count = 0;
+		for (int k = 0; k <= i; k++) {
+			n = snprintf(name, sizeof(name), "base:%d", k);
+			bool found = bf_registry_get(r, name, (size_t)n) != NULL;
+			ck_assert_msg(found == live[k], "after %d: base:%d %s", i, k,
+				      live[k] ? "lost" : "still there");
+			count += live[k];
+		}
+		ck_assert_uint_eq(bf_registry_count(r), count);
+		if (i % 50 == 0) {
+			memset(seen, 0, sizeof(seen));
+			seen_other = 0;
+			bf_registry_each(r, count_seen, NULL);
+			for (int k = 0; k <= i; k++)
+				ck_assert_uint_eq(seen[k], live[k]);
+			ck_assert_uint_eq(seen_other, 0);
+			struct bf_filter **list;
+			size_t len;
+			ck_assert_int_eq(bf_registry_list(r, "base:", 5, &list, &len), 0);
+			ck_assert_uint_eq(len, count);
+			free(list);
+		}
+	}
+	bf_registry_free(r);
+}
+END_TEST
+
 /* bf_registry_each visits every filter once; bf_registry_reserve sizes the table at once and
  * loses nothing (every name still found, a SCAN still sees each once). */
 START_TEST(each_and_reserve)
@@ -855,6 +921,7 @@ static Suite *registry_suite(void)
 	tcase_add_test(tc, memory_limit_refuses_and_changes_nothing);
 	tcase_add_test(tc, adopt);
 	tcase_add_test(tc, scan_visits_each_once_while_changing);
+	tcase_add_test(tc, changes_during_a_rehash);
 	tcase_add_test(tc, pages_in_name_order);
 	tcase_add_test(tc, each_and_reserve);
 	tcase_add_test(tc, rename_filter);
