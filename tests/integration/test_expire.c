@@ -17,12 +17,10 @@
  */
 #include <check.h>
 #include <errno.h>
-#include <ftw.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -30,15 +28,12 @@
 #include "tests/check_main.h"
 #define ITEST_T	      10000 /* snapshots under a sanitizer or valgrind take a while */
 #define ITEST_STOP_MS 30000
-#include "tests/integration/itest_check.h"
-
-/* snprintf into an array, asserting nothing was cut. */
-#define FMT(buf, ...) ck_assert_int_lt(snprintf((buf), sizeof(buf), __VA_ARGS__), (int)sizeof(buf))
+/* HTTP answers a moment after the RESP port: start_in() waits for "ready". */
+#define ITEST_START_READY 1
+#include "tests/integration/itest_case.h"
 
 /* The conf of most cases: no periodic checkpoint, so that only SAVE writes one. */
 #define CONF_QUIET CONF("snapshot_interval = 3600\n")
-
-static char dir[256]; /* this case's data directory, kept across the daemons of the case */
 
 /* How late past its time a filter may still be seen gone, or its file removed (the timer runs
  * every 100 ms): more under a wrapper (valgrind), whose daemon answers slowly. */
@@ -68,198 +63,7 @@ static long long unix_ms(void)
 }
 
 /* ---------------------------------------------------------------------------------------- */
-/* Data directory, start and stop */
-
-static int rm_entry(const char *path, const struct stat *st, int type, struct FTW *ftw)
-{
-	(void)st;
-	(void)type;
-	(void)ftw;
-	remove(path);
-	return 0;
-}
-
-static void cleanup(void)
-{
-	if (dir[0])
-		nftw(dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
-	dir[0] = '\0';
-}
-
-static void data_dir_new(void)
-{
-	static bool registered;
-
-	if (!registered) {
-		atexit(cleanup);
-		registered = true;
-	}
-	cleanup();
-	snprintf(dir, sizeof(dir), "/tmp/blossomd-expire-XXXXXX");
-	ck_assert_ptr_nonnull(mkdtemp(dir));
-}
-
-static bool exists(const char *file)
-{
-	char path[512];
-
-	FMT(path, "%s/%s", dir, file);
-	return access(path, F_OK) == 0;
-}
-
-/* The pack file (pack-NN.bpack) whose bytes hold name, or NULL. */
-static const char *pack_with(const char *name)
-{
-	static char file[32];
-
-	for (int i = 0; i < 16; i++) {
-		char path[512];
-		unsigned char *buf;
-		long n;
-		FILE *f;
-		bool hit;
-
-		snprintf(file, sizeof(file), "pack-%02d.bpack", i);
-		FMT(path, "%s/%s", dir, file);
-		f = fopen(path, "rb");
-		if (!f)
-			continue;
-		fseek(f, 0, SEEK_END);
-		n = ftell(f);
-		fseek(f, 0, SEEK_SET);
-		buf = malloc((size_t)n + 1);
-		ck_assert_ptr_nonnull(buf);
-		ck_assert_uint_eq(fread(buf, 1, (size_t)n, f), (size_t)n);
-		fclose(f);
-		hit = memmem(buf, (size_t)n, name, strlen(name)) != NULL;
-		free(buf);
-		if (hit)
-			return file;
-	}
-	return NULL;
-}
-
-/* Start on this case's data directory. Two free ports picked by the harness may be the same
- * one (the daemon then refuses to start): that start is tried again. Returns once the daemon
- * says it is ready: the RESP port accepts connections from its listen() on, HTTP's a moment
- * later (a while under valgrind). */
-static void start_in(const char *conf)
-{
-	const char *extra[] = {"--data-dir", dir, NULL};
-
-	for (int i = 0; i < 3; i++) {
-		int rc = itest_start(&d, conf, extra);
-
-		if (rc == 0) {
-			ck_assert_msg(itest_log_wait(&d, "ready (pid ", T), "%s", itest_log(&d));
-			return;
-		}
-		if (rc != -ECHILD || !strstr(itest_log(&d), "http_port must differ from port")) {
-			fprintf(stderr, "daemon log:\n%s\n", itest_log(&d));
-			ck_abort_msg("blossomd did not start: %s", strerror(-rc));
-		}
-		itest_stop(&d, T);
-	}
-	ck_abort_msg("blossomd did not start: no two distinct free ports");
-}
-
-/* kill -9 and reap (through the wrapper, if any). */
-static void kill9(void)
-{
-	int st;
-
-	kill(daemon_pid(), SIGKILL);
-	st = itest_wait_exit(&d, T);
-	ck_assert_msg(st >= 0, "daemon did not die: %d", st);
-	d.status = st;
-	itest_stop(&d, T); /* removes the harness's directory */
-}
-
-/* ---------------------------------------------------------------------------------------- */
 /* RESP */
-
-/* The length of the complete RESP value at p[0, n), or 0 if it is not complete yet. */
-static size_t resp_complete(const char *p, size_t n)
-{
-	const char *eol = memmem(p, n, "\r\n", 2);
-	size_t head;
-	long v;
-
-	if (!eol)
-		return 0;
-	head = (size_t)(eol - p) + 2;
-	switch (p[0]) {
-	case '+':
-	case '-':
-	case ':':
-		return head;
-	case '$':
-	case '=':
-		v = atol(p + 1);
-		if (v < 0)
-			return head;
-		return n >= head + (size_t)v + 2 ? head + (size_t)v + 2 : 0;
-	case '*':
-		v = atol(p + 1);
-		for (long i = 0; i < v; i++) {
-			size_t one = head < n ? resp_complete(p + head, n - head) : 0;
-
-			if (!one)
-				return 0;
-			head += one;
-		}
-		return head;
-	default:
-		ck_abort_msg("not RESP: %.*s", (int)n, p);
-		return 0;
-	}
-}
-
-/* Send a command of argc arguments (binary, lens) and read its whole reply, NUL-terminated in
- * a static buffer. */
-static const char *callv(int fd, int argc, const char *const *argv, const size_t *lens)
-{
-	static char out[1 << 16], in[1 << 16];
-	size_t len = 0, n = 0;
-
-	len += (size_t)snprintf(out, sizeof(out), "*%d\r\n", argc);
-	for (int i = 0; i < argc; i++) {
-		ck_assert_uint_lt(len + lens[i] + 32, sizeof(out));
-		len += (size_t)snprintf(out + len, sizeof(out) - len, "$%zu\r\n", lens[i]);
-		memcpy(out + len, argv[i], lens[i]);
-		len += lens[i];
-		memcpy(out + len, "\r\n", 2);
-		len += 2;
-	}
-	ck_assert_int_eq(itest_send(fd, out, len), 0);
-	while (!n || !resp_complete(in, n)) {
-		ssize_t r = itest_recv_until(fd, in + n, sizeof(in) - n, "\r\n", T);
-
-		ck_assert_msg(r > 0, "no reply to %.*s", (int)len, out);
-		n += (size_t)r;
-	}
-	ck_assert_uint_eq(resp_complete(in, n), n);
-	in[n] = '\0';
-	return in;
-}
-
-/* A command of space-separated words ("" is not a word: use callv for an empty argument). */
-static const char *call(int fd, const char *words)
-{
-	char copy[4096], *save = NULL;
-	const char *w[64];
-	size_t lens[64];
-	int n = 0;
-
-	FMT(copy, "%s", words);
-	for (char *t = strtok_r(copy, " ", &save); t && n < 64; t = strtok_r(NULL, " ", &save)) {
-		w[n] = t;
-		lens[n++] = strlen(t);
-	}
-	return callv(fd, n, w, lens);
-}
-
-#define RX(fd, words, expect) ck_assert_str_eq(call((fd), (words)), (expect))
 
 /* printf-style command, exact reply. */
 #define RXF(fd, expect, ...)                                                                       \
@@ -402,69 +206,8 @@ static void has_keys(int fd, const char *filter, const char *tag, unsigned n)
 	RX(fd, cmd, expect);
 }
 
-static void absent(int fd, const char *name)
-{
-	char cmd[256];
-
-	FMT(cmd, "EXISTS %s", name);
-	ck_assert_msg(!strcmp(call(fd, cmd), ":0\r\n"), "%s exists", name);
-}
-
 /* ---------------------------------------------------------------------------------------- */
-/* Text protocol and HTTP */
-
-/* One text-protocol command and its reply: one line, or START ... END (NUL-terminated,
- * static). */
-static const char *txt(int fd, const char *line)
-{
-	static char buf[8192];
-	size_t n;
-
-	ck_assert_int_eq(itest_send_str(fd, line), 0);
-	ck_assert_int_eq(itest_send_str(fd, "\n"), 0);
-	n = (size_t)itest_recv_until(fd, buf, sizeof(buf), "\n", T);
-	ck_assert_msg(n > 0, "no reply to '%s'", line);
-	if (!strcmp(buf, "START\n")) {
-		ssize_t more = itest_recv_until(fd, buf + n, sizeof(buf) - n, "END\n", T);
-
-		ck_assert_msg(more > 0, "no END after START for '%s'", line);
-	}
-	return buf;
-}
-
-#define TX(fd, line, expect) ck_assert_str_eq(txt((fd), (line)), (expect))
-
-/* An HTTP request's whole response (head, then Content-Length bytes), NUL-terminated. */
-static const char *http(const char *method, const char *path, const char *body)
-{
-	static char buf[16384];
-	char req[2048];
-	size_t got = 0, want;
-	const char *cl;
-	int fd = itest_connect(d.http_port);
-	int n;
-
-	ck_assert_int_ge(fd, 0);
-	n = snprintf(req, sizeof(req),
-		     "%s %s HTTP/1.1\r\nHost: t\r\nContent-Type: application/json\r\n"
-		     "Content-Length: %zu\r\nConnection: close\r\n\r\n%s",
-		     method, path, strlen(body), body);
-	ck_assert_int_lt(n, (int)sizeof(req));
-	ck_assert_int_eq(itest_send(fd, req, (size_t)n), 0);
-	while (got < 4 || memcmp(buf + got - 4, "\r\n\r\n", 4)) {
-		ck_assert_uint_lt(got + 1, sizeof(buf));
-		ck_assert_int_eq(itest_recv_n(fd, buf + got, 1, T), 1);
-		got++;
-	}
-	buf[got] = '\0';
-	cl = strcasestr(buf, "Content-Length: ");
-	want = cl ? (size_t)atol(cl + 16) : 0;
-	ck_assert_uint_lt(got + want, sizeof(buf));
-	ck_assert_int_eq(itest_recv_n(fd, buf + got, want, T), (ssize_t)want);
-	buf[got + want] = '\0';
-	close(fd);
-	return buf;
-}
+/* HTTP */
 
 /* The response's status is status and its body exactly body. */
 static void http_is(const char *resp, int status, const char *body)
@@ -1286,17 +1029,6 @@ START_TEST(test_many_at_once)
 }
 END_TEST
 
-/* Wait until no background save runs (INFO persistence). */
-static void bgsave_done(int fd)
-{
-	int64_t t0 = itest_now_ms();
-
-	while (strstr(info(fd, "persistence"), "rdb_bgsave_in_progress:1\r\n")) {
-		ck_assert_msg(itest_now_ms() - t0 < T, "a background save ran for %d ms", T);
-		itest_sleep_ms(10);
-	}
-}
-
 /*
  * A large filter whose time comes while a background save writes its file: the file is removed
  * once the write ends (not left behind, not written back), and a restart after SIGKILL does not
@@ -1998,56 +1730,56 @@ START_TEST(test_text_expires)
 	start_in(CONF_QUIET);
 	fd = conn();
 	tfd = conn();
-	TX(tfd, "create t capacity=1000 prob=0.01", "Done\n");
-	TX(tfd, "set t a", "Yes\n");
+	TXT(tfd, "create t capacity=1000 prob=0.01", "Done\n");
+	TXT(tfd, "set t a", "Yes\n");
 	r = txt(tfd, "info t");
 	ck_assert_msg(strstr(r, "\ndelete_misses 0\nttl -1\nEND\n"), "%s", r);
-	TX(tfd, "expires t 100", "Done\n");
+	TXT(tfd, "expires t 100", "Done\n");
 	RX(fd, "TTL t", ":100\r\n");
 	r = txt(tfd, "info t");
 	ck_assert_msg(strstr(r, "\ndelete_misses 0\nttl 100\nEND\n"), "%s", r);
-	TX(tfd, "expires t 0", "Done\n");
+	TXT(tfd, "expires t 0", "Done\n");
 	RX(fd, "TTL t", ":-1\r\n");
 	r = txt(tfd, "info t");
 	ck_assert_msg(strstr(r, "\nttl -1\nEND\n"), "%s", r);
 	/* 0 on a filter without a time: still Done. */
-	TX(tfd, "expires t 0", "Done\n");
+	TXT(tfd, "expires t 0", "Done\n");
 	/* Set by RESP, seen by text. */
 	RX(fd, "PEXPIRE t 7300", ":1\r\n");
 	r = txt(tfd, "info t");
 	ck_assert_msg(strstr(r, "\nttl 7\nEND\n"), "%s", r);
-	TX(tfd, "expires t 86400", "Done\n");
+	TXT(tfd, "expires t 86400", "Done\n");
 	RX(fd, "TTL t", ":86400\r\n");
 
 	/* Errors, nothing changed. */
-	TX(tfd, "expires missing 10", "Filter does not exist\n");
-	TX(tfd, "expires t abc", "Client Error: Bad arguments\n");
-	TX(tfd, "expires t -1", "Client Error: Bad arguments\n");
-	TX(tfd, "expires t 1.5", "Client Error: Bad arguments\n");
-	TX(tfd, "expires t 99999999999999999999", "Client Error: Bad arguments\n");
-	TX(tfd, "expires t 9223372036854775807", "Client Error: Bad arguments\n");
-	TX(tfd, "expires t", "Client Error: Must provide filter name and seconds\n");
-	TX(tfd, "expires", "Client Error: Must provide filter name and seconds\n");
-	TX(tfd, "expires t 10 20", "Client Error: Unexpected arguments\n");
-	TX(tfd, "expires missing abc", "Client Error: Bad arguments\n");
+	TXT(tfd, "expires missing 10", "Filter does not exist\n");
+	TXT(tfd, "expires t abc", "Client Error: Bad arguments\n");
+	TXT(tfd, "expires t -1", "Client Error: Bad arguments\n");
+	TXT(tfd, "expires t 1.5", "Client Error: Bad arguments\n");
+	TXT(tfd, "expires t 99999999999999999999", "Client Error: Bad arguments\n");
+	TXT(tfd, "expires t 9223372036854775807", "Client Error: Bad arguments\n");
+	TXT(tfd, "expires t", "Client Error: Must provide filter name and seconds\n");
+	TXT(tfd, "expires", "Client Error: Must provide filter name and seconds\n");
+	TXT(tfd, "expires t 10 20", "Client Error: Unexpected arguments\n");
+	TXT(tfd, "expires missing abc", "Client Error: Bad arguments\n");
 	RX(fd, "TTL t", ":86400\r\n");
 	RX(fd, "EXISTS missing", ":0\r\n");
 	/* The extension's name in any case, as blossomd's others. */
-	TX(tfd, "EXPIRES t 86000", "Done\n");
+	TXT(tfd, "EXPIRES t 86000", "Done\n");
 	RX(fd, "TTL t", ":86000\r\n");
 	at = integer(fd, "PEXPIRETIME t");
 
 	/* A second runs out: check, info and expires say the filter does not exist. */
-	TX(tfd, "create short capacity=1000 prob=0.01", "Done\n");
-	TX(tfd, "set short k:0", "Yes\n");
+	TXT(tfd, "create short capacity=1000 prob=0.01", "Done\n");
+	TXT(tfd, "set short k:0", "Yes\n");
 	t_sent = itest_now_ms();
-	TX(tfd, "expires short 1", "Done\n");
+	TXT(tfd, "expires short 1", "Done\n");
 	t_ack = itest_now_ms();
 	poll_until_gone(tfd, &(struct probe){"text check", there_text}, "short", t_sent, t_ack,
 			1000);
-	TX(tfd, "info short", "Filter does not exist\n");
-	TX(tfd, "expires short 5", "Filter does not exist\n");
-	TX(tfd, "check short k:0", "Filter does not exist\n");
+	TXT(tfd, "info short", "Filter does not exist\n");
+	TXT(tfd, "expires short 5", "Filter does not exist\n");
+	TXT(tfd, "check short k:0", "Filter does not exist\n");
 	ck_assert_int_eq(expired_keys(fd), 1);
 	close(tfd);
 	close(fd);
@@ -2077,15 +1809,15 @@ START_TEST(test_text_expires_too_far)
 	start_in(CONF_QUIET);
 	fd = conn();
 	tfd = conn();
-	TX(tfd, "create t capacity=1000 prob=0.01", "Done\n");
-	TX(tfd, "expires t 9007199254740", "Done\n");
+	TXT(tfd, "create t capacity=1000 prob=0.01", "Done\n");
+	TXT(tfd, "expires t 9007199254740", "Done\n");
 	RX(fd, "TTL t", ":9007199254740\r\n");
-	TX(tfd, "expires t 0", "Done\n");
+	TXT(tfd, "expires t 0", "Done\n");
 	/* 9223372036854775 s: 9223372036854775000 ms, past LLONG_MAX once now is added. */
 	FMT(line, "expires t %lld", 9223372036854775LL);
-	TX(tfd, line, "Client Error: Bad arguments\n");
+	TXT(tfd, line, "Client Error: Bad arguments\n");
 	FMT(line, "expires t %lld", 9223372036854775LL - unix_ms() / 1000 + 10);
-	TX(tfd, line, "Client Error: Bad arguments\n");
+	TXT(tfd, line, "Client Error: Bad arguments\n");
 	RX(fd, "TTL t", ":-1\r\n");
 	RX(fd, "PEXPIRETIME t", ":-1\r\n");
 	RX(fd, "EXPIRE t 100 GT", ":0\r\n");

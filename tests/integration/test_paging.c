@@ -17,13 +17,11 @@
  */
 #include <check.h>
 #include <errno.h>
-#include <ftw.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <sys/wait.h>
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -33,10 +31,7 @@
 #include "tests/check_main.h"
 #define ITEST_T	      10000 /* snapshots of large filters under a sanitizer take a while */
 #define ITEST_STOP_MS 30000
-#include "tests/integration/itest_check.h"
-
-/* snprintf into an array, asserting nothing was cut. */
-#define FMT(buf, ...) ck_assert_int_lt(snprintf((buf), sizeof(buf), __VA_ARGS__), (int)sizeof(buf))
+#include "tests/integration/itest_case.h"
 
 /* Most cases: no periodic checkpoint, nothing paged out but by close. */
 #define CONF_QUIET CONF("snapshot_interval = 3600\ncold_interval = 0\n")
@@ -52,54 +47,8 @@
 	"\"detail\":\"the filter is paged out and could not be loaded (see the server log)\"}\n"
 #define NOT_PROXIED "Client Error: Filter is not proxied. Close it first.\n"
 
-static char dir[256]; /* this case's data directory, kept across the daemons of the case */
-
 /* ---------------------------------------------------------------------------------------- */
-/* Data directory, start and stop */
-
-static int rm_entry(const char *path, const struct stat *st, int type, struct FTW *ftw)
-{
-	(void)st;
-	(void)type;
-	(void)ftw;
-	remove(path);
-	return 0;
-}
-
-static void cleanup(void)
-{
-	if (dir[0])
-		nftw(dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
-	dir[0] = '\0';
-}
-
-static void data_dir_new(void)
-{
-	static bool registered;
-
-	if (!registered) {
-		atexit(cleanup);
-		registered = true;
-	}
-	cleanup();
-	snprintf(dir, sizeof(dir), "/tmp/blossomd-paging-XXXXXX");
-	ck_assert_ptr_nonnull(mkdtemp(dir));
-}
-
-static const char *path_in(const char *file)
-{
-	static char buf[4][512];
-	static int i;
-
-	i = (i + 1) % 4;
-	FMT(buf[i], "%s/%s", dir, file);
-	return buf[i];
-}
-
-static bool exists(const char *file)
-{
-	return access(path_in(file), F_OK) == 0;
-}
+/* Files in the data directory */
 
 /* The bytes of a file in the data directory (malloc'd). */
 static unsigned char *slurp(const char *file, size_t *len)
@@ -129,90 +78,8 @@ static void spit(const char *file, const void *p, size_t len)
 	ck_assert_int_eq(fclose(f), 0);
 }
 
-/* Start on this case's data directory. Two free ports picked by the harness may be the same
- * one (the daemon then refuses to start): that start is tried again. */
-static void start_in(const char *conf)
-{
-	const char *extra[] = {"--data-dir", dir, NULL};
-
-	for (int i = 0; i < 3; i++) {
-		int rc = itest_start(&d, conf, extra);
-
-		if (rc == 0)
-			return;
-		if (rc != -ECHILD || !strstr(itest_log(&d), "http_port must differ from port")) {
-			fprintf(stderr, "daemon log:\n%s\n", itest_log(&d));
-			ck_abort_msg("blossomd did not start: %s", strerror(-rc));
-		}
-		itest_stop(&d, T);
-	}
-	ck_abort_msg("blossomd did not start: no two distinct free ports");
-}
-
-/* kill -9 and reap (through the wrapper, if any). */
-static void kill9(void)
-{
-	int st;
-
-	kill(daemon_pid(), SIGKILL);
-	st = itest_wait_exit(&d, T);
-	ck_assert_msg(st >= 0, "daemon did not die: %d", st);
-	d.status = st;
-	itest_stop(&d, T); /* removes the harness's directory */
-}
-
-/* s with CR and LF written as \\r and \\n, for a one-line failure message (static, 4 of them). */
-static const char *esc(const char *s)
-{
-	static char buf[4][1024];
-	static int i;
-	size_t o = 0;
-
-	i = (i + 1) % 4;
-	for (; *s && o + 3 < sizeof(buf[i]); s++) {
-		if (*s == '\r' || *s == '\n') {
-			buf[i][o++] = '\\';
-			buf[i][o++] = *s == '\r' ? 'r' : 'n';
-		} else {
-			buf[i][o++] = *s;
-		}
-	}
-	buf[i][o] = '\0';
-	return buf[i];
-}
-
-/* Two strings are equal; else both are shown, on one line (TAP). */
-#define EQ(got, want)                                                                              \
-	do {                                                                                       \
-		const char *g_ = (got), *w_ = (want);                                              \
-		ck_assert_msg(!strcmp(g_, w_), "got '%s', want '%s'", esc(g_), esc(w_));           \
-	} while (0)
-
 /* ---------------------------------------------------------------------------------------- */
 /* Text protocol */
-
-/* One text command and its reply (one line, or START ... END), NUL-terminated, static. */
-static const char *txt(int fd, const char *line)
-{
-	static char buf[64 * 1024];
-	size_t n = 0;
-
-	ck_assert_int_eq(itest_send_str(fd, line), 0);
-	ck_assert_int_eq(itest_send_str(fd, "\n"), 0);
-	for (;;) {
-		ssize_t r = itest_recv_until(fd, buf + n, sizeof(buf) - n, "\n", T);
-
-		ck_assert_msg(r > 0, "no reply to '%s'", esc(line));
-		n += (size_t)r;
-		if (strncmp(buf, "START\n", n < 6 ? n : 6))
-			break; /* not a START ... END reply */
-		if (n >= 4 && !strcmp(buf + n - 4, "END\n"))
-			break;
-	}
-	return buf;
-}
-
-#define TXT(fd, line, expect) EQ(txt((fd), (line)), (expect))
 
 /* info NAME has these paging fields, exactly and in bloomd's order. */
 static void paging_is(int fd, const char *name, int in_memory, int ins, int outs)
@@ -307,117 +174,7 @@ static void has_keys(int fd, const char *filter, const char *prefix, unsigned fr
 }
 
 /* ---------------------------------------------------------------------------------------- */
-/* RESP */
-
-/* The length of the complete RESP value at p[0, n), or 0 if it is not complete yet. */
-static size_t resp_complete(const char *p, size_t n)
-{
-	const char *eol = memmem(p, n, "\r\n", 2);
-	size_t head;
-	long v;
-
-	if (!eol)
-		return 0;
-	head = (size_t)(eol - p) + 2;
-	switch (p[0]) {
-	case '+':
-	case '-':
-	case ':':
-		return head;
-	case '$':
-		v = atol(p + 1);
-		if (v < 0)
-			return head;
-		return n >= head + (size_t)v + 2 ? head + (size_t)v + 2 : 0;
-	case '*':
-		v = atol(p + 1);
-		for (long i = 0; i < v; i++) {
-			size_t one = head < n ? resp_complete(p + head, n - head) : 0;
-
-			if (!one)
-				return 0;
-			head += one;
-		}
-		return head;
-	default:
-		ck_abort_msg("not RESP: %s", esc(p));
-		return 0;
-	}
-}
-
-/* A RESP command from space-separated words, appended to out at *len. */
-static void resp_encode(char *out, size_t cap, size_t *len, const char *words)
-{
-	char copy[4096], *save = NULL;
-	const char *w[64];
-	int n = 0;
-
-	FMT(copy, "%s", words);
-	for (char *t = strtok_r(copy, " ", &save); t && n < 64; t = strtok_r(NULL, " ", &save))
-		w[n++] = t;
-	*len += (size_t)snprintf(out + *len, cap - *len, "*%d\r\n", n);
-	for (int i = 0; i < n; i++)
-		*len +=
-		    (size_t)snprintf(out + *len, cap - *len, "$%zu\r\n%s\r\n", strlen(w[i]), w[i]);
-	ck_assert_uint_lt(*len, cap);
-}
-
-/* Send a command of space-separated words and read its whole reply (static). */
-static const char *call(int fd, const char *words)
-{
-	static char out[8192], in[1 << 16];
-	size_t len = 0, n = 0;
-
-	resp_encode(out, sizeof(out), &len, words);
-	ck_assert_int_eq(itest_send(fd, out, len), 0);
-	while (!n || !resp_complete(in, n)) {
-		ssize_t r = itest_recv_until(fd, in + n, sizeof(in) - n, "\r\n", T);
-
-		ck_assert_msg(r > 0, "no reply to %s", words);
-		n += (size_t)r;
-	}
-	ck_assert_uint_eq(resp_complete(in, n), n);
-	in[n] = '\0';
-	return in;
-}
-
-#define RX(fd, words, expect) EQ(call((fd), (words)), (expect))
-
-/* ---------------------------------------------------------------------------------------- */
 /* HTTP */
-
-/* One request on its own connection; the whole response (head, then Content-Length bytes),
- * NUL-terminated, static. */
-static const char *http(const char *method, const char *path, const char *body)
-{
-	static char buf[16384];
-	char req[2048];
-	size_t got = 0, want;
-	const char *cl;
-	int fd = itest_connect(d.http_port);
-	int n;
-
-	ck_assert_int_ge(fd, 0);
-	n = snprintf(req, sizeof(req),
-		     "%s %s HTTP/1.1\r\nHost: t\r\nContent-Type: application/json\r\n"
-		     "Content-Length: %zu\r\nConnection: close\r\n\r\n%s",
-		     method, path, body ? strlen(body) : 0, body ? body : "");
-	ck_assert_int_eq(itest_send(fd, req, (size_t)n), 0);
-	while (got < 4 || memcmp(buf + got - 4, "\r\n\r\n", 4)) {
-		ck_assert_uint_lt(got + 1, sizeof(buf));
-		ck_assert_msg(itest_recv_n(fd, buf + got, 1, T) == 1, "%s %s: no response", method,
-			      path);
-		got++;
-	}
-	buf[got] = '\0';
-	cl = strcasestr(buf, "Content-Length: ");
-	want = cl ? (size_t)atol(cl + 16) : 0;
-	ck_assert_uint_lt(got + want, sizeof(buf));
-	ck_assert_int_eq(itest_recv_n(fd, buf + got, want, T), (ssize_t)want);
-	buf[got + want] = '\0';
-	close(fd);
-	return buf;
-}
 
 /* A response has this status line, this content type and exactly this body. */
 static void http_is(const char *r, const char *status_line, const char *ctype, const char *body)

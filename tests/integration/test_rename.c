@@ -16,215 +16,22 @@
  */
 #include <check.h>
 #include <errno.h>
-#include <ftw.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include "tests/check_main.h"
 #define ITEST_T	      10000 /* snapshots of large filters under a sanitizer take a while */
 #define ITEST_STOP_MS 30000
-#include "tests/integration/itest_check.h"
-
-/* snprintf into an array, asserting nothing was cut. */
-#define FMT(buf, ...) ck_assert_int_lt(snprintf((buf), sizeof(buf), __VA_ARGS__), (int)sizeof(buf))
-
-static char dir[256]; /* this case's data directory, kept across the daemons of the case */
-
-/* ---------------------------------------------------------------------------------------- */
-/* Data directory, start and stop */
-
-static int rm_entry(const char *path, const struct stat *st, int type, struct FTW *ftw)
-{
-	(void)st;
-	(void)type;
-	(void)ftw;
-	remove(path);
-	return 0;
-}
-
-static void cleanup(void)
-{
-	if (dir[0])
-		nftw(dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
-	dir[0] = '\0';
-}
-
-static void data_dir_new(void)
-{
-	static bool registered;
-
-	if (!registered) {
-		atexit(cleanup);
-		registered = true;
-	}
-	cleanup();
-	snprintf(dir, sizeof(dir), "/tmp/blossomd-rename-XXXXXX");
-	ck_assert_ptr_nonnull(mkdtemp(dir));
-}
-
-static bool exists(const char *file)
-{
-	char path[512];
-
-	FMT(path, "%s/%s", dir, file);
-	return access(path, F_OK) == 0;
-}
-
-/* The pack file (pack-NN.bpack) whose bytes hold name, or NULL. */
-static const char *pack_with(const char *name)
-{
-	static char file[32];
-
-	for (int i = 0; i < 16; i++) {
-		char path[512];
-		unsigned char *buf;
-		long n;
-		FILE *f;
-		bool hit;
-
-		snprintf(file, sizeof(file), "pack-%02d.bpack", i);
-		FMT(path, "%s/%s", dir, file);
-		f = fopen(path, "rb");
-		if (!f)
-			continue;
-		fseek(f, 0, SEEK_END);
-		n = ftell(f);
-		fseek(f, 0, SEEK_SET);
-		buf = malloc((size_t)n + 1);
-		ck_assert_ptr_nonnull(buf);
-		ck_assert_uint_eq(fread(buf, 1, (size_t)n, f), (size_t)n);
-		fclose(f);
-		hit = memmem(buf, (size_t)n, name, strlen(name)) != NULL;
-		free(buf);
-		if (hit)
-			return file;
-	}
-	return NULL;
-}
-
-/* Start on this case's data directory. Two free ports picked by the harness may be the same
- * one (the daemon then refuses to start): that start is tried again. */
-static void start_in(const char *conf)
-{
-	const char *extra[] = {"--data-dir", dir, NULL};
-
-	for (int i = 0; i < 3; i++) {
-		int rc = itest_start(&d, conf, extra);
-
-		if (rc == 0)
-			return;
-		if (rc != -ECHILD || !strstr(itest_log(&d), "http_port must differ from port")) {
-			fprintf(stderr, "daemon log:\n%s\n", itest_log(&d));
-			ck_abort_msg("blossomd did not start: %s", strerror(-rc));
-		}
-		itest_stop(&d, T);
-	}
-	ck_abort_msg("blossomd did not start: no two distinct free ports");
-}
-
-/* kill -9 and reap (through the wrapper, if any). */
-static void kill9(void)
-{
-	int st;
-
-	kill(daemon_pid(), SIGKILL);
-	st = itest_wait_exit(&d, T);
-	ck_assert_msg(st >= 0, "daemon did not die: %d", st);
-	d.status = st;
-	itest_stop(&d, T); /* removes the harness's directory */
-}
+#include "tests/integration/itest_case.h"
 
 /* ---------------------------------------------------------------------------------------- */
 /* RESP */
-
-/* The length of the complete RESP value at p[0, n), or 0 if it is not complete yet. */
-static size_t resp_complete(const char *p, size_t n)
-{
-	const char *eol = memmem(p, n, "\r\n", 2);
-	size_t head;
-	long v;
-
-	if (!eol)
-		return 0;
-	head = (size_t)(eol - p) + 2;
-	switch (p[0]) {
-	case '+':
-	case '-':
-	case ':':
-		return head;
-	case '$':
-		v = atol(p + 1);
-		if (v < 0)
-			return head;
-		return n >= head + (size_t)v + 2 ? head + (size_t)v + 2 : 0;
-	case '*':
-		v = atol(p + 1);
-		for (long i = 0; i < v; i++) {
-			size_t one = head < n ? resp_complete(p + head, n - head) : 0;
-
-			if (!one)
-				return 0;
-			head += one;
-		}
-		return head;
-	default:
-		ck_abort_msg("not RESP: %.*s", (int)n, p);
-		return 0;
-	}
-}
-
-/* Send a command of argc arguments (binary, lens) and read its whole reply, NUL-terminated in
- * a static buffer. */
-static const char *callv(int fd, int argc, const char *const *argv, const size_t *lens)
-{
-	static char out[1 << 16], in[1 << 16];
-	size_t len = 0, n = 0;
-
-	len += (size_t)snprintf(out, sizeof(out), "*%d\r\n", argc);
-	for (int i = 0; i < argc; i++) {
-		ck_assert_uint_lt(len + lens[i] + 32, sizeof(out));
-		len += (size_t)snprintf(out + len, sizeof(out) - len, "$%zu\r\n", lens[i]);
-		memcpy(out + len, argv[i], lens[i]);
-		len += lens[i];
-		memcpy(out + len, "\r\n", 2);
-		len += 2;
-	}
-	ck_assert_int_eq(itest_send(fd, out, len), 0);
-	while (!n || !resp_complete(in, n)) {
-		ssize_t r = itest_recv_until(fd, in + n, sizeof(in) - n, "\r\n", T);
-
-		ck_assert_msg(r > 0, "no reply to %.*s", (int)len, out);
-		n += (size_t)r;
-	}
-	ck_assert_uint_eq(resp_complete(in, n), n);
-	in[n] = '\0';
-	return in;
-}
-
-/* A command of space-separated words. */
-static const char *call(int fd, const char *words)
-{
-	char copy[4096], *save = NULL;
-	const char *w[64];
-	size_t lens[64];
-	int n = 0;
-
-	FMT(copy, "%s", words);
-	for (char *t = strtok_r(copy, " ", &save); t && n < 64; t = strtok_r(NULL, " ", &save)) {
-		w[n] = t;
-		lens[n++] = strlen(t);
-	}
-	return callv(fd, n, w, lens);
-}
-
-#define RX(fd, words, expect) ck_assert_str_eq(call((fd), (words)), (expect))
 
 /* RENAME or RENAMENX (cmd) of two names that may hold any byte. */
 static const char *rename_bin(int fd, const char *cmd, const char *from, size_t flen,
@@ -322,14 +129,6 @@ static void filter_is(int fd, const char *name, unsigned long capacity, unsigned
 	ck_assert_str_eq(call(fd, cmd), expect);
 }
 
-static void absent(int fd, const char *name)
-{
-	char cmd[256];
-
-	FMT(cmd, "EXISTS %s", name);
-	ck_assert_msg(!strcmp(call(fd, cmd), ":0\r\n"), "%s exists", name);
-}
-
 static int by_str(const void *a, const void *b)
 {
 	return strcmp(*(const char *const *)a, *(const char *const *)b);
@@ -362,19 +161,6 @@ static void keys_are(int fd, const char *const *want, size_t n)
 	qsort(sorted, n, sizeof(*sorted), by_str);
 	for (size_t i = 0; i < n; i++)
 		ck_assert_str_eq(got[i], sorted[i]);
-}
-
-/* One text-protocol command and its one-line reply (NUL-terminated, static). */
-static const char *txt(int fd, const char *line)
-{
-	static char buf[4096];
-	ssize_t n;
-
-	ck_assert_int_eq(itest_send_str(fd, line), 0);
-	ck_assert_int_eq(itest_send_str(fd, "\n"), 0);
-	n = itest_recv_until(fd, buf, sizeof(buf), "\n", T);
-	ck_assert_msg(n > 0, "no reply to '%s'", line);
-	return buf;
 }
 
 /* ---------------------------------------------------------------------------------------- */
@@ -620,8 +406,8 @@ static void files_check(void)
 
 	for (size_t i = 0; i < sizeof(gone) / sizeof(gone[0]); i++) {
 		FMT(file, "%s.bsnap", gone[i]);
-		ck_assert_msg(!exists(file), "%s is left in %s", file, dir);
-		ck_assert_msg(!pack_with(gone[i]), "%s is left in %s/%s", gone[i], dir,
+		ck_assert_msg(!exists(file), "%s is left in %s", file, case_dir);
+		ck_assert_msg(!pack_with(gone[i]), "%s is left in %s/%s", gone[i], case_dir,
 			      pack_with(gone[i]));
 	}
 	ck_assert(exists("large-t.bsnap"));
@@ -822,17 +608,6 @@ START_TEST(test_files)
 }
 END_TEST
 
-/* Wait until no background save runs (INFO persistence). */
-static void bgsave_done(int fd)
-{
-	int64_t t0 = itest_now_ms();
-
-	while (strstr(call(fd, "INFO persistence"), "rdb_bgsave_in_progress:1\r\n")) {
-		ck_assert_msg(itest_now_ms() - t0 < T, "a background save ran for %d ms", T);
-		itest_sleep_ms(10);
-	}
-}
-
 /* Send the RESP commands in one write (one loop iteration) and expect exactly reply. */
 static void one_write(int fd, const char *const *cmds, size_t n, const char *reply)
 {
@@ -922,15 +697,13 @@ END_TEST
 /* Copy file src to dst, both in the data directory. */
 static void copy_file(const char *src, const char *dst)
 {
-	char from[512], to[512], buf[65536];
+	char buf[65536];
 	FILE *in, *out;
 	size_t n;
 
-	FMT(from, "%s/%s", dir, src);
-	FMT(to, "%s/%s", dir, dst);
-	in = fopen(from, "rb");
+	in = fopen(path_in(src), "rb");
 	ck_assert_ptr_nonnull(in);
-	out = fopen(to, "wb");
+	out = fopen(path_in(dst), "wb");
 	ck_assert_ptr_nonnull(out);
 	while ((n = fread(buf, 1, sizeof(buf), in)) > 0)
 		ck_assert_uint_eq(fwrite(buf, 1, n, out), n);
@@ -948,7 +721,6 @@ static void copy_file(const char *src, const char *dst)
 static void stale_copies(const char *conf)
 {
 	static const char *const names[] = {"big-b", "tiny-b"};
-	char copy[512];
 	int fd;
 
 	data_dir_new();
@@ -973,8 +745,7 @@ static void stale_copies(const char *conf)
 	kill9();
 	ck_assert(!exists("big-a.bsnap"));
 	copy_file("big-a.copy", "big-a.bsnap");
-	FMT(copy, "%s/big-a.copy", dir);
-	ck_assert_int_eq(remove(copy), 0);
+	ck_assert_int_eq(remove(path_in("big-a.copy")), 0);
 
 	start_in(conf);
 	fd = conn();
@@ -1061,37 +832,6 @@ START_TEST(test_memory_only)
 	stop();
 }
 END_TEST
-
-/* An HTTP request's whole response (head, then Content-Length bytes), NUL-terminated. */
-static const char *http(const char *method, const char *path, const char *body)
-{
-	static char buf[16384];
-	char req[2048];
-	size_t got = 0, want;
-	const char *cl;
-	int fd = itest_connect(d.http_port);
-	int n;
-
-	ck_assert_int_ge(fd, 0);
-	n = snprintf(req, sizeof(req),
-		     "%s %s HTTP/1.1\r\nHost: t\r\nContent-Type: application/json\r\n"
-		     "Content-Length: %zu\r\nConnection: close\r\n\r\n%s",
-		     method, path, strlen(body), body);
-	ck_assert_int_eq(itest_send(fd, req, (size_t)n), 0);
-	while (got < 4 || memcmp(buf + got - 4, "\r\n\r\n", 4)) {
-		ck_assert_uint_lt(got + 1, sizeof(buf));
-		ck_assert_int_eq(itest_recv_n(fd, buf + got, 1, T), 1);
-		got++;
-	}
-	buf[got] = '\0';
-	cl = strcasestr(buf, "Content-Length: ");
-	want = cl ? (size_t)atol(cl + 16) : 0;
-	ck_assert_uint_lt(got + want, sizeof(buf));
-	ck_assert_int_eq(itest_recv_n(fd, buf + got, want, T), (ssize_t)want);
-	buf[got + want] = '\0';
-	close(fd);
-	return buf;
-}
 
 /* The same over HTTP: 200, 409, 404; a replace; all of it there after SIGKILL. */
 START_TEST(test_http_rename_survives_kill)
