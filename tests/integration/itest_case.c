@@ -85,28 +85,57 @@ bool exists(const char *file)
 	return access(path_in(file), F_OK) == 0;
 }
 
+/* The bytes of case_dir/file (malloc'd), or NULL if it cannot be opened. */
+static unsigned char *slurp_or_null(const char *file, size_t *len)
+{
+	FILE *f = fopen(path_in(file), "rb");
+	unsigned char *buf;
+	long n;
+
+	if (!f)
+		return NULL;
+	fseek(f, 0, SEEK_END);
+	n = ftell(f);
+	fseek(f, 0, SEEK_SET);
+	buf = malloc((size_t)n + 1);
+	ck_assert_ptr_nonnull(buf);
+	ck_assert_uint_eq(fread(buf, 1, (size_t)n, f), (size_t)n);
+	fclose(f);
+	*len = (size_t)n;
+	return buf;
+}
+
+unsigned char *slurp(const char *file, size_t *len)
+{
+	unsigned char *buf = slurp_or_null(file, len);
+
+	ck_assert_msg(buf != NULL, "cannot open %s", file);
+	return buf;
+}
+
+void spit(const char *file, const void *p, size_t len)
+{
+	FILE *f = fopen(path_in(file), "wb");
+
+	ck_assert_ptr_nonnull(f);
+	ck_assert_uint_eq(fwrite(p, 1, len, f), len);
+	ck_assert_int_eq(fclose(f), 0);
+}
+
 const char *pack_with(const char *name)
 {
 	static char file[32];
 
 	for (int i = 0; i < 16; i++) {
 		unsigned char *buf;
-		long n;
-		FILE *f;
+		size_t n;
 		bool hit;
 
 		snprintf(file, sizeof(file), "pack-%02d.bpack", i);
-		f = fopen(path_in(file), "rb");
-		if (!f)
+		buf = slurp_or_null(file, &n);
+		if (!buf)
 			continue;
-		fseek(f, 0, SEEK_END);
-		n = ftell(f);
-		fseek(f, 0, SEEK_SET);
-		buf = malloc((size_t)n + 1);
-		ck_assert_ptr_nonnull(buf);
-		ck_assert_uint_eq(fread(buf, 1, (size_t)n, f), (size_t)n);
-		fclose(f);
-		hit = memmem(buf, (size_t)n, name, strlen(name)) != NULL;
+		hit = memmem(buf, n, name, strlen(name)) != NULL;
 		free(buf);
 		if (hit)
 			return file;
@@ -213,6 +242,53 @@ const char *call(int fd, const char *words)
 
 	resp_encode(out, sizeof(out), &len, words);
 	return resp_round_trip(fd, out, len);
+}
+
+/* The command "cmd filter <tag>:<from> ... <tag>:<from + m - 1>" (m at most 200), sent, its reply
+ * returned. */
+static const char *resp_keys_cmd(int fd, const char *cmd, const char *filter, const char *tag,
+				 unsigned from, unsigned m)
+{
+	static char keys[200][64];
+	const char *argv[202] = {cmd, filter};
+	size_t lens[202] = {strlen(cmd), strlen(filter)};
+
+	for (unsigned i = 0; i < m; i++) {
+		lens[2 + i] = (size_t)snprintf(keys[i], sizeof(keys[i]), "%s:%u", tag, from + i);
+		argv[2 + i] = keys[i];
+	}
+	return callv(fd, (int)m + 2, argv, lens);
+}
+
+void resp_add_keys(int fd, const char *filter, const char *tag, unsigned n)
+{
+	static char expect[200 * 4 + 16];
+
+	for (unsigned from = 0; from < n; from += 200) {
+		unsigned m = n - from < 200 ? n - from : 200;
+		size_t el = (size_t)snprintf(expect, sizeof(expect), "*%u\r\n", m);
+
+		for (unsigned i = 0; i < m; i++) {
+			memcpy(expect + el, ":1\r\n", 5);
+			el += 4;
+		}
+		EQ(resp_keys_cmd(fd, "BF.MADD", filter, tag, from, m), expect);
+	}
+}
+
+unsigned resp_count_keys(int fd, const char *filter, const char *tag, unsigned n)
+{
+	unsigned present = 0;
+
+	for (unsigned from = 0; from < n; from += 200) {
+		unsigned m = n - from < 200 ? n - from : 200;
+		const char *r = resp_keys_cmd(fd, "BF.MEXISTS", filter, tag, from, m);
+
+		ck_assert_msg(r[0] == '*' && (unsigned)atoi(r + 1) == m, "%s", esc(r));
+		for (const char *p = strstr(r, "\r\n:"); p; p = strstr(p + 1, "\r\n:"))
+			present += p[3] == '1';
+	}
+	return present;
 }
 
 void absent(int fd, const char *name)

@@ -63,6 +63,12 @@ const char *path_in(const char *file);
 /* True if case_dir/file exists. */
 bool exists(const char *file);
 
+/* The bytes of case_dir/file (malloc'd), its length in *len. */
+unsigned char *slurp(const char *file, size_t *len);
+
+/* case_dir/file holds exactly p[0, len). */
+void spit(const char *file, const void *p, size_t len);
+
 /* The pack file (pack-NN.bpack) in case_dir whose bytes hold name (static), or NULL. */
 const char *pack_with(const char *name);
 
@@ -123,6 +129,13 @@ const char *call(int fd, const char *words);
 
 /* A command of space-separated words has exactly this reply. */
 #define RX(fd, words, expect) EQ(call((fd), (words)), (expect))
+
+/* Keys "<tag>:<i>" for i in [0, n) added to filter with BF.MADD, 200 a command; every one
+ * new. */
+void resp_add_keys(int fd, const char *filter, const char *tag, unsigned n);
+
+/* How many of the keys "<tag>:<i>", i in [0, n), filter has (BF.MEXISTS, 200 a command). */
+unsigned resp_count_keys(int fd, const char *filter, const char *tag, unsigned n);
 
 /* No filter name exists (EXISTS). */
 void absent(int fd, const char *name);

@@ -150,57 +150,13 @@ static void keyspace_avg(int fd, unsigned keys, unsigned expires, long lo, long 
 	ck_assert_msg(avg >= lo && avg <= hi, "avg_ttl %ld not in [%ld, %ld]", avg, lo, hi);
 }
 
-/* Keys "<tag>:<i>" for i in [0, n) added to filter with BF.MADD, 100 a command; every one new. */
-static void add_keys(int fd, const char *filter, const char *tag, unsigned n)
-{
-	static char keys[100][64], expect[100 * 4 + 16];
-	const char *argv[102];
-	size_t lens[102];
-
-	for (unsigned from = 0; from < n; from += 100) {
-		unsigned m = n - from < 100 ? n - from : 100;
-		size_t el = (size_t)snprintf(expect, sizeof(expect), "*%u\r\n", m);
-
-		argv[0] = "BF.MADD";
-		lens[0] = 7;
-		argv[1] = filter;
-		lens[1] = strlen(filter);
-		for (unsigned i = 0; i < m; i++) {
-			lens[2 + i] =
-			    (size_t)snprintf(keys[i], sizeof(keys[i]), "%s:%u", tag, from + i);
-			argv[2 + i] = keys[i];
-			memcpy(expect + el, ":1\r\n", 5);
-			el += 4;
-		}
-		ck_assert_str_eq(callv(fd, (int)m + 2, argv, lens), expect);
-	}
-}
-
 /* filter holds all the keys "<tag>:<i>", i in [0, n), and has n items (BF.CARD). */
 static void has_keys(int fd, const char *filter, const char *tag, unsigned n)
 {
-	static char keys[100][64];
-	const char *argv[102];
-	size_t lens[102];
 	char cmd[256], expect[32];
 
-	for (unsigned from = 0; from < n; from += 100) {
-		unsigned m = n - from < 100 ? n - from : 100;
-		const char *r;
-
-		argv[0] = "BF.MEXISTS";
-		lens[0] = 10;
-		argv[1] = filter;
-		lens[1] = strlen(filter);
-		for (unsigned i = 0; i < m; i++) {
-			lens[2 + i] =
-			    (size_t)snprintf(keys[i], sizeof(keys[i]), "%s:%u", tag, from + i);
-			argv[2 + i] = keys[i];
-		}
-		r = callv(fd, (int)m + 2, argv, lens);
-		ck_assert_msg(r[0] == '*' && (unsigned)atoi(r + 1) == m, "%s", r);
-		ck_assert_msg(!strstr(r, ":0\r\n"), "%s lacks some of the keys %s:*", filter, tag);
-	}
+	ck_assert_msg(resp_count_keys(fd, filter, tag, n) == n, "%s lacks some of the keys %s:*",
+		      filter, tag);
 	FMT(cmd, "BF.CARD %s", filter);
 	FMT(expect, ":%u\r\n", n);
 	RX(fd, cmd, expect);
@@ -834,15 +790,15 @@ START_TEST(test_gone_on_time)
 	tfd = conn();
 	pfd = p->there == there_text || p->there == there_text_list ? tfd : fd;
 	RX(fd, "BF.RESERVE keep 0.0001 1000", "+OK\r\n");
-	add_keys(fd, "keep", "k", 100);
+	resp_add_keys(fd, "keep", "k", 100);
 	RX(fd, "BF.RESERVE keep-big 0.01 200000", "+OK\r\n");
-	add_keys(fd, "keep-big", "k", 100);
+	resp_add_keys(fd, "keep-big", "k", 100);
 	RX(fd, "BF.RESERVE keep-timed 0.01 1000", "+OK\r\n");
 	RX(fd, "EXPIRE keep-timed 3600", ":1\r\n");
 	for (int i = 0; i < NTIMED; i++) {
 		FMT(name[i], "timed:%d", i);
 		RXF(fd, "+OK\r\n", "BF.RESERVE %s 0.0001 1000", name[i]);
-		add_keys(fd, name[i], "k", 10);
+		resp_add_keys(fd, name[i], "k", 10);
 	}
 
 	/* Times 137 ms apart: where the timer's round falls after each differs, so a way of
@@ -906,13 +862,13 @@ START_TEST(test_timer_removes_files)
 	start_in(CONF_QUIET);
 	fd = conn();
 	RX(fd, "BF.RESERVE exp-big-one 0.01 200000", "+OK\r\n");
-	add_keys(fd, "exp-big-one", "k", 100);
+	resp_add_keys(fd, "exp-big-one", "k", 100);
 	RX(fd, "BF.RESERVE exp-small-one 0.0001 1000", "+OK\r\n");
-	add_keys(fd, "exp-small-one", "k", 100);
+	resp_add_keys(fd, "exp-small-one", "k", 100);
 	RX(fd, "BF.RESERVE keep-big-one 0.01 200000", "+OK\r\n");
-	add_keys(fd, "keep-big-one", "k", 100);
+	resp_add_keys(fd, "keep-big-one", "k", 100);
 	RX(fd, "BF.RESERVE keep-small-one 0.0001 1000", "+OK\r\n");
-	add_keys(fd, "keep-small-one", "k", 100);
+	resp_add_keys(fd, "keep-small-one", "k", 100);
 	RX(fd, "SAVE", "+OK\r\n");
 	ck_assert(exists("exp-big-one.bsnap"));
 	ck_assert(exists("keep-big-one.bsnap"));
@@ -1042,9 +998,9 @@ START_TEST(test_expire_during_bgsave)
 	start_in(CONF_QUIET);
 	fd = conn();
 	RX(fd, "BF.RESERVE huge 0.0001 4000000", "+OK\r\n");
-	add_keys(fd, "huge", "k", 100);
+	resp_add_keys(fd, "huge", "k", 100);
 	RX(fd, "BF.RESERVE keep-huge 0.0001 4000000", "+OK\r\n");
-	add_keys(fd, "keep-huge", "k", 100);
+	resp_add_keys(fd, "keep-huge", "k", 100);
 	/* One write: the save starts, then the time is set; it comes while the files are written.
 	 */
 	EXCHANGE(fd, "*1\r\n$6\r\nBGSAVE\r\n*3\r\n$7\r\nPEXPIRE\r\n$4\r\nhuge\r\n$2\r\n20\r\n",
@@ -1082,10 +1038,10 @@ static void make_pair(int fd, const char *small, const char *big)
 
 	FMT(cmd, "BF.RESERVE %s 0.0001 1000", small);
 	RX(fd, cmd, "+OK\r\n");
-	add_keys(fd, small, "k", 50);
+	resp_add_keys(fd, small, "k", 50);
 	FMT(cmd, "BF.RESERVE %s 0.01 200000", big);
 	RX(fd, cmd, "+OK\r\n");
-	add_keys(fd, big, "k", 50);
+	resp_add_keys(fd, big, "k", 50);
 }
 
 /* The times set by set_times, to compare after a restart. */
@@ -1426,7 +1382,7 @@ START_TEST(test_rename_keeps_ttl)
 	start_in(CONF_QUIET);
 	fd = conn();
 	RX(fd, "BF.RESERVE a 0.0001 1000", "+OK\r\n");
-	add_keys(fd, "a", "k", 20);
+	resp_add_keys(fd, "a", "k", 20);
 	RX(fd, "EXPIRE a 100", ":1\r\n");
 	at = integer(fd, "PEXPIRETIME a");
 	RX(fd, "RENAME a b", "+OK\r\n");
@@ -1453,7 +1409,7 @@ START_TEST(test_rename_keeps_ttl)
 	ck_assert_int_eq(integer(fd, "PEXPIRETIME t"), at);
 	/* A large filter renamed, then SIGKILL. */
 	RX(fd, "BF.RESERVE big-a 0.01 200000", "+OK\r\n");
-	add_keys(fd, "big-a", "k", 20);
+	resp_add_keys(fd, "big-a", "k", 20);
 	RX(fd, "PEXPIREAT big-a 99999999999999", ":1\r\n");
 	RX(fd, "RENAME big-a big-b", "+OK\r\n");
 	ck_assert(exists("big-b.bsnap"));

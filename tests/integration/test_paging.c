@@ -48,37 +48,6 @@
 #define NOT_PROXIED "Client Error: Filter is not proxied. Close it first.\n"
 
 /* ---------------------------------------------------------------------------------------- */
-/* Files in the data directory */
-
-/* The bytes of a file in the data directory (malloc'd). */
-static unsigned char *slurp(const char *file, size_t *len)
-{
-	FILE *f = fopen(path_in(file), "rb");
-	unsigned char *buf;
-	long n;
-
-	ck_assert_msg(f != NULL, "cannot open %s", file);
-	fseek(f, 0, SEEK_END);
-	n = ftell(f);
-	fseek(f, 0, SEEK_SET);
-	buf = malloc((size_t)n + 1);
-	ck_assert_ptr_nonnull(buf);
-	ck_assert_uint_eq(fread(buf, 1, (size_t)n, f), (size_t)n);
-	fclose(f);
-	*len = (size_t)n;
-	return buf;
-}
-
-static void spit(const char *file, const void *p, size_t len)
-{
-	FILE *f = fopen(path_in(file), "wb");
-
-	ck_assert_ptr_nonnull(f);
-	ck_assert_uint_eq(fwrite(p, 1, len, f), len);
-	ck_assert_int_eq(fclose(f), 0);
-}
-
-/* ---------------------------------------------------------------------------------------- */
 /* Text protocol */
 
 /* info NAME has these paging fields, exactly and in bloomd's order. */

@@ -43,64 +43,9 @@ static const char *rename_bin(int fd, const char *cmd, const char *from, size_t 
 	return callv(fd, 3, argv, lens);
 }
 
-/* Keys "<tag>:<i>" for i in [0, n) added to filter with BF.MADD, 200 a command; every one new. */
-static void add_keys(int fd, const char *filter, const char *tag, unsigned n)
-{
-	static char keys[200][64], expect[200 * 4 + 16];
-	const char *argv[202];
-	size_t lens[202];
-
-	for (unsigned from = 0; from < n; from += 200) {
-		unsigned m = n - from < 200 ? n - from : 200;
-		size_t el = (size_t)snprintf(expect, sizeof(expect), "*%u\r\n", m);
-
-		argv[0] = "BF.MADD";
-		lens[0] = 7;
-		argv[1] = filter;
-		lens[1] = strlen(filter);
-		for (unsigned i = 0; i < m; i++) {
-			lens[2 + i] =
-			    (size_t)snprintf(keys[i], sizeof(keys[i]), "%s:%u", tag, from + i);
-			argv[2 + i] = keys[i];
-			memcpy(expect + el, ":1\r\n", 5);
-			el += 4;
-		}
-		ck_assert_str_eq(callv(fd, (int)m + 2, argv, lens), expect);
-	}
-}
-
-/* How many of the keys "<tag>:<i>", i in [0, n), filter has (BF.MEXISTS). */
-static unsigned count_present(int fd, const char *filter, const char *tag, unsigned n)
-{
-	static char keys[200][64];
-	const char *argv[202];
-	size_t lens[202];
-	unsigned present = 0;
-
-	for (unsigned from = 0; from < n; from += 200) {
-		unsigned m = n - from < 200 ? n - from : 200;
-		const char *r;
-
-		argv[0] = "BF.MEXISTS";
-		lens[0] = 10;
-		argv[1] = filter;
-		lens[1] = strlen(filter);
-		for (unsigned i = 0; i < m; i++) {
-			lens[2 + i] =
-			    (size_t)snprintf(keys[i], sizeof(keys[i]), "%s:%u", tag, from + i);
-			argv[2 + i] = keys[i];
-		}
-		r = callv(fd, (int)m + 2, argv, lens);
-		ck_assert_msg(r[0] == '*' && (unsigned)atoi(r + 1) == m, "%s", r);
-		for (const char *p = strstr(r, "\r\n:"); p; p = strstr(p + 1, "\r\n:"))
-			present += p[3] == '1';
-	}
-	return present;
-}
-
 static void has_keys(int fd, const char *filter, const char *tag, unsigned n)
 {
-	unsigned got = count_present(fd, filter, tag, n);
+	unsigned got = resp_count_keys(fd, filter, tag, n);
 
 	ck_assert_msg(got == n, "%s has %u of the %u keys %s:*", filter, got, n, tag);
 }
@@ -108,7 +53,7 @@ static void has_keys(int fd, const char *filter, const char *tag, unsigned n)
 /* None of the keys (filters here have a low false-positive rate, or are far from full). */
 static void lacks_keys(int fd, const char *filter, const char *tag, unsigned n)
 {
-	unsigned got = count_present(fd, filter, tag, n);
+	unsigned got = resp_count_keys(fd, filter, tag, n);
 
 	ck_assert_msg(got == 0, "%s has %u of the %u keys %s:* (none expected)", filter, got, n,
 		      tag);
@@ -319,16 +264,16 @@ static void workload_before(int fd)
 		const struct size *s = &sizes[i];
 
 		reserve(fd, nm(s, "a"), s->rate, s->cap);
-		add_keys(fd, nm(s, "a"), nm(s, "a"), s->n_a);
+		resp_add_keys(fd, nm(s, "a"), nm(s, "a"), s->n_a);
 		reserve(fd, nm(s, "t"), s->rate, s->t_cap);
-		add_keys(fd, nm(s, "t"), nm(s, "t"), s->n_t);
+		resp_add_keys(fd, nm(s, "t"), nm(s, "t"), s->n_t);
 		reserve(fd, nm(s, "gone-a"), s->rate, s->cap);
-		add_keys(fd, nm(s, "gone-a"), nm(s, "gone"), 10);
+		resp_add_keys(fd, nm(s, "gone-a"), nm(s, "gone"), 10);
 		rename_ok(fd, nm(s, "a"), nm(s, "b"));
 		rename_ok(fd, nm(s, "gone-a"), nm(s, "gone-b"));
 	}
 	reserve(fd, "chain-a", "0.000001", 100);
-	add_keys(fd, "chain-a", "c1", 10);
+	resp_add_keys(fd, "chain-a", "c1", 10);
 	rename_ok(fd, "chain-a", "chain-b");
 	rename_ok(fd, "chain-b", "chain-c");
 }
@@ -345,18 +290,18 @@ static void workload_after(int fd)
 	for (size_t i = 0; i < NSIZES; i++) {
 		const struct size *s = &sizes[i];
 
-		add_keys(fd, nm(s, "b"), nm(s, "b"), s->n_b);
+		resp_add_keys(fd, nm(s, "b"), nm(s, "b"), s->n_b);
 		FMT(cmd, "RENAMENX %s %s", nm(s, "b"), nm(s, "t"));
 		RX(fd, cmd, ":0\r\n");
 		rename_ok(fd, nm(s, "b"), nm(s, "t"));
 		FMT(cmd, "DEL %s", nm(s, "gone-b"));
 		RX(fd, cmd, ":1\r\n");
 		reserve(fd, nm(s, "a"), s->rate, s->new_cap);
-		add_keys(fd, nm(s, "a"), nm(s, "new"), s->n);
+		resp_add_keys(fd, nm(s, "a"), nm(s, "new"), s->n);
 	}
 	reserve(fd, "chain-a", "0.000001", 150);
-	add_keys(fd, "chain-a", "c2", 10);
-	add_keys(fd, "chain-c", "c3", 5);
+	resp_add_keys(fd, "chain-a", "c2", 10);
+	resp_add_keys(fd, "chain-c", "c3", 5);
 	RX(fd, "RENAMENX chain-c chain-d", ":1\r\n");
 	RX(fd, "RENAMENX chain-d chain-a", ":0\r\n");
 }
@@ -458,10 +403,10 @@ static void restart_round(const char *conf, bool save_between, int pause_ms, enu
 	fd = conn();
 	workload_check(fd);
 	/* Changed, the small filters are packed again at the next checkpoint. */
-	add_keys(fd, "small-t", "small-more", 3);
-	add_keys(fd, "small-a", "small-more", 3);
-	add_keys(fd, "chain-a", "more", 3);
-	add_keys(fd, "chain-d", "more", 3);
+	resp_add_keys(fd, "small-t", "small-more", 3);
+	resp_add_keys(fd, "small-a", "small-more", 3);
+	resp_add_keys(fd, "chain-a", "more", 3);
+	resp_add_keys(fd, "chain-d", "more", 3);
 	RX(fd, "SAVE", "+OK\r\n");
 	files_check();
 	close(fd);
@@ -560,11 +505,11 @@ START_TEST(test_files)
 	start_in(CONF("snapshot_interval = 3600\n"));
 	fd = conn();
 	reserve(fd, "big-a", "0.001", 2000000);
-	add_keys(fd, "big-a", "k", 1000);
+	resp_add_keys(fd, "big-a", "k", 1000);
 	reserve(fd, "tiny-a", "0.000001", 100);
-	add_keys(fd, "tiny-a", "k", 50);
+	resp_add_keys(fd, "tiny-a", "k", 50);
 	reserve(fd, "big-t", "0.001", 2000000);
-	add_keys(fd, "big-t", "t", 100);
+	resp_add_keys(fd, "big-t", "t", 100);
 	RX(fd, "SAVE", "+OK\r\n");
 	ck_assert(exists("big-a.bsnap"));
 	ck_assert(exists("big-t.bsnap"));
@@ -653,7 +598,7 @@ START_TEST(test_rename_during_bgsave)
 	start_in(conf);
 	fd = conn();
 	reserve(fd, "big-a", "0.0001", 3000000);
-	add_keys(fd, "big-a", "k", 1000);
+	resp_add_keys(fd, "big-a", "k", 1000);
 
 	one_write(fd, round1, 3, ":1\r\n+Background saving started\r\n+OK\r\n");
 	bgsave_done(fd);
@@ -727,17 +672,17 @@ static void stale_copies(const char *conf)
 	start_in(conf);
 	fd = conn();
 	reserve(fd, "big-a", "0.001", 2000000);
-	add_keys(fd, "big-a", "k", 1000);
+	resp_add_keys(fd, "big-a", "k", 1000);
 	reserve(fd, "tiny-a", "0.000001", 100);
-	add_keys(fd, "tiny-a", "k", 50);
+	resp_add_keys(fd, "tiny-a", "k", 50);
 	RX(fd, "SAVE", "+OK\r\n");
 	ck_assert(exists("big-a.bsnap"));
 	ck_assert_ptr_nonnull(pack_with("tiny-a"));
 	copy_file("big-a.bsnap", "big-a.copy");
 	rename_ok(fd, "big-a", "big-b");
 	rename_ok(fd, "tiny-a", "tiny-b");
-	add_keys(fd, "big-b", "after", 10);
-	add_keys(fd, "tiny-b", "after", 10);
+	resp_add_keys(fd, "big-b", "after", 10);
+	resp_add_keys(fd, "tiny-b", "after", 10);
 	/* The pack still holds tiny-a's old entry (no checkpoint since), tiny-b.bsnap the new. */
 	ck_assert_ptr_nonnull(pack_with("tiny-a"));
 	ck_assert(exists("tiny-b.bsnap"));
@@ -767,7 +712,7 @@ static void stale_copies(const char *conf)
 		has_keys(fd, "big-b", "after", 10);
 		has_keys(fd, "tiny-b", "after", 10);
 	}
-	add_keys(fd, "tiny-b", "more", 1);
+	resp_add_keys(fd, "tiny-b", "more", 1);
 	RX(fd, "SAVE", "+OK\r\n");
 	ck_assert_ptr_null(pack_with("tiny-a"));
 	close(fd);
@@ -808,9 +753,9 @@ START_TEST(test_memory_only)
 	ck_assert_str_eq(txt(tfd, "set mem1 m"), "Yes\n");
 	ck_assert_str_eq(txt(tfd, "create mem2 capacity=1000 prob=0.0001 in_memory=1"), "Done\n");
 	reserve(fd, "disk1", "0.000001", 100);
-	add_keys(fd, "disk1", "d1", 10);
+	resp_add_keys(fd, "disk1", "d1", 10);
 	reserve(fd, "disk2", "0.000001", 100);
-	add_keys(fd, "disk2", "d2", 10);
+	resp_add_keys(fd, "disk2", "d2", 10);
 	RX(fd, "SAVE", "+OK\r\n");
 	rename_ok(fd, "mem1", "disk1");
 	RX(fd, "BF.EXISTS disk1 m", ":1\r\n");
@@ -843,9 +788,9 @@ START_TEST(test_http_rename_survives_kill)
 	start_in(CONF("snapshot_interval = 3600\n"));
 	fd = conn();
 	reserve(fd, "h-a", "0.000001", 100);
-	add_keys(fd, "h-a", "a", 20);
+	resp_add_keys(fd, "h-a", "a", 20);
 	reserve(fd, "h-t", "0.000001", 200);
-	add_keys(fd, "h-t", "t", 20);
+	resp_add_keys(fd, "h-t", "t", 20);
 	r = http("POST", "/v1/filters/h-a/rename", "{\"to\":\"h-b\"}");
 	ck_assert_msg(!strncmp(r, "HTTP/1.1 200 ", 13), "%s", r);
 	ck_assert_msg(strstr(r, "\r\n\r\n{\"name\":\"h-b\",\"type\":\"bloom\",\"capacity\":100,"),
