@@ -22,6 +22,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -191,6 +192,40 @@ START_TEST(test_issue_scenario)
 	TXT(fd, "check f1 after", "Yes\n");
 	TXT(fd, "check f1 before", "Yes\n");
 	TXT(fd, "check f1 never", "No\n");
+	close(fd);
+	stop();
+}
+END_TEST
+
+/*
+ * A large changed filter's close is written in the background: when that write fails (a
+ * directory stands where its file goes), the close answers Internal Error, once, and the
+ * filter stays in memory with every key; the next close, the way clear, writes it and pages
+ * it out, and its next use loads it with every key.
+ */
+START_TEST(test_close_write_fails)
+{
+	char sub[4096];
+	int fd;
+
+	data_dir_new();
+	start_in(CONF_QUIET);
+	fd = conn();
+	TXT(fd, "create big capacity=5000000 prob=0.001", "Done\n");
+	add_keys(fd, "big", "k", 0, 300);
+	ck_assert_int_eq(mkdir(path_in("big.bsnap"), 0700), 0);
+	FMT(sub, "%s/x", path_in("big.bsnap"));
+	ck_assert_int_eq(mkdir(sub, 0700), 0);
+	TXT(fd, "close big", "Internal Error\n");
+	paging_is(fd, "big", 1, 0, 0);
+	has_keys(fd, "big", "k", 0, 300);
+	ck_assert_int_eq(rmdir(sub), 0);
+	ck_assert_int_eq(rmdir(path_in("big.bsnap")), 0);
+	TXT(fd, "close big", "Done\n");
+	paging_is(fd, "big", 0, 0, 1);
+	ck_assert(exists("big.bsnap"));
+	has_keys(fd, "big", "k", 0, 300);
+	paging_is(fd, "big", 1, 1, 1);
 	close(fd);
 	stop();
 }
@@ -1502,6 +1537,7 @@ static Suite *paging_suite(void)
 	tcase_set_timeout(close_tc, 60);
 	tcase_add_test(close_tc, test_issue_scenario);
 	tcase_add_test(close_tc, test_close_info_counts);
+	tcase_add_test(close_tc, test_close_write_fails);
 	tcase_add_test(close_tc, test_closed_info_keeps_bloomd_fields);
 	tcase_add_test(close_tc, test_memory_only);
 	suite_add_tcase(s, close_tc);
