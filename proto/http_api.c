@@ -1483,6 +1483,7 @@ static void finish(struct http_api *api, struct http_api_response *r, enum http_
 	}
 	if (!r->data)
 		r->data = "";
+	r->route = route;
 	api->requests[route][status_slot(r->status)]++;
 	if (route >= HTTP_ROUTE_FILTERS) {
 		api->cmd->commands++;
@@ -1504,6 +1505,23 @@ void http_api_handle(struct http_api *api, const struct http_api_request *req,
 	/* Its filter is loading (cmd_ready): the server holds the request and calls again. */
 	if (api->cmd->paging)
 		return;
+	finish(api, resp, route);
+}
+
+void http_api_unlogged(struct http_api *api, struct http_api_response *resp)
+{
+	enum http_route route = resp->route;
+
+	/* Uncount the answer it was; finish() counts the refusal it becomes. */
+	api->requests[route][status_slot(resp->status)]--;
+	if (route >= HTTP_ROUTE_FILTERS) {
+		api->cmd->commands--;
+		api->cmd->peer_commands[CMD_PEER_HTTP]--;
+		if (resp->status >= 400)
+			api->cmd->errors--;
+	}
+	resp_reset(resp);
+	problem_status(api, resp, CMD_LOG_FAILED, NULL, 0);
 	finish(api, resp, route);
 }
 

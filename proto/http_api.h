@@ -160,6 +160,8 @@ struct http_api_response {
 	size_t len;
 	/* Scratch the body is built in; init once, reused across calls, freed by the owner. */
 	struct proto_buf body;
+	/* The route it answered, as counted (set with the rest; read by http_api_unlogged()). */
+	enum http_route route;
 };
 
 struct http_api_hooks {
@@ -216,6 +218,14 @@ void http_api_stream_feed(struct http_api *api, struct http_api_stream *st, cons
 void http_api_stream_end(struct http_api *api, struct http_api_stream *st,
 			 struct http_api_response *resp);
 void http_api_stream_free(struct http_api_stream *st);
+
+/*
+ * resp, an answer that waited for the log, cannot be given: a record it waited for was not
+ * written (the log failed). Replace it with the 503 log_unavailable problem a change gets while
+ * the log cannot write, and count it as that instead of what it was. Cannot fail (at worst
+ * the static 507 text).
+ */
+void http_api_unlogged(struct http_api *api, struct http_api_response *resp);
 
 /* Release the scratch memory. The api can be initialised again afterwards. */
 void http_api_free(struct http_api *api);

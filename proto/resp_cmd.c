@@ -132,6 +132,11 @@ void resp_error_status(struct cmd_ctx *c, struct proto_buf *out, enum cmd_status
 	resp_error(c, out, resp_status_text(st, f));
 }
 
+void resp_cmd_log_failed(struct proto_buf *out)
+{
+	proto_resp_error_str(out, resp_status_text(CMD_LOG_FAILED, NULL));
+}
+
 /* Case-insensitive comparison of an argument with a lower- or upper-case word. */
 bool resp_arg_is(const struct proto_argv *av, size_t i, const char *word)
 {

@@ -21,4 +21,11 @@ bool resp_cmd_known(const char *p, size_t n);
 void resp_cmd_exec(struct cmd_ctx *c, struct cmd_session *s, const struct proto_argv *av,
 		   struct proto_buf *out);
 
+/*
+ * Append the error of a change the write-ahead log cannot take (CMD_LOG_FAILED: -MISCONF). The
+ * server also puts it in place of a reply it held for a record the log then failed to write.
+ * Counts nothing.
+ */
+void resp_cmd_log_failed(struct proto_buf *out);
+
 #endif /* BLOSSOMD_PROTO_RESP_CMD_H */

@@ -32,6 +32,11 @@ static const char *const status_reply[] = {
     [CMD_INTERNAL] = "Internal Error\n",
 };
 
+void text_cmd_log_failed(struct proto_buf *out)
+{
+	proto_buf_append_str(out, status_reply[CMD_LOG_FAILED]);
+}
+
 static void reply(struct cmd_ctx *c, struct proto_buf *out, enum cmd_status st)
 {
 	if (st != CMD_OK && st != CMD_EXISTS)

@@ -22,4 +22,11 @@ bool text_cmd_known(const char *p, size_t n);
 void text_cmd_exec(struct cmd_ctx *c, struct cmd_session *s, const char *line, size_t len,
 		   struct proto_buf *out);
 
+/*
+ * Append the reply of a change the write-ahead log cannot take (CMD_LOG_FAILED: "Internal
+ * Error"). The server also puts it in place of a reply it held for a record the log then failed
+ * to write. Counts nothing.
+ */
+void text_cmd_log_failed(struct proto_buf *out);
+
 #endif /* BLOSSOMD_PROTO_TEXT_CMD_H */

@@ -88,7 +88,7 @@ static size_t conn_resp_max(const struct srv *s)
 static size_t conn_held(const struct srv_conn *c)
 {
 	const struct cmd_session *ss = &c->sess;
-	size_t n = c->in_cap + c->out.cap;
+	size_t n = c->in_cap + c->out.cap + c->marks_cap * sizeof(*c->marks);
 
 	if (c->listed)
 		n += proto_argv_bytes(&c->av) +
@@ -198,6 +198,7 @@ static void conn_on_close(uv_handle_t *h)
 		cmd_session_free(&c->sess);
 	}
 	free(c->in);
+	free(c->marks);
 	proto_buf_free(&c->out);
 	free(c);
 }
@@ -273,8 +274,10 @@ static void conn_out_sent(struct srv_conn *c, size_t n)
 	if (n < c->out.len) {
 		memmove(c->out.data, c->out.data + n, c->out.len - n);
 		c->out.len -= n;
-		for (unsigned i = 0; i < c->nmarks; i++)
+		for (size_t i = 0; i < c->nmarks; i++) {
+			c->marks[i].start -= n;
 			c->marks[i].end -= n;
+		}
 	} else if (c->out.cap > SRV_KEEP_BYTES) {
 		proto_buf_free(&c->out);
 	} else {
@@ -287,7 +290,7 @@ static void conn_out_sent(struct srv_conn *c, size_t n)
 static bool conn_may_read(const struct srv_conn *c)
 {
 	return c->state == CONN_OPEN && !c->writing && !c->paused &&
-	       !(c->nmarks && c->out.len >= SRV_HOLD_BYTES) &&
+	       !(c->nmarks && c->out.len >= SRV_HOLD_BYTES) && c->nmarks < SRV_HOLD_MARKS &&
 	       !uv_is_closing((const uv_handle_t *)&c->tcp);
 }
 
@@ -337,37 +340,113 @@ static bool conn_out_moved(struct srv_conn *c)
 	return moved;
 }
 
-/* Leave srv->waiting (no reply is held any more). */
+/* Leave srv->waiting (no reply is held any more). The marks' memory goes once it is large. */
 static void conn_unhold(struct srv_conn *c)
 {
 	c->nmarks = 0;
+	if (c->marks_cap > SRV_KEEP_MARKS) {
+		free(c->marks);
+		c->marks = NULL;
+		c->marks_cap = 0;
+	}
 	if (c->waiting) {
 		LIST_REMOVE(c, wait_link);
 		c->waiting = false;
 	}
 }
 
-/* Hold the replies appended so far until lsn is durable (they also follow every reply held
- * before them). */
-static void conn_hold(struct srv_conn *c, uint64_t lsn)
+/*
+ * Hold the reply of the command just run, out[start, out.len), until lsn is durable (it also
+ * follows every reply held before it). Adjacent held replies share a mark when they come from
+ * the same batch (their records went to the log in one write, so they share its fate) or when
+ * the mark already waits as long. Out of memory for a mark: c->out.failed (the connection is
+ * closed, nothing of it sent).
+ */
+static void conn_hold(struct srv_conn *c, size_t start, uint64_t lsn)
 {
-	/* Into the last mark when it already waits as long, or when no mark is free. */
-	if (c->nmarks) {
-		unsigned last = c->nmarks - 1;
+	struct srv_conn_mark *m = c->nmarks ? &c->marks[c->nmarks - 1] : NULL;
 
-		if (c->marks[last].lsn >= lsn || c->nmarks == SRV_CONN_MARKS) {
-			c->marks[last].end = c->out.len;
-			if (lsn > c->marks[last].lsn)
-				c->marks[last].lsn = lsn;
+	if (m && m->end == start && (m->start >= c->batch_start || m->lsn >= lsn)) {
+		m->end = c->out.len;
+		m->replies++;
+		if (lsn > m->lsn)
+			m->lsn = lsn;
+		return;
+	}
+	if (c->nmarks == c->marks_cap) {
+		size_t cap = c->marks_cap ? c->marks_cap * 2 : SRV_KEEP_MARKS;
+		struct srv_conn_mark *p = realloc(c->marks, cap * sizeof(*p));
+
+		if (!p) {
+			c->out.failed = true;
 			return;
 		}
+		c->marks = p;
+		c->marks_cap = cap;
+		conn_account(c);
 	}
-	c->marks[c->nmarks].end = c->out.len;
-	c->marks[c->nmarks].lsn = lsn;
+	c->marks[c->nmarks] = (struct srv_conn_mark){start, c->out.len, lsn, 1};
 	if (c->nmarks++ == 0) {
 		c->waiting = true;
 		LIST_INSERT_HEAD(&c->srv->waiting, c, wait_link);
 	}
+}
+
+/* After one command: hold its reply if it must wait for the log (cmd_ctx.wait_lsn). */
+static void conn_hold_reply(struct srv_conn *c, size_t start)
+{
+	const struct cmd_ctx *ctx = &c->srv->ctx;
+
+	if (ctx->wait_lsn > ctx->durable_lsn && c->out.len > start)
+		conn_hold(c, start, ctx->wait_lsn);
+}
+
+/*
+ * The log cannot write (cmd_ctx.log_failed): the records the held replies wait for are not
+ * durable, nor will they be before the log recovers, so none of those replies may go. Each
+ * becomes the protocol's log-failure error, the one a change gets while the log fails ("Internal
+ * Error", -MISCONF), in its place, so the replies keep their order; replies not held are sent
+ * as they are. What a held reply acknowledged stays unacknowledged: the change is in memory
+ * and in the log's buffer, and is logged when the log recovers (a Bloom filter's add cannot
+ * be taken back). A "present" held for such a change becomes the error too, never an
+ * "absent". Marks the log made durable meanwhile go as they are. Only while no write is in
+ * flight (conn_flush()). Out of memory: c->out.failed.
+ */
+static void conn_fail_held(struct srv_conn *c)
+{
+	struct srv *s = c->srv;
+	uint64_t durable = s->ctx.durable_lsn;
+	struct proto_buf err, out;
+	size_t from = 0;
+
+	proto_buf_init(&err);
+	if (c->proto == CONN_RESP)
+		resp_cmd_log_failed(&err);
+	else
+		text_cmd_log_failed(&err);
+	proto_buf_init(&out);
+	for (size_t i = 0; i < c->nmarks; i++) {
+		const struct srv_conn_mark *m = &c->marks[i];
+
+		if (m->lsn <= durable)
+			continue;
+		proto_buf_append(&out, c->out.data + from, m->start - from);
+		for (size_t k = 0; k < m->replies; k++)
+			proto_buf_append(&out, err.data, err.len);
+		s->ctx.errors += m->replies;
+		from = m->end;
+	}
+	proto_buf_append(&out, c->out.data + from, c->out.len - from);
+	if (out.failed || err.failed) {
+		proto_buf_free(&out);
+		c->out.failed = true;
+	} else {
+		proto_buf_free(&c->out);
+		c->out = out;
+	}
+	proto_buf_free(&err);
+	conn_unhold(c);
+	conn_account(c);
 }
 
 /* How many bytes of replies may be sent now: those before the first mark the log has not
@@ -375,18 +454,19 @@ static void conn_hold(struct srv_conn *c, uint64_t lsn)
 static size_t conn_sendable(struct srv_conn *c)
 {
 	uint64_t durable = c->srv->ctx.durable_lsn;
-	size_t n = 0;
-	unsigned i = 0;
+	size_t i = 0;
 
+	if (c->nmarks && c->srv->ctx.log_failed)
+		conn_fail_held(c);
 	while (i < c->nmarks && c->marks[i].lsn <= durable)
-		n = c->marks[i++].end;
+		i++;
 	if (i == c->nmarks) {
 		conn_unhold(c);
 		return c->out.len;
 	}
 	memmove(c->marks, c->marks + i, (c->nmarks - i) * sizeof(c->marks[0]));
 	c->nmarks -= i;
-	return n;
+	return c->marks[0].start;
 }
 
 /* Note the replies held now in the peak of the current SRV_PEAK_MS period (CLIENT LIST's
@@ -423,6 +503,12 @@ static void conn_flush(struct srv_conn *c)
 	}
 	conn_note_peak(c);
 	len = conn_sendable(c);
+	if (c->out.failed) {
+		srv_log(SRV_LOG_ERR, "client %" PRIu64 " (%s): out of memory for replies; closing",
+			c->id, c->peer);
+		conn_close(c);
+		return;
+	}
 	if (len == 0) {
 		if (c->state == CONN_DRAIN && c->out.len == 0)
 			conn_finish(c);
@@ -553,12 +639,16 @@ static int conn_process_text(struct srv_conn *c, const char *data, size_t len, s
 			c->text_skip = true;
 			continue;
 		}
+		size_t start = c->out.len;
+
 		s->ctx.paging = NULL;
+		s->ctx.wait_lsn = 0;
 		text_cmd_exec(&s->ctx, &c->sess, line, linelen, &c->out);
 		if (s->ctx.paging) {
 			c->paused = true; /* the line stays unread: run again once loaded */
 			break;
 		}
+		conn_hold_reply(c, start);
 		off += (size_t)n;
 		*done = true;
 		if (c->sess.close_after)
@@ -586,8 +676,11 @@ static int conn_process_resp(struct srv_conn *c, const char *data, size_t len, s
 		ssize_t n = proto_resp_parse(&c->rst, data + off, len - off, lim, &c->av, &msg);
 
 		if (n > 0) {
+			size_t start = c->out.len;
+
 			c->qbuf_run = len - off; /* for CLIENT LIST / INFO of itself */
 			s->ctx.paging = NULL;
+			s->ctx.wait_lsn = 0;
 			if (c->av.argc)
 				resp_cmd_exec(&s->ctx, &c->sess, &c->av, &c->out);
 			c->qbuf_run = 0;
@@ -595,6 +688,7 @@ static int conn_process_resp(struct srv_conn *c, const char *data, size_t len, s
 				c->paused = true; /* parsed again once loaded */
 				break;
 			}
+			conn_hold_reply(c, start);
 			off += (size_t)n;
 			*done = true;
 			if (c->sess.close_after)
@@ -748,7 +842,6 @@ static void conn_feed(struct srv_conn *c, const char *data, size_t len, bool sha
 	bool done = false;
 	int rc;
 
-	s->ctx.wait_lsn = 0;
 	c->batch_start = c->out.len;
 	if (c->proto == CONN_UNKNOWN)
 		rc = 0; /* the first word goes on in the next read: keep it all */
@@ -803,11 +896,9 @@ static void conn_feed(struct srv_conn *c, const char *data, size_t len, bool sha
 	else if (done || !c->partial_since)
 		c->partial_since = c->last_active;
 
-	/* Replies acknowledging a change (or owing a "present" to one) go out once the log has
-	 * it, and the replies after them wait behind them; the connection is read on
-	 * meanwhile. */
-	if (s->ctx.wait_lsn > s->ctx.durable_lsn)
-		conn_hold(c, s->ctx.wait_lsn);
+	/* Replies acknowledging a change (or owing a "present" to one) were held as their
+	 * commands ran (conn_hold_reply()): they go out once the log has it, and the replies
+	 * after them wait behind them; the connection is read on meanwhile. */
 	conn_flush(c);
 	if (c->paused && c->state == CONN_OPEN)
 		LIST_INSERT_HEAD(&s->paused, c, pause_link);
@@ -843,7 +934,8 @@ void conn_release_waiting(struct srv *s)
 
 	for (c = LIST_FIRST(&s->waiting); c; c = next) {
 		next = LIST_NEXT(c, wait_link);
-		if (c->marks[0].lsn > s->ctx.durable_lsn || c->writing)
+		/* A failed log releases every held reply (as its error: conn_fail_held()). */
+		if ((c->marks[0].lsn > s->ctx.durable_lsn && !s->ctx.log_failed) || c->writing)
 			continue;
 		conn_flush(c);
 		if (!c->reading && conn_may_read(c))

@@ -52,9 +52,11 @@ struct http_listener {
 struct http_conn {
 	LIST_ENTRY(http_conn) link; /* in the server's conns */
 	/* A response waiting for the log to make wait_lsn durable: the connection is suspended
-	 * (in h->waiting) and the response queued when it is resumed. */
+	 * (in h->waiting) and the response queued when it is resumed (the 503 log_unavailable
+	 * problem instead if the log fails first: http_unlogged()). */
 	struct MHD_Response *held;
 	unsigned held_status;
+	enum http_route held_route; /* as counted (http_api_unlogged() recounts it) */
 	uint64_t wait_lsn;
 	bool waiting, resumed;
 	bool paging; /* suspended in h->paging (wait_link) until its filter is loaded */
@@ -383,11 +385,18 @@ static enum MHD_Result http_reply(struct http_server *h, struct MHD_Connection *
 {
 	if (h->cmd->wait_lsn <= h->cmd->durable_lsn)
 		return http_send(conn, &h->resp);
+	/* The log cannot write: what it waits for is not durable until the log recovers, and
+	 * it is not acknowledged meanwhile (503 log_unavailable, as a change refused now). */
+	if (h->cmd->log_failed) {
+		http_api_unlogged(&h->api, &h->resp);
+		return http_send(conn, &h->resp);
+	}
 	/* It acknowledges a change (or owes a "present" to one) the log does not have yet. */
 	c->held = http_response(&h->resp);
 	if (!c->held)
 		return MHD_NO;
 	c->held_status = h->resp.status;
+	c->held_route = h->resp.route;
 	c->wait_lsn = h->cmd->wait_lsn;
 	c->waiting = true;
 	LIST_INSERT_HEAD(&h->waiting, c, wait_link);
@@ -421,6 +430,22 @@ void http_resume_paged(struct http_server *h)
 			http_run(&h->ls[i]);
 }
 
+/*
+ * The log failed before c's held response could go: what it waited for is not durable (and
+ * will not be until the log recovers), so it is not acknowledged. The response becomes the 503
+ * log_unavailable problem a change gets while the log cannot write; if even that cannot be
+ * built, none is kept and the connection is closed when resumed (never the success).
+ */
+static void http_unlogged(struct http_server *h, struct http_conn *c)
+{
+	h->resp.route = c->held_route;
+	h->resp.status = c->held_status;
+	http_api_unlogged(&h->api, &h->resp);
+	MHD_destroy_response(c->held);
+	c->held = http_response(&h->resp);
+	c->held_status = h->resp.status;
+}
+
 void http_release_waiting(struct http_server *h)
 {
 	struct http_conn *c, *next;
@@ -428,8 +453,11 @@ void http_release_waiting(struct http_server *h)
 
 	for (c = LIST_FIRST(&h->waiting); c; c = next) {
 		next = LIST_NEXT(c, wait_link);
-		if (c->wait_lsn > h->cmd->durable_lsn)
-			continue;
+		if (c->wait_lsn > h->cmd->durable_lsn) {
+			if (!h->cmd->log_failed)
+				continue;
+			http_unlogged(h, c);
+		}
 		LIST_REMOVE(c, wait_link);
 		c->waiting = false;
 		c->resumed = true;
@@ -766,8 +794,15 @@ static enum MHD_Result http_on_request(void *cls, struct MHD_Connection *conn, c
 		return http_answer(h, conn, c, url, method);
 	}
 	if (c->resumed) {
-		/* Its response waited for the log (http_answer): send it now. */
-		enum MHD_Result ret = MHD_queue_response(conn, c->held_status, c->held);
+		/* Its response waited for the log (http_answer): send it now. None when the log
+		 * failed and its refusal could not be built: MHD closes the connection. */
+		enum MHD_Result ret = MHD_NO;
+
+		if (!c->held) {
+			c->resumed = false;
+			return ret;
+		}
+		ret = MHD_queue_response(conn, c->held_status, c->held);
 		MHD_destroy_response(c->held);
 		c->held = NULL;
 		c->resumed = false;

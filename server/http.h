@@ -103,7 +103,9 @@ int http_server_start(const struct http_server_options *opt, struct http_server 
 void http_server_stop(struct http_server *h);
 
 /* Resume the requests whose responses waited for the log: those whose wait_lsn the command
- * layer's durable_lsn now reaches (their responses are then sent). */
+ * layer's durable_lsn now reaches (their responses are then sent); while the log has failed
+ * (cmd_ctx.log_failed), every one, its response replaced with the 503 log_unavailable problem
+ * (what it waited for is not durable, so it is not acknowledged). */
 void http_release_waiting(struct http_server *h);
 /* A page-in ended: the requests held for it are answered again. */
 void http_resume_paged(struct http_server *h);

@@ -5,7 +5,8 @@
  * layer reports (cmd_hooks.log), write the loop iteration's records once per iteration (a
  * uv_check handle: after the iteration's reads were served), and release the replies that
  * waited for them when the log reports them durable. While the log cannot write, the command
- * layer refuses changes (ctx.log_failed); the log retries by itself.
+ * layer refuses changes (ctx.log_failed), the replies that waited for records not yet durable
+ * are given that refusal instead (conn.c, http.c), and the log retries by itself.
  */
 #include "server/server_impl.h"
 
@@ -45,15 +46,23 @@ static uint64_t journal_log(void *arg, int type, const void *payload, size_t len
 
 static void journal_state(struct srv *s)
 {
-	bool failed = wal_failed(s->wal);
+	bool failed = wal_failed(s->wal), was = s->ctx.log_failed;
 
-	if (failed != s->ctx.log_failed)
+	if (failed != was)
 		srv_log(failed ? SRV_LOG_ERR : SRV_LOG_NOTICE,
 			failed ? "write-ahead log: cannot write (%s); changes are refused until it "
 				 "can"
 			       : "write-ahead log: writing again%s; changes are accepted",
 			failed ? strerror(-wal_error(s->wal)) : "");
 	s->ctx.log_failed = failed;
+	/* The replies held for records not yet durable cannot wait for them now: they are
+	 * released at once as the refusal a change gets while the log fails (an unlogged change
+	 * is never acknowledged; the client is not left waiting for the recovery). */
+	if (failed && !was) {
+		conn_release_waiting(s);
+		if (s->http)
+			http_release_waiting(s->http);
+	}
 }
 
 static void journal_on_durable(void *arg, uint64_t lsn)

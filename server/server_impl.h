@@ -56,10 +56,12 @@ struct srv_snap;
 #define SRV_FD_RESERVE 64
 /* Shortest interval between two "too many connections" or accept warnings. */
 #define SRV_WARN_MS 1000
-/* A connection whose replies wait for the log keeps this many batches apart (a later batch
- * merges into the last), and is not read once it holds SRV_HOLD_BYTES of replies. */
-#define SRV_CONN_MARKS 8
+/* A connection whose replies wait for the log is not read once it holds SRV_HOLD_BYTES of
+ * replies, or SRV_HOLD_MARKS runs of held replies (struct srv_conn_mark). */
+#define SRV_HOLD_MARKS 1024
 #define SRV_HOLD_BYTES (256 * 1024)
+/* Marks a connection keeps room for once no reply is held any more. */
+#define SRV_KEEP_MARKS 8
 /* CLIENT LIST's rbp is the most replies a connection held at once in a period this long
  * (Redis's buf_peak, reset every 5 s). */
 #define SRV_PEAK_MS 5000
@@ -80,19 +82,28 @@ enum conn_state {
 	CONN_CLOSING,  /* uv_close() called */
 };
 
+/* A run of held replies (struct srv_conn's marks). */
+struct srv_conn_mark {
+	size_t start, end; /* its bytes in the connection's out */
+	uint64_t lsn;	   /* they wait for this LSN to be durable */
+	size_t replies;	   /* how many replies (commands) they are */
+};
+
 struct srv_conn {
 	uv_tcp_t tcp; /* tcp.data points back here */
 	struct srv *srv;
 	LIST_ENTRY(srv_conn) link; /* in srv->conns from accept until conn_close() */
-	/* Replies held for the log, oldest first: out[0, marks[i].end) may be sent once
-	 * marks[i].lsn is durable; replies after the last mark go when every mark has. The
-	 * connection is read meanwhile (up to SRV_HOLD_BYTES of held replies), and is in
-	 * srv->waiting while nmarks > 0. */
-	struct {
-		size_t end;
-		uint64_t lsn;
-	} marks[SRV_CONN_MARKS];
-	unsigned nmarks;
+	/*
+	 * Replies held for the log, oldest first: out[marks[i].start, marks[i].end) are
+	 * marks[i].replies whole replies, each of a command that acknowledges a change (or owes
+	 * a "present" to one) whose record is not durable yet; they go once marks[i].lsn is
+	 * durable, and every reply after them waits behind them (out[0, marks[0].start) may go
+	 * now). If the log fails first, each of those replies becomes the protocol's log-failure
+	 * error, in place (conn_fail_held()). The connection is read meanwhile (see
+	 * SRV_HOLD_BYTES), and is in srv->waiting while nmarks > 0.
+	 */
+	struct srv_conn_mark *marks;
+	size_t nmarks, marks_cap;
 	bool waiting;
 	LIST_ENTRY(srv_conn) wait_link;
 	/* Its next command waits for a paged-out filter to load (cmd_ready): it stays unparsed
