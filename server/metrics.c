@@ -183,33 +183,47 @@ static void filter_sample(struct proto_buf *b, const struct bf_filter *f, enum f
 
 static void render_filters(const struct cmd_ctx *cmd, struct proto_buf *b)
 {
-	struct bf_filter **list = NULL;
-	size_t n = 0, labelled = 0;
+	struct bf_filter *labels[METRICS_MAX_FILTERS], **page;
+	size_t n = bf_registry_count(cmd->reg), labelled = 0, got;
+	const char *after = "";
+	size_t alen = 0;
+	bool more = true;
 
-	single(b, "filters", "gauge", "Filters in the registry.", bf_registry_count(cmd->reg));
+	single(b, "filters", "gauge", "Filters in the registry.", n);
 	single(b, "memory_bytes", "gauge", "Bytes held by all filters.",
 	       bf_registry_memory(cmd->reg));
 	single(b, "memory_limit_bytes", "gauge", "max_memory (0 = no limit).",
 	       bf_registry_max_memory(cmd->reg));
-	if (bf_registry_list(cmd->reg, "", 0, &list, &n)) {
-		b->failed = true;
-		return;
+	/* The first METRICS_MAX_FILTERS valid-UTF-8 names, in name order: a page of them (one
+	 * pass keeping the best few, no sort of a million names), and another after it while
+	 * some were not UTF-8. */
+	while (labelled < METRICS_MAX_FILTERS && more) {
+		if (bf_registry_page(cmd->reg, "", 0, after, alen, METRICS_MAX_FILTERS - labelled,
+				     &page, &got, &more)) {
+			b->failed = true;
+			return;
+		}
+		for (size_t i = 0; i < got; i++)
+			if (http_api_utf8_valid(page[i]->name, page[i]->name_len))
+				labels[labelled++] = page[i];
+		if (got) {
+			after = page[got - 1]->name;
+			alen = page[got - 1]->name_len;
+		}
+		free(page);
+		if (!got)
+			break;
 	}
-	/* The first METRICS_MAX_FILTERS valid-UTF-8 names, in name order, move to the front. */
-	for (size_t i = 0; i < n && labelled < METRICS_MAX_FILTERS; i++)
-		if (http_api_utf8_valid(list[i]->name, list[i]->name_len))
-			list[labelled++] = list[i];
 	for (unsigned ff = 0; ff < FF_COUNT; ff++) {
 		family(b, filter_families[ff].name, filter_families[ff].type,
 		       filter_families[ff].help);
 		for (size_t i = 0; i < labelled; i++)
-			filter_sample(b, list[i], (enum filter_field)ff);
+			filter_sample(b, labels[i], (enum filter_field)ff);
 	}
 	single(b, "filters_unlabelled", "gauge",
 	       "Filters without per-filter series (over the limit of 100, or a name that is not "
 	       "UTF-8).",
 	       n - labelled);
-	free(list);
 }
 
 static void render_persist(const struct metrics_persist *p, struct proto_buf *b)

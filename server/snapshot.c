@@ -20,6 +20,8 @@
 #include "server/log.h"
 
 #define SNAP_TICK_MS 1000
+/* Entries srv_snap_get_status() looks at per call for its count of changed filters. */
+#define SNAP_DIRTY_BUDGET 65536
 /* Added to the nice value of a threadpool thread once it runs snapshot work (see below). */
 #define SNAP_WORKER_NICE 10
 /* Copies of at least this many bytes have their memory faulted in on the threadpool. */
@@ -149,6 +151,12 @@ struct srv_snap {
 	 * next write), then paged out. */
 	struct snap_entry **closes;
 	size_t ncloses, closes_cap;
+
+	size_t nfailing; /* live entries whose latest write failed (e->failed) */
+	/* srv_snap_get_status()'s count of changed filters, SNAP_DIRTY_BUDGET entries a call. */
+	struct snap_dirty_pass {
+		size_t pos, count, last;
+	} dirty_pass;
 
 	/*
 	 * srv_snap_log_needed()'s pass over ents, a budget of entries per call (a million filters
@@ -360,6 +368,14 @@ static uint64_t snap_ms(uint64_t ns)
 	return ns / 1000000;
 }
 
+/* Set e->failed, keeping sn->nfailing (the live entries whose latest write failed) exact. */
+static void snap_set_failed(struct srv_snap *sn, struct snap_entry *e, bool failed)
+{
+	if (e->failed != failed)
+		sn->nfailing += failed ? 1 : (size_t)-1;
+	e->failed = failed;
+}
+
 /* Count and log a failed write of e (may be dead) as file. */
 static void snap_record_failure(struct srv_snap *sn, struct snap_entry *e, const char *file,
 				const char *name, int rc, const char *step)
@@ -376,7 +392,7 @@ static void snap_record_failure(struct srv_snap *sn, struct snap_entry *e, const
 		 name, file, step ? step : "?", strerror(-rc));
 	sn->cycle_failed++;
 	if (e->f)
-		e->failed = true;
+		snap_set_failed(sn, e, true);
 	if (sn->stopping)
 		snprintf(retry, sizeof(retry), "; not retried (shutting down)");
 	else if (interval)
@@ -419,7 +435,7 @@ static void snap_record(struct srv_snap *sn, struct snap_entry *e, const char *f
 		e->saved_changes = cut;
 		e->need_lsn = need;
 		e->generation = generation;
-		e->failed = false;
+		snap_set_failed(sn, e, false);
 		e->own_file = true;
 		/* Its own file holds it now (it grew past snapshot_pack_bytes, or was cleared):
 		 * its pack is written again without it. */
@@ -885,7 +901,7 @@ static void snap_pjob_apply(struct srv_snap *sn, struct snap_pjob *pj)
 		sn->cycle_failed += pj->count ? pj->count : 1;
 		for (size_t i = 0; i < pj->n; i++)
 			if (pj->ents[i]->f && pj->cuts[i].in)
-				pj->ents[i]->failed = true;
+				snap_set_failed(sn, pj->ents[i], true);
 		srv_log(SRV_LOG_ERR, "snapshot of %" PRIu32 " filters failed: %s/%s: %s: %s; %s",
 			pj->count, sn->dir, pj->file, pj->step ? pj->step : "?", strerror(-pj->rc),
 			pj->step && !strcmp(pj->step, "fsync dir")
@@ -909,7 +925,7 @@ static void snap_pjob_apply(struct srv_snap *sn, struct snap_pjob *pj)
 				"snapshot of filter '%s' (%s) written again after failures",
 				e->f->name, pj->file);
 		e->on_disk = true;
-		e->failed = false;
+		snap_set_failed(sn, e, false);
 		e->saved_changes = pj->cuts[i].cut;
 		e->need_lsn = pj->cuts[i].need;
 		e->generation = pj->cuts[i].generation;
@@ -1422,6 +1438,7 @@ static bool snap_detach(struct srv_snap *sn, struct snap_entry *e)
 	sn->ents[i] = sn->ents[--sn->nents];
 	sn->ents[i]->idx = i;
 	snap_need_moved(sn, sn->ents[i], sn->nents);
+	snap_set_failed(sn, e, false);
 	e->f->owner = NULL;
 	if (sn->copy && sn->copy->e == e) {
 		snap_copy_abort(sn);
@@ -1737,14 +1754,26 @@ bool srv_snap_final_failed(const struct srv_snap *sn)
 	return sn && sn->final_failed;
 }
 
-void srv_snap_get_status(const struct srv_snap *sn, struct srv_snap_status *out)
+void srv_snap_get_status(struct srv_snap *sn, struct srv_snap_status *out)
 {
-	*out = sn->st;
-	out->failing = out->dirty = 0;
-	for (size_t i = 0; i < sn->nents; i++) {
-		out->failing += sn->ents[i]->failed;
-		out->dirty += snap_dirty(sn->ents[i]);
+	struct snap_dirty_pass *d = &sn->dirty_pass;
+
+	if (d->pos > sn->nents) /* filters went meanwhile: start over */
+		d->pos = d->count = 0;
+	size_t end =
+	    sn->nents - d->pos > SNAP_DIRTY_BUDGET ? d->pos + SNAP_DIRTY_BUDGET : sn->nents;
+
+	/* The changed filters, counted over successive calls by SNAP_DIRTY_BUDGET entries each:
+	 * exact when there are no more, and /metrics never walks a million filters at once. */
+	for (; d->pos < end; d->pos++)
+		d->count += snap_dirty(sn->ents[d->pos]);
+	if (d->pos >= sn->nents) {
+		d->last = d->count;
+		d->pos = d->count = 0;
 	}
+	*out = sn->st;
+	out->failing = sn->nfailing;
+	out->dirty = d->last;
 	out->in_progress = sn->copy || sn->job || sn->pjob;
 }
 

@@ -179,8 +179,9 @@ void srv_snap_soon(struct srv_snap *sn);
 /* BGSAVE: start a cycle now (0; it may find nothing to write), or -EBUSY if one runs. */
 int srv_snap_bgsave(struct srv_snap *sn);
 
-/* Current figures (computed on call). */
-void srv_snap_get_status(const struct srv_snap *sn, struct srv_snap_status *out);
+/* Current figures. failing is exact; dirty is counted over successive calls, 65,536 filters a
+ * call (exact with fewer filters), so no call walks a million. */
+void srv_snap_get_status(struct srv_snap *sn, struct srv_snap_status *out);
 
 /*
  * After the write-ahead log's replay: for each snapshot file set aside as corrupt at load, log
