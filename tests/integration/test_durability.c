@@ -468,13 +468,14 @@ static void segment_path(char *out, size_t cap)
 	snprintf(wal, sizeof(wal), "%s/wal", dir);
 	DIR *dp = opendir(wal);
 	struct dirent *e;
-	out[0] = '\0';
+	char last[256] = "";
 	ck_assert_ptr_nonnull(dp);
 	while ((e = readdir(dp))) /* the last segment: the greatest name */
-		if (strstr(e->d_name, ".wal") && strcmp(e->d_name, out + strlen(wal) + 1) > 0)
-			snprintf(out, cap, "%s/%s", wal, e->d_name);
+		if (strstr(e->d_name, ".wal") && strcmp(e->d_name, last) > 0)
+			snprintf(last, sizeof(last), "%s", e->d_name);
 	closedir(dp);
-	ck_assert(out[0]);
+	ck_assert(last[0]);
+	snprintf(out, cap, "%s/%s", wal, last);
 }
 
 START_TEST(test_torn_tail_and_corruption)
