@@ -152,6 +152,7 @@ struct srv_snap {
 	struct snap_entry **closes;
 	size_t ncloses, closes_cap;
 
+	uv_idle_t cidle; /* once: the commands whose close ended run again */
 	size_t nfailing; /* live entries whose latest write failed (e->failed) */
 	/* srv_snap_get_status()'s count of changed filters, SNAP_DIRTY_BUDGET entries a call. */
 	struct snap_dirty_pass {
@@ -1223,8 +1224,19 @@ static void snap_closes_clear(struct srv_snap *sn)
 	}
 }
 
+/* A close ended: the commands that waited run again, from the loop (never from inside a
+ * command or snap_step(), which a close may be called from). */
+static void snap_on_cidle(uv_idle_t *h)
+{
+	struct srv_snap *sn = h->data;
+
+	uv_idle_stop(h);
+	if (sn->paged_in)
+		sn->paged_in(sn->paged_arg);
+}
+
 /* e's close is over (paged out, failed, or its filter gone): the command waiting for it runs
- * again, and answers rc (told once). */
+ * again (snap_on_cidle), and answers rc (told once). */
 static void snap_close_end(struct srv_snap *sn, size_t i, int rc)
 {
 	struct snap_entry *e = sn->closes[i];
@@ -1233,8 +1245,7 @@ static void snap_close_end(struct srv_snap *sn, size_t i, int rc)
 	e->closing = e->close_written = false;
 	e->close_error = e->f ? rc : 0;
 	snap_release(e);
-	if (sn->paged_in)
-		sn->paged_in(sn->paged_arg);
+	uv_idle_start(&sn->cidle, snap_on_cidle);
 }
 
 /*
@@ -1248,6 +1259,8 @@ static bool snap_closes_step(struct srv_snap *sn)
 		size_t i = sn->ncloses - 1;
 		struct snap_entry *e = sn->closes[i];
 
+		if (sn->job || sn->copy || sn->pjob)
+			return true; /* one write at a time */
 		if (!e->f || e->f->paged) {
 			snap_close_end(sn, i, 0); /* dropped, renamed or cleared meanwhile */
 		} else if (e->close_written && e->failed) {
@@ -2399,9 +2412,11 @@ int srv_snap_new(uv_loop_t *loop, const struct config *cfg, struct cmd_ctx *ctx,
 	uv_timer_init(loop, &sn->timer);
 	uv_idle_init(loop, &sn->idle);
 	uv_idle_init(loop, &sn->pidle);
+	uv_idle_init(loop, &sn->cidle);
 	sn->timer.data = sn;
 	sn->idle.data = sn;
 	sn->pidle.data = sn;
+	sn->cidle.data = sn;
 	sn->next_due_ms = uv_now(loop) + (uint64_t)cfg->snapshot_interval * 1000;
 	uv_timer_start(&sn->timer, snap_on_tick, SNAP_TICK_MS, SNAP_TICK_MS);
 	*out = sn;

@@ -198,6 +198,52 @@ START_TEST(test_issue_scenario)
 END_TEST
 
 /*
+ * Closes of large changed filters from three clients at once, one of them dropped by a fourth
+ * client while its write waits: each close answers in turn (Done, Done, and the dropped one's
+ * "Filter does not exist"), both closed filters load again with their keys, and the daemon
+ * serves throughout.
+ */
+START_TEST(test_concurrent_closes)
+{
+	int fd, c1, c2, c3;
+	char buf[256];
+
+	data_dir_new();
+	start_in(CONF_QUIET);
+	fd = conn();
+	for (int i = 1; i <= 3; i++) {
+		FMT(buf, "create big%d capacity=2000000 prob=0.001", i);
+		TXT(fd, buf, "Done\n");
+		FMT(buf, "big%d", i);
+		add_keys(fd, buf, "k", 0, 200);
+	}
+	c1 = conn();
+	c2 = conn();
+	c3 = conn();
+	ck_assert_int_eq(itest_send_str(c1, "close big1\n"), 0);
+	ck_assert_int_eq(itest_send_str(c2, "close big2\n"), 0);
+	ck_assert_int_eq(itest_send_str(c3, "close big3\n"), 0);
+	TXT(fd, "drop big3", "Done\n");
+	TXT(fd, "check big1 k1", "Yes\n"); /* served while the writes go on */
+	ck_assert_int_gt(itest_recv_until(c1, buf, sizeof(buf), "\n", T), 0);
+	EQ(buf, "Done\n");
+	ck_assert_int_gt(itest_recv_until(c2, buf, sizeof(buf), "\n", T), 0);
+	EQ(buf, "Done\n");
+	ck_assert_int_gt(itest_recv_until(c3, buf, sizeof(buf), "\n", T), 0);
+	EQ(buf, "Filter does not exist\n");
+	ck_assert(!exists("big3.bsnap"));
+	paging_is(fd, "big2", 0, 0, 1);
+	has_keys(fd, "big1", "k", 0, 200);
+	has_keys(fd, "big2", "k", 0, 200);
+	close(c1);
+	close(c2);
+	close(c3);
+	close(fd);
+	stop();
+}
+END_TEST
+
+/*
  * A large changed filter's close is written in the background: when that write fails (a
  * directory stands where its file goes), the close answers Internal Error, once, and the
  * filter stays in memory with every key; the next close, the way clear, writes it and pages
@@ -1538,6 +1584,7 @@ static Suite *paging_suite(void)
 	tcase_add_test(close_tc, test_issue_scenario);
 	tcase_add_test(close_tc, test_close_info_counts);
 	tcase_add_test(close_tc, test_close_write_fails);
+	tcase_add_test(close_tc, test_concurrent_closes);
 	tcase_add_test(close_tc, test_closed_info_keeps_bloomd_fields);
 	tcase_add_test(close_tc, test_memory_only);
 	suite_add_tcase(s, close_tc);
