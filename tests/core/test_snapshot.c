@@ -270,6 +270,26 @@ START_TEST(future_version_refused)
 }
 END_TEST
 
+/*
+ * Rewrite file's 4 KiB header as an older format version writes it: the version field, the
+ * fields that version lacks (from sum_off, where its checksum goes, to the end of today's)
+ * zeroed, and its checksum, of the bytes before it.
+ */
+static void rewrite_as_version(const char *file, uint32_t version, size_t sum_off)
+{
+	unsigned char h[BF_SNAPSHOT_HEADER_LEN];
+	int fd = openat(dirfd_, file, O_RDWR);
+
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_eq(pread(fd, h, sizeof(h), 0), (ssize_t)sizeof(h));
+	memcpy(h + 8, &version, 4);
+	memset(h + sum_off, 0, 1696 - sum_off);
+	uint64_t sum = XXH3_64bits(h, sum_off);
+	memcpy(h + sum_off, &sum, 8);
+	ck_assert_int_eq(pwrite(fd, h, sizeof(h), 0), (ssize_t)sizeof(h));
+	close(fd);
+}
+
 /* A version 1 file (written before the log: no id, no LSN, its checksum at 1648) still loads,
  * as id 0 and LSN 0; version 2 keeps both. */
 START_TEST(version_1_still_read)
@@ -288,16 +308,7 @@ START_TEST(version_1_still_read)
 	ck_assert_uint_eq(g->lsn, 1234);
 	bf_filter_free(g);
 
-	int fd = openat(dirfd_, "s.bsnap", O_RDWR);
-	unsigned char h[BF_SNAPSHOT_HEADER_LEN];
-	ck_assert_int_eq(pread(fd, h, sizeof(h), 0), (ssize_t)sizeof(h));
-	uint32_t v = 1;
-	memcpy(h + 8, &v, 4);
-	memset(h + 1648, 0, 48);
-	uint64_t sum = XXH3_64bits(h, 1648);
-	memcpy(h + 1648, &sum, 8);
-	ck_assert_int_eq(pwrite(fd, h, sizeof(h), 0), (ssize_t)sizeof(h));
-	close(fd);
+	rewrite_as_version("s.bsnap", 1, 1648);
 	ck_assert_msg(bf_snapshot_read(dirfd_, "s.bsnap", &g, &gen, why, sizeof(why)) == 0, "%s",
 		      why);
 	ck_assert_uint_eq(g->id, 0);
@@ -386,16 +397,7 @@ START_TEST(version_2_still_read)
 	ck_assert_uint_eq(g->expire_pos, 0);
 	bf_filter_free(g);
 
-	int fd = openat(dirfd_, "s.bsnap", O_RDWR);
-	unsigned char h[BF_SNAPSHOT_HEADER_LEN];
-	ck_assert_int_eq(pread(fd, h, sizeof(h), 0), (ssize_t)sizeof(h));
-	uint32_t v = 2;
-	memcpy(h + 8, &v, 4);
-	memset(h + 1664, 0, 32);
-	uint64_t sum = XXH3_64bits(h, 1664);
-	memcpy(h + 1664, &sum, 8);
-	ck_assert_int_eq(pwrite(fd, h, sizeof(h), 0), (ssize_t)sizeof(h));
-	close(fd);
+	rewrite_as_version("s.bsnap", 2, 1664);
 	ck_assert_msg(bf_snapshot_read(dirfd_, "s.bsnap", &g, &gen, why, sizeof(why)) == 0, "%s",
 		      why);
 	ck_assert_uint_eq(g->id, 42);
@@ -425,16 +427,7 @@ START_TEST(version_3_still_read)
 	f->expire_ms = 1796292690123ULL;
 	ck_assert_int_eq(bf_snapshot_write(f, 1, dirfd_, "s.bsnap", NULL), 0);
 
-	int fd = openat(dirfd_, "s.bsnap", O_RDWR);
-	unsigned char h[BF_SNAPSHOT_HEADER_LEN];
-	ck_assert_int_eq(pread(fd, h, sizeof(h), 0), (ssize_t)sizeof(h));
-	uint32_t v = 3;
-	memcpy(h + 8, &v, 4);
-	memset(h + 1680, 0, 16);
-	uint64_t sum = XXH3_64bits(h, 1680);
-	memcpy(h + 1680, &sum, 8);
-	ck_assert_int_eq(pwrite(fd, h, sizeof(h), 0), (ssize_t)sizeof(h));
-	close(fd);
+	rewrite_as_version("s.bsnap", 3, 1680);
 	ck_assert_msg(bf_snapshot_read(dirfd_, "s.bsnap", &g, &gen, why, sizeof(why)) == 0, "%s",
 		      why);
 	ck_assert_double_eq(g->params.first, 0.5);
@@ -449,14 +442,7 @@ START_TEST(version_3_still_read)
 	f = make("s", p, 50);
 	ck_assert_double_eq(f->params.first, BF_FIRST_SHARE);
 	ck_assert_int_eq(bf_snapshot_write(f, 1, dirfd_, "s.bsnap", NULL), 0);
-	fd = openat(dirfd_, "s.bsnap", O_RDWR);
-	ck_assert_int_eq(pread(fd, h, sizeof(h), 0), (ssize_t)sizeof(h));
-	memcpy(h + 8, &v, 4);
-	memset(h + 1680, 0, 16);
-	sum = XXH3_64bits(h, 1680);
-	memcpy(h + 1680, &sum, 8);
-	ck_assert_int_eq(pwrite(fd, h, sizeof(h), 0), (ssize_t)sizeof(h));
-	close(fd);
+	rewrite_as_version("s.bsnap", 3, 1680);
 	ck_assert_int_eq(load("s.bsnap", why, sizeof(why)), -EINVAL);
 	ck_assert_str_eq(why, "layer 0 does not match the parameters");
 	bf_filter_free(f);
