@@ -16,26 +16,8 @@
 #include <string.h>
 
 #include "core/bf_filter.h"
-#include "core/bf_layer.h"
 
 #define FIRST 10000
-
-/* Bits per key of a chain of these params holding n keys. */
-static double chain_bits(const struct bf_params *p, uint64_t n)
-{
-	uint64_t keys = 0, bits = 0, cap, nblocks;
-	unsigned b;
-	double err;
-
-	for (unsigned i = 0; keys < n; i++) {
-		bf_filter_layer_target(p, i, &cap, &err);
-		if (bf_layer_plan(p->type == BF_TYPE_COUNTING, cap, err, &nblocks, &b))
-			return HUGE_VAL;
-		bits += nblocks * BF_BLOCK_BYTES * 8;
-		keys += cap;
-	}
-	return (double)bits / (double)n;
-}
 
 /* RedisBloom's: layer i holds FIRST * e^i keys at p / 2^i, -ln(p_i) / ln(2)^2 bits per key. */
 static double redisbloom_bits(double p, uint32_t e, uint64_t n)
@@ -63,7 +45,7 @@ static double average(double (*f)(const void *, uint64_t), const void *arg)
 
 static double ours_at(const void *arg, uint64_t n)
 {
-	return chain_bits(arg, n);
+	return bf_filter_chain_bits(arg, n);
 }
 
 struct rb_args {
@@ -110,8 +92,8 @@ int main(int argc, char **argv)
 			snprintf(name, sizeof(name), "a=%.2f%s", shares[s],
 				 shares[s] == BF_FIRST_SHARE ? " (*)" : "");
 			printf("%-8s %-12s %6.2f %8.2f %8.2f %8.2f\n", "", name, p.ratio,
-			       chain_bits(&p, FIRST), chain_bits(&p, 20 * FIRST),
-			       average(ours_at, &p));
+			       bf_filter_chain_bits(&p, FIRST),
+			       bf_filter_chain_bits(&p, 20 * FIRST), average(ours_at, &p));
 		}
 	}
 	printf("(*) BF_FIRST_SHARE, what a new chain gets\n");

@@ -78,24 +78,20 @@ static _Thread_local struct ratio_entry {
 	bool used;
 } ratio_cache[RATIO_CACHE];
 
-/* Bits per key of a chain with ratio r grown from 10,000 keys to 200,000 (the model's), or
- * HUGE_VAL if a layer cannot be sized. */
-static double chain_bits(enum bf_type type, double error_rate, uint32_t expansion, double first,
-			 double r)
+double bf_filter_chain_bits(const struct bf_params *p, uint64_t keys)
 {
-	struct bf_params p = {10000, error_rate, type, expansion, true, r, first};
-	uint64_t keys = 0, bits = 0, cap, nblocks;
+	uint64_t held = 0, bits = 0, cap, nblocks;
 	unsigned b;
 	double err;
 
-	for (unsigned i = 0; keys < 200000; i++) {
-		bf_filter_layer_target(&p, i, &cap, &err);
-		if (bf_layer_plan(type == BF_TYPE_COUNTING, cap, err, &nblocks, &b))
+	for (unsigned i = 0; held < keys; i++) {
+		bf_filter_layer_target(p, i, &cap, &err);
+		if (bf_layer_plan(p->type == BF_TYPE_COUNTING, cap, err, &nblocks, &b))
 			return HUGE_VAL;
 		bits += nblocks * BF_BLOCK_BYTES * 8;
-		keys += cap;
+		held += cap;
 	}
-	return (double)bits / 200000;
+	return (double)bits / (double)keys;
 }
 
 double bf_filter_choose_ratio(enum bf_type type, double error_rate, uint32_t expansion,
@@ -113,11 +109,16 @@ double bf_filter_choose_ratio(enum bf_type type, double error_rate, uint32_t exp
 	    e->type == type && e->first == first)
 		return e->ratio;
 	for (int k = 0; k < 10; k++) {
-		double r = (10 + k) / 20.0,
-		       cost = chain_bits(type, error_rate, expansion, first, r);
+		struct bf_params p = {.capacity = 10000,
+				      .error_rate = error_rate,
+				      .type = type,
+				      .expansion = expansion,
+				      .ratio = (10 + k) / 20.0,
+				      .first = first};
+		double cost = bf_filter_chain_bits(&p, 200000);
 		if (cost < least) {
 			least = cost;
-			best = r;
+			best = p.ratio;
 		}
 	}
 	*e = (struct ratio_entry){error_rate, first, best, expansion, type, true};

@@ -47,7 +47,7 @@ struct bf_params {
 	 * (`first`) of it, layer i >= 1 error_rate * (1 - a) * (1 - r) * r^(i-1), with r the
 	 * tightening ratio: the layers' errors sum to error_rate. Files and records written before
 	 * `first` existed had a = 0.5 (and r = 0.5 before the ratio existed: halving). 0 in a
-	 * create's params: chosen (bf_filter_choose_first, bf_filter_choose_ratio); a filter always
+	 * create's params: chosen (BF_FIRST_SHARE, bf_filter_choose_ratio); a filter always
 	 * has its own, 0 < a < 1 and 0 < r < 1, kept with it so that a later change of the rule
 	 * never changes a filter that exists.
 	 */
@@ -265,12 +265,18 @@ int bf_filter_body_write(struct bf_filter *f, uint64_t off, const void *data, si
 
 /*
  * The first layer's share of a new chain's error rate: BF_FIRST_SHARE. By the sizing model
- * (bench/sizing.c --chains), a fifth is the share that takes the fewest bits per key averaged
+ * (bench/chains), a fifth is the share that takes the fewest bits per key averaged
  * over chains that end anywhere from 1 to 20 times their first layer (log-uniformly), at every
  * error rate from 0.1 to 0.0001 with expansion 2; a half (the share before) costs 8 % more bits
  * at 20 times and saves 16 % on a chain that never grows.
  */
 #define BF_FIRST_SHARE 0.2
+
+/*
+ * Bits per key, by the sizing model, of a scalable chain of these params (first share and ratio
+ * set) holding `keys` keys, its layers filled in turn; HUGE_VAL if a layer cannot be sized.
+ */
+double bf_filter_chain_bits(const struct bf_params *p, uint64_t keys);
 
 /*
  * The tightening ratio the model says needs the fewest bits per key for a chain of this type,
