@@ -76,7 +76,11 @@ start_blossomd() {
 	mkdir -p "$BENCH_TMP/blossomd"
 	BLOSSOMD_PORT=$(free_port)
 	if [[ ${BENCH_HTTP:-0} == 1 ]]; then
-		BLOSSOMD_HTTP_PORT=$(free_port)
+		# The kernel may hand out the same free port twice in a row; the two must differ.
+		BLOSSOMD_HTTP_PORT=$BLOSSOMD_PORT
+		while [[ $BLOSSOMD_HTTP_PORT == "$BLOSSOMD_PORT" ]]; do
+			BLOSSOMD_HTTP_PORT=$(free_port)
+		done
 		http=$BLOSSOMD_HTTP_PORT
 	fi
 	"${pin[@]}" "$BLOSSOMD_BIN" "${conf[@]}" --port "$BLOSSOMD_PORT" --http-port "$http" \

@@ -33,12 +33,20 @@ def pg_bindir():
     return max(dirs, key=lambda d: int(d.split("/")[-2]) if d.split("/")[-2].isdigit() else 0)
 
 
+_given_ports = set()
+
+
 def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
+    """A loopback TCP port that was free a moment ago, never one this process was given before
+    (the kernel may hand the same free port out twice in a row)."""
+    while True:
+        s = socket.socket()
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+        s.close()
+        if port not in _given_ports:
+            _given_ports.add(port)
+            return port
 
 
 def _gone(pid):

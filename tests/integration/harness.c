@@ -230,7 +230,12 @@ int itest_start(struct itest_daemon *d, const char *config_text, const char *con
 	snprintf(d->log_path, sizeof(d->log_path), "%s/daemon.log", d->dir);
 	if (mkdir(d->data_dir, 0700))
 		return -errno;
-	rc = itest_free_port(&d->http_port);
+	/* The kernel may hand out the port it just gave for the text one, which is free again:
+	 * the daemon refuses the same port twice, so ask until they differ. */
+	for (int tries = 0; (rc = itest_free_port(&d->http_port)) == 0 && d->http_port == d->port;
+	     tries++)
+		if (tries == 100)
+			return -EADDRINUSE;
 	if (rc)
 		return rc;
 	snprintf(portstr, sizeof(portstr), "%u", (unsigned)d->port);

@@ -50,11 +50,20 @@ def env_path(name):
     return value
 
 
+_given_ports = set()
+
+
 def free_port():
-    """A loopback TCP port that was free a moment ago."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A loopback TCP port that was free a moment ago, never one this process was given
+    before: the kernel may hand the same free port out twice in a row, and a daemon's text and
+    HTTP ports must differ."""
+    while True:
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        if port not in _given_ports:
+            _given_ports.add(port)
+            return port
 
 
 def connect(port, timeout=5.0):

@@ -53,15 +53,25 @@ function assert(cond, msg) {
   if (!cond) throw new Error(msg);
 }
 
-function freePort() {
-  return new Promise((resolve, reject) => {
-    const s = net.createServer();
-    s.once('error', reject);
-    s.listen(0, '127.0.0.1', () => {
-      const { port } = s.address();
-      s.close(() => resolve(port));
+// A loopback port that was free a moment ago, never one given before here: the kernel may
+// hand the same free port out twice in a row, and the daemon's two ports must differ.
+const givenPorts = new Set();
+
+async function freePort() {
+  for (;;) {
+    const port = await new Promise((resolve, reject) => {
+      const s = net.createServer();
+      s.once('error', reject);
+      s.listen(0, '127.0.0.1', () => {
+        const { port: p } = s.address();
+        s.close(() => resolve(p));
+      });
     });
-  });
+    if (!givenPorts.has(port)) {
+      givenPorts.add(port);
+      return port;
+    }
+  }
 }
 
 async function waitPort(port, child, ms = 10000) {
