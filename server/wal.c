@@ -331,6 +331,19 @@ static void sync_main(void *arg)
 	struct wal_shared *s = &w->sh;
 	uint64_t last = uv_hrtime();
 
+	/*
+	 * Gathering (mode always). Clients whose replies an fdatasync released send their next
+	 * changes within a fraction of a millisecond; an fdatasync started at once would carry
+	 * only what came in during the last one, and those clients would wait for the one after
+	 * it: the clients split into two waves, each waiting about two fdatasyncs. So once one
+	 * ends, the next waits until half as many records as it covered have been written since
+	 * (gather_want, counted from gather_from), or for as long as it took (gather_until),
+	 * whichever comes first. A lone client never waits (half of one record is none); with 50
+	 * clients pipelining 16 adds each this took throughput from 0.63 to 0.8 of wal = off
+	 * (bench/wal-modes).
+	 */
+	uint64_t gather_from = 0, gather_want = 0, gather_until = 0;
+
 	uv_mutex_lock(&w->mu);
 	for (;;) {
 		if (s->job != JOB_NONE && !s->job_done) {
@@ -343,7 +356,13 @@ static void sync_main(void *arg)
 		uint64_t now = uv_hrtime();
 		bool tick = w->mode == WAL_FSYNC_EVERYSEC && now - last >= WAL_EVERYSEC_NS;
 		if (pending && (s->req > s->synced || s->stop || tick)) {
+			if (!s->stop && w->mode == WAL_FSYNC_ALWAYS && now < gather_until &&
+			    s->written - gather_from < gather_want) {
+				uv_cond_timedwait(&w->cv, &w->mu, gather_until - now);
+				continue;
+			}
 			uint64_t target = s->written, off = s->written_off;
+			uint64_t before = s->synced, t0 = uv_hrtime();
 			int err = timed_sync(w, s->fd);
 			last = uv_hrtime();
 			if (!err) {
@@ -351,6 +370,9 @@ static void sync_main(void *arg)
 					s->synced = target;
 					s->synced_off = off;
 				}
+				gather_from = s->written;
+				gather_want = (target - before) / 2;
+				gather_until = last + (last - t0);
 			} else {
 				s->broken = true;
 				s->broken_err = err;
