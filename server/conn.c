@@ -25,6 +25,7 @@ static void conn_flush(struct srv_conn *c);
 static void conn_read_start(struct srv_conn *c);
 static void conn_unhold(struct srv_conn *c);
 static void conn_feed(struct srv_conn *c, const char *data, size_t len, bool shared);
+static void conn_on_yield(uv_idle_t *h);
 
 static uint64_t conn_now(const struct srv *s)
 {
@@ -217,7 +218,7 @@ void conn_close(struct srv_conn *c)
 	conn_unhold(c);
 	if (c->paused) {
 		LIST_REMOVE(c, pause_link);
-		c->paused = false;
+		c->paused = c->yielded = false;
 	}
 	if (c->listed) {
 		LIST_REMOVE(c, link);
@@ -597,6 +598,23 @@ static bool conn_out_over(struct srv_conn *c)
  * whether a command (or the discarding of an over-long line) was completed. Returns 0, or -1
  * if the connection must be closed at once.
  */
+/*
+ * Has the connection being fed used up its slice of the loop's turn (SRV_SLICE_NS)? Only if the
+ * rest of its input, `rest` bytes at data, can wait in its own buffer within max_client_memory
+ * (input read into the shared buffer is copied there).
+ */
+static bool conn_slice_over(const struct srv_conn *c, const char *data, size_t rest)
+{
+	const struct srv *s = c->srv;
+	uint64_t max = s->cfg.max_client_memory;
+	size_t want = rest + SRV_READ_MIN;
+
+	if (uv_hrtime() - c->slice_t0 < SRV_SLICE_NS)
+		return false;
+	return data != s->rbuf || !max || c->in_cap >= want ||
+	       s->client_mem - c->in_cap + want <= max;
+}
+
 static int conn_process_text(struct srv_conn *c, const char *data, size_t len, size_t *used,
 			     bool *done)
 {
@@ -611,6 +629,10 @@ static int conn_process_text(struct srv_conn *c, const char *data, size_t len, s
 		bool unauth = !cmd_session_authed(&s->ctx, &c->sess) && max > SRV_UNAUTH_LINE;
 		ssize_t n;
 
+		if (*done && conn_slice_over(c, data + off, len - off)) {
+			c->yielded = true;
+			break;
+		}
 		if (c->text_skip) {
 			bool end;
 
@@ -673,7 +695,13 @@ static int conn_process_resp(struct srv_conn *c, const char *data, size_t len, s
 		/* Chosen per command: once a client AUTHs, its next command has the full limits. */
 		const struct proto_limits *lim =
 		    cmd_session_authed(&s->ctx, &c->sess) ? &s->lim : &s->lim_unauth;
-		ssize_t n = proto_resp_parse(&c->rst, data + off, len - off, lim, &c->av, &msg);
+		ssize_t n;
+
+		if (*done && conn_slice_over(c, data + off, len - off)) {
+			c->yielded = true;
+			break;
+		}
+		n = proto_resp_parse(&c->rst, data + off, len - off, lim, &c->av, &msg);
 
 		if (n > 0) {
 			size_t start = c->out.len;
@@ -843,6 +871,11 @@ static void conn_feed(struct srv_conn *c, const char *data, size_t len, bool sha
 	int rc;
 
 	c->batch_start = c->out.len;
+	/* One slice per turn of the loop, however many reads libuv makes in it. */
+	if (c->slice_turn != s->turn) {
+		c->slice_turn = s->turn;
+		c->slice_t0 = uv_hrtime();
+	}
 	if (c->proto == CONN_UNKNOWN)
 		rc = 0; /* the first word goes on in the next read: keep it all */
 	else if (c->proto == CONN_RESP)
@@ -900,12 +933,39 @@ static void conn_feed(struct srv_conn *c, const char *data, size_t len, bool sha
 	 * commands ran (conn_hold_reply()): they go out once the log has it, and the replies
 	 * after them wait behind them; the connection is read on meanwhile. */
 	conn_flush(c);
-	if (c->paused && c->state == CONN_OPEN)
+	if (c->state != CONN_OPEN) {
+		c->paused = c->yielded = false;
+	} else if (c->yielded) {
+		c->paused = true;
+		LIST_INSERT_HEAD(&s->yielded, c, pause_link);
+		uv_idle_start(&s->yield_idle, conn_on_yield);
+		s->yields++;
+	} else if (c->paused) {
 		LIST_INSERT_HEAD(&s->paused, c, pause_link);
-	else
-		c->paused = false;
+	}
 	if (!conn_may_read(c))
 		conn_read_stop(c);
+}
+
+/* Each connection whose slice ran out in the last turn runs on from where it stopped. */
+static void conn_on_yield(uv_idle_t *h)
+{
+	struct srv *s = h->data;
+	LIST_HEAD(, srv_conn) todo = LIST_HEAD_INITIALIZER(todo);
+	struct srv_conn *c;
+
+	uv_idle_stop(h);
+	while ((c = LIST_FIRST(&s->yielded))) {
+		LIST_REMOVE(c, pause_link);
+		LIST_INSERT_HEAD(&todo, c, pause_link);
+	}
+	while ((c = LIST_FIRST(&todo))) {
+		LIST_REMOVE(c, pause_link);
+		c->paused = c->yielded = false;
+		conn_feed(c, c->in, c->in_len, false);
+		if (!c->paused && !c->reading && conn_may_read(c))
+			conn_read_start(c);
+	}
 }
 
 void conn_resume_paused(struct srv *s)

@@ -84,6 +84,10 @@ static void render_connections(const struct metrics_source *src, struct proto_bu
 	conns_family(b, "sent_bytes_total", "counter",
 		     "Bytes sent to clients (HTTP: acknowledged by the client).", t->bytes_out,
 		     h->bytes_out);
+	single(b, "connection_slices_yielded_total", "counter",
+	       "Times a text/RESP connection's pipelined commands were paused after their slice of "
+	       "the event loop so that other clients were served first.",
+	       src->server->yields);
 }
 
 static void render_http(const struct http_api *api, struct proto_buf *b)

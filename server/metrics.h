@@ -74,6 +74,7 @@ struct metrics_wal {
 /* What the server outside HTTP knows (filled by server.c through a hook). */
 struct metrics_server {
 	struct metrics_conns tcp; /* the text/RESP port */
+	uint64_t yields;	  /* slices cut short (SRV_SLICE_NS): others served in between */
 	struct metrics_persist persist;
 	struct metrics_wal wal;
 };

@@ -482,6 +482,7 @@ static void srv_http_stats(void *arg, struct metrics_server *out)
 					  .rejected = s->conns_rejected,
 					  .bytes_in = s->bytes_in,
 					  .bytes_out = s->bytes_out};
+	out->yields = s->yields;
 	srv_snap_get_status(s->snap, &st);
 	out->persist = (struct metrics_persist){.enabled = true,
 						.loaded = st.loaded,
@@ -600,6 +601,14 @@ void srv_stop(struct srv *s)
 /* ---------------------------------------------------------------------------------------- */
 /* Start-up and teardown */
 
+/* After each turn's I/O: a connection's next slice begins in the next turn (conn_feed()). */
+static void srv_on_turn(uv_check_t *h)
+{
+	struct srv *s = h->data;
+
+	s->turn++;
+}
+
 static int srv_signals_init(struct srv *s)
 {
 	struct {
@@ -624,6 +633,18 @@ static int srv_signals_init(struct srv *s)
 	rc = uv_timer_start(&s->sweep, srv_on_sweep, SRV_SWEEP_MS, SRV_SWEEP_MS);
 	if (rc)
 		return rc;
+	rc = uv_idle_init(&s->loop, &s->yield_idle);
+	if (rc)
+		return rc;
+	s->yield_idle.data = s;
+	rc = uv_check_init(&s->loop, &s->turn_check);
+	if (rc)
+		return rc;
+	s->turn_check.data = s;
+	rc = uv_check_start(&s->turn_check, srv_on_turn);
+	if (rc)
+		return rc;
+	uv_unref((uv_handle_t *)&s->turn_check);
 	rc = uv_timer_init(&s->loop, &s->expire);
 	if (rc)
 		return rc;

@@ -66,6 +66,12 @@ struct srv_snap;
  * (Redis's buf_peak, reset every 5 s). */
 #define SRV_PEAK_MS 5000
 
+/* A connection's commands run for at most this long in one turn of the loop; the rest of its
+ * input waits for the next turn, and every other connection is served in between (a client's
+ * pipeline of thousands of creates held up the others for milliseconds: libuv reads a stream
+ * up to 32 times per turn). */
+#define SRV_SLICE_NS (500 * 1000)
+
 /* Bytes of a first word looked at to tell a RESP inline command from the text protocol. */
 #define SRV_DETECT_MAX 64
 
@@ -109,6 +115,10 @@ struct srv_conn {
 	/* Its next command waits for a paged-out filter to load (cmd_ready): it stays unparsed
 	 * in `in`, reading stops, and conn_resume_paused() runs it again; in srv->paused. */
 	bool paused;
+	/* Its slice of the loop's turn ran out (SRV_SLICE_NS) with commands left in `in`:
+	 * paused too, but in srv->yielded, run on by the next turn's idle callback. */
+	bool yielded;
+	uint64_t slice_turn, slice_t0; /* the loop's turn of its slice, and when it began */
 	LIST_ENTRY(srv_conn) pause_link;
 	bool listed;	  /* accepted under max_connections: counted, listed, session set up */
 	bool reading;	  /* uv_read_start() in effect */
@@ -189,6 +199,11 @@ struct srv {
 	LIST_HEAD(, srv_conn) conns;
 	LIST_HEAD(, srv_conn) waiting; /* connections whose replies wait for the log */
 	LIST_HEAD(, srv_conn) paused;  /* connections whose next command waits for a load */
+	LIST_HEAD(, srv_conn) yielded; /* connections whose slice ran out (srv_conn.yielded) */
+	uv_idle_t yield_idle;	       /* runs them on; active while the list is not empty */
+	uv_check_t turn_check;	       /* counts the loop's turns (turn) */
+	uint64_t turn;
+	uint64_t yields; /* slices that ran out (/metrics) */
 	size_t nconns;
 	uint64_t next_id;
 

@@ -392,6 +392,75 @@ START_TEST(test_pipeline_resp)
 }
 END_TEST
 
+/* The value of an unlabelled counter in the daemon's /metrics (-1 if absent). */
+static long long metric(const char *name)
+{
+	static char buf[256 * 1024];
+	char req[128], want[128];
+	int64_t until = itest_now_ms() + T;
+	int fd;
+	ssize_t n;
+	const char *p;
+
+	/* The HTTP port listens a moment after the RESP port (start() waits for that one). */
+	while ((fd = itest_connect(d.http_port)) < 0 && itest_now_ms() < until)
+		itest_sleep_ms(10);
+	ck_assert_int_ge(fd, 0);
+	snprintf(req, sizeof(req), "GET /metrics HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n");
+	ck_assert_int_eq(itest_send_str(fd, req), 0);
+	n = itest_recv_until(fd, buf, sizeof(buf) - 1, "\n# EOF\n", T);
+	close(fd);
+	ck_assert_int_gt(n, 0);
+	buf[n] = 0;
+	snprintf(want, sizeof(want), "\n%s ", name);
+	p = strstr(buf, want);
+	return p ? atoll(p + strlen(want)) : -1;
+}
+
+/*
+ * One client's long pipeline runs in slices of the loop's turns: every reply exact and in order
+ * across the slices, another client answered meanwhile, and the slices counted in /metrics.
+ */
+START_TEST(test_pipeline_slices)
+{
+	size_t n = 100000, rl = 0, el = 0;
+	char *req = malloc(n * 32), *expect = malloc(n * 16), got[16];
+	pid_t pid;
+	int fd, other, st;
+
+	ck_assert(req && expect);
+	for (size_t i = 0; i < n; i++) {
+		char arg[16];
+		int al = snprintf(arg, sizeof(arg), "%zu", i);
+
+		rl += (size_t)sprintf(req + rl, "*2\r\n$4\r\nPING\r\n$%d\r\n%s\r\n", al, arg);
+		el += (size_t)sprintf(expect + el, "$%d\r\n%s\r\n", al, arg);
+	}
+	start(NULL, NULL);
+	ck_assert_int_eq(metric("blossomd_connection_slices_yielded_total"), 0);
+	fd = conn();
+	other = conn();
+	/* The request is sent by a child while this process reads the replies (a client that
+	 * sends it all before reading would fill both ways' socket buffers). */
+	pid = fork();
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0)
+		_exit(itest_send(fd, req, rl) ? 1 : 0);
+	ck_assert_int_eq(itest_recv_n(fd, got, 4, T), 4);
+	EXCHANGE(other, "*1\r\n$4\r\nPING\r\n", "+PONG\r\n");
+	ck_assert_mem_eq(got, expect, 4);
+	ck_assert(itest_exchange_n(fd, NULL, 0, expect + 4, el - 4, 6 * T));
+	ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+	ck_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+	ck_assert_int_gt(metric("blossomd_connection_slices_yielded_total"), 0);
+	free(req);
+	free(expect);
+	close(fd);
+	close(other);
+	stop();
+}
+END_TEST
+
 /* A large bulk (60 KB key) arriving over many reads. */
 START_TEST(test_resp_large_bulk)
 {
@@ -1246,6 +1315,7 @@ static Suite *server_suite(void)
 	tcase_add_test(proto, test_pipeline_text);
 	tcase_add_test(proto, test_pipeline_split);
 	tcase_add_test(proto, test_pipeline_resp);
+	tcase_add_test(proto, test_pipeline_slices);
 	tcase_add_test(proto, test_resp_large_bulk);
 	tcase_add_test(proto, test_quit);
 	tcase_add_test(proto, test_text_extensions_any_case);
