@@ -215,8 +215,10 @@ def case_install(c):
     # postinst enabled and started it; systemctl start returned once READY=1 came (Type=notify).
     assert c.run("systemctl", "is-enabled", UNIT, check=False).stdout.strip() == "enabled"
     assert c.run("systemctl", "is-active", UNIT, check=False).stdout.strip() == "active"
-    s = c.show("MainPID", "StatusText", "NRestarts", "WatchdogUSec", "User", "DynamicUser")
+    s = c.show("MainPID", "StatusText", "NRestarts", "WatchdogUSec", "User", "DynamicUser",
+               "Environment")
     assert s["StatusText"] == "serving 0 filters on 127.0.0.1 port 8673, HTTP port 8674", s
+    assert s["Environment"] == "GLIBC_TUNABLES=glibc.malloc.hugetlb=1", s
     assert s["NRestarts"] == "0" and s["WatchdogUSec"] == "30s", s
     assert s["DynamicUser"] == "yes", s
     journal = c.journal()
