@@ -1,6 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 #include "core/bf_registry.h"
 
+#include "core/bf_index.h"
+
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,9 +21,10 @@ struct entry {
 	struct bf_filter *filter;
 };
 
-/* A filter's entry as the heap holds it, and its share of the buckets (load factor <= 1,
- * so at most two pointers per filter after a rehash doubles them). */
-#define REGISTRY_ENTRY_COST (sizeof(struct entry) + 16 + 2 * sizeof(struct entry *))
+/* A filter's entry as the heap holds it, its share of the buckets (load factor <= 1, so at
+ * most two pointers per filter after a rehash doubles them) and of the name index (leaves at
+ * least half full on average: two pointers). */
+#define REGISTRY_ENTRY_COST (sizeof(struct entry) + 16 + 4 * sizeof(struct entry *))
 
 struct bf_registry {
 	struct bf_budget budget;
@@ -35,6 +38,7 @@ struct bf_registry {
 	} t[2];
 	size_t rehash_pos; /* SIZE_MAX: not rehashing */
 	size_t count;
+	struct bf_index names; /* every filter, by name (listings) */
 	/* The filters that expire, a binary min-heap by expire_ms (heap[i - 1] has
 	 * expire_pos i), and the sum of their expire_ms (INFO's avg_ttl). */
 	struct bf_filter **heap;
@@ -199,6 +203,7 @@ void bf_registry_free(struct bf_registry *r)
 		}
 		free(r->t[k].b);
 	}
+	bf_index_clear(&r->names);
 	free(r->heap);
 	free(r);
 }
@@ -309,7 +314,7 @@ static int insert(struct bf_registry *r, const char *name, size_t len, uint64_t 
 	struct entry *e = malloc(sizeof(*e));
 	if (!e)
 		return -ENOMEM;
-	if (bf_filter_set_name(f, name, len)) {
+	if (bf_filter_set_name(f, name, len) || bf_index_insert(&r->names, f)) {
 		free(e);
 		return -ENOMEM;
 	}
@@ -397,6 +402,7 @@ int bf_registry_drop(struct bf_registry *r, const char *name, size_t len)
 	if (!e)
 		return -ENOENT;
 	*pp = e->next;
+	bf_index_remove(&r->names, e->filter);
 	if (e->filter->expire_pos)
 		heap_remove(r, e->filter);
 	bf_filter_free(e->filter);
@@ -417,7 +423,14 @@ int bf_registry_rename(struct bf_registry *r, struct bf_filter *f, const char *n
 	struct entry *e = *pp;
 	if (!e || e->filter != f)
 		return -ENOENT;
-	int rc = bf_filter_set_name(f, name, len);
+	/* Out of the index while the name changes; back in (under the new name, or the old one
+	 * if that failed) with memory reserved first. */
+	int rc = bf_index_reserve(&r->names);
+	if (rc)
+		return rc;
+	bf_index_remove(&r->names, f);
+	rc = bf_filter_set_name(f, name, len);
+	bf_index_insert(&r->names, f);
 	if (rc)
 		return rc;
 	*pp = e->next;
@@ -428,43 +441,30 @@ int bf_registry_rename(struct bf_registry *r, struct bf_filter *f, const char *n
 	return 0;
 }
 
-static int by_name(const void *a, const void *b)
+static bool has_prefix(const struct bf_filter *f, const char *prefix, size_t plen)
 {
-	const struct bf_filter *x = *(struct bf_filter *const *)a;
-	const struct bf_filter *y = *(struct bf_filter *const *)b;
-	size_t n = x->name_len < y->name_len ? x->name_len : y->name_len;
-	int c = memcmp(x->name, y->name, n);
-	if (c)
-		return c;
-	return (x->name_len > y->name_len) - (x->name_len < y->name_len);
+	return f->name_len >= plen && memcmp(f->name, prefix, plen) == 0;
 }
 
 int bf_registry_list(const struct bf_registry *r, const char *prefix, size_t plen,
 		     struct bf_filter ***out, size_t *n)
 {
-	struct bf_filter **list = NULL;
-	size_t k = 0;
+	struct bf_index_pos p = bf_index_seek(&r->names, prefix, plen, true);
+	struct bf_filter **list = NULL, *f;
+	size_t k = 0, cap = 0;
 
-	if (r->count) {
-		list = malloc(r->count * sizeof(*list));
-		if (!list)
-			return -ENOMEM;
-	}
-	for (int t = 0; t < 2; t++) {
-		for (size_t i = 0; i < r->t[t].n; i++) {
-			for (struct entry *e = r->t[t].b[i]; e; e = e->next) {
-				const struct bf_filter *f = e->filter;
-				if (plen == 0 ||
-				    (f->name_len >= plen && memcmp(f->name, prefix, plen) == 0))
-					list[k++] = e->filter;
+	while ((f = bf_index_next(&r->names, &p)) && has_prefix(f, prefix, plen)) {
+		if (k == cap) {
+			size_t ncap = cap ? cap * 2 : 64;
+			struct bf_filter **nl = realloc(list, ncap * sizeof(*nl));
+			if (!nl) {
+				free(list);
+				return -ENOMEM;
 			}
+			list = nl;
+			cap = ncap;
 		}
-	}
-	if (k == 0) {
-		free(list);
-		list = NULL;
-	} else {
-		qsort(list, k, sizeof(*list), by_name);
+		list[k++] = f;
 	}
 	*out = list;
 	*n = k;
@@ -531,81 +531,48 @@ uint64_t bf_registry_scan(const struct bf_registry *r, uint64_t cursor, size_t c
 	return v;
 }
 
-/* Name order of a filter against name[0, len). */
-static int name_cmp(const struct bf_filter *f, const char *name, size_t len)
+/* Name order of prefix[0, plen) against name[0, len). */
+static int bytes_cmp(const char *a, size_t alen, const char *b, size_t blen)
 {
-	size_t n = f->name_len < len ? f->name_len : len;
-	int c = memcmp(f->name, name, n);
+	size_t n = alen < blen ? alen : blen;
+	int c = memcmp(a, b, n);
 	if (c)
 		return c;
-	return (f->name_len > len) - (f->name_len < len);
-}
-
-/* Restore the max-heap (by name) below i. */
-static void page_heap_down(struct bf_filter **h, size_t n, size_t i)
-{
-	for (;;) {
-		size_t l = 2 * i + 1, r = l + 1, m = i;
-		if (l < n && by_name(&h[l], &h[m]) > 0)
-			m = l;
-		if (r < n && by_name(&h[r], &h[m]) > 0)
-			m = r;
-		if (m == i)
-			return;
-		struct bf_filter *t = h[i];
-		h[i] = h[m];
-		h[m] = t;
-		i = m;
-	}
+	return (alen > blen) - (alen < blen);
 }
 
 int bf_registry_page(const struct bf_registry *r, const char *prefix, size_t plen,
 		     const char *after, size_t alen, size_t limit, struct bf_filter ***out,
 		     size_t *n, bool *more)
 {
+	struct bf_index_pos p;
+	struct bf_filter **h, *f;
 	size_t cap = limit < r->count ? limit : r->count, k = 0;
-	struct bf_filter **h = NULL;
 
 	*out = NULL;
 	*n = 0;
 	*more = false;
 	if (limit == 0 || cap == 0)
 		return 0;
+	/* From the later of: just after `after`, the first name with the prefix. */
+	if (alen && bytes_cmp(after, alen, prefix, plen) >= 0)
+		p = bf_index_seek(&r->names, after, alen, false);
+	else
+		p = bf_index_seek(&r->names, prefix, plen, true);
 	h = malloc(cap * sizeof(*h));
 	if (!h)
 		return -ENOMEM;
-	for (size_t i = 0; i < r->t[0].n + r->t[1].n; i++) {
-		const struct table *tab = &r->t[i < r->t[0].n ? 0 : 1];
-		for (struct entry *e = tab->b[i < r->t[0].n ? i : i - r->t[0].n]; e; e = e->next) {
-			struct bf_filter *f = e->filter;
-			if (plen && (f->name_len < plen || memcmp(f->name, prefix, plen)))
-				continue;
-			if (alen && name_cmp(f, after, alen) <= 0)
-				continue;
-			if (k < cap) {
-				/* Sift up the new leaf. */
-				size_t j = k++;
-				h[j] = f;
-				while (j && by_name(&h[(j - 1) / 2], &h[j]) < 0) {
-					struct bf_filter *t = h[j];
-					h[j] = h[(j - 1) / 2];
-					h[(j - 1) / 2] = t;
-					j = (j - 1) / 2;
-				}
-			} else {
-				*more = true;
-				if (by_name(&f, &h[0]) < 0) {
-					h[0] = f;
-					page_heap_down(h, k, 0);
-				}
-			}
+	while ((f = bf_index_next(&r->names, &p)) && has_prefix(f, prefix, plen)) {
+		if (k == cap) {
+			*more = true;
+			break;
 		}
+		h[k++] = f;
 	}
 	if (k == 0) {
 		free(h);
 		return 0;
 	}
-	qsort(h, k, sizeof(*h), by_name);
 	*out = h;
 	*n = k;
 	return 0;

@@ -68,8 +68,8 @@ int bf_registry_drop(struct bf_registry *r, const char *name, size_t len);
 
 /*
  * The filters whose name starts with prefix (plen 0: all), sorted by name, as a malloc'd
- * array the caller frees (the filters stay owned by the registry). Returns 0 with *out and *n
- * set (*out is NULL when *n is 0), or -ENOMEM.
+ * array the caller frees (the filters stay owned by the registry): read off the name index, no
+ * sort. Returns 0 with *out and *n set (*out is NULL when *n is 0), or -ENOMEM.
  */
 int bf_registry_list(const struct bf_registry *r, const char *prefix, size_t plen,
 		     struct bf_filter ***out, size_t *n);
@@ -100,9 +100,9 @@ uint64_t bf_registry_scan(const struct bf_registry *r, uint64_t cursor, size_t c
 /*
  * One page of bf_registry_list: the first `limit` (>= 1) filters in name order whose name
  * starts with prefix (plen 0: all) and sorts after after[0, alen) (alen 0: from the start), as
- * a malloc'd array the caller frees; *more says whether others follow. One pass over the
- * filters keeping the best `limit` (O(n log limit)), so a page of a million filters costs no
- * sort of them all. 0, or -ENOMEM.
+ * a malloc'd array the caller frees; *more says whether others follow. Read off the registry's
+ * name index (core/bf_index.h): O(log n + limit), however many filters there are. 0, or
+ * -ENOMEM.
  */
 int bf_registry_page(const struct bf_registry *r, const char *prefix, size_t plen,
 		     const char *after, size_t alen, size_t limit, struct bf_filter ***out,

@@ -632,20 +632,23 @@ static struct glob *pattern(struct cmd_ctx *c, struct proto_buf *out, const char
 	return g;
 }
 
-/* Reply the names matching g (NULL: all) as an array. */
-static void reply_names(struct cmd_ctx *c, struct proto_buf *out, const struct glob *g)
+/* Reply the names matching g as an array. Only names that start with the pattern's literal
+ * head (up to its first "*", "?", "[" or backslash) can match: the name index gives just those. */
+static void reply_names(struct cmd_ctx *c, struct proto_buf *out, const struct glob *g,
+			const char *pat, size_t patlen)
 {
 	struct bf_filter **list;
-	size_t n, k = 0;
+	size_t n, k = 0, head = 0;
 
-	if (bf_registry_list(c->reg, "", 0, &list, &n)) {
+	while (head < patlen && !strchr("*?[\\", pat[head]))
+		head++;
+	if (bf_registry_list(c->reg, pat, head, &list, &n)) {
 		resp_error(c, out, resp_err_oom);
 		return;
 	}
 	uint64_t now = cmd_now_ms();
 	for (size_t i = 0; i < n; i++)
-		if (!cmd_expired(list[i], now) &&
-		    (!g || glob_match(g, list[i]->name, list[i]->name_len)))
+		if (!cmd_expired(list[i], now) && glob_match(g, list[i]->name, list[i]->name_len))
 			list[k++] = list[i];
 	proto_resp_array(out, k);
 	for (size_t i = 0; i < k; i++)
@@ -660,7 +663,7 @@ void resp_server_keys(struct cmd_ctx *c, struct cmd_session *s, const struct pro
 	(void)s;
 
 	if (g)
-		reply_names(c, out, g);
+		reply_names(c, out, g, av->argv[1], av->argvlen[1]);
 	glob_free(g);
 }
 

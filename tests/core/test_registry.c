@@ -910,6 +910,75 @@ START_TEST(expiry_adopt_drop_free)
 }
 END_TEST
 
+static int cmp_str(const void *a, const void *b)
+{
+	return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+/* Listings stay in name order through creates, renames and drops in random order: the whole
+ * list, and pages of 37 from every `after`, against a sorted reference. */
+START_TEST(listing_follows_renames_and_drops)
+{
+	enum { M = 3000 };
+	static char ref[M][16];
+	static bool live[M];
+	struct bf_registry *r;
+	struct bf_filter *f, **list;
+	unsigned seed = 7;
+	size_t n;
+
+	ck_assert_int_eq(bf_registry_new(0, &r), 0);
+	for (int i = 0; i < M; i++) {
+		snprintf(ref[i], sizeof(ref[i]), "f%d", (i * 1237) % M);
+		ck_assert_int_eq(bf_registry_create(r, ref[i], strlen(ref[i]), &small, 1, NULL), 0);
+		live[i] = true;
+	}
+	for (int round = 0; round < 2 * M; round++) {
+		int i = rand_r(&seed) % M;
+		char to[16];
+
+		if (!live[i])
+			continue;
+		f = bf_registry_get(r, ref[i], strlen(ref[i]));
+		ck_assert_ptr_nonnull(f);
+		if (round % 3 == 0) {
+			ck_assert_int_eq(bf_registry_drop(r, ref[i], strlen(ref[i])), 0);
+			live[i] = false;
+			continue;
+		}
+		snprintf(to, sizeof(to), "g%d", rand_r(&seed) % 100000);
+		if (bf_registry_rename(r, f, to, strlen(to)) == 0)
+			memcpy(ref[i], to, sizeof(to));
+	}
+	/* The reference: the live names, sorted. */
+	static const char *want[M];
+	size_t nw = 0;
+	for (int i = 0; i < M; i++)
+		if (live[i])
+			want[nw++] = ref[i];
+	qsort(want, nw, sizeof(*want), cmp_str);
+	ck_assert_int_eq(bf_registry_list(r, "", 0, &list, &n), 0);
+	ck_assert_uint_eq(n, nw);
+	for (size_t k = 0; k < n; k++)
+		ck_assert_str_eq(list[k]->name, want[k]);
+	free(list);
+	/* Pages of 37, each from the last name of the one before. */
+	const char *after = "";
+	size_t k = 0;
+	bool more = true;
+	while (more) {
+		ck_assert_int_eq(
+		    bf_registry_page(r, "", 0, after, strlen(after), 37, &list, &n, &more), 0);
+		for (size_t j = 0; j < n; j++, k++)
+			ck_assert_str_eq(list[j]->name, want[k]);
+		after = n ? want[k - 1] : after;
+		free(list);
+	}
+	ck_assert_uint_eq(k, nw);
+	bf_registry_free(r);
+}
+END_TEST
+
 static Suite *registry_suite(void)
 {
 	Suite *s = suite_create("registry");
@@ -926,6 +995,7 @@ static Suite *registry_suite(void)
 	tcase_add_test(tc, each_and_reserve);
 	tcase_add_test(tc, rename_filter);
 	tcase_add_test(tc, scan_while_renaming);
+	tcase_add_test(tc, listing_follows_renames_and_drops);
 	tcase_add_loop_test(tc, expiry_heap_random_against_model, 0, 3);
 	tcase_add_test(tc, expiry_adopt_drop_free);
 	suite_add_tcase(s, tc);

@@ -1681,6 +1681,10 @@ START_TEST(keyspace)
 	SAYS("*0\r\n", "KEYS", "K*");
 	SAYS("*1\r\n$2\r\nk2\r\n", "KEYS", "[k]2");
 	SAYS("*1\r\n$2\r\nk2\r\n", "KEYS", "k[2");
+	/* A pattern with no wildcard is a name: not the names it is a prefix of. */
+	SAYS("*1\r\n$2\r\nk1\r\n", "KEYS", "k1");
+	SAYS("*0\r\n", "KEYS", "k");
+	SAYS("*1\r\n$2\r\nk1\r\n", "KEYS", "k1*");
 	/* In the registry's hash order, as Redis's SCAN is. */
 	SAYS("*2\r\n$1\r\n0\r\n*2\r\n$2\r\nk2\r\n$2\r\nk1\r\n", "SCAN", "0", "MATCH", "k*", "COUNT",
 	     "10");
