@@ -541,6 +541,31 @@ static int bytes_cmp(const char *a, size_t alen, const char *b, size_t blen)
 	return (alen > blen) - (alen < blen);
 }
 
+/* Where a listing from prefix and after starts: the later of just after `after` and the first
+ * name with the prefix. */
+static struct bf_index_pos list_start(const struct bf_registry *r, const char *prefix, size_t plen,
+				      const char *after, size_t alen)
+{
+	if (alen && bytes_cmp(after, alen, prefix, plen) >= 0)
+		return bf_index_seek(&r->names, after, alen, false);
+	return bf_index_seek(&r->names, prefix, plen, true);
+}
+
+bool bf_registry_walk(const struct bf_registry *r, const char *prefix, size_t plen,
+		      const char *after, size_t alen, size_t limit,
+		      void (*fn)(void *arg, struct bf_filter *f), void *arg)
+{
+	struct bf_index_pos p = list_start(r, prefix, plen, after, alen);
+	struct bf_filter *f;
+
+	while ((f = bf_index_next(&r->names, &p)) && has_prefix(f, prefix, plen)) {
+		if (!limit--)
+			return true;
+		fn(arg, f);
+	}
+	return false;
+}
+
 int bf_registry_page(const struct bf_registry *r, const char *prefix, size_t plen,
 		     const char *after, size_t alen, size_t limit, struct bf_filter ***out,
 		     size_t *n, bool *more)
@@ -554,11 +579,7 @@ int bf_registry_page(const struct bf_registry *r, const char *prefix, size_t ple
 	*more = false;
 	if (limit == 0 || cap == 0)
 		return 0;
-	/* From the later of: just after `after`, the first name with the prefix. */
-	if (alen && bytes_cmp(after, alen, prefix, plen) >= 0)
-		p = bf_index_seek(&r->names, after, alen, false);
-	else
-		p = bf_index_seek(&r->names, prefix, plen, true);
+	p = list_start(r, prefix, plen, after, alen);
 	h = malloc(cap * sizeof(*h));
 	if (!h)
 		return -ENOMEM;

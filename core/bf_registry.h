@@ -108,6 +108,15 @@ int bf_registry_page(const struct bf_registry *r, const char *prefix, size_t ple
 		     const char *after, size_t alen, size_t limit, struct bf_filter ***out,
 		     size_t *n, bool *more);
 
+/*
+ * Call fn for up to `limit` filters in name order whose name starts with prefix (plen 0: all)
+ * and sorts after after[0, alen) (alen 0: from the start); true if more follow. Allocates
+ * nothing: cannot fail. fn must not create, drop or rename filters.
+ */
+bool bf_registry_walk(const struct bf_registry *r, const char *prefix, size_t plen,
+		      const char *after, size_t alen, size_t limit,
+		      void (*fn)(void *arg, struct bf_filter *f), void *arg);
+
 size_t bf_registry_count(const struct bf_registry *r);
 
 /* Memory held by all filters (their cost, entries and the owner's overhead: what the limit

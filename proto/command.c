@@ -17,7 +17,7 @@ void cmd_session_init(struct cmd_session *s, uint64_t id)
 	s->id = id;
 }
 
-void cmd_session_free(struct cmd_session *s)
+void cmd_session_trim(struct cmd_session *s)
 {
 	free(s->keys);
 	free(s->lens);
@@ -26,6 +26,21 @@ void cmd_session_free(struct cmd_session *s)
 	s->lens = NULL;
 	s->results = NULL;
 	s->scratch_cap = 0;
+}
+
+void cmd_session_end_listing(struct cmd_session *s)
+{
+	if (s->listing) {
+		proto_buf_free(&s->listing->names);
+		free(s->listing);
+		s->listing = NULL;
+	}
+}
+
+void cmd_session_free(struct cmd_session *s)
+{
+	cmd_session_trim(s);
+	cmd_session_end_listing(s);
 }
 
 int cmd_session_reserve(struct cmd_session *s, size_t n)

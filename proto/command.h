@@ -157,11 +157,34 @@ struct cmd_ctx {
 	 * server calls back). Reset by the front end.
 	 */
 	struct bf_filter *paging;
+	/*
+	 * Set by a command that has replied only in part (a listing of more than CMD_LIST_STEP
+	 * filters): the front end keeps it unread and runs it again, with the same arguments, in
+	 * a later turn of its loop, and it goes on from where it stopped (cmd_session.listing).
+	 * Reset by the front end.
+	 */
+	bool again;
 	/* The server's coarse clock, seconds: what a filter's used_s is set from. */
 	uint32_t now_s;
 	/* Scratch for a record's payload, grown as needed. */
 	unsigned char *rec;
 	size_t rec_cap;
+};
+
+/* Filters a listing (text list, KEYS) looks at per call, and bytes of KEYS' collected reply
+ * sent per call: at a million filters a listing runs in about a thousand calls of a fraction
+ * of a millisecond each, with the loop serving others in between. */
+#define CMD_LIST_STEP  1024
+#define CMD_LIST_BYTES (256 * 1024)
+
+/* A listing that spans calls (cmd_ctx.again): where it stopped, and for KEYS, the names found
+ * so far (the reply's length comes first, so they are sent once all are found). */
+struct cmd_listing {
+	char after[BF_NAME_MAX]; /* the last name looked at */
+	size_t alen;
+	size_t count;		/* KEYS: names in `names` */
+	struct proto_buf names; /* KEYS: their bulk strings */
+	size_t sent;		/* KEYS: bytes of `names` sent; SIZE_MAX while finding them */
 };
 
 /* Failed AUTH attempts after which a connection is closed. */
@@ -184,10 +207,16 @@ struct cmd_session {
 	/* The lower-case name of the last RESP command run, with its subcommand where known
 	 * ("client|list"); NULL before the first, or after an unknown one (CLIENT LIST's cmd=). */
 	const char *last_cmd;
+	struct cmd_listing *listing; /* a listing under way, or NULL */
 };
 
 void cmd_session_init(struct cmd_session *s, uint64_t id);
+/* Free what the session holds. */
 void cmd_session_free(struct cmd_session *s);
+/* Free its scratch arrays only (they are grown again as needed). */
+void cmd_session_trim(struct cmd_session *s);
+/* End the listing under way, if any. */
+void cmd_session_end_listing(struct cmd_session *s);
 
 /* Make room for n keys in the session's scratch arrays. 0 or -ENOMEM. */
 int cmd_session_reserve(struct cmd_session *s, size_t n);

@@ -632,38 +632,95 @@ static struct glob *pattern(struct cmd_ctx *c, struct proto_buf *out, const char
 	return g;
 }
 
-/* Reply the names matching g as an array. Only names that start with the pattern's literal
- * head (up to its first "*", "?", "[" or backslash) can match: the name index gives just those. */
-static void reply_names(struct cmd_ctx *c, struct proto_buf *out, const struct glob *g,
-			const char *pat, size_t patlen)
-{
-	struct bf_filter **list;
-	size_t n, k = 0, head = 0;
+struct keys_acc {
+	const struct glob *g;
+	uint64_t now;
+	struct proto_buf *names;
+	size_t count;
+	const struct bf_filter *last; /* the last filter looked at */
+};
 
-	while (head < patlen && !strchr("*?[\\", pat[head]))
-		head++;
-	if (bf_registry_list(c->reg, pat, head, &list, &n)) {
-		resp_error(c, out, resp_err_oom);
+static void keys_one(void *arg, struct bf_filter *f)
+{
+	struct keys_acc *a = arg;
+
+	a->last = f;
+	if (!cmd_expired(f, a->now) && glob_match(a->g, f->name, f->name_len)) {
+		proto_resp_bulk(a->names, f->name, f->name_len);
+		a->count++;
+	}
+}
+
+/*
+ * Reply the names matching g as an array, in name order. Only names that start with the
+ * pattern's literal head (up to its first "*", "?", "[" or backslash) can match: the name index
+ * gives just those. A long listing looks at CMD_LIST_STEP filters per call (cmd_ctx.again), the
+ * names found kept in the session until the last call replies them all.
+ */
+static void reply_names(struct cmd_ctx *c, struct cmd_session *s, struct proto_buf *out,
+			const struct glob *g, const char *pat, size_t patlen)
+{
+	struct cmd_listing *l = s->listing;
+	struct proto_buf local;
+	size_t head = 0;
+
+	if (l && l->sent != SIZE_MAX) {
+		/* Every name found: the next part of the reply. */
+		size_t n = l->names.len - l->sent;
+
+		n = n < CMD_LIST_BYTES ? n : CMD_LIST_BYTES;
+		proto_buf_append(out, l->names.data + l->sent, n);
+		l->sent += n;
+		if (l->sent < l->names.len)
+			c->again = true;
+		else
+			cmd_session_end_listing(s);
 		return;
 	}
-	uint64_t now = cmd_now_ms();
-	for (size_t i = 0; i < n; i++)
-		if (!cmd_expired(list[i], now) && glob_match(g, list[i]->name, list[i]->name_len))
-			list[k++] = list[i];
-	proto_resp_array(out, k);
-	for (size_t i = 0; i < k; i++)
-		proto_resp_bulk(out, list[i]->name, list[i]->name_len);
-	free(list);
+	while (head < patlen && !strchr("*?[\\", pat[head]))
+		head++;
+	proto_buf_init(&local);
+	struct keys_acc a = {g, cmd_now_ms(), l ? &l->names : &local, l ? l->count : 0, NULL};
+	bool more = bf_registry_walk(c->reg, pat, head, l ? l->after : "", l ? l->alen : 0,
+				     CMD_LIST_STEP, keys_one, &a);
+	/* With no memory to go on later, it goes on now. */
+	while (more && !l && !(l = s->listing = calloc(1, sizeof(*l))))
+		more = bf_registry_walk(c->reg, pat, head, a.last->name, a.last->name_len,
+					CMD_LIST_STEP, keys_one, &a);
+	if (more) {
+		if (a.names == &local)
+			l->names = local;
+		l->count = a.count;
+		l->sent = SIZE_MAX;
+		memcpy(l->after, a.last->name, a.last->name_len);
+		l->alen = a.last->name_len;
+		c->again = true;
+		return;
+	}
+	if (a.names->failed) {
+		resp_error(c, out, resp_err_oom);
+	} else {
+		proto_resp_array(out, a.count);
+		if (!l || a.names->len <= CMD_LIST_BYTES) {
+			proto_buf_append(out, a.names->data, a.names->len);
+		} else {
+			/* Sent in parts from the next call on. */
+			l->sent = 0;
+			c->again = true;
+			return;
+		}
+	}
+	proto_buf_free(&local);
+	cmd_session_end_listing(s);
 }
 
 void resp_server_keys(struct cmd_ctx *c, struct cmd_session *s, const struct proto_argv *av,
 		      struct proto_buf *out)
 {
 	struct glob *g = pattern(c, out, av->argv[1], av->argvlen[1], false);
-	(void)s;
 
 	if (g)
-		reply_names(c, out, g, av->argv[1], av->argvlen[1]);
+		reply_names(c, s, out, g, av->argv[1], av->argvlen[1]);
 	glob_free(g);
 }
 

@@ -198,8 +198,32 @@ static void do_create(struct cmd_ctx *c, struct span args, struct proto_buf *out
 	reply(c, out, cmd_create(c, name.p, name.n, &p, NULL));
 }
 
-/* list [PREFIX]: START, "NAME PROB BYTES CAPACITY SIZE" per filter, END. */
-static void do_list(struct cmd_ctx *c, struct span args, struct proto_buf *out)
+struct list_out {
+	struct proto_buf *out;
+	uint64_t now;
+	const struct bf_filter *last; /* the last filter looked at */
+};
+
+static void list_line(void *arg, struct bf_filter *f)
+{
+	struct list_out *a = arg;
+
+	a->last = f;
+	if (cmd_expired(f, a->now))
+		return;
+	proto_buf_append(a->out, f->name, f->name_len);
+	proto_buf_append_fmt(
+	    a->out, " %f %llu %llu %llu\n", f->params.error_rate, (unsigned long long)f->bytes,
+	    (unsigned long long)bf_filter_capacity(f), (unsigned long long)f->items);
+}
+
+/*
+ * list [PREFIX]: START, "NAME PROB BYTES CAPACITY SIZE" per filter in name order, END. A long
+ * list goes out CMD_LIST_STEP filters per call (cmd_ctx.again), from just after the last name
+ * of the call before: a filter created or dropped meanwhile is listed if it comes later.
+ */
+static void do_list(struct cmd_ctx *c, struct cmd_session *s, struct span args,
+		    struct proto_buf *out)
 {
 	struct span prefix = {"", 0}, extra;
 	next_word(&args, &prefix);
@@ -207,25 +231,24 @@ static void do_list(struct cmd_ctx *c, struct span args, struct proto_buf *out)
 		client_error(c, out, CLIENT_ERR("Unexpected arguments"));
 		return;
 	}
-	struct bf_filter **list;
-	size_t n;
-	if (bf_registry_list(c->reg, prefix.p, prefix.n, &list, &n)) {
-		reply(c, out, CMD_INTERNAL);
+	struct cmd_listing *l = s->listing;
+	struct list_out a = {out, cmd_now_ms(), NULL};
+	if (!l)
+		proto_buf_append_str(out, "START\n");
+	bool more = bf_registry_walk(c->reg, prefix.p, prefix.n, l ? l->after : "", l ? l->alen : 0,
+				     CMD_LIST_STEP, list_line, &a);
+	/* With no memory to go on later, it goes on now. */
+	while (more && !l && !(l = s->listing = calloc(1, sizeof(*l))))
+		more = bf_registry_walk(c->reg, prefix.p, prefix.n, a.last->name, a.last->name_len,
+					CMD_LIST_STEP, list_line, &a);
+	if (more) {
+		memcpy(l->after, a.last->name, a.last->name_len);
+		l->alen = a.last->name_len;
+		c->again = true;
 		return;
 	}
-	proto_buf_append_str(out, "START\n");
-	uint64_t now = cmd_now_ms();
-	for (size_t i = 0; i < n; i++) {
-		const struct bf_filter *f = list[i];
-		if (cmd_expired(f, now))
-			continue;
-		proto_buf_append(out, f->name, f->name_len);
-		proto_buf_append_fmt(
-		    out, " %f %llu %llu %llu\n", f->params.error_rate, (unsigned long long)f->bytes,
-		    (unsigned long long)bf_filter_capacity(f), (unsigned long long)f->items);
-	}
 	proto_buf_append_str(out, "END\n");
-	free(list);
+	cmd_session_end_listing(s);
 }
 
 /* The one filter name of drop/close/clear/info/flush, or a reply saying why not. */
@@ -534,7 +557,7 @@ void text_cmd_exec(struct cmd_ctx *c, struct cmd_session *s, const char *line, s
 	else if (word_is(cmd, "create"))
 		do_create(c, args, out);
 	else if (word_is(cmd, "list"))
-		do_list(c, args, out);
+		do_list(c, s, args, out);
 	else if (word_is(cmd, "drop"))
 		do_drop(c, args, out);
 	else if (word_is(cmd, "clear"))

@@ -182,10 +182,9 @@ static void conn_trim(struct srv_conn *c)
 		}
 	}
 	proto_resp_trim(&c->rst, &c->av, SRV_KEEP_ARGS);
-	/* The scratch arrays only live during one command; cmd_session_free() releases them
-	 * and nothing else of the session (command.c). */
+	/* The scratch arrays only live during one command. */
 	if (c->sess.scratch_cap > SRV_KEEP_ARGS)
-		cmd_session_free(&c->sess);
+		cmd_session_trim(&c->sess);
 	conn_account(c);
 }
 
@@ -312,6 +311,9 @@ static void conn_on_write(uv_write_t *req, int status)
 	conn_out_sent(c, c->wlen);
 	/* Replies held for the log may have been released meanwhile. */
 	conn_flush(c);
+	/* Commands that waited for the write run on in the next turn (conn_on_yield()). */
+	if (c->yielded)
+		uv_idle_start(&c->srv->yield_idle, conn_on_yield);
 	if (!conn_may_read(c))
 		return;
 	/* The client could not finish its command while it was not read: its clock restarts. */
@@ -670,6 +672,13 @@ static int conn_process_text(struct srv_conn *c, const char *data, size_t len, s
 			c->paused = true; /* the line stays unread: run again once loaded */
 			break;
 		}
+		if (s->ctx.again) {
+			/* Replied in part: the line stays unread, run on in the next turn. */
+			s->ctx.again = false;
+			conn_hold_reply(c, start);
+			c->yielded = true;
+			break;
+		}
 		conn_hold_reply(c, start);
 		off += (size_t)n;
 		*done = true;
@@ -714,6 +723,13 @@ static int conn_process_resp(struct srv_conn *c, const char *data, size_t len, s
 			c->qbuf_run = 0;
 			if (s->ctx.paging) {
 				c->paused = true; /* parsed again once loaded */
+				break;
+			}
+			if (s->ctx.again) {
+				/* Replied in part: parsed again and run on in the next turn. */
+				s->ctx.again = false;
+				conn_hold_reply(c, start);
+				c->yielded = true;
 				break;
 			}
 			conn_hold_reply(c, start);
@@ -961,6 +977,13 @@ static void conn_on_yield(uv_idle_t *h)
 	}
 	while ((c = LIST_FIRST(&todo))) {
 		LIST_REMOVE(c, pause_link);
+		if (c->writing) {
+			/* Its replies are being written from out, which a command's reply may move:
+			 * it runs on once the write has ended (conn_on_write() starts this again).
+			 */
+			LIST_INSERT_HEAD(&s->yielded, c, pause_link);
+			continue;
+		}
 		c->paused = c->yielded = false;
 		conn_feed(c, c->in, c->in_len, false);
 		if (!c->paused && !c->reading && conn_may_read(c))
@@ -980,6 +1003,12 @@ void conn_resume_paused(struct srv *s)
 	}
 	while ((c = LIST_FIRST(&todo))) {
 		LIST_REMOVE(c, pause_link);
+		if (c->writing) {
+			/* As in conn_on_yield(): not while its replies are being written. */
+			c->yielded = true;
+			LIST_INSERT_HEAD(&s->yielded, c, pause_link);
+			continue;
+		}
 		c->paused = false;
 		/* Its input from the waiting command on is in its own buffer. */
 		conn_feed(c, c->in, c->in_len, false);

@@ -461,6 +461,70 @@ START_TEST(test_pipeline_slices)
 }
 END_TEST
 
+/*
+ * Listings longer than a call's step (CMD_LIST_STEP, 4096 filters) go out over several turns of
+ * the loop: text list and KEYS of 10,000 filters are exact and in name order, and each took
+ * more than one slice.
+ */
+START_TEST(test_long_listings)
+{
+	enum { NF = 10000 };
+	/* 40-byte names: KEYS' reply (480 KB) goes out in parts too (CMD_LIST_BYTES). */
+#define LNAME "l%05d-xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx"
+	size_t cap = (size_t)NF * 128, rl = 0, el = 0;
+	char *req = malloc(cap), *expect = malloc(cap), *one = malloc(256), suffix[128];
+	long long y0;
+	int fd;
+
+	ck_assert(req && expect && one);
+	for (int i = 0; i < NF; i++)
+		rl +=
+		    (size_t)snprintf(req + rl, cap - rl,
+				     "*4\r\n$10\r\nBF.RESERVE\r\n$40\r\n" LNAME "\r\n$4\r\n0.01\r\n"
+				     "$3\r\n100\r\n",
+				     i);
+	for (int i = 0; i < NF; i++)
+		el += (size_t)snprintf(expect + el, cap - el, "+OK\r\n");
+	start(NULL, NULL);
+	fd = conn();
+	ck_assert(itest_exchange_n(fd, req, rl, expect, el, 4 * T));
+	close(fd);
+	fd = conn(); /* a text-protocol connection */
+	/* Every filter's line is the same but for its name: the first one's tells the rest. */
+	ck_assert_int_eq(itest_send_str(fd, "list l00000-\n"), 0);
+	ck_assert_int_gt(itest_recv_until(fd, one, 256, "END\n", T), 0);
+	ck_assert_msg(sscanf(one, "START\nl00000-%*[x] %127[^\n]\nEND\n", suffix) == 1,
+		      "list: '%s'", one);
+	el = (size_t)snprintf(expect, cap, "START\n");
+	for (int i = 0; i < NF; i++)
+		el += (size_t)snprintf(expect + el, cap - el, LNAME " %s\n", i, suffix);
+	el += (size_t)snprintf(expect + el, cap - el, "END\n");
+	y0 = metric("blossomd_connection_slices_yielded_total");
+	ck_assert(itest_exchange_n(fd, "list l\n", 7, expect, el, 4 * T));
+	ck_assert_int_ge(metric("blossomd_connection_slices_yielded_total"), y0 + 2);
+	close(fd);
+
+	fd = conn();
+	el = (size_t)snprintf(expect, cap, "*%d\r\n", NF);
+	for (int i = 0; i < NF; i++)
+		el += (size_t)snprintf(expect + el, cap - el, "$40\r\n" LNAME "\r\n", i);
+	y0 = metric("blossomd_connection_slices_yielded_total");
+	EXCHANGE_N(fd, "*2\r\n$4\r\nKEYS\r\n$1\r\n*\r\n", 21, expect, el);
+	ck_assert_int_ge(metric("blossomd_connection_slices_yielded_total"), y0 + 2);
+	/* A pattern's literal head narrows the walk; the rest is matched. */
+	el = (size_t)snprintf(expect, cap, "*10\r\n");
+	for (int i = 9990; i < NF; i++)
+		el += (size_t)snprintf(expect + el, cap - el, "$40\r\n" LNAME "\r\n", i);
+	EXCHANGE_N(fd, "*2\r\n$4\r\nKEYS\r\n$8\r\nl0999?-*\r\n", 28, expect, el);
+	close(fd);
+	free(req);
+	free(expect);
+	free(one);
+	stop();
+#undef LNAME
+}
+END_TEST
+
 /* A large bulk (60 KB key) arriving over many reads. */
 START_TEST(test_resp_large_bulk)
 {
@@ -1316,6 +1380,7 @@ static Suite *server_suite(void)
 	tcase_add_test(proto, test_pipeline_split);
 	tcase_add_test(proto, test_pipeline_resp);
 	tcase_add_test(proto, test_pipeline_slices);
+	tcase_add_test(proto, test_long_listings);
 	tcase_add_test(proto, test_resp_large_bulk);
 	tcase_add_test(proto, test_quit);
 	tcase_add_test(proto, test_text_extensions_any_case);
