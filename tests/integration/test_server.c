@@ -419,19 +419,21 @@ static long long metric(const char *name)
 
 /*
  * One client's long pipeline runs in slices of the loop's turns: every reply exact and in order
- * across the slices, another client answered meanwhile, and the slices counted in /metrics.
+ * across the slices (also while earlier replies are still being written), another client
+ * answered meanwhile, and the slices counted in /metrics.
  */
 START_TEST(test_pipeline_slices)
 {
-	size_t n = 100000, rl = 0, el = 0;
-	char *req = malloc(n * 32), *expect = malloc(n * 16), got[16];
+	/* 2 MB of replies: more than the socket buffers hold while the client does not read. */
+	size_t n = 4000, rl = 0, el = 0;
+	char *req = malloc(n * 540), *expect = malloc(n * 520), got[16];
 	pid_t pid;
 	int fd, other, st;
 
 	ck_assert(req && expect);
 	for (size_t i = 0; i < n; i++) {
-		char arg[16];
-		int al = snprintf(arg, sizeof(arg), "%zu", i);
+		char arg[512];
+		int al = snprintf(arg, sizeof(arg), "%08zu%0492d", i, 0);
 
 		rl += (size_t)sprintf(req + rl, "*2\r\n$4\r\nPING\r\n$%d\r\n%s\r\n", al, arg);
 		el += (size_t)sprintf(expect + el, "$%d\r\n%s\r\n", al, arg);
@@ -439,6 +441,8 @@ START_TEST(test_pipeline_slices)
 	start(NULL, NULL);
 	ck_assert_int_eq(metric("blossomd_connection_slices_yielded_total"), 0);
 	fd = conn();
+	/* A small receive buffer: the daemon's writes are soon left pending. */
+	ck_assert_int_eq(setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &(int){16384}, sizeof(int)), 0);
 	other = conn();
 	/* The request is sent by a child while this process reads the replies (a client that
 	 * sends it all before reading would fill both ways' socket buffers). */
@@ -446,6 +450,9 @@ START_TEST(test_pipeline_slices)
 	ck_assert_int_ge(pid, 0);
 	if (pid == 0)
 		_exit(itest_send(fd, req, rl) ? 1 : 0);
+	/* Not read at first: the replies back up, so slices end while a write is pending (and
+	 * the commands after them wait for it: conn_on_yield()). */
+	itest_sleep_ms(300);
 	ck_assert_int_eq(itest_recv_n(fd, got, 4, T), 4);
 	EXCHANGE(other, "*1\r\n$4\r\nPING\r\n", "+PONG\r\n");
 	ck_assert_mem_eq(got, expect, 4);
