@@ -125,10 +125,16 @@ double bf_filter_choose_ratio(enum bf_type type, double error_rate, uint32_t exp
 	return best;
 }
 
-/* The filter's own structure, as the heap holds it; each layer adds its entry in the layer
- * array to its blocks' cost (the array's allocation header is counted in the structure's). */
-#define FILTER_STRUCT_COST (sizeof(struct bf_filter) + 32)
-#define LAYER_ENTRY_COST   (sizeof(struct bf_layer))
+/* The filter's own structure, as the heap holds it (its first layer's entry, f->layer0,
+ * included). */
+#define FILTER_STRUCT_COST (sizeof(struct bf_filter) + 16)
+
+/* The heap array that holds a filter's layer entries once it has more than one (one is
+ * f->layer0, inside the structure), with its allocation header. */
+static uint64_t table_cost(unsigned nlayers)
+{
+	return nlayers > 1 ? nlayers * sizeof(struct bf_layer) + 16 : 0;
+}
 
 struct bf_filter *bf_filter_alloc(void)
 {
@@ -163,16 +169,36 @@ int bf_filter_layers_reserve(struct bf_filter *f, unsigned n)
 		return 0;
 	if (n > BF_MAX_LAYERS)
 		return -ENOMEM;
+	if (n == 1) {
+		memset(&f->layer0, 0, sizeof(f->layer0));
+		f->layers = &f->layer0;
+		f->layers_cap = 1;
+		return 0;
+	}
 	unsigned cap = f->layers_cap * 2 > n ? f->layers_cap * 2 : n;
 	if (cap > BF_MAX_LAYERS)
 		cap = BF_MAX_LAYERS;
-	struct bf_layer *l = realloc(f->layers, cap * sizeof(*l));
+	bool inside = f->layers == &f->layer0;
+	struct bf_layer *l = realloc(inside ? NULL : f->layers, cap * sizeof(*l));
 	if (!l)
 		return -ENOMEM;
+	if (inside) {
+		l[0] = f->layer0;
+		memset(&f->layer0, 0, sizeof(f->layer0));
+	}
 	memset(l + f->layers_cap, 0, (cap - f->layers_cap) * sizeof(*l));
 	f->layers = l;
 	f->layers_cap = cap;
 	return 0;
+}
+
+/* Free the layer table (not the layers' blocks): f has no layers after. */
+static void layers_release(struct bf_filter *f)
+{
+	if (f->layers != &f->layer0)
+		free(f->layers);
+	f->layers = NULL;
+	f->layers_cap = 0;
 }
 
 /*
@@ -205,7 +231,8 @@ static int grow(struct bf_filter *f, uint64_t extra)
 	uint64_t bytes = nblocks * BF_BLOCK_BYTES;
 	if (bf_filter_layers_reserve(f, f->nlayers + 1))
 		return -ENOMEM;
-	uint64_t charge = bf_layer_cost(bytes) + LAYER_ENTRY_COST + extra;
+	uint64_t charge =
+	    bf_layer_cost(bytes) + table_cost(f->nlayers + 1) - table_cost(f->nlayers) + extra;
 	rc = bf_budget_reserve(f->budget, charge);
 	if (rc)
 		return rc;
@@ -239,7 +266,7 @@ int bf_filter_new(const struct bf_params *p, uint64_t seed, struct bf_budget *bu
 	f->budget = budget;
 	rc = grow(f, FILTER_STRUCT_COST);
 	if (rc) {
-		free(f->layers);
+		layers_release(f);
 		free(f);
 		return rc;
 	}
@@ -254,9 +281,7 @@ void bf_filter_page_out(struct bf_filter *f)
 	f->paged_layers = (uint16_t)f->nlayers;
 	for (unsigned i = 0; i < f->nlayers; i++)
 		bf_layer_free(&f->layers[i]);
-	free(f->layers);
-	f->layers = NULL;
-	f->layers_cap = 0;
+	layers_release(f);
 	f->nlayers = 0;
 	bf_budget_release(f->budget, cost - bf_filter_cost(f));
 	f->paged = true;
@@ -275,7 +300,13 @@ int bf_filter_page_in(struct bf_filter *f, struct bf_filter *copy)
 	uint64_t more = bf_filter_cost(copy) - FILTER_STRUCT_COST;
 	if (bf_budget_reserve(f->budget, more))
 		return -ENOMEM;
-	f->layers = copy->layers;
+	/* A single layer is copy's layer0: its entry moves into f's own. */
+	if (copy->layers == &copy->layer0) {
+		f->layer0 = copy->layer0;
+		f->layers = &f->layer0;
+	} else {
+		f->layers = copy->layers;
+	}
 	f->layers_cap = copy->layers_cap;
 	f->nlayers = copy->nlayers;
 	f->items = copy->items;
@@ -294,7 +325,7 @@ void bf_filter_free(struct bf_filter *f)
 	bf_budget_release(f->budget, bf_filter_cost(f));
 	for (unsigned i = 0; i < f->nlayers; i++)
 		bf_layer_free(&f->layers[i]);
-	free(f->layers);
+	layers_release(f);
 	if (f->name != f->name_buf)
 		free(f->name);
 	free(f);
@@ -302,10 +333,10 @@ void bf_filter_free(struct bf_filter *f)
 
 uint64_t bf_filter_cost(const struct bf_filter *f)
 {
-	uint64_t c = FILTER_STRUCT_COST;
+	uint64_t c = FILTER_STRUCT_COST + table_cost(f->nlayers);
 
 	for (unsigned i = 0; i < f->nlayers; i++)
-		c += bf_layer_cost(bf_layer_bytes(&f->layers[i])) + LAYER_ENTRY_COST;
+		c += bf_layer_cost(bf_layer_bytes(&f->layers[i]));
 	return c;
 }
 

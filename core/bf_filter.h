@@ -103,9 +103,15 @@ struct bf_filter {
 	struct bf_budget *budget; /* may be NULL: no accounting */
 	void *owner; /* the owner's own per-filter data (the server's snapshot entry); core never
 		      * reads it, and a copy does not carry it */
-	unsigned nlayers;	 /* layers in use, at most BF_MAX_LAYERS */
-	unsigned layers_cap;	 /* layers allocated (bf_filter_layers_reserve) */
-	struct bf_layer *layers; /* heap array: a small filter holds one, not BF_MAX_LAYERS */
+	unsigned nlayers;    /* layers in use, at most BF_MAX_LAYERS */
+	unsigned layers_cap; /* layers allocated (bf_filter_layers_reserve) */
+	/*
+	 * &layer0 while the filter has one layer (most filters never grow: a heap array of one
+	 * would cost a second allocation), else a heap array of layers_cap; NULL with none. A
+	 * filter is therefore never copied by value or moved: layers may point into it.
+	 */
+	struct bf_layer *layers;
+	struct bf_layer layer0;
 };
 
 /* Its layers (those it had, while paged out). */
@@ -124,8 +130,9 @@ struct bf_filter *bf_filter_alloc(void);
 int bf_filter_set_name(struct bf_filter *f, const char *name, size_t len);
 
 /*
- * Core only: make room for n layers (n <= BF_MAX_LAYERS) in f->layers, which may move; the
- * new entries are zeroed. 0 or -ENOMEM (nothing changed).
+ * Core only: make room for n layers (n <= BF_MAX_LAYERS) in f->layers, which may move (room for
+ * one is f->layer0; for more, a heap array); the new entries are zeroed. 0 or -ENOMEM (nothing
+ * changed).
  */
 int bf_filter_layers_reserve(struct bf_filter *f, unsigned n);
 

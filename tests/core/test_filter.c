@@ -519,6 +519,46 @@ START_TEST(batch_add_stops_at_first_error)
 }
 END_TEST
 
+/* A filter of one layer keeps its entry inside the structure (f->layer0); a clone, a page-out
+ * and a page-in, and growth to a second layer each keep or move it without a dangling copy. */
+START_TEST(first_layer_inside_the_structure)
+{
+	struct bf_params params = {.capacity = 100, .error_rate = 0.01, .expansion = 2};
+	struct bf_budget budget = {0};
+	struct bf_filter *f, *c;
+	ck_assert_int_eq(bf_filter_new(&params, 5, &budget, &f), 0);
+	ck_assert_ptr_eq(f->layers, &f->layer0);
+	add_range(f, 0, 50);
+	for (int round = 0; round < 2; round++) {
+		unsigned nlayers = f->nlayers;
+		ck_assert_int_eq(bf_filter_clone(f, &c), 0);
+		ck_assert_uint_eq(c->nlayers, nlayers);
+		ck_assert_int_eq(c->layers == &c->layer0, nlayers == 1);
+		for (unsigned l = 0; l < nlayers; l++)
+			ck_assert_mem_eq(c->layers[l].blocks, f->layers[l].blocks,
+					 bf_layer_bytes(&f->layers[l]));
+		uint64_t cost = bf_filter_cost(f);
+		ck_assert_uint_eq(budget.used, cost);
+		bf_filter_page_out(f);
+		ck_assert_ptr_null(f->layers);
+		ck_assert_uint_lt(budget.used, cost);
+		ck_assert_int_eq(bf_filter_page_in(f, c), 0);
+		ck_assert_int_eq(f->layers == &f->layer0, nlayers == 1);
+		ck_assert_uint_eq(f->nlayers, nlayers);
+		ck_assert_uint_eq(budget.used, cost);
+		assert_all_present(f, round ? 150 : 50);
+		/* Grow past one layer: the entry moves to a heap array. */
+		add_range(f, 50, 150);
+		ck_assert_uint_gt(f->nlayers, 1);
+		ck_assert_ptr_ne(f->layers, &f->layer0);
+		ck_assert_uint_eq(budget.used, bf_filter_cost(f));
+		assert_all_present(f, 150);
+	}
+	bf_filter_free(f);
+	ck_assert_uint_eq(budget.used, 0);
+}
+END_TEST
+
 START_TEST(params_validation)
 {
 	struct bf_filter *f = NULL;
@@ -558,6 +598,7 @@ static Suite *filter_suite(void)
 	tcase_add_loop_test(tc, counting_delete_across_layers_loses_nothing, 0, 2);
 	tcase_add_test(tc, counting_random_adds_and_deletes_match_model);
 	tcase_add_test(tc, counting_readd_after_growth_deletes_cleanly);
+	tcase_add_test(tc, first_layer_inside_the_structure);
 	tcase_add_test(tc, plain_delete_not_supported);
 	tcase_add_test(tc, stats_and_duplicates);
 	tcase_add_test(tc, fpr_estimate_keeps_tiny_rates);
