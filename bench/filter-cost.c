@@ -63,7 +63,7 @@ int main(int argc, char **argv)
 	       chunk(f->layers[0].blocks));
 	printf("| its name (%zu bytes: in name_buf below 24) | %zu |\n", f->name_len,
 	       f->name == f->name_buf ? 0 : chunk(f->name));
-	printf("| registry: the rest (hash entry, bucket slots) | %.1f |\n",
+	printf("| the rest (registry bucket slots, allocator slack) | %.1f |\n",
 	       (double)(h1 - h0) / (double)n -
 		   (double)(chunk(f) + chunk(table) + chunk(f->layers[0].blocks)));
 	bf_registry_free(r);

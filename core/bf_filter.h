@@ -103,6 +103,10 @@ struct bf_filter {
 	struct bf_budget *budget; /* may be NULL: no accounting */
 	void *owner; /* the owner's own per-filter data (the server's snapshot entry); core never
 		      * reads it, and a copy does not carry it */
+	/* The registry's own (core/bf_registry.c), as an intrusive entry of its hash table: the
+	 * next filter in f's bucket, and the hash of f's name. A copy does not carry them. */
+	struct bf_filter *reg_next;
+	uint64_t reg_hash;
 	unsigned nlayers;    /* layers in use, at most BF_MAX_LAYERS */
 	unsigned layers_cap; /* layers allocated (bf_filter_layers_reserve) */
 	/*

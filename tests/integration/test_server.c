@@ -1278,7 +1278,7 @@ START_TEST(test_max_memory_counts_everything)
 				: "HTTP",
 		       n, after - before);
 		ck_assert_uint_gt(n, 500);
-		/* Each is charged its structure, layer entry, name and registry entry, not only
+		/* Each is charged its structure, name and share of the registry's buckets, not only
 		 * its 64 bytes of bits: well over 512 bytes. */
 		ck_assert_uint_lt(n, 8u << 20 >> 9);
 		if (measured)
