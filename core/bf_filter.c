@@ -340,10 +340,37 @@ uint64_t bf_filter_cost(const struct bf_filter *f)
 	return c;
 }
 
+void bf_stats_encode(const struct bf_stats *s, uint64_t out[BF_STATS_WORDS])
+{
+	out[0] = bf_stats_checks(s);
+	out[1] = s->check_hits;
+	out[2] = s->check_misses;
+	out[3] = bf_stats_sets(s);
+	out[4] = s->set_hits;
+	out[5] = s->set_misses;
+	out[6] = bf_stats_deletes(s);
+	out[7] = s->delete_hits;
+	out[8] = s->delete_misses;
+}
+
+void bf_stats_decode(struct bf_stats *s, const uint64_t in[BF_STATS_WORDS])
+{
+	uint64_t counted = in[4] + in[5];
+
+	*s = (struct bf_stats){
+	    .check_hits = in[1],
+	    .check_misses = in[2],
+	    .set_hits = in[4],
+	    .set_misses = in[5],
+	    .set_fails = in[3] > counted ? in[3] - counted : 0,
+	    .delete_hits = in[7],
+	    .delete_misses = in[8],
+	};
+}
+
 /* Branch-free, for the reason given in bf_filter_paths.h. */
 static inline void count_check(struct bf_filter *f, bool hit)
 {
-	f->stats.checks++;
 	f->stats.check_hits += hit;
 	f->stats.check_misses += !hit;
 }
@@ -434,7 +461,6 @@ static int add_counting(struct bf_filter *f, struct bf_hash h)
 	l->items++;
 	f->items++;
 	f->changes++;
-	f->stats.sets++;
 	f->stats.set_hits += is_new;
 	f->stats.set_misses += !is_new;
 	return is_new;
@@ -447,8 +473,8 @@ static int add_hashed(struct bf_filter *f, struct bf_hash h)
 
 	struct bf_layer *top = &f->layers[f->nlayers - 1];
 	bool present = false;
+	int rc;
 
-	f->stats.sets++;
 	/* Older layers first; the top layer's add itself tells, unless it is full. */
 	for (unsigned i = 0; i + 1 < f->nlayers && !present; i++)
 		present = bf_layer_check(&f->layers[i], h);
@@ -458,11 +484,11 @@ static int add_hashed(struct bf_filter *f, struct bf_hash h)
 		goto duplicate;
 
 	if (top->items >= top->capacity) {
-		if (f->params.expansion == 0)
-			return -ENOSPC;
-		int rc = grow(f, 0);
-		if (rc)
+		rc = f->params.expansion == 0 ? -ENOSPC : grow(f, 0);
+		if (rc) {
+			f->stats.set_fails++;
 			return rc;
+		}
 		top = &f->layers[f->nlayers - 1];
 	}
 	if (!bf_layer_add(top, h))
@@ -504,7 +530,6 @@ int bf_filter_delete_hash(struct bf_filter *f, struct bf_hash h)
 
 	struct bf_layer *l = NULL;
 
-	f->stats.deletes++;
 	for (unsigned i = 0; i < f->nlayers; i++) {
 		if (!bf_layer_check(&f->layers[i], h))
 			continue;

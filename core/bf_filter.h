@@ -67,11 +67,41 @@ int bf_budget_reserve(struct bf_budget *b, uint64_t bytes);
 uint64_t bf_budget_room(const struct bf_budget *b);
 void bf_budget_release(struct bf_budget *b, uint64_t bytes);
 
+/*
+ * A filter's counters. The totals are not stored: checks are check_hits + check_misses, deletes
+ * delete_hits + delete_misses, and sets set_hits + set_misses + set_fails (bf_stats_checks,
+ * bf_stats_sets, bf_stats_deletes). Snapshots keep all nine counters (BF_STATS_WORDS, in the
+ * order bf_stats_encode writes them), as the files always did.
+ */
 struct bf_stats {
-	uint64_t checks, check_hits, check_misses;
-	uint64_t sets, set_hits, set_misses; /* set_hits: the key was new */
-	uint64_t deletes, delete_hits, delete_misses;
+	uint64_t check_hits, check_misses;
+	uint64_t set_hits, set_misses; /* set_hits: the key was new */
+	uint64_t set_fails;	       /* adds to a plain filter refused (full, or out of memory) */
+	uint64_t delete_hits, delete_misses;
 };
+
+static inline uint64_t bf_stats_checks(const struct bf_stats *s)
+{
+	return s->check_hits + s->check_misses;
+}
+
+static inline uint64_t bf_stats_sets(const struct bf_stats *s)
+{
+	return s->set_hits + s->set_misses + s->set_fails;
+}
+
+static inline uint64_t bf_stats_deletes(const struct bf_stats *s)
+{
+	return s->delete_hits + s->delete_misses;
+}
+
+/* The counters as snapshots hold them: checks, check_hits, check_misses, sets, set_hits,
+ * set_misses, deletes, delete_hits, delete_misses. */
+#define BF_STATS_WORDS 9
+void bf_stats_encode(const struct bf_stats *s, uint64_t out[BF_STATS_WORDS]);
+/* The totals read are not kept: sets beyond hits and misses are set_fails; checks and deletes
+ * are their hits and misses again. */
+void bf_stats_decode(struct bf_stats *s, const uint64_t in[BF_STATS_WORDS]);
 
 /*
  * Outside core/ every field is read-only, and layers (their blocks, their number, f->bytes) are

@@ -435,10 +435,10 @@ START_TEST(stats_and_duplicates)
 	ck_assert_int_eq(has(f, 'k', 1), 1);
 	ck_assert_int_eq(has(f, 'x', 1), 0);
 	ck_assert_uint_eq(f->items, 2);
-	ck_assert_uint_eq(f->stats.sets, 3);
+	ck_assert_uint_eq(bf_stats_sets(&f->stats), 3);
 	ck_assert_uint_eq(f->stats.set_hits, 2);
 	ck_assert_uint_eq(f->stats.set_misses, 1);
-	ck_assert_uint_eq(f->stats.checks, 2);
+	ck_assert_uint_eq(bf_stats_checks(&f->stats), 2);
 	ck_assert_uint_eq(f->stats.check_hits, 1);
 	ck_assert_uint_eq(f->stats.check_misses, 1);
 	ck_assert_uint_eq(bf_filter_capacity(f), 100);
@@ -448,6 +448,36 @@ START_TEST(stats_and_duplicates)
 	ck_assert_int_eq(bf_filter_check(f, NULL, 0), 0);
 	ck_assert_int_eq(bf_filter_add(f, NULL, 0), 1);
 	ck_assert_int_eq(bf_filter_check(f, "", 0), 1);
+	bf_filter_free(f);
+}
+END_TEST
+
+/* A refused add of a plain filter counts as a set, neither hit nor miss (set_fails), and the
+ * nine counters a snapshot holds give the same counts back. */
+START_TEST(refused_adds_count_as_sets)
+{
+	struct bf_params params = {.capacity = 3, .error_rate = 0.01, .expansion = 0};
+	struct bf_filter *f;
+	ck_assert_int_eq(bf_filter_new(&params, 4, NULL, &f), 0);
+	add_range(f, 0, 3);
+	ck_assert_int_eq(add(f, 1), 0);
+	ck_assert_int_eq(add(f, 100), -ENOSPC);
+	ck_assert_int_eq(has(f, 'k', 1), 1);
+	ck_assert_uint_eq(bf_stats_sets(&f->stats), 5);
+	ck_assert_uint_eq(f->stats.set_hits, 3);
+	ck_assert_uint_eq(f->stats.set_misses, 1);
+	ck_assert_uint_eq(f->stats.set_fails, 1);
+	uint64_t words[BF_STATS_WORDS];
+	bf_stats_encode(&f->stats, words);
+	uint64_t expect[BF_STATS_WORDS] = {1, 1, 0, 5, 3, 1, 0, 0, 0};
+	ck_assert_mem_eq(words, expect, sizeof(words));
+	struct bf_stats back;
+	bf_stats_decode(&back, words);
+	ck_assert_mem_eq(&back, &f->stats, sizeof(back));
+	/* A total below its hits and misses (no file has one) is taken as no failures. */
+	words[3] = 2;
+	bf_stats_decode(&back, words);
+	ck_assert_uint_eq(back.set_fails, 0);
 	bf_filter_free(f);
 }
 END_TEST
@@ -599,6 +629,7 @@ static Suite *filter_suite(void)
 	tcase_add_test(tc, counting_random_adds_and_deletes_match_model);
 	tcase_add_test(tc, counting_readd_after_growth_deletes_cleanly);
 	tcase_add_test(tc, first_layer_inside_the_structure);
+	tcase_add_test(tc, refused_adds_count_as_sets);
 	tcase_add_test(tc, plain_delete_not_supported);
 	tcase_add_test(tc, stats_and_duplicates);
 	tcase_add_test(tc, fpr_estimate_keeps_tiny_rates);
