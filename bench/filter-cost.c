@@ -61,7 +61,7 @@ int main(int argc, char **argv)
 	       chunk(table));
 	printf("| its bits (%llu bytes, 64-byte aligned) | %zu |\n", (unsigned long long)f->bytes,
 	       chunk(f->layers[0].blocks));
-	printf("| its name (%zu bytes: in name_buf below 24) | %zu |\n", f->name_len,
+	printf("| its name (%u bytes: in name_buf below 24) | %zu |\n", f->name_len,
 	       f->name == f->name_buf ? 0 : chunk(f->name));
 	printf("| the rest (registry bucket slots, allocator slack) | %.1f |\n",
 	       (double)(h1 - h0) / (double)n -

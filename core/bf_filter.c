@@ -159,7 +159,7 @@ int bf_filter_set_name(struct bf_filter *f, const char *name, size_t len)
 	if (f->name != f->name_buf)
 		free(f->name);
 	f->name = to;
-	f->name_len = len;
+	f->name_len = (uint8_t)len;
 	return 0;
 }
 
@@ -188,7 +188,7 @@ int bf_filter_layers_reserve(struct bf_filter *f, unsigned n)
 	}
 	memset(l + f->layers_cap, 0, (cap - f->layers_cap) * sizeof(*l));
 	f->layers = l;
-	f->layers_cap = cap;
+	f->layers_cap = (uint16_t)cap;
 	return 0;
 }
 
@@ -278,7 +278,7 @@ void bf_filter_page_out(struct bf_filter *f)
 {
 	uint64_t cost = bf_filter_cost(f);
 
-	f->paged_layers = (uint16_t)f->nlayers;
+	f->paged_layers = f->nlayers;
 	for (unsigned i = 0; i < f->nlayers; i++)
 		bf_layer_free(&f->layers[i]);
 	layers_release(f);
@@ -633,7 +633,7 @@ int bf_filter_copy_grow(struct bf_filter *c, const struct bf_filter *f)
 					l->error_rate);
 		if (rc)
 			return -ENOMEM;
-		c->nlayers = i + 1;
+		c->nlayers = (uint16_t)(i + 1);
 		c->bytes += bf_layer_bytes(l);
 	}
 	return 0;

@@ -11,8 +11,9 @@
  * new entries, and each change moves REHASH_STEP buckets of the old one over (a million
  * filters are never moved in one go on the loop: that was ~30 ms). Lookups look in both.
  *
- * The chains are intrusive: a filter is its own entry (f->reg_next, f->reg_hash), so a filter
- * costs the registry no allocation of its own, only its share of the buckets.
+ * The chains are intrusive: a filter is its own entry (f->reg_next), so a filter costs the
+ * registry no allocation of its own, only its share of the buckets. Its name's hash is not
+ * kept: a move to the larger table hashes the name again (a rehash moves each filter once).
  */
 #define REHASH_STEP 4
 
@@ -221,7 +222,7 @@ static struct bf_filter **find(const struct bf_registry *r, const char *name, si
 
 	for (; *pp; pp = &(*pp)->reg_next) {
 		const struct bf_filter *f = *pp;
-		if (f->reg_hash == hash && f->name_len == len && memcmp(f->name, name, len) == 0)
+		if (f->name_len == len && memcmp(f->name, name, len) == 0)
 			break;
 	}
 	return pp;
@@ -236,7 +237,8 @@ static void rehash_step(struct bf_registry *r, size_t steps)
 		struct bf_filter **from = &r->t[0].b[r->rehash_pos];
 
 		for (struct bf_filter *f = *from, *next; f; f = next) {
-			struct bf_filter **to = &r->t[1].b[f->reg_hash & (r->t[1].n - 1)];
+			uint64_t hash = name_hash(f->name, f->name_len);
+			struct bf_filter **to = &r->t[1].b[hash & (r->t[1].n - 1)];
 
 			next = f->reg_next;
 			f->reg_next = *to;
@@ -306,7 +308,6 @@ static int insert(struct bf_registry *r, const char *name, size_t len, uint64_t 
 {
 	if (bf_filter_set_name(f, name, len))
 		return -ENOMEM;
-	f->reg_hash = hash;
 	rehash_step(r, REHASH_STEP);
 	struct bf_filter **head = bucket(r, hash);
 	f->reg_next = *head;
@@ -411,7 +412,6 @@ int bf_registry_rename(struct bf_registry *r, struct bf_filter *f, const char *n
 	if (rc)
 		return rc;
 	*pp = f->reg_next;
-	f->reg_hash = hash;
 	struct bf_filter **head = bucket(r, hash);
 	f->reg_next = *head;
 	*head = f;
