@@ -54,15 +54,18 @@ int main(int argc, char **argv)
 	printf("| piece | bytes (as allocated) |\n|---|---:|\n");
 	printf("| struct bf_filter (sizeof %zu) | %zu |\n", sizeof(struct bf_filter), chunk(f));
 	printf("| (of which statistics, struct bf_stats) | (%zu) |\n", sizeof(struct bf_stats));
-	printf("| its layer table (sizeof struct bf_layer %zu, x%u) | %zu |\n",
-	       sizeof(struct bf_layer), f->layers_cap, chunk(f->layers));
+	/* One layer is f->layer0, inside the structure; more are a heap array. */
+	const void *table = f->layers == &f->layer0 ? NULL : f->layers;
+	printf("| its layer table (sizeof struct bf_layer %zu, x%u%s) | %zu |\n",
+	       sizeof(struct bf_layer), f->layers_cap, table ? "" : ", inside the structure",
+	       chunk(table));
 	printf("| its bits (%llu bytes, 64-byte aligned) | %zu |\n", (unsigned long long)f->bytes,
 	       chunk(f->layers[0].blocks));
-	printf("| its name (%zu bytes: in name_buf below 24) | %zu |\n", f->name_len,
+	printf("| its name (%u bytes: in name_buf below 24) | %zu |\n", f->name_len,
 	       f->name == f->name_buf ? 0 : chunk(f->name));
-	printf("| registry: the rest (hash entry, bucket slots) | %.1f |\n",
+	printf("| the rest (registry bucket slots, allocator slack) | %.1f |\n",
 	       (double)(h1 - h0) / (double)n -
-		   (double)(chunk(f) + chunk(f->layers) + chunk(f->layers[0].blocks)));
+		   (double)(chunk(f) + chunk(table) + chunk(f->layers[0].blocks)));
 	bf_registry_free(r);
 	return 0;
 }

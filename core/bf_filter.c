@@ -125,10 +125,16 @@ double bf_filter_choose_ratio(enum bf_type type, double error_rate, uint32_t exp
 	return best;
 }
 
-/* The filter's own structure, as the heap holds it; each layer adds its entry in the layer
- * array to its blocks' cost (the array's allocation header is counted in the structure's). */
-#define FILTER_STRUCT_COST (sizeof(struct bf_filter) + 32)
-#define LAYER_ENTRY_COST   (sizeof(struct bf_layer))
+/* The filter's own structure, as the heap holds it (its first layer's entry, f->layer0,
+ * included). */
+#define FILTER_STRUCT_COST (sizeof(struct bf_filter) + 16)
+
+/* The heap array that holds a filter's layer entries once it has more than one (one is
+ * f->layer0, inside the structure), with its allocation header. */
+static uint64_t table_cost(unsigned nlayers)
+{
+	return nlayers > 1 ? nlayers * sizeof(struct bf_layer) + 16 : 0;
+}
 
 struct bf_filter *bf_filter_alloc(void)
 {
@@ -153,7 +159,7 @@ int bf_filter_set_name(struct bf_filter *f, const char *name, size_t len)
 	if (f->name != f->name_buf)
 		free(f->name);
 	f->name = to;
-	f->name_len = len;
+	f->name_len = (uint8_t)len;
 	return 0;
 }
 
@@ -163,16 +169,36 @@ int bf_filter_layers_reserve(struct bf_filter *f, unsigned n)
 		return 0;
 	if (n > BF_MAX_LAYERS)
 		return -ENOMEM;
+	if (n == 1) {
+		memset(&f->layer0, 0, sizeof(f->layer0));
+		f->layers = &f->layer0;
+		f->layers_cap = 1;
+		return 0;
+	}
 	unsigned cap = f->layers_cap * 2 > n ? f->layers_cap * 2 : n;
 	if (cap > BF_MAX_LAYERS)
 		cap = BF_MAX_LAYERS;
-	struct bf_layer *l = realloc(f->layers, cap * sizeof(*l));
+	bool inside = f->layers == &f->layer0;
+	struct bf_layer *l = realloc(inside ? NULL : f->layers, cap * sizeof(*l));
 	if (!l)
 		return -ENOMEM;
+	if (inside) {
+		l[0] = f->layer0;
+		memset(&f->layer0, 0, sizeof(f->layer0));
+	}
 	memset(l + f->layers_cap, 0, (cap - f->layers_cap) * sizeof(*l));
 	f->layers = l;
-	f->layers_cap = cap;
+	f->layers_cap = (uint16_t)cap;
 	return 0;
+}
+
+/* Free the layer table (not the layers' blocks): f has no layers after. */
+static void layers_release(struct bf_filter *f)
+{
+	if (f->layers != &f->layer0)
+		free(f->layers);
+	f->layers = NULL;
+	f->layers_cap = 0;
 }
 
 /*
@@ -205,7 +231,8 @@ static int grow(struct bf_filter *f, uint64_t extra)
 	uint64_t bytes = nblocks * BF_BLOCK_BYTES;
 	if (bf_filter_layers_reserve(f, f->nlayers + 1))
 		return -ENOMEM;
-	uint64_t charge = bf_layer_cost(bytes) + LAYER_ENTRY_COST + extra;
+	uint64_t charge =
+	    bf_layer_cost(bytes) + table_cost(f->nlayers + 1) - table_cost(f->nlayers) + extra;
 	rc = bf_budget_reserve(f->budget, charge);
 	if (rc)
 		return rc;
@@ -239,7 +266,7 @@ int bf_filter_new(const struct bf_params *p, uint64_t seed, struct bf_budget *bu
 	f->budget = budget;
 	rc = grow(f, FILTER_STRUCT_COST);
 	if (rc) {
-		free(f->layers);
+		layers_release(f);
 		free(f);
 		return rc;
 	}
@@ -251,12 +278,10 @@ void bf_filter_page_out(struct bf_filter *f)
 {
 	uint64_t cost = bf_filter_cost(f);
 
-	f->paged_layers = (uint16_t)f->nlayers;
+	f->paged_layers = f->nlayers;
 	for (unsigned i = 0; i < f->nlayers; i++)
 		bf_layer_free(&f->layers[i]);
-	free(f->layers);
-	f->layers = NULL;
-	f->layers_cap = 0;
+	layers_release(f);
 	f->nlayers = 0;
 	bf_budget_release(f->budget, cost - bf_filter_cost(f));
 	f->paged = true;
@@ -275,7 +300,13 @@ int bf_filter_page_in(struct bf_filter *f, struct bf_filter *copy)
 	uint64_t more = bf_filter_cost(copy) - FILTER_STRUCT_COST;
 	if (bf_budget_reserve(f->budget, more))
 		return -ENOMEM;
-	f->layers = copy->layers;
+	/* A single layer is copy's layer0: its entry moves into f's own. */
+	if (copy->layers == &copy->layer0) {
+		f->layer0 = copy->layer0;
+		f->layers = &f->layer0;
+	} else {
+		f->layers = copy->layers;
+	}
 	f->layers_cap = copy->layers_cap;
 	f->nlayers = copy->nlayers;
 	f->items = copy->items;
@@ -294,7 +325,7 @@ void bf_filter_free(struct bf_filter *f)
 	bf_budget_release(f->budget, bf_filter_cost(f));
 	for (unsigned i = 0; i < f->nlayers; i++)
 		bf_layer_free(&f->layers[i]);
-	free(f->layers);
+	layers_release(f);
 	if (f->name != f->name_buf)
 		free(f->name);
 	free(f);
@@ -302,17 +333,44 @@ void bf_filter_free(struct bf_filter *f)
 
 uint64_t bf_filter_cost(const struct bf_filter *f)
 {
-	uint64_t c = FILTER_STRUCT_COST;
+	uint64_t c = FILTER_STRUCT_COST + table_cost(f->nlayers);
 
 	for (unsigned i = 0; i < f->nlayers; i++)
-		c += bf_layer_cost(bf_layer_bytes(&f->layers[i])) + LAYER_ENTRY_COST;
+		c += bf_layer_cost(bf_layer_bytes(&f->layers[i]));
 	return c;
+}
+
+void bf_stats_encode(const struct bf_stats *s, uint64_t out[BF_STATS_WORDS])
+{
+	out[0] = bf_stats_checks(s);
+	out[1] = s->check_hits;
+	out[2] = s->check_misses;
+	out[3] = bf_stats_sets(s);
+	out[4] = s->set_hits;
+	out[5] = s->set_misses;
+	out[6] = bf_stats_deletes(s);
+	out[7] = s->delete_hits;
+	out[8] = s->delete_misses;
+}
+
+void bf_stats_decode(struct bf_stats *s, const uint64_t in[BF_STATS_WORDS])
+{
+	uint64_t counted = in[4] + in[5];
+
+	*s = (struct bf_stats){
+	    .check_hits = in[1],
+	    .check_misses = in[2],
+	    .set_hits = in[4],
+	    .set_misses = in[5],
+	    .set_fails = in[3] > counted ? in[3] - counted : 0,
+	    .delete_hits = in[7],
+	    .delete_misses = in[8],
+	};
 }
 
 /* Branch-free, for the reason given in bf_filter_paths.h. */
 static inline void count_check(struct bf_filter *f, bool hit)
 {
-	f->stats.checks++;
 	f->stats.check_hits += hit;
 	f->stats.check_misses += !hit;
 }
@@ -403,7 +461,6 @@ static int add_counting(struct bf_filter *f, struct bf_hash h)
 	l->items++;
 	f->items++;
 	f->changes++;
-	f->stats.sets++;
 	f->stats.set_hits += is_new;
 	f->stats.set_misses += !is_new;
 	return is_new;
@@ -416,8 +473,8 @@ static int add_hashed(struct bf_filter *f, struct bf_hash h)
 
 	struct bf_layer *top = &f->layers[f->nlayers - 1];
 	bool present = false;
+	int rc;
 
-	f->stats.sets++;
 	/* Older layers first; the top layer's add itself tells, unless it is full. */
 	for (unsigned i = 0; i + 1 < f->nlayers && !present; i++)
 		present = bf_layer_check(&f->layers[i], h);
@@ -427,11 +484,11 @@ static int add_hashed(struct bf_filter *f, struct bf_hash h)
 		goto duplicate;
 
 	if (top->items >= top->capacity) {
-		if (f->params.expansion == 0)
-			return -ENOSPC;
-		int rc = grow(f, 0);
-		if (rc)
+		rc = f->params.expansion == 0 ? -ENOSPC : grow(f, 0);
+		if (rc) {
+			f->stats.set_fails++;
 			return rc;
+		}
 		top = &f->layers[f->nlayers - 1];
 	}
 	if (!bf_layer_add(top, h))
@@ -473,7 +530,6 @@ int bf_filter_delete_hash(struct bf_filter *f, struct bf_hash h)
 
 	struct bf_layer *l = NULL;
 
-	f->stats.deletes++;
 	for (unsigned i = 0; i < f->nlayers; i++) {
 		if (!bf_layer_check(&f->layers[i], h))
 			continue;
@@ -577,7 +633,7 @@ int bf_filter_copy_grow(struct bf_filter *c, const struct bf_filter *f)
 					l->error_rate);
 		if (rc)
 			return -ENOMEM;
-		c->nlayers = i + 1;
+		c->nlayers = (uint16_t)(i + 1);
 		c->bytes += bf_layer_bytes(l);
 	}
 	return 0;

@@ -67,11 +67,41 @@ int bf_budget_reserve(struct bf_budget *b, uint64_t bytes);
 uint64_t bf_budget_room(const struct bf_budget *b);
 void bf_budget_release(struct bf_budget *b, uint64_t bytes);
 
+/*
+ * A filter's counters. The totals are not stored: checks are check_hits + check_misses, deletes
+ * delete_hits + delete_misses, and sets set_hits + set_misses + set_fails (bf_stats_checks,
+ * bf_stats_sets, bf_stats_deletes). Snapshots keep all nine counters (BF_STATS_WORDS, in the
+ * order bf_stats_encode writes them), as the files always did.
+ */
 struct bf_stats {
-	uint64_t checks, check_hits, check_misses;
-	uint64_t sets, set_hits, set_misses; /* set_hits: the key was new */
-	uint64_t deletes, delete_hits, delete_misses;
+	uint64_t check_hits, check_misses;
+	uint64_t set_hits, set_misses; /* set_hits: the key was new */
+	uint64_t set_fails;	       /* adds to a plain filter refused (full, or out of memory) */
+	uint64_t delete_hits, delete_misses;
 };
+
+static inline uint64_t bf_stats_checks(const struct bf_stats *s)
+{
+	return s->check_hits + s->check_misses;
+}
+
+static inline uint64_t bf_stats_sets(const struct bf_stats *s)
+{
+	return s->set_hits + s->set_misses + s->set_fails;
+}
+
+static inline uint64_t bf_stats_deletes(const struct bf_stats *s)
+{
+	return s->delete_hits + s->delete_misses;
+}
+
+/* The counters as snapshots hold them: checks, check_hits, check_misses, sets, set_hits,
+ * set_misses, deletes, delete_hits, delete_misses. */
+#define BF_STATS_WORDS 9
+void bf_stats_encode(const struct bf_stats *s, uint64_t out[BF_STATS_WORDS]);
+/* The totals read are not kept: sets beyond hits and misses are set_fails; checks and deletes
+ * are their hits and misses again. */
+void bf_stats_decode(struct bf_stats *s, const uint64_t in[BF_STATS_WORDS]);
 
 /*
  * Outside core/ every field is read-only, and layers (their blocks, their number, f->bytes) are
@@ -79,34 +109,49 @@ struct bf_stats {
  * bf_filter_body_*, bf_snapshot_*). Read the layer count with bf_filter_nlayers().
  */
 struct bf_filter {
+	/* Eight-byte fields first, then the narrower ones, so that the structure has no holes:
+	 * with a million small filters every byte here is a megabyte. */
 	char *name; /* NUL-terminated for logs; name_len is authoritative; name_buf or heap */
-	size_t name_len;
-	char name_buf[24]; /* a name shorter than this lives here (bf_filter_set_name) */
+	/* The registry's own (core/bf_registry.c): the next filter in f's bucket of its hash
+	 * table, of which f is itself the entry. A copy does not carry it. */
+	struct bf_filter *reg_next;
 	struct bf_params params;
 	uint64_t seed;
-	uint64_t id; /* names the filter in log records; given by the registry, kept by snapshots */
-	uint64_t lsn;	     /* log sequence number of the last logged change to it (0: none) */
-	uint64_t expire_ms;  /* Unix time in ms at which it expires (Redis's EXPIRE); 0: never.
-			      * Set only through bf_registry_set_expire */
-	uint32_t expire_pos; /* its place in its registry's expiry heap, from 1; 0: none */
-	/* bloomd's close: paged out, its layers only on disk (nlayers 0; bytes, items and stats
-	 * kept), loaded again on its next use (bf_filter_page_out / bf_filter_page_in). */
-	bool paged;
-	uint16_t paged_layers; /* the layers it had when paged out (capacity, info) */
-	uint32_t page_ins, page_outs;
-	uint32_t used_s;  /* when it was last used, in the owner's clock (cold_interval) */
-	uint64_t items;	  /* adds that changed the filter (every add, if counting), minus deletes;
-			   * always the sum of the layers' items */
-	uint64_t bytes;	  /* sum of layer sizes (the bits; see bf_filter_cost for the memory) */
-	uint64_t changes; /* bumped by every mutation, for snapshot scheduling */
+	uint64_t id;	    /* names the filter in log records; given by the registry, kept by
+			     * snapshots */
+	uint64_t lsn;	    /* log sequence number of the last logged change to it (0: none) */
+	uint64_t expire_ms; /* Unix time in ms at which it expires (Redis's EXPIRE); 0: never.
+			     * Set only through bf_registry_set_expire */
+	uint64_t items;	    /* adds that changed the filter (every add, if counting), minus
+			     * deletes; always the sum of the layers' items */
+	uint64_t bytes;	    /* sum of layer sizes (the bits; see bf_filter_cost for the memory) */
+	uint64_t changes;   /* bumped by every mutation, for snapshot scheduling */
 	struct bf_stats stats;
 	struct bf_budget *budget; /* may be NULL: no accounting */
 	void *owner; /* the owner's own per-filter data (the server's snapshot entry); core never
 		      * reads it, and a copy does not carry it */
-	unsigned nlayers;	 /* layers in use, at most BF_MAX_LAYERS */
-	unsigned layers_cap;	 /* layers allocated (bf_filter_layers_reserve) */
-	struct bf_layer *layers; /* heap array: a small filter holds one, not BF_MAX_LAYERS */
+	/*
+	 * &layer0 while the filter has one layer (most filters never grow: a heap array of one
+	 * would cost a second allocation), else a heap array of layers_cap; NULL with none. A
+	 * filter is therefore never copied by value or moved: layers may point into it.
+	 */
+	struct bf_layer *layers;
+	struct bf_layer layer0;
+	uint32_t expire_pos; /* its place in its registry's expiry heap, from 1; 0: none */
+	uint32_t page_ins, page_outs;
+	uint32_t used_s;       /* when it was last used, in the owner's clock (cold_interval) */
+	uint16_t nlayers;      /* layers in use, at most BF_MAX_LAYERS */
+	uint16_t layers_cap;   /* layers allocated (bf_filter_layers_reserve) */
+	uint16_t paged_layers; /* the layers it had when paged out (capacity, info) */
+	/* bloomd's close: paged out, its layers only on disk (nlayers 0; bytes, items and stats
+	 * kept), loaded again on its next use (bf_filter_page_out / bf_filter_page_in). */
+	bool paged;
+	uint8_t name_len;  /* at most BF_NAME_MAX */
+	char name_buf[24]; /* a name shorter than this lives here (bf_filter_set_name) */
 };
+
+_Static_assert(BF_MAX_LAYERS <= UINT16_MAX && BF_NAME_MAX <= UINT8_MAX,
+	       "nlayers, layers_cap, paged_layers and name_len are narrow");
 
 /* Its layers (those it had, while paged out). */
 static inline unsigned bf_filter_nlayers(const struct bf_filter *f)
@@ -124,8 +169,9 @@ struct bf_filter *bf_filter_alloc(void);
 int bf_filter_set_name(struct bf_filter *f, const char *name, size_t len);
 
 /*
- * Core only: make room for n layers (n <= BF_MAX_LAYERS) in f->layers, which may move; the
- * new entries are zeroed. 0 or -ENOMEM (nothing changed).
+ * Core only: make room for n layers (n <= BF_MAX_LAYERS) in f->layers, which may move (room for
+ * one is f->layer0; for more, a heap array); the new entries are zeroed. 0 or -ENOMEM (nothing
+ * changed).
  */
 int bf_filter_layers_reserve(struct bf_filter *f, unsigned n);
 

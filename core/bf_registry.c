@@ -12,19 +12,17 @@
  * doubling is incremental, as Redis's dict rehashes: a second table twice as large takes the
  * new entries, and each change moves REHASH_STEP buckets of the old one over (a million
  * filters are never moved in one go on the loop: that was ~30 ms). Lookups look in both.
+ *
+ * The chains are intrusive: a filter is its own entry (f->reg_next), so a filter costs the
+ * registry no allocation of its own, only its share of the buckets. Its name's hash is not
+ * kept: a move to the larger table hashes the name again (a rehash moves each filter once).
  */
 #define REHASH_STEP 4
 
-struct entry {
-	struct entry *next;
-	uint64_t hash;
-	struct bf_filter *filter;
-};
-
-/* A filter's entry as the heap holds it, its share of the buckets (load factor <= 1, so at
- * most two pointers per filter after a rehash doubles them) and of the name index (leaves at
- * least half full on average: two pointers). */
-#define REGISTRY_ENTRY_COST (sizeof(struct entry) + 16 + 4 * sizeof(struct entry *))
+/* A filter's share of the buckets (load factor <= 1, so at most two pointers per filter after
+ * a rehash doubles them) and of the name index (leaves at least half full on average: two
+ * pointers). */
+#define REGISTRY_ENTRY_COST (4 * sizeof(struct bf_filter *))
 
 struct bf_registry {
 	struct bf_budget budget;
@@ -33,7 +31,7 @@ struct bf_registry {
 	/* t[0], and while rehashing (rehash_pos <= t[0].n) t[1], into which t[0]'s buckets
 	 * below rehash_pos have moved. */
 	struct table {
-		struct entry **b;
+		struct bf_filter **b;
 		size_t n; /* power of two */
 	} t[2];
 	size_t rehash_pos; /* SIZE_MAX: not rehashing */
@@ -195,10 +193,9 @@ void bf_registry_free(struct bf_registry *r)
 		return;
 	for (int k = 0; k < 2; k++) {
 		for (size_t i = 0; i < r->t[k].n; i++) {
-			for (struct entry *e = r->t[k].b[i], *next; e; e = next) {
-				next = e->next;
-				bf_filter_free(e->filter);
-				free(e);
+			for (struct bf_filter *f = r->t[k].b[i], *next; f; f = next) {
+				next = f->reg_next;
+				bf_filter_free(f);
 			}
 		}
 		free(r->t[k].b);
@@ -214,7 +211,7 @@ static bool rehashing(const struct bf_registry *r)
 }
 
 /* The bucket of hash: in t[1] if t[0]'s bucket has moved there. */
-static struct entry **bucket(const struct bf_registry *r, uint64_t hash)
+static struct bf_filter **bucket(const struct bf_registry *r, uint64_t hash)
 {
 	size_t i = hash & (r->t[0].n - 1);
 
@@ -223,13 +220,14 @@ static struct entry **bucket(const struct bf_registry *r, uint64_t hash)
 	return &r->t[0].b[i];
 }
 
-static struct entry **find(const struct bf_registry *r, const char *name, size_t len, uint64_t hash)
+static struct bf_filter **find(const struct bf_registry *r, const char *name, size_t len,
+			       uint64_t hash)
 {
-	struct entry **pp = bucket(r, hash);
+	struct bf_filter **pp = bucket(r, hash);
 
-	for (; *pp; pp = &(*pp)->next) {
-		const struct bf_filter *f = (*pp)->filter;
-		if ((*pp)->hash == hash && f->name_len == len && memcmp(f->name, name, len) == 0)
+	for (; *pp; pp = &(*pp)->reg_next) {
+		const struct bf_filter *f = *pp;
+		if (f->name_len == len && memcmp(f->name, name, len) == 0)
 			break;
 	}
 	return pp;
@@ -241,14 +239,15 @@ static void rehash_step(struct bf_registry *r, size_t steps)
 	if (!rehashing(r))
 		return;
 	for (; steps && r->rehash_pos < r->t[0].n; steps--, r->rehash_pos++) {
-		struct entry **from = &r->t[0].b[r->rehash_pos];
+		struct bf_filter **from = &r->t[0].b[r->rehash_pos];
 
-		for (struct entry *e = *from, *next; e; e = next) {
-			struct entry **to = &r->t[1].b[e->hash & (r->t[1].n - 1)];
+		for (struct bf_filter *f = *from, *next; f; f = next) {
+			uint64_t hash = name_hash(f->name, f->name_len);
+			struct bf_filter **to = &r->t[1].b[hash & (r->t[1].n - 1)];
 
-			next = e->next;
-			e->next = *to;
-			*to = e;
+			next = f->reg_next;
+			f->reg_next = *to;
+			*to = f;
 		}
 		*from = NULL;
 	}
@@ -263,7 +262,7 @@ static void rehash_step(struct bf_registry *r, size_t steps)
 /* Begin moving to a table of n buckets (a power of two, more than now). */
 static void rehash_begin(struct bf_registry *r, size_t n)
 {
-	struct entry **b;
+	struct bf_filter **b;
 
 	if (rehashing(r))
 		return;
@@ -297,33 +296,29 @@ void bf_registry_each(const struct bf_registry *r, void (*fn)(void *arg, struct 
 {
 	for (int k = 0; k < 2; k++)
 		for (size_t i = 0; i < r->t[k].n; i++)
-			for (const struct entry *e = r->t[k].b[i]; e; e = e->next)
-				fn(arg, e->filter);
+			for (struct bf_filter *f = r->t[k].b[i], *next; f; f = next) {
+				next = f->reg_next;
+				fn(arg, f);
+			}
 }
 
 struct bf_filter *bf_registry_get(const struct bf_registry *r, const char *name, size_t len)
 {
-	struct entry *e = *find(r, name, len, name_hash(name, len));
-	return e ? e->filter : NULL;
+	return *find(r, name, len, name_hash(name, len));
 }
 
 /* Link f under name; the name was validated and is absent. */
 static int insert(struct bf_registry *r, const char *name, size_t len, uint64_t hash,
 		  struct bf_filter *f)
 {
-	struct entry *e = malloc(sizeof(*e));
-	if (!e)
+	if (bf_filter_set_name(f, name, len))
 		return -ENOMEM;
-	if (bf_filter_set_name(f, name, len) || bf_index_insert(&r->names, f)) {
-		free(e);
+	if (bf_index_insert(&r->names, f))
 		return -ENOMEM;
-	}
-	e->hash = hash;
-	e->filter = f;
 	rehash_step(r, REHASH_STEP);
-	struct entry **head = bucket(r, hash);
-	e->next = *head;
-	*head = e;
+	struct bf_filter **head = bucket(r, hash);
+	f->reg_next = *head;
+	*head = f;
 	/* Doubled when full; REHASH_STEP buckets per insert move the old table over long before
 	 * the new one is full in turn. */
 	if (++r->count > r->t[0].n && !rehashing(r))
@@ -337,10 +332,10 @@ int bf_registry_create(struct bf_registry *r, const char *name, size_t len,
 	if (!bf_name_valid(name, len))
 		return -EINVAL;
 	uint64_t hash = name_hash(name, len);
-	struct entry *e = *find(r, name, len, hash);
-	if (e) {
+	struct bf_filter *found = *find(r, name, len, hash);
+	if (found) {
 		if (out)
-			*out = e->filter;
+			*out = found;
 		return -EEXIST;
 	}
 
@@ -397,17 +392,16 @@ int bf_registry_adopt(struct bf_registry *r, const char *name, size_t len, struc
 int bf_registry_drop(struct bf_registry *r, const char *name, size_t len)
 {
 	rehash_step(r, REHASH_STEP);
-	struct entry **pp = find(r, name, len, name_hash(name, len));
-	struct entry *e = *pp;
-	if (!e)
+	struct bf_filter **pp = find(r, name, len, name_hash(name, len));
+	struct bf_filter *f = *pp;
+	if (!f)
 		return -ENOENT;
-	*pp = e->next;
-	bf_index_remove(&r->names, e->filter);
-	if (e->filter->expire_pos)
-		heap_remove(r, e->filter);
-	bf_filter_free(e->filter);
+	*pp = f->reg_next;
+	bf_index_remove(&r->names, f);
+	if (f->expire_pos)
+		heap_remove(r, f);
+	bf_filter_free(f);
 	bf_budget_release(&r->budget, r->entry_cost);
-	free(e);
 	r->count--;
 	return 0;
 }
@@ -419,9 +413,8 @@ int bf_registry_rename(struct bf_registry *r, struct bf_filter *f, const char *n
 	uint64_t hash = name_hash(name, len);
 	if (*find(r, name, len, hash))
 		return -EEXIST;
-	struct entry **pp = find(r, f->name, f->name_len, name_hash(f->name, f->name_len));
-	struct entry *e = *pp;
-	if (!e || e->filter != f)
+	struct bf_filter **pp = find(r, f->name, f->name_len, name_hash(f->name, f->name_len));
+	if (*pp != f)
 		return -ENOENT;
 	/* Out of the index while the name changes; back in (under the new name, or the old one
 	 * if that failed) with memory reserved first. */
@@ -433,11 +426,10 @@ int bf_registry_rename(struct bf_registry *r, struct bf_filter *f, const char *n
 	bf_index_insert(&r->names, f);
 	if (rc)
 		return rc;
-	*pp = e->next;
-	e->hash = hash;
-	struct entry **head = bucket(r, hash);
-	e->next = *head;
-	*head = e;
+	*pp = f->reg_next;
+	struct bf_filter **head = bucket(r, hash);
+	f->reg_next = *head;
+	*head = f;
 	return 0;
 }
 
@@ -485,8 +477,10 @@ static size_t scan_bucket(const struct table *t, uint64_t i, void (*fn)(void *, 
 {
 	size_t n = 0;
 
-	for (struct entry *e = t->b[i & (t->n - 1)]; e; e = e->next, n++)
-		fn(arg, e->filter);
+	for (struct bf_filter *f = t->b[i & (t->n - 1)], *next; f; f = next, n++) {
+		next = f->reg_next;
+		fn(arg, f);
+	}
 	return n;
 }
 

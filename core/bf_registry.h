@@ -74,7 +74,7 @@ int bf_registry_drop(struct bf_registry *r, const char *name, size_t len);
 int bf_registry_list(const struct bf_registry *r, const char *prefix, size_t plen,
 		     struct bf_filter ***out, size_t *n);
 
-/* The bytes f is charged against max_memory here: its own cost and its registry entry's. */
+/* The bytes f is charged against max_memory here: its own cost and its share of the buckets. */
 uint64_t bf_registry_charge(const struct bf_registry *r, const struct bf_filter *f);
 
 /* Call fn for every filter, in no particular order; fn must not add or drop filters. */

@@ -53,7 +53,7 @@ enum {
 	OFF_MORE_LAYERS = BF_SNAPSHOT_HEADER_LEN, /* layers 32 on, version 3 on */
 };
 
-_Static_assert(OFF_STATS + sizeof(struct bf_stats) == OFF_NAME_LEN, "stats are 9 x u64");
+_Static_assert(OFF_STATS + BF_STATS_WORDS * 8 == OFF_NAME_LEN, "stats are 9 x u64");
 _Static_assert(OFF_NAME + BF_NAME_MAX <= OFF_LAYERS, "name fits");
 _Static_assert(OFF_HEADER_SUM + 8 <= BF_SNAPSHOT_HEADER_LEN, "header fits");
 
@@ -179,7 +179,9 @@ void bf_snapshot_header(const struct bf_filter *f, uint64_t generation, uint64_t
 	put64(h, OFF_GENERATION, generation);
 	put64(h, OFF_BODY_LEN, body_len);
 	put64(h, OFF_BODY_SUM, body_sum);
-	memcpy(h + OFF_STATS, &f->stats, sizeof(f->stats));
+	uint64_t stats[BF_STATS_WORDS];
+	bf_stats_encode(&f->stats, stats);
+	memcpy(h + OFF_STATS, stats, sizeof(stats));
 	put32(h, OFF_NAME_LEN, (uint32_t)f->name_len);
 	memcpy(h + OFF_NAME, f->name, f->name_len);
 	for (unsigned i = 0; i < f->nlayers; i++) {
@@ -360,7 +362,7 @@ struct snap_meta {
 	uint32_t type, expansion, persist, nlayers, name_len;
 	uint64_t capacity, seed, items, generation, body_len, id, lsn, expire_ms;
 	double error_rate, ratio, first;
-	const unsigned char *stats;  /* struct bf_stats, 9 x u64 */
+	const unsigned char *stats;  /* BF_STATS_WORDS x u64 (bf_stats_encode) */
 	const unsigned char *name;   /* name_len bytes */
 	const unsigned char *layers; /* nlayers x LAYER_ENTRY (a file header: the first 32) */
 	const unsigned char *more;   /* a file header's entries past the first 32, or NULL */
@@ -441,7 +443,9 @@ static int meta_build(const struct snap_meta *m, const struct bf_params *p, uint
 	f->id = m->id;
 	f->lsn = m->lsn;
 	f->expire_ms = m->expire_ms;
-	memcpy(&f->stats, m->stats, sizeof(f->stats));
+	uint64_t stats[BF_STATS_WORDS];
+	memcpy(stats, m->stats, sizeof(stats));
+	bf_stats_decode(&f->stats, stats);
 	if (bf_filter_set_name(f, (const char *)m->name, m->name_len) ||
 	    bf_filter_layers_reserve(f, m->nlayers)) {
 		bf_filter_free(f);
@@ -716,7 +720,7 @@ enum {
 	P_INDEX_ENTRY = 16,
 };
 
-_Static_assert(E_STATS + sizeof(struct bf_stats) == E_EXPIRE, "stats are 9 x u64");
+_Static_assert(E_STATS + BF_STATS_WORDS * 8 == E_EXPIRE, "stats are 9 x u64");
 
 /* Where an entry of a pack of this version has its name. */
 static size_t e_name(uint32_t version)
@@ -754,7 +758,9 @@ void bf_snapshot_entry_encode(const struct bf_filter *f, uint64_t generation, un
 	put64(out, E_ID, f->id);
 	put64(out, E_LSN, f->lsn);
 	put64(out, E_BODY_LEN, f->bytes);
-	memcpy(out + E_STATS, &f->stats, sizeof(f->stats));
+	uint64_t stats[BF_STATS_WORDS];
+	bf_stats_encode(&f->stats, stats);
+	memcpy(out + E_STATS, stats, sizeof(stats));
 	put64(out, E_EXPIRE, f->expire_ms);
 	putf64(out, E_RATIO, f->params.ratio);
 	putf64(out, E_FIRST, f->params.first);

@@ -594,13 +594,13 @@ static cJSON *filter_json(const struct bf_filter *f, bool detail)
 		     /* -0.0 for an empty filter would print as "-0" */
 		     cJSON_AddNumberToObject(j, "fpr_estimate", fpr > 0 ? fpr : 0) &&
 		     (st = cJSON_AddObjectToObject(j, "stats")) &&
-		     cJSON_AddNumberToObject(st, "checks", (double)s->checks) &&
+		     cJSON_AddNumberToObject(st, "checks", (double)bf_stats_checks(s)) &&
 		     cJSON_AddNumberToObject(st, "check_hits", (double)s->check_hits) &&
 		     cJSON_AddNumberToObject(st, "check_misses", (double)s->check_misses) &&
-		     cJSON_AddNumberToObject(st, "sets", (double)s->sets) &&
+		     cJSON_AddNumberToObject(st, "sets", (double)bf_stats_sets(s)) &&
 		     cJSON_AddNumberToObject(st, "set_hits", (double)s->set_hits) &&
 		     cJSON_AddNumberToObject(st, "set_misses", (double)s->set_misses) &&
-		     cJSON_AddNumberToObject(st, "deletes", (double)s->deletes) &&
+		     cJSON_AddNumberToObject(st, "deletes", (double)bf_stats_deletes(s)) &&
 		     cJSON_AddNumberToObject(st, "delete_hits", (double)s->delete_hits) &&
 		     cJSON_AddNumberToObject(st, "delete_misses", (double)s->delete_misses);
 	}

@@ -363,14 +363,14 @@ static void do_info(struct cmd_ctx *c, struct span args, struct proto_buf *out)
 	proto_buf_append_str(out, "START\n");
 	/* bloomd's thirteen fields, in its order. */
 	append_u64_field(out, "capacity", bf_filter_capacity(f));
-	append_u64_field(out, "checks", st->checks);
+	append_u64_field(out, "checks", bf_stats_checks(st));
 	append_u64_field(out, "check_hits", st->check_hits);
 	append_u64_field(out, "check_misses", st->check_misses);
 	append_u64_field(out, "in_memory", !f->paged);
 	append_u64_field(out, "page_ins", f->page_ins);
 	append_u64_field(out, "page_outs", f->page_outs);
 	proto_buf_append_fmt(out, "probability %f\n", f->params.error_rate);
-	append_u64_field(out, "sets", st->sets);
+	append_u64_field(out, "sets", bf_stats_sets(st));
 	append_u64_field(out, "set_hits", st->set_hits);
 	append_u64_field(out, "set_misses", st->set_misses);
 	append_u64_field(out, "size", f->items);
@@ -383,7 +383,7 @@ static void do_info(struct cmd_ctx *c, struct span args, struct proto_buf *out)
 	append_u64_field(out, "expansion", f->params.expansion);
 	append_u64_field(out, "layers", bf_filter_nlayers(f));
 	proto_buf_append_fmt(out, "fpr_estimate %.6g\n", bf_filter_fpr(f));
-	append_u64_field(out, "deletes", st->deletes);
+	append_u64_field(out, "deletes", bf_stats_deletes(st));
 	append_u64_field(out, "delete_hits", st->delete_hits);
 	append_u64_field(out, "delete_misses", st->delete_misses);
 	/* Seconds left, rounded as Redis's TTL; -1: never expires. */

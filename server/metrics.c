@@ -170,13 +170,13 @@ static void filter_sample(struct proto_buf *b, const struct bf_filter *f, enum f
 		proto_buf_append_fmt(b, "%.6g", fpr > 0 ? fpr : 0);
 		break;
 	case FF_CHECKS:
-		proto_buf_append_u64(b, f->stats.checks);
+		proto_buf_append_u64(b, bf_stats_checks(&f->stats));
 		break;
 	case FF_CHECK_HITS:
 		proto_buf_append_u64(b, f->stats.check_hits);
 		break;
 	case FF_SETS:
-		proto_buf_append_u64(b, f->stats.sets);
+		proto_buf_append_u64(b, bf_stats_sets(&f->stats));
 		break;
 	default:
 		proto_buf_append_u64(b, f->stats.set_hits);

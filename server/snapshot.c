@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -30,32 +31,39 @@
 #define SNAP_CORRUPT_SUFFIX ".corrupt"
 #define SNAP_CORRUPT_TRIES  100
 
-/* What this module knows about one persistent filter. */
+/*
+ * What this module knows about one persistent filter: one per filter, so it is kept small
+ * (flags in bits, 32-bit places: snap_track refuses a 2^32nd entry, which would take over a
+ * terabyte of filters anyway).
+ */
 struct snap_entry {
 	struct bf_filter *f;	/* NULL once the filter is gone ("dead", no longer in ents) */
 	uint64_t saved_changes; /* f->changes that the snapshot on disk holds, if on_disk */
 	uint64_t generation;	/* of the snapshot on disk */
-	bool on_disk;		/* a snapshot of this filter (as it is now, bar changes) exists */
-	bool failed;		/* the latest write failed */
-	bool queued;		/* listed in sn->pending */
-	bool busy;		/* held by the copy in progress or by a job not yet applied */
 	uint64_t need_lsn;	/* the oldest log record a replay needs for this filter: the one
 				 * after what its snapshot holds, or its first if it has none */
-	size_t idx;		/* its place in sn->ents while live */
-	int pack;		/* the pack file it is a member of, or -1: a file of its own */
-	size_t pidx;		/* its place in that pack's members */
-	bool own_file;		/* a file of its own may exist (removed once it is packed) */
-	bool packing;		/* held by a pack job not yet applied */
-	bool loading;		/* paged out, its file being read on the threadpool */
-	int load_error;		/* the last load failed (told once to srv_snap_page_in) */
-	bool closing;		/* a close waits for its write (listed in sn->closes) */
-	bool close_written;	/* ... and that write has been started */
-	int close_error;	/* that write failed (told once to srv_snap_page_out) */
+	uint32_t idx;		/* its place in sn->ents while live */
+	uint32_t pidx;		/* its place in its pack's members */
+	int16_t load_error;	/* the last load failed (told once to srv_snap_page_in): a
+				 * negative errno or UV_E* code, all of which fit */
+	int16_t close_error;	/* a close's write failed (told once to srv_snap_page_out) */
+	int8_t pack;		/* the pack file it is a member of (< SNAP_PACKS), or -1: a file
+				 * of its own */
+	bool on_disk : 1;	/* a snapshot of this filter (as it is now, bar changes) exists */
+	bool failed : 1;	/* the latest write failed */
+	bool queued : 1;	/* listed in sn->pending */
+	bool busy : 1;		/* held by the copy in progress or by a job not yet applied */
+	bool own_file : 1;	/* a file of its own may exist (removed once it is packed) */
+	bool packing : 1;	/* held by a pack job not yet applied */
+	bool loading : 1;	/* paged out, its file being read on the threadpool */
+	bool closing : 1;	/* a close waits for its write (listed in sn->closes) */
+	bool close_written : 1; /* ... and that write has been started */
 	char file[];		/* its own file's name, as long as it is */
 };
 
 /* Packed snapshots (DESIGN.md §6): small filters share SNAP_PACKS files, by name hash. */
 #define SNAP_PACKS 16
+_Static_assert(SNAP_PACKS <= INT8_MAX, "struct snap_entry keeps its pack in 8 bits");
 /* A pack's entries are encoded on the loop in rounds of this much time at most. */
 #define SNAP_PACK_ROUND_NS 1000000
 
@@ -273,8 +281,8 @@ static int snap_pack_join(struct srv_snap *sn, struct snap_entry *e, int pack)
 		pk->members = m;
 		pk->cap = cap;
 	}
-	e->pack = pack;
-	e->pidx = pk->n;
+	e->pack = (int8_t)pack;
+	e->pidx = (uint32_t)pk->n;
 	pk->members[pk->n++] = e;
 	pk->dirty = true;
 	return 0;
@@ -322,16 +330,18 @@ static struct snap_entry *snap_track(struct srv_snap *sn, struct bf_filter *f)
 		sn->ents = p;
 		sn->ents_cap = cap;
 	}
+	if (sn->nents == UINT32_MAX)
+		goto nomem;
 	char file[BF_SNAPSHOT_NAME_MAX];
 	bf_snapshot_filename(f->name, f->name_len, file);
 	size_t flen = strlen(file) + 1;
-	e = calloc(1, sizeof(*e) + flen);
+	e = calloc(1, offsetof(struct snap_entry, file) + flen);
 	if (!e)
 		goto nomem;
 	e->f = f;
 	f->used_s = sn->ctx->now_s;
 	memcpy(e->file, file, flen);
-	e->idx = sn->nents;
+	e->idx = (uint32_t)sn->nents;
 	e->pack = -1;
 	if (snap_packable(sn, f) && snap_pack_join(sn, e, snap_pack_of(f))) {
 		free(e);
@@ -1243,7 +1253,7 @@ static void snap_close_end(struct srv_snap *sn, size_t i, int rc)
 
 	sn->closes[i] = sn->closes[--sn->ncloses];
 	e->closing = e->close_written = false;
-	e->close_error = e->f ? rc : 0;
+	e->close_error = (int16_t)(e->f ? rc : 0);
 	snap_release(e);
 	uv_idle_start(&sn->cidle, snap_on_cidle);
 }
@@ -1449,7 +1459,7 @@ static bool snap_detach(struct srv_snap *sn, struct snap_entry *e)
 	bool restart = false;
 
 	sn->ents[i] = sn->ents[--sn->nents];
-	sn->ents[i]->idx = i;
+	sn->ents[i]->idx = (uint32_t)i;
 	snap_need_moved(sn, sn->ents[i], sn->nents);
 	snap_set_failed(sn, e, false);
 	e->f->owner = NULL;
@@ -1633,7 +1643,7 @@ static void snap_load_after(uv_work_t *req, int status)
 		else if (!l->why[0])
 			snprintf(l->why, sizeof(l->why), "%s", strerror(-rc));
 		if (rc) {
-			e->load_error = rc;
+			e->load_error = (int16_t)rc;
 			srv_log(SRV_LOG_ERR, "filter '%s': cannot load it from %s/%s: %s",
 				e->f->name, sn->dir, l->file, l->why);
 		} else {

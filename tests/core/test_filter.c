@@ -435,10 +435,10 @@ START_TEST(stats_and_duplicates)
 	ck_assert_int_eq(has(f, 'k', 1), 1);
 	ck_assert_int_eq(has(f, 'x', 1), 0);
 	ck_assert_uint_eq(f->items, 2);
-	ck_assert_uint_eq(f->stats.sets, 3);
+	ck_assert_uint_eq(bf_stats_sets(&f->stats), 3);
 	ck_assert_uint_eq(f->stats.set_hits, 2);
 	ck_assert_uint_eq(f->stats.set_misses, 1);
-	ck_assert_uint_eq(f->stats.checks, 2);
+	ck_assert_uint_eq(bf_stats_checks(&f->stats), 2);
 	ck_assert_uint_eq(f->stats.check_hits, 1);
 	ck_assert_uint_eq(f->stats.check_misses, 1);
 	ck_assert_uint_eq(bf_filter_capacity(f), 100);
@@ -448,6 +448,36 @@ START_TEST(stats_and_duplicates)
 	ck_assert_int_eq(bf_filter_check(f, NULL, 0), 0);
 	ck_assert_int_eq(bf_filter_add(f, NULL, 0), 1);
 	ck_assert_int_eq(bf_filter_check(f, "", 0), 1);
+	bf_filter_free(f);
+}
+END_TEST
+
+/* A refused add of a plain filter counts as a set, neither hit nor miss (set_fails), and the
+ * nine counters a snapshot holds give the same counts back. */
+START_TEST(refused_adds_count_as_sets)
+{
+	struct bf_params params = {.capacity = 3, .error_rate = 0.01, .expansion = 0};
+	struct bf_filter *f;
+	ck_assert_int_eq(bf_filter_new(&params, 4, NULL, &f), 0);
+	add_range(f, 0, 3);
+	ck_assert_int_eq(add(f, 1), 0);
+	ck_assert_int_eq(add(f, 100), -ENOSPC);
+	ck_assert_int_eq(has(f, 'k', 1), 1);
+	ck_assert_uint_eq(bf_stats_sets(&f->stats), 5);
+	ck_assert_uint_eq(f->stats.set_hits, 3);
+	ck_assert_uint_eq(f->stats.set_misses, 1);
+	ck_assert_uint_eq(f->stats.set_fails, 1);
+	uint64_t words[BF_STATS_WORDS];
+	bf_stats_encode(&f->stats, words);
+	uint64_t expect[BF_STATS_WORDS] = {1, 1, 0, 5, 3, 1, 0, 0, 0};
+	ck_assert_mem_eq(words, expect, sizeof(words));
+	struct bf_stats back;
+	bf_stats_decode(&back, words);
+	ck_assert_mem_eq(&back, &f->stats, sizeof(back));
+	/* A total below its hits and misses (no file has one) is taken as no failures. */
+	words[3] = 2;
+	bf_stats_decode(&back, words);
+	ck_assert_uint_eq(back.set_fails, 0);
 	bf_filter_free(f);
 }
 END_TEST
@@ -519,6 +549,46 @@ START_TEST(batch_add_stops_at_first_error)
 }
 END_TEST
 
+/* A filter of one layer keeps its entry inside the structure (f->layer0); a clone, a page-out
+ * and a page-in, and growth to a second layer each keep or move it without a dangling copy. */
+START_TEST(first_layer_inside_the_structure)
+{
+	struct bf_params params = {.capacity = 100, .error_rate = 0.01, .expansion = 2};
+	struct bf_budget budget = {0};
+	struct bf_filter *f, *c;
+	ck_assert_int_eq(bf_filter_new(&params, 5, &budget, &f), 0);
+	ck_assert_ptr_eq(f->layers, &f->layer0);
+	add_range(f, 0, 50);
+	for (int round = 0; round < 2; round++) {
+		unsigned nlayers = f->nlayers;
+		ck_assert_int_eq(bf_filter_clone(f, &c), 0);
+		ck_assert_uint_eq(c->nlayers, nlayers);
+		ck_assert_int_eq(c->layers == &c->layer0, nlayers == 1);
+		for (unsigned l = 0; l < nlayers; l++)
+			ck_assert_mem_eq(c->layers[l].blocks, f->layers[l].blocks,
+					 bf_layer_bytes(&f->layers[l]));
+		uint64_t cost = bf_filter_cost(f);
+		ck_assert_uint_eq(budget.used, cost);
+		bf_filter_page_out(f);
+		ck_assert_ptr_null(f->layers);
+		ck_assert_uint_lt(budget.used, cost);
+		ck_assert_int_eq(bf_filter_page_in(f, c), 0);
+		ck_assert_int_eq(f->layers == &f->layer0, nlayers == 1);
+		ck_assert_uint_eq(f->nlayers, nlayers);
+		ck_assert_uint_eq(budget.used, cost);
+		assert_all_present(f, round ? 150 : 50);
+		/* Grow past one layer: the entry moves to a heap array. */
+		add_range(f, 50, 150);
+		ck_assert_uint_gt(f->nlayers, 1);
+		ck_assert_ptr_ne(f->layers, &f->layer0);
+		ck_assert_uint_eq(budget.used, bf_filter_cost(f));
+		assert_all_present(f, 150);
+	}
+	bf_filter_free(f);
+	ck_assert_uint_eq(budget.used, 0);
+}
+END_TEST
+
 START_TEST(params_validation)
 {
 	struct bf_filter *f = NULL;
@@ -558,6 +628,8 @@ static Suite *filter_suite(void)
 	tcase_add_loop_test(tc, counting_delete_across_layers_loses_nothing, 0, 2);
 	tcase_add_test(tc, counting_random_adds_and_deletes_match_model);
 	tcase_add_test(tc, counting_readd_after_growth_deletes_cleanly);
+	tcase_add_test(tc, first_layer_inside_the_structure);
+	tcase_add_test(tc, refused_adds_count_as_sets);
 	tcase_add_test(tc, plain_delete_not_supported);
 	tcase_add_test(tc, stats_and_duplicates);
 	tcase_add_test(tc, fpr_estimate_keeps_tiny_rates);
