@@ -26,6 +26,10 @@
 #define WAL_EVERYSEC_NS 1000000000ull
 /* Preallocation stops while the file system has less than this many times it free. */
 #define WAL_PREALLOC_FREE 16
+/* Zeros written by one flush at most: the page cache of a file grows in folios as large as
+ * the write (up to 2 MiB), and 4 MiB at once held the loop for 8 ms where a fresh page costs
+ * a fault of the hypervisor. A burst that outruns them extends the file with its records. */
+#define WAL_PREALLOC_STEP (256u << 10)
 
 const uint64_t wal_fsync_bucket_us[WAL_FSYNC_BUCKETS] = {
     100, 1000, 4000, 16000, 64000, 256000, UINT64_MAX,
@@ -573,8 +577,9 @@ static void async_cb(uv_async_t *a)
 /* Write buffer[wpos, len) at the end of the current segment. See wal_flush(). */
 /*
  * Keep the segment's file zero-filled at least prealloc / 2 beyond its last record (but not
- * beyond segment_bytes): zeros up to the next multiple of prealloc past that, while the file
- * system has WAL_PREALLOC_FREE times that free. Best effort: a failed write only means slower
+ * beyond segment_bytes): zeros up to the next multiple of prealloc past that, at most
+ * WAL_PREALLOC_STEP bytes a flush, while the file system has WAL_PREALLOC_FREE times that free.
+ * Best effort: a failed write only means slower
  * fdatasyncs (a disk that is full fails the next record).
  */
 static void prealloc(struct wal *w)
@@ -594,6 +599,8 @@ static void prealloc(struct wal *w)
 	want = (want / w->prealloc + 1) * w->prealloc;
 	if (want > w->segment_bytes)
 		want = w->segment_bytes;
+	if (want > w->seg_alloc + WAL_PREALLOC_STEP)
+		want = w->seg_alloc + WAL_PREALLOC_STEP;
 	while (w->seg_alloc < want) {
 		uint64_t left = want - w->seg_alloc;
 		int n = 0;
