@@ -596,11 +596,6 @@ static bool conn_out_over(struct srv_conn *c)
 }
 
 /*
- * Run every complete text command in data[0..len). *used receives the bytes consumed, *done
- * whether a command (or the discarding of an over-long line) was completed. Returns 0, or -1
- * if the connection must be closed at once.
- */
-/*
  * Has the connection being fed used up its slice of the loop's turn (SRV_SLICE_NS)? Only if the
  * rest of its input, `rest` bytes at data, can wait in its own buffer within max_client_memory
  * (input read into the shared buffer is copied there).
@@ -617,6 +612,11 @@ static bool conn_slice_over(const struct srv_conn *c, const char *data, size_t r
 	       s->client_mem - c->in_cap + want <= max;
 }
 
+/*
+ * Run every complete text command in data[0..len). *used receives the bytes consumed, *done
+ * whether a command (or the discarding of an over-long line) was completed. Returns 0, or -1
+ * if the connection must be closed at once.
+ */
 static int conn_process_text(struct srv_conn *c, const char *data, size_t len, size_t *used,
 			     bool *done)
 {
@@ -963,6 +963,16 @@ static void conn_feed(struct srv_conn *c, const char *data, size_t len, bool sha
 		conn_read_stop(c);
 }
 
+/* A paused connection (slice over, or waiting for a load) runs on: its input from the waiting
+ * command on is in its own buffer. */
+static void conn_run_on(struct srv_conn *c)
+{
+	c->paused = c->yielded = false;
+	conn_feed(c, c->in, c->in_len, false);
+	if (!c->paused && !c->reading && conn_may_read(c))
+		conn_read_start(c);
+}
+
 /* Each connection whose slice ran out in the last turn runs on from where it stopped. */
 static void conn_on_yield(uv_idle_t *h)
 {
@@ -984,10 +994,7 @@ static void conn_on_yield(uv_idle_t *h)
 			LIST_INSERT_HEAD(&s->yielded, c, pause_link);
 			continue;
 		}
-		c->paused = c->yielded = false;
-		conn_feed(c, c->in, c->in_len, false);
-		if (!c->paused && !c->reading && conn_may_read(c))
-			conn_read_start(c);
+		conn_run_on(c);
 	}
 }
 
@@ -1009,11 +1016,7 @@ void conn_resume_paused(struct srv *s)
 			LIST_INSERT_HEAD(&s->yielded, c, pause_link);
 			continue;
 		}
-		c->paused = false;
-		/* Its input from the waiting command on is in its own buffer. */
-		conn_feed(c, c->in, c->in_len, false);
-		if (!c->paused && !c->reading && conn_may_read(c))
-			conn_read_start(c);
+		conn_run_on(c);
 	}
 }
 
