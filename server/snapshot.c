@@ -66,6 +66,11 @@ struct snap_entry {
 _Static_assert(SNAP_PACKS <= INT8_MAX, "struct snap_entry keeps its pack in 8 bits");
 /* A pack's entries are encoded on the loop in rounds of this much time at most. */
 #define SNAP_PACK_ROUND_NS 1000000
+/* A written pack's members are recorded in rounds of this much loop time at most. */
+#define SNAP_ROUND_NS 500000
+/* For tests only: the environment can cap a round at this many entries (at least 1), so that
+ * commands land between rounds that would otherwise be over within a turn of the loop. */
+#define SNAP_ROUND_ENV "BLOSSOMD_SNAP_ROUND_ENTRIES"
 
 struct snap_pack {
 	struct snap_entry **members;
@@ -123,7 +128,10 @@ struct snap_pjob {
 	int rc;
 	const char *step;
 	uint64_t write_ns;
-	bool applied; /* loop only */
+	/* Loop only: the pack's result recorded; its members' up to apos (each let go then);
+	 * recording: after_work ran, the rest is recorded in rounds (snap_on_pidle). */
+	bool applied, recording;
+	size_t apos;
 };
 
 /* One background write: a copy (or, at shutdown, the live filter) and its file. */
@@ -210,6 +218,7 @@ struct srv_snap {
 	bool stopping;
 
 	struct srv_snap_status st;
+	size_t round_max; /* entries per round at most (SNAP_ROUND_ENV; else SIZE_MAX) */
 
 	/* The highest generation loaded or given: every write takes the next, so of two copies
 	 * on disk of one name or of one filter (renamed, or moved between a pack and a file of
@@ -237,6 +246,7 @@ struct srv_snap {
 };
 
 static void snap_step(struct srv_snap *sn);
+static void snap_on_pidle(uv_idle_t *h);
 
 static uint64_t snap_next_gen(struct srv_snap *sn)
 {
@@ -809,7 +819,7 @@ static int snap_start(struct srv_snap *sn, struct snap_entry *e)
 
 static void snap_pjob_free(struct snap_pjob *pj)
 {
-	for (size_t i = 0; i < pj->n; i++) {
+	for (size_t i = pj->apos; i < pj->n; i++) {
 		pj->ents[i]->packing = false;
 		snap_release(pj->ents[i]);
 	}
@@ -1025,16 +1035,17 @@ static int snap_pjob_encode(struct snap_pjob *pj, uint64_t budget_ns)
 	return 0;
 }
 
-/* Loop: record a pack job's result (once). */
-static void snap_pjob_apply(struct srv_snap *sn, struct snap_pjob *pj)
+/* Loop: record a pack job's result: the pack's at once, its members from pj->apos on for about
+ * budget_ns of loop time (0: all of them), each let go once recorded (a pack of 62,500 took
+ * about 5 ms). Returns true once all are. */
+static bool snap_pjob_record(struct srv_snap *sn, struct snap_pjob *pj, uint64_t budget_ns)
 {
 	struct snap_pack *pk = &sn->packs[pj->pack];
-	uint64_t now = (uint64_t)time(NULL);
+	uint64_t now = (uint64_t)time(NULL), t0 = uv_hrtime();
+	size_t k = 0;
 
-	if (pj->applied)
-		return;
-	pj->applied = true;
-	if (pj->rc) {
+	if (!pj->applied && pj->rc) {
+		pj->applied = true;
 		pk->dirty = true;
 		if (pj->gone_lsn < pk->gone_lsn)
 			pk->gone_lsn = pj->gone_lsn;
@@ -1045,47 +1056,63 @@ static void snap_pjob_apply(struct srv_snap *sn, struct snap_pjob *pj)
 			 "pack %s (%zu filters): %s: %s", pj->file, pj->n,
 			 pj->step ? pj->step : "?", strerror(-pj->rc));
 		sn->cycle_failed += pj->count ? pj->count : 1;
-		for (size_t i = 0; i < pj->n; i++)
-			if (pj->ents[i]->f && pj->cuts[i].in)
-				snap_set_failed(sn, pj->ents[i], true);
 		srv_log(SRV_LOG_ERR, "snapshot of %" PRIu32 " filters failed: %s/%s: %s: %s; %s",
 			pj->count, sn->dir, pj->file, pj->step ? pj->step : "?", strerror(-pj->rc),
 			pj->step && !strcmp(pj->step, "fsync dir")
 			    ? "the new pack is in place but may not survive a power loss"
 			    : "the previous pack is kept");
-		return;
+	} else if (!pj->applied) {
+		pj->applied = true;
+		sn->st.saves++;
+		sn->st.saved_bytes += pj->len;
+		pk->last_len = pj->len;
+		sn->st.last_success_unix = now;
+		sn->ctx->last_save_unix = now;
+		sn->cycle_saved += pj->count;
+		srv_log(SRV_LOG_DEBUG,
+			"snapshot of %" PRIu32 " filters in %s: %zu bytes, encoded in %" PRIu64
+			" ms of loop time (longest pause %" PRIu64 " us), written in %" PRIu64
+			" ms",
+			pj->count, pj->file, pj->len, snap_ms(pj->copy_ns), pj->copy_max_ns / 1000,
+			snap_ms(pj->write_ns));
 	}
-	sn->st.saves++;
-	sn->st.saved_bytes += pj->len;
-	pk->last_len = pj->len;
-	sn->st.last_success_unix = now;
-	sn->ctx->last_save_unix = now;
-	sn->cycle_saved += pj->count;
-	for (size_t i = 0; i < pj->n; i++) {
-		struct snap_entry *e = pj->ents[i];
+	while (pj->apos < pj->n) {
+		struct snap_entry *e = pj->ents[pj->apos];
+		const struct snap_pcut *c = &pj->cuts[pj->apos];
 
-		if (!e->f || !pj->cuts[i].in)
-			continue;
-		if (e->failed)
-			srv_log(SRV_LOG_NOTICE,
-				"snapshot of filter '%s' (%s) written again after failures",
-				e->f->name, pj->file);
-		e->on_disk = true;
-		snap_set_failed(sn, e, false);
-		e->saved_changes = pj->cuts[i].cut;
-		e->need_lsn = pj->cuts[i].need;
-		e->generation = pj->cuts[i].generation;
-		/* Packed now: a file of its own from before is older, and no longer needed. */
-		if (e->own_file && e->pack == pj->pack) {
-			snap_unlink(sn, e->file, "filter packed");
-			e->own_file = false;
+		if (e->f && c->in && pj->rc) {
+			snap_set_failed(sn, e, true);
+		} else if (e->f && c->in) {
+			if (e->failed)
+				srv_log(SRV_LOG_NOTICE,
+					"snapshot of filter '%s' (%s) written again after failures",
+					e->f->name, pj->file);
+			e->on_disk = true;
+			snap_set_failed(sn, e, false);
+			e->saved_changes = c->cut;
+			e->need_lsn = c->need;
+			e->generation = c->generation;
+			/* Packed now: a file of its own from before is older, and no longer
+			 * needed. */
+			if (e->own_file && e->pack == pj->pack) {
+				snap_unlink(sn, e->file, "filter packed");
+				e->own_file = false;
+			}
 		}
+		e->packing = false;
+		snap_release(e);
+		pj->apos++;
+		if (budget_ns && (++k >= sn->round_max ||
+				  ((pj->apos & 63) == 0 && uv_hrtime() - t0 >= budget_ns)))
+			break;
 	}
-	srv_log(SRV_LOG_DEBUG,
-		"snapshot of %" PRIu32 " filters in %s: %zu bytes, encoded in %" PRIu64
-		" ms of loop time (longest pause %" PRIu64 " us), written in %" PRIu64 " ms",
-		pj->count, pj->file, pj->len, snap_ms(pj->copy_ns), pj->copy_max_ns / 1000,
-		snap_ms(pj->write_ns));
+	return pj->apos == pj->n;
+}
+
+/* Loop: record all of a pack job's result (what is not yet). */
+static void snap_pjob_apply(struct srv_snap *sn, struct snap_pjob *pj)
+{
+	snap_pjob_record(sn, pj, 0);
 }
 
 /* Threadpool: write a pack job's file. */
@@ -1122,6 +1149,11 @@ static void snap_pjob_after(uv_work_t *req, int status)
 		pj->rc = -ECANCELED;
 		pj->step = "queue";
 	}
+	if (sn->pjob == pj && !sn->stopping && !snap_pjob_record(sn, pj, SNAP_ROUND_NS)) {
+		pj->recording = true;
+		uv_idle_start(&sn->pidle, snap_on_pidle);
+		return;
+	}
 	snap_pjob_apply(sn, pj);
 	if (sn->pjob == pj)
 		sn->pjob = NULL;
@@ -1153,6 +1185,15 @@ static void snap_on_pidle(uv_idle_t *h)
 	uint64_t t0 = uv_hrtime(), dt;
 	int rc;
 
+	if (pj && pj->recording) {
+		if (!snap_pjob_record(sn, pj, SNAP_ROUND_NS))
+			return;
+		uv_idle_stop(h);
+		sn->pjob = NULL;
+		snap_pjob_free(pj);
+		snap_step(sn);
+		return;
+	}
 	if (!pj || !sn->pencoding) {
 		uv_idle_stop(h);
 		return;
@@ -1196,17 +1237,20 @@ static void snap_pjob_abort(struct srv_snap *sn)
 	snap_pjob_free(pj);
 }
 
-/* Wait for a pack job on the threadpool to finish, then record its result. */
+/* Wait for a pack job on the threadpool to finish, then record its result, all of it (a
+ * member's recorded later would take it back to what the pack holds). */
 static void snap_pjob_settle(struct srv_snap *sn)
 {
 	struct snap_pjob *pj = sn->pjob;
 
-	if (!pj || sn->pencoding || pj->applied)
+	if (!pj || sn->pencoding)
 		return;
-	uv_mutex_lock(&pj->lock);
-	while (!pj->done)
-		uv_cond_wait(&pj->cond, &pj->lock);
-	uv_mutex_unlock(&pj->lock);
+	if (!pj->applied) {
+		uv_mutex_lock(&pj->lock);
+		while (!pj->done)
+			uv_cond_wait(&pj->cond, &pj->lock);
+		uv_mutex_unlock(&pj->lock);
+	}
 	snap_pjob_apply(sn, pj);
 }
 
@@ -1907,6 +1951,8 @@ void srv_snap_shutdown(struct srv_snap *sn)
 	sn->stopping = true;
 	snap_copy_abort(sn);
 	snap_pjob_abort(sn);
+	if (sn->pjob && sn->pjob->recording)
+		snap_pjob_apply(sn, sn->pjob); /* so the pass below sees its members written */
 	snap_closes_clear(sn); /* the shutdown pass writes them; their clients are let go */
 	if (snap_pending_fill(sn)) {
 		/* No room for a list: write them one by one here, on the loop. */
@@ -2538,6 +2584,8 @@ int srv_snap_new(uv_loop_t *loop, const struct config *cfg, struct cmd_ctx *ctx,
 	}
 	sn->loop = loop;
 	sn->cfg = cfg;
+	const char *round = getenv(SNAP_ROUND_ENV);
+	sn->round_max = round && strtoul(round, NULL, 10) ? strtoul(round, NULL, 10) : SIZE_MAX;
 	sn->ctx = ctx;
 	for (int i = 0; i < SNAP_PACKS; i++)
 		sn->packs[i].gone_lsn = UINT64_MAX;
@@ -2647,6 +2695,12 @@ void srv_snap_free(struct srv_snap *sn)
 	if (sn->copy)
 		snap_copy_abort(sn);
 	snap_pjob_abort(sn);
+	if (sn->pjob && sn->pjob->recording) {
+		uv_idle_stop(&sn->pidle);
+		snap_pjob_apply(sn, sn->pjob);
+		snap_pjob_free(sn->pjob);
+		sn->pjob = NULL;
+	}
 	if (sn->pmem && sn->pmem->ready)
 		snap_pmem_free(sn->pmem);
 	/* A job still here means its after_work never ran: the loop was not drained. Its
