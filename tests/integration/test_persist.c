@@ -1729,7 +1729,8 @@ START_TEST(test_pack_close_while_recorded)
 	ck_assert_str_eq(reply, "+Background saving started\r\n");
 	close(rfd);
 	/* pack-15 is written last (the client that makes the rounds slow starts before); once in
-	 * place, its members are recorded from the first. */
+	 * place, its members are recorded, one a turn of the loop: those in the middle are not yet
+	 * when the closes come (whichever end the rounds start from). */
 	t0 = itest_now_ms();
 	while (inode_of("pack-14.bpack") == ino14)
 		ck_assert_msg(itest_now_ms() - t0 < 60000, "pack-14 never written");
@@ -1737,7 +1738,7 @@ START_TEST(test_pack_close_while_recorded)
 	while (inode_of("pack-15.bpack") == ino)
 		ck_assert_msg(itest_now_ms() - t0 < 60000, "pack-15 never written");
 	itest_sleep_ms(20); /* its directory's fsync, then it is recorded */
-	for (unsigned long k = nm - 1; k >= nm - 20; k--) {
+	for (unsigned long k = nm / 2; k < nm / 2 + 20; k++) {
 		FMT(line, "set pf%lu c", m[k]);
 		TXT(fd, line, "Yes\n");
 		FMT(line, "close pf%lu", m[k]);
@@ -1753,7 +1754,7 @@ START_TEST(test_pack_close_while_recorded)
 
 	start_in_dir(CONF("snapshot_interval = 0\nwal = off\n"));
 	fd = conn();
-	for (unsigned long k = nm - 1; k >= nm - 20; k--) {
+	for (unsigned long k = nm / 2; k < nm / 2 + 20; k++) {
 		FMT(line, "check pf%lu c", m[k]);
 		TXT(fd, line, "Yes\n");
 	}
@@ -1762,6 +1763,140 @@ START_TEST(test_pack_close_while_recorded)
 	close(fd);
 	stop();
 	free(m);
+}
+END_TEST
+
+static int cmp_str(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* The names of a pack file's entries (its index read as bf_pack_write lays it out: host-order
+ * fields, the name at byte 184 of an entry, its length at 20), sorted, each malloc'd. */
+static char **pack_names(const char *file, uint32_t *count)
+{
+	size_t len;
+	unsigned char *p = slurp(file, &len);
+	char **names;
+
+	ck_assert_ptr_nonnull(p);
+	ck_assert_uint_ge(len, 32);
+	memcpy(count, p + 12, 4);
+	names = calloc(*count ? *count : 1, sizeof(*names));
+	ck_assert_ptr_nonnull(names);
+	for (uint32_t i = 0; i < *count; i++) {
+		uint64_t off;
+		uint32_t nlen;
+
+		ck_assert_uint_le(32 + (size_t)(i + 1) * 16, len);
+		memcpy(&off, p + 32 + (size_t)i * 16, 8);
+		ck_assert_uint_le(off + 184, len);
+		memcpy(&nlen, p + off + 20, 4);
+		ck_assert_uint_le(off + 184 + nlen, len);
+		names[i] = strndup((const char *)p + off + 184, nlen);
+		ck_assert_ptr_nonnull(names[i]);
+	}
+	qsort(names, *count, sizeof(*names), cmp_str);
+	free(p);
+	return names;
+}
+
+/*
+ * A pack job gathers the pack's members in rounds (one a round here, each a turn of the loop
+ * apart): drops of pack-15's members at places spread over it while it is gathered move the
+ * last member into the dropped one's place. Every member not dropped is taken, once: the file
+ * has each once when it is in place; wal = off and SIGKILL right then, and each is there after
+ * the restart with what it held.
+ */
+START_TEST(test_pack_drops_while_gathered)
+{
+	unsigned long n = under_valgrind() ? 16000 : 64000, *m = malloc(n * sizeof(*m)), nm, k;
+	bool *dropped = calloc(n, sizeof(*dropped));
+	char line[128], reply[64];
+	unsigned long ndropped = 0;
+	ino_t ino, ino13, ino14;
+	int64_t t0;
+	pid_t busy;
+	int fd, rfd;
+
+	ck_assert(m && dropped);
+	packed = true;
+	data_dir_new();
+	ck_assert_int_eq(setenv("BLOSSOMD_SNAP_ROUND_ENTRIES", "1", 1), 0);
+	start_in_dir(CONF("snapshot_interval = 0\nwal = off\n"));
+	unsetenv("BLOSSOMD_SNAP_ROUND_ENTRIES");
+	fd = conn();
+	per_filter(fd, "create", " capacity=100", 0, n, "Done\n");
+	per_filter(fd, "set", " a", 0, n, "Yes\n");
+	TXT(fd, "flush", "Done\n");
+	nm = pack_members(15, n, m);
+	ck_assert_uint_gt(nm, 100);
+	ino = inode_of("pack-15.bpack");
+	ino13 = inode_of("pack-13.bpack");
+	ino14 = inode_of("pack-14.bpack");
+	ck_assert_uint_ne(ino, 0);
+	per_filter(fd, "set", " b", 0, n, "Yes\n");
+
+	rfd = conn();
+	ck_assert_int_eq(itest_send_str(rfd, resp("BGSAVE")), 0);
+	ck_assert_int_gt(itest_recv_until(rfd, reply, sizeof(reply), "\r\n", T), 0);
+	ck_assert_str_eq(reply, "+Background saving started\r\n");
+	close(rfd);
+	/* pack-15 is written last: after pack-14's members are recorded, its own are gathered,
+	 * a turn of the loop each (the client that makes the turns slow runs from pack-13 on).
+	 * Drops every 5 ms from then on, until it is in place. */
+	t0 = itest_now_ms();
+	while (inode_of("pack-13.bpack") == ino13)
+		ck_assert_msg(itest_now_ms() - t0 < 60000, "pack-13 never written");
+	busy = busy_client();
+	while (inode_of("pack-14.bpack") == ino14)
+		ck_assert_msg(itest_now_ms() - t0 < 60000, "pack-14 never written");
+	for (k = 0; inode_of("pack-15.bpack") == ino; k++) {
+		unsigned long i = (k * 7919) % nm;
+
+		ck_assert_msg(itest_now_ms() - t0 < 60000, "pack-15 never written");
+		if (k < nm / 2) {
+			FMT(line, "drop pf%lu", m[i]);
+			TXT(fd, line, "Done\n");
+			dropped[i] = true;
+			ndropped++;
+		}
+		itest_sleep_ms(5);
+	}
+	kill(busy, SIGKILL);
+	waitpid(busy, NULL, 0);
+	close(fd);
+	kill9();
+	fprintf(stderr, "pack-15: %lu members, %lu dropped during the checkpoint\n", nm, ndropped);
+	ck_assert_uint_ge(ndropped, 50); /* pack-15 took a while: its rounds were slow */
+	uint32_t count;
+	char **names = pack_names("pack-15.bpack", &count);
+
+	for (uint32_t i = 1; i < count; i++)
+		ck_assert_msg(strcmp(names[i - 1], names[i]), "%s twice in pack-15", names[i]);
+	for (k = 0; k < nm; k++) {
+		char *name = line;
+
+		FMT(line, "pf%lu", m[k]);
+		ck_assert_msg(dropped[k] || bsearch(&name, names, count, sizeof(*names), cmp_str),
+			      "%s not in pack-15", line);
+	}
+	for (uint32_t i = 0; i < count; i++)
+		free(names[i]);
+	free(names);
+
+	start_in_dir(CONF("snapshot_interval = 0\nwal = off\n"));
+	fd = conn();
+	for (k = 0; k < nm; k++) {
+		if (dropped[k])
+			continue;
+		FMT(line, "multi pf%lu a b", m[k]);
+		TXT(fd, line, "Yes Yes\n");
+	}
+	close(fd);
+	stop();
+	free(m);
+	free(dropped);
 }
 END_TEST
 
@@ -1828,6 +1963,7 @@ static Suite *persist_suite(void)
 
 	tcase_set_timeout(rounds, 600);
 	tcase_add_test(rounds, test_pack_close_while_recorded);
+	tcase_add_test(rounds, test_pack_drops_while_gathered);
 	suite_add_tcase(s, rounds);
 	return s;
 }
