@@ -2659,7 +2659,8 @@ int srv_snap_new(uv_loop_t *loop, const struct config *cfg, struct cmd_ctx *ctx,
 	sn->loop = loop;
 	sn->cfg = cfg;
 	const char *round = getenv(SNAP_ROUND_ENV);
-	sn->round_max = round && strtoul(round, NULL, 10) ? strtoul(round, NULL, 10) : SIZE_MAX;
+	unsigned long round_max = round ? strtoul(round, NULL, 10) : 0;
+	sn->round_max = round_max ? round_max : SIZE_MAX;
 	sn->ctx = ctx;
 	for (int i = 0; i < SNAP_PACKS; i++)
 		sn->packs[i].gone_lsn = UINT64_MAX;
