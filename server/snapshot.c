@@ -65,7 +65,7 @@ struct snap_entry {
 #define SNAP_PACKS 16
 _Static_assert(SNAP_PACKS <= INT8_MAX, "struct snap_entry keeps its pack in 8 bits");
 /* A pack's entries are encoded on the loop in rounds of this much time at most. */
-#define SNAP_PACK_ROUND_NS 1000000
+#define SNAP_PACK_ROUND_NS 500000
 /* A written pack's members are recorded in rounds of this much loop time at most. */
 #define SNAP_ROUND_NS 500000
 /* For tests only: the environment can cap a round at this many entries (at least 1), so that
