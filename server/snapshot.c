@@ -65,7 +65,12 @@ struct snap_entry {
 #define SNAP_PACKS 16
 _Static_assert(SNAP_PACKS <= INT8_MAX, "struct snap_entry keeps its pack in 8 bits");
 /* A pack's entries are encoded on the loop in rounds of this much time at most. */
-#define SNAP_PACK_ROUND_NS 1000000
+#define SNAP_PACK_ROUND_NS 500000
+/* A written pack's members are recorded in rounds of this much loop time at most. */
+#define SNAP_ROUND_NS 500000
+/* For tests only: the environment can cap a round at this many entries (at least 1), so that
+ * commands land between rounds that would otherwise be over within a turn of the loop. */
+#define SNAP_ROUND_ENV "BLOSSOMD_SNAP_ROUND_ENTRIES"
 
 struct snap_pack {
 	struct snap_entry **members;
@@ -76,6 +81,29 @@ struct snap_pack {
 	size_t last_len;   /* bytes of its last write: the next one's buffer is sized from it */
 };
 
+/* A member's cut as a pack job encoded it. */
+struct snap_pcut {
+	uint64_t cut, need, generation;
+	bool in; /* encoded into the file (not dropped before its turn) */
+};
+
+/*
+ * A pack job's memory, allocated and faulted in on the threadpool ahead of the job that takes
+ * it (the first write to each 2 MiB of a fresh buffer cost the loop about 4 ms on a VM), sized
+ * for the pack as it was when asked for: room for ncap members and cap bytes of entries.
+ */
+struct snap_pmem {
+	uv_work_t req;
+	struct srv_snap *sn;
+	int pack;
+	bool ready; /* its after_work ran (the arrays are NULL if it could not allocate them) */
+	size_t ncap, cap;
+	struct snap_entry **ents;
+	struct snap_pcut *cuts;
+	uint64_t *ends;
+	unsigned char *buf;
+};
+
 /* One pack's write: its members encoded (on the loop, in rounds), then the file written on
  * the threadpool. */
 struct snap_pjob {
@@ -83,15 +111,16 @@ struct snap_pjob {
 	struct srv_snap *sn;
 	int pack;
 	char file[32];
-	struct snap_entry **ents; /* the members when the job began (each ->packing) */
-	size_t n, pos;		  /* encoded up to pos */
-	struct {
-		uint64_t cut, need, generation;
-		bool in; /* encoded into the file (not dropped before its turn) */
-	} * cuts;
-	unsigned char *buf;
+	/* The members when the job began (each ->packing), gathered in rounds while gathering:
+	 * members at gpos and above are in ents (snap_pjob_gather); room for ncap. */
+	struct snap_entry **ents;
+	size_t n, pos; /* encoded up to pos */
+	bool gathering;
+	size_t gpos, ncap;
+	struct snap_pcut *cuts;
+	unsigned char *buf; /* freed by the worker once written */
 	size_t len, cap;
-	uint64_t *ends; /* entry i of the file ends at ends[i] */
+	uint64_t *ends; /* entry i of the file ends at ends[i]; freed with buf */
 	uint32_t count;
 	uint64_t gone_lsn; /* the pack's gone_lsn when the job began */
 	uint64_t copy_ns, copy_max_ns;
@@ -103,7 +132,10 @@ struct snap_pjob {
 	int rc;
 	const char *step;
 	uint64_t write_ns;
-	bool applied; /* loop only */
+	/* Loop only: the pack's result recorded; its members' up to apos (each let go then);
+	 * recording: after_work ran, the rest is recorded in rounds (snap_on_pidle). */
+	bool applied, recording;
+	size_t apos;
 };
 
 /* One background write: a copy (or, at shutdown, the live filter) and its file. */
@@ -181,6 +213,7 @@ struct srv_snap {
 	struct snap_pack packs[SNAP_PACKS];
 	int pack_pos;		/* the cycle's next pack to consider */
 	struct snap_pjob *pjob; /* encoding (pencoding) or writing */
+	struct snap_pmem *pmem; /* the next pack job's memory, being readied or ready */
 	bool pencoding;
 	uv_idle_t pidle;
 
@@ -189,6 +222,7 @@ struct srv_snap {
 	bool stopping;
 
 	struct srv_snap_status st;
+	size_t round_max; /* entries per round at most (SNAP_ROUND_ENV; else SIZE_MAX) */
 
 	/* The highest generation loaded or given: every write takes the next, so of two copies
 	 * on disk of one name or of one filter (renamed, or moved between a pack and a file of
@@ -216,6 +250,7 @@ struct srv_snap {
 };
 
 static void snap_step(struct srv_snap *sn);
+static void snap_on_pidle(uv_idle_t *h);
 
 static uint64_t snap_next_gen(struct srv_snap *sn)
 {
@@ -788,7 +823,7 @@ static int snap_start(struct srv_snap *sn, struct snap_entry *e)
 
 static void snap_pjob_free(struct snap_pjob *pj)
 {
-	for (size_t i = 0; i < pj->n; i++) {
+	for (size_t i = pj->apos; i < pj->n; i++) {
 		pj->ents[i]->packing = false;
 		snap_release(pj->ents[i]);
 	}
@@ -803,18 +838,134 @@ static void snap_pjob_free(struct snap_pjob *pj)
 	free(pj);
 }
 
+static void snap_pmem_free(struct snap_pmem *pm)
+{
+	free(pm->ents);
+	free(pm->cuts);
+	free(pm->ends);
+	free(pm->buf);
+	free(pm);
+}
+
+/* Threadpool: allocate a pack job's memory and write to all of it, so that it is faulted in. */
+static void snap_pmem_work(uv_work_t *req)
+{
+	struct snap_pmem *pm = req->data;
+
+	snap_worker_nice();
+	pm->ents = malloc(pm->ncap * sizeof(*pm->ents));
+	pm->cuts = malloc(pm->ncap * sizeof(*pm->cuts));
+	pm->ends = malloc(pm->ncap * sizeof(*pm->ends));
+	pm->buf = malloc(pm->cap);
+	if (!pm->ents || !pm->cuts || !pm->ends || !pm->buf) {
+		free(pm->ents);
+		free(pm->cuts);
+		free(pm->ends);
+		free(pm->buf);
+		pm->ents = NULL;
+		pm->cuts = NULL;
+		pm->ends = NULL;
+		pm->buf = NULL;
+		return;
+	}
+	memset(pm->ents, 0, pm->ncap * sizeof(*pm->ents));
+	memset(pm->cuts, 0, pm->ncap * sizeof(*pm->cuts));
+	memset(pm->ends, 0, pm->ncap * sizeof(*pm->ends));
+	memset(pm->buf, 0, pm->cap);
+}
+
+static void snap_pmem_after(uv_work_t *req, int status)
+{
+	struct snap_pmem *pm = req->data;
+	struct srv_snap *sn = pm->sn;
+
+	(void)status; /* cancelled: its arrays are NULL, and the job allocates its own */
+	pm->ready = true;
+	if (sn->pmem != pm) {
+		snap_pmem_free(pm);
+		return;
+	}
+	snap_step(sn);
+}
+
+/* Have the memory for a job writing pack readied on the threadpool. Returns false if it
+ * could not be asked for (the job then allocates its own, on the loop). */
+static bool snap_pmem_ask(struct srv_snap *sn, int pack)
+{
+	const struct snap_pack *pk = &sn->packs[pack];
+	struct snap_pmem *pm = calloc(1, sizeof(*pm));
+	size_t each = 0, k = pk->n < 16 ? pk->n : 16;
+
+	if (!pm)
+		return false;
+	pm->sn = sn;
+	pm->pack = pack;
+	pm->req.data = pm;
+	/* Room for members that join meanwhile; the bytes of the last write, or a guess from a
+	 * few members the first time (too little is grown on the loop, as before). */
+	pm->ncap = pk->n + pk->n / 8 + 64;
+	for (size_t i = 0; i < k; i++)
+		each += bf_snapshot_entry_size(pk->members[i * pk->n / k]->f);
+	pm->cap = pk->last_len ? pk->last_len + pk->last_len / 8
+			       : (k ? each / k : 0) * pm->ncap + (64u << 10);
+	if (uv_queue_work(sn->loop, &pm->req, snap_pmem_work, snap_pmem_after)) {
+		free(pm);
+		return false;
+	}
+	sn->pmem = pm;
+	return true;
+}
+
+/* Before a cycle's job writes pack: true while its memory is being readied (snap_pmem_after
+ * steps on), false once the job can start. */
+static bool snap_pmem_wait(struct srv_snap *sn, int pack)
+{
+	struct snap_pmem *pm = sn->pmem;
+
+	if (pm && !pm->ready)
+		return true; /* one at a time: this pack's, or a pack's no longer dirty */
+	if (pm && pm->pack == pack)
+		return false;
+	if (pm) {
+		sn->pmem = NULL;
+		snap_pmem_free(pm);
+	}
+	return snap_pmem_ask(sn, pack);
+}
+
 /* A job for pack's members as they are now; the pack counts as written from here on (a
- * failure makes it dirty again). NULL on allocation failure. */
+ * failure makes it dirty again). Its memory is sn->pmem's if that was readied for this pack
+ * and is large enough. NULL on allocation failure. */
 static struct snap_pjob *snap_pjob_new(struct srv_snap *sn, int pack)
 {
 	struct snap_pack *pk = &sn->packs[pack];
 	struct snap_pjob *pj = calloc(1, sizeof(*pj));
+	struct snap_pmem *pm = sn->pmem;
 
 	if (!pj)
 		return NULL;
-	pj->ents = malloc((pk->n ? pk->n : 1) * sizeof(*pj->ents));
-	pj->cuts = calloc(pk->n ? pk->n : 1, sizeof(*pj->cuts));
-	pj->ends = malloc((pk->n ? pk->n : 1) * sizeof(*pj->ends));
+	if (pm && pm->ready && pm->pack == pack && pm->ents && pm->ncap >= pk->n) {
+		pj->ents = pm->ents;
+		pj->cuts = pm->cuts;
+		pj->ends = pm->ends;
+		pj->buf = pm->buf;
+		pj->cap = pm->cap;
+		pj->ncap = pm->ncap;
+		pm->ents = NULL;
+		pm->cuts = NULL;
+		pm->ends = NULL;
+		pm->buf = NULL;
+	}
+	if (pm && pm->ready && pm->pack == pack) {
+		sn->pmem = NULL;
+		snap_pmem_free(pm);
+	}
+	if (!pj->ents) {
+		pj->ncap = pk->n ? pk->n : 1;
+		pj->ents = malloc(pj->ncap * sizeof(*pj->ents));
+		pj->cuts = calloc(pj->ncap, sizeof(*pj->cuts));
+		pj->ends = malloc(pj->ncap * sizeof(*pj->ends));
+	}
 	if (!pj->ents || !pj->cuts || !pj->ends || uv_mutex_init(&pj->lock)) {
 		snap_pjob_free(pj);
 		return NULL;
@@ -829,17 +980,14 @@ static struct snap_pjob *snap_pjob_new(struct srv_snap *sn, int pack)
 	pj->pack = pack;
 	pj->req.data = pj;
 	snap_pack_name(pack, pj->file);
-	pj->n = pk->n;
-	for (size_t i = 0; i < pk->n; i++) {
-		pj->ents[i] = pk->members[i];
-		pj->ents[i]->packing = true;
-	}
+	pj->gathering = true;
+	pj->gpos = pk->n;
 	pj->gone_lsn = pk->gone_lsn;
 	pk->gone_lsn = UINT64_MAX;
 	pk->dirty = false;
 	/* Room for about what it held last time: growing a buffer of megabytes by doubling would
 	 * copy it on the loop. Best effort. */
-	if (pk->last_len) {
+	if (!pj->buf && pk->last_len) {
 		pj->cap = pk->last_len + pk->last_len / 8;
 		pj->buf = malloc(pj->cap);
 		if (!pj->buf)
@@ -848,12 +996,83 @@ static struct snap_pjob *snap_pjob_new(struct srv_snap *sn, int pack)
 	return pj;
 }
 
-/* Encode members from pj->pos on, for about budget_ns of loop time (0: all): each one an exact
- * cut of its filter. 0 or -ENOMEM. */
+/* Room for twice as many members in a job's arrays. 0 or -ENOMEM. */
+static int snap_pjob_grow(struct snap_pjob *pj)
+{
+	size_t cap = pj->ncap * 2;
+	struct snap_entry **ents = realloc(pj->ents, cap * sizeof(*ents));
+	struct snap_pcut *cuts;
+	uint64_t *ends;
+
+	if (!ents)
+		return -ENOMEM;
+	pj->ents = ents;
+	cuts = realloc(pj->cuts, cap * sizeof(*cuts));
+	if (!cuts)
+		return -ENOMEM;
+	memset(cuts + pj->ncap, 0, (cap - pj->ncap) * sizeof(*cuts));
+	pj->cuts = cuts;
+	ends = realloc(pj->ends, cap * sizeof(*ends));
+	if (!ends)
+		return -ENOMEM;
+	pj->ends = ends;
+	pj->ncap = cap;
+	return 0;
+}
+
+/*
+ * Gather the pack's members into the job, walking them down from gpos, for about budget_ns of
+ * loop time (0: all; a pack of 62,500 took about 2 ms). A member that leaves meanwhile has the
+ * last one moved into its place: below the walk (met there, and taken once: ->packing), or
+ * within what was walked (taken already, or one that joined since, which the pack's next write
+ * takes: a join makes it dirty). So every member from the job's start to the walk's end is
+ * taken, once. Returns 1 while more remain, 0 once all are, or -ENOMEM.
+ */
+static int snap_pjob_gather(struct srv_snap *sn, struct snap_pjob *pj, uint64_t budget_ns)
+{
+	const struct snap_pack *pk = &sn->packs[pj->pack];
+	uint64_t t0 = uv_hrtime();
+	size_t k = 0;
+
+	while (pj->gpos > 0) {
+		struct snap_entry *e;
+
+		if (pj->gpos > pk->n) {
+			pj->gpos = pk->n; /* members left past the walk */
+			continue;
+		}
+		e = pk->members[--pj->gpos];
+		if (!e->packing) {
+			if (pj->n == pj->ncap && snap_pjob_grow(pj))
+				return -ENOMEM;
+			pj->ents[pj->n++] = e;
+			e->packing = true;
+		}
+		if (budget_ns && (++k >= sn->round_max ||
+				  ((pj->gpos & 63) == 0 && uv_hrtime() - t0 >= budget_ns)))
+			break;
+	}
+	return pj->gpos > 0;
+}
+
+/* Gather the members, then encode them from pj->pos on, for about budget_ns of loop time (0:
+ * all; a round that ends the gathering encodes nothing): each one an exact cut of its filter.
+ * 0 or -ENOMEM. */
 static int snap_pjob_encode(struct snap_pjob *pj, uint64_t budget_ns)
 {
 	struct srv_snap *sn = pj->sn;
 	uint64_t t0 = uv_hrtime();
+
+	if (pj->gathering) {
+		int rc = snap_pjob_gather(sn, pj, budget_ns ? SNAP_ROUND_NS : 0);
+
+		if (rc <= 0)
+			pj->gathering = false;
+		if (rc < 0)
+			return rc;
+		if (budget_ns)
+			return 0;
+	}
 
 	while (pj->pos < pj->n) {
 		struct snap_entry *e = pj->ents[pj->pos];
@@ -890,16 +1109,17 @@ static int snap_pjob_encode(struct snap_pjob *pj, uint64_t budget_ns)
 	return 0;
 }
 
-/* Loop: record a pack job's result (once). */
-static void snap_pjob_apply(struct srv_snap *sn, struct snap_pjob *pj)
+/* Loop: record a pack job's result: the pack's at once, its members from pj->apos on for about
+ * budget_ns of loop time (0: all of them), each let go once recorded (a pack of 62,500 took
+ * about 5 ms). Returns true once all are. */
+static bool snap_pjob_record(struct srv_snap *sn, struct snap_pjob *pj, uint64_t budget_ns)
 {
 	struct snap_pack *pk = &sn->packs[pj->pack];
-	uint64_t now = (uint64_t)time(NULL);
+	uint64_t now = (uint64_t)time(NULL), t0 = uv_hrtime();
+	size_t k = 0;
 
-	if (pj->applied)
-		return;
-	pj->applied = true;
-	if (pj->rc) {
+	if (!pj->applied && pj->rc) {
+		pj->applied = true;
 		pk->dirty = true;
 		if (pj->gone_lsn < pk->gone_lsn)
 			pk->gone_lsn = pj->gone_lsn;
@@ -910,47 +1130,63 @@ static void snap_pjob_apply(struct srv_snap *sn, struct snap_pjob *pj)
 			 "pack %s (%zu filters): %s: %s", pj->file, pj->n,
 			 pj->step ? pj->step : "?", strerror(-pj->rc));
 		sn->cycle_failed += pj->count ? pj->count : 1;
-		for (size_t i = 0; i < pj->n; i++)
-			if (pj->ents[i]->f && pj->cuts[i].in)
-				snap_set_failed(sn, pj->ents[i], true);
 		srv_log(SRV_LOG_ERR, "snapshot of %" PRIu32 " filters failed: %s/%s: %s: %s; %s",
 			pj->count, sn->dir, pj->file, pj->step ? pj->step : "?", strerror(-pj->rc),
 			pj->step && !strcmp(pj->step, "fsync dir")
 			    ? "the new pack is in place but may not survive a power loss"
 			    : "the previous pack is kept");
-		return;
+	} else if (!pj->applied) {
+		pj->applied = true;
+		sn->st.saves++;
+		sn->st.saved_bytes += pj->len;
+		pk->last_len = pj->len;
+		sn->st.last_success_unix = now;
+		sn->ctx->last_save_unix = now;
+		sn->cycle_saved += pj->count;
+		srv_log(SRV_LOG_DEBUG,
+			"snapshot of %" PRIu32 " filters in %s: %zu bytes, encoded in %" PRIu64
+			" ms of loop time (longest pause %" PRIu64 " us), written in %" PRIu64
+			" ms",
+			pj->count, pj->file, pj->len, snap_ms(pj->copy_ns), pj->copy_max_ns / 1000,
+			snap_ms(pj->write_ns));
 	}
-	sn->st.saves++;
-	sn->st.saved_bytes += pj->len;
-	pk->last_len = pj->len;
-	sn->st.last_success_unix = now;
-	sn->ctx->last_save_unix = now;
-	sn->cycle_saved += pj->count;
-	for (size_t i = 0; i < pj->n; i++) {
-		struct snap_entry *e = pj->ents[i];
+	while (pj->apos < pj->n) {
+		struct snap_entry *e = pj->ents[pj->apos];
+		const struct snap_pcut *c = &pj->cuts[pj->apos];
 
-		if (!e->f || !pj->cuts[i].in)
-			continue;
-		if (e->failed)
-			srv_log(SRV_LOG_NOTICE,
-				"snapshot of filter '%s' (%s) written again after failures",
-				e->f->name, pj->file);
-		e->on_disk = true;
-		snap_set_failed(sn, e, false);
-		e->saved_changes = pj->cuts[i].cut;
-		e->need_lsn = pj->cuts[i].need;
-		e->generation = pj->cuts[i].generation;
-		/* Packed now: a file of its own from before is older, and no longer needed. */
-		if (e->own_file && e->pack == pj->pack) {
-			snap_unlink(sn, e->file, "filter packed");
-			e->own_file = false;
+		if (e->f && c->in && pj->rc) {
+			snap_set_failed(sn, e, true);
+		} else if (e->f && c->in) {
+			if (e->failed)
+				srv_log(SRV_LOG_NOTICE,
+					"snapshot of filter '%s' (%s) written again after failures",
+					e->f->name, pj->file);
+			e->on_disk = true;
+			snap_set_failed(sn, e, false);
+			e->saved_changes = c->cut;
+			e->need_lsn = c->need;
+			e->generation = c->generation;
+			/* Packed now: a file of its own from before is older, and no longer
+			 * needed. */
+			if (e->own_file && e->pack == pj->pack) {
+				snap_unlink(sn, e->file, "filter packed");
+				e->own_file = false;
+			}
 		}
+		e->packing = false;
+		snap_release(e);
+		pj->apos++;
+		if (budget_ns && (++k >= sn->round_max ||
+				  ((pj->apos & 63) == 0 && uv_hrtime() - t0 >= budget_ns)))
+			break;
 	}
-	srv_log(SRV_LOG_DEBUG,
-		"snapshot of %" PRIu32 " filters in %s: %zu bytes, encoded in %" PRIu64
-		" ms of loop time (longest pause %" PRIu64 " us), written in %" PRIu64 " ms",
-		pj->count, pj->file, pj->len, snap_ms(pj->copy_ns), pj->copy_max_ns / 1000,
-		snap_ms(pj->write_ns));
+	return pj->apos == pj->n;
+}
+
+/* Loop: record all of a pack job's result (what is not yet). */
+static void snap_pjob_apply(struct srv_snap *sn, struct snap_pjob *pj)
+{
+	snap_pjob_record(sn, pj, 0);
 }
 
 /* Threadpool: write a pack job's file. */
@@ -964,6 +1200,11 @@ static void snap_pjob_work(uv_work_t *req)
 	snap_worker_nice();
 	t0 = uv_hrtime();
 	rc = bf_pack_write(pj->sn->dirfd, pj->file, pj->buf, pj->ends, pj->count, &step);
+	/* Freed here, not on the loop (megabytes unmapped); the loop reads neither any more. */
+	free(pj->buf);
+	free(pj->ends);
+	pj->buf = NULL;
+	pj->ends = NULL;
 	uv_mutex_lock(&pj->lock);
 	pj->rc = rc;
 	pj->step = step;
@@ -981,6 +1222,11 @@ static void snap_pjob_after(uv_work_t *req, int status)
 	if (status == UV_ECANCELED && !pj->done) {
 		pj->rc = -ECANCELED;
 		pj->step = "queue";
+	}
+	if (sn->pjob == pj && !sn->stopping && !snap_pjob_record(sn, pj, SNAP_ROUND_NS)) {
+		pj->recording = true;
+		uv_idle_start(&sn->pidle, snap_on_pidle);
+		return;
 	}
 	snap_pjob_apply(sn, pj);
 	if (sn->pjob == pj)
@@ -1013,6 +1259,15 @@ static void snap_on_pidle(uv_idle_t *h)
 	uint64_t t0 = uv_hrtime(), dt;
 	int rc;
 
+	if (pj && pj->recording) {
+		if (!snap_pjob_record(sn, pj, SNAP_ROUND_NS))
+			return;
+		uv_idle_stop(h);
+		sn->pjob = NULL;
+		snap_pjob_free(pj);
+		snap_step(sn);
+		return;
+	}
 	if (!pj || !sn->pencoding) {
 		uv_idle_stop(h);
 		return;
@@ -1022,7 +1277,7 @@ static void snap_on_pidle(uv_idle_t *h)
 	pj->copy_ns += dt;
 	if (dt > pj->copy_max_ns)
 		pj->copy_max_ns = dt;
-	if (!rc && pj->pos < pj->n)
+	if (!rc && (pj->gathering || pj->pos < pj->n))
 		return;
 	uv_idle_stop(h);
 	sn->pencoding = false;
@@ -1056,17 +1311,20 @@ static void snap_pjob_abort(struct srv_snap *sn)
 	snap_pjob_free(pj);
 }
 
-/* Wait for a pack job on the threadpool to finish, then record its result. */
+/* Wait for a pack job on the threadpool to finish, then record its result, all of it (a
+ * member's recorded later would take it back to what the pack holds). */
 static void snap_pjob_settle(struct srv_snap *sn)
 {
 	struct snap_pjob *pj = sn->pjob;
 
-	if (!pj || sn->pencoding || pj->applied)
+	if (!pj || sn->pencoding)
 		return;
-	uv_mutex_lock(&pj->lock);
-	while (!pj->done)
-		uv_cond_wait(&pj->cond, &pj->lock);
-	uv_mutex_unlock(&pj->lock);
+	if (!pj->applied) {
+		uv_mutex_lock(&pj->lock);
+		while (!pj->done)
+			uv_cond_wait(&pj->cond, &pj->lock);
+		uv_mutex_unlock(&pj->lock);
+	}
 	snap_pjob_apply(sn, pj);
 }
 
@@ -1084,6 +1342,12 @@ static int snap_pack_start(struct srv_snap *sn, int pack)
 		return -1;
 	}
 	sn->pjob = pj;
+	/* The next dirty pack's memory is readied while this one is encoded and written. */
+	for (int next = pack + 1; !sn->stopping && !sn->pmem && next < SNAP_PACKS; next++)
+		if (sn->packs[next].dirty) {
+			snap_pmem_ask(sn, next);
+			break;
+		}
 	if (sn->stopping) {
 		pj->rc = snap_pjob_encode(pj, 0);
 		if (pj->rc) {
@@ -1302,10 +1566,14 @@ static void snap_step(struct srv_snap *sn)
 			continue;
 		if (sn->pending_pos == sn->npending) {
 			/* Files of their own first (a filter that left its pack is then on disk),
-			 * then the packs. */
+			 * then the packs, each once its memory is ready (not at shutdown). */
 			if (sn->cycle_running && sn->pack_pos < SNAP_PACKS) {
-				int pack = sn->pack_pos++;
+				int pack = sn->pack_pos;
 
+				if (sn->packs[pack].dirty && !sn->stopping &&
+				    snap_pmem_wait(sn, pack))
+					return;
+				sn->pack_pos++;
 				if (sn->packs[pack].dirty)
 					snap_pack_start(sn, pack);
 				continue;
@@ -1757,6 +2025,8 @@ void srv_snap_shutdown(struct srv_snap *sn)
 	sn->stopping = true;
 	snap_copy_abort(sn);
 	snap_pjob_abort(sn);
+	if (sn->pjob && sn->pjob->recording)
+		snap_pjob_apply(sn, sn->pjob); /* so the pass below sees its members written */
 	snap_closes_clear(sn); /* the shutdown pass writes them; their clients are let go */
 	if (snap_pending_fill(sn)) {
 		/* No room for a list: write them one by one here, on the loop. */
@@ -2388,6 +2658,9 @@ int srv_snap_new(uv_loop_t *loop, const struct config *cfg, struct cmd_ctx *ctx,
 	}
 	sn->loop = loop;
 	sn->cfg = cfg;
+	const char *round = getenv(SNAP_ROUND_ENV);
+	unsigned long round_max = round ? strtoul(round, NULL, 10) : 0;
+	sn->round_max = round_max ? round_max : SIZE_MAX;
 	sn->ctx = ctx;
 	for (int i = 0; i < SNAP_PACKS; i++)
 		sn->packs[i].gone_lsn = UINT64_MAX;
@@ -2497,6 +2770,14 @@ void srv_snap_free(struct srv_snap *sn)
 	if (sn->copy)
 		snap_copy_abort(sn);
 	snap_pjob_abort(sn);
+	if (sn->pjob && sn->pjob->recording) {
+		uv_idle_stop(&sn->pidle);
+		snap_pjob_apply(sn, sn->pjob);
+		snap_pjob_free(sn->pjob);
+		sn->pjob = NULL;
+	}
+	if (sn->pmem && sn->pmem->ready)
+		snap_pmem_free(sn->pmem);
 	/* A job still here means its after_work never ran: the loop was not drained. Its
 	 * memory may still be in use by the threadpool, so it is left alone. */
 	snap_pending_clear(sn);

@@ -1628,6 +1628,278 @@ START_TEST(test_flushall_survives_kill)
 }
 END_TEST
 
+/* The filters pf<i> of [0, n) whose pack is pack (as the daemon picks it: name hash), in the
+ * order they were created (so, of a fresh daemon, their order in the pack). Returns how many. */
+static unsigned long pack_members(int pack, unsigned long n, unsigned long *out)
+{
+	unsigned long m = 0;
+	char name[32];
+
+	for (unsigned long i = 0; i < n; i++) {
+		int len = snprintf(name, sizeof(name), "pf%lu", i);
+
+		if (XXH3_64bits(name, (size_t)len) % 16 == (unsigned)pack)
+			out[m++] = i;
+	}
+	return m;
+}
+
+/* A child that keeps the daemon's loop busy: it asks for the key "a" of pf0..pf9999 on a
+ * connection of its own, the next 10,000 questions always sent before the last answers are
+ * read, so that every turn of the loop serves a slice of them. */
+static pid_t busy_client(void)
+{
+	enum { N = 10000 };
+	pid_t pid = fork();
+
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0) {
+		static char out[N * 24], in[N * 4];
+		size_t len = 0;
+		int fd = conn();
+
+		for (unsigned i = 0; i < N; i++)
+			len += (size_t)snprintf(out + len, sizeof(out) - len, "check pf%u a\n", i);
+		if (itest_send(fd, out, len))
+			_exit(1);
+		for (;;)
+			if (itest_send(fd, out, len) || itest_recv_n(fd, in, sizeof(in), T) < 0)
+				_exit(1);
+	}
+	return pid;
+}
+
+/* BGSAVE until it starts a cycle (one already running answers that it is). */
+static void bgsave_when_idle(void)
+{
+	char reply[128];
+	int64_t t0 = itest_now_ms();
+	int fd = conn();
+
+	for (;;) {
+		ck_assert_int_eq(itest_send_str(fd, resp("BGSAVE")), 0);
+		ck_assert_int_gt(itest_recv_until(fd, reply, sizeof(reply), "\r\n", T), 0);
+		if (!strcmp(reply, "+Background saving started\r\n"))
+			break;
+		ck_assert_str_eq(reply, "-ERR Background save already in progress\r\n");
+		ck_assert_msg(itest_now_ms() - t0 < 60000, "a checkpoint ran for a minute");
+		itest_sleep_ms(10);
+	}
+	close(fd);
+}
+
+/*
+ * A written pack's members are recorded in rounds (one entry a round here: the environment's
+ * BLOSSOMD_SNAP_ROUND_ENTRIES; another client makes each round a turn of the loop apart). A
+ * close of a member not yet recorded writes a file of its own that holds a change made after
+ * the pack's cut: the rest of the pack is recorded first, so no later round takes the member
+ * back to the pack's older state (it would look changed, and the next checkpoint would pack
+ * its paged-out filter, bitless, and remove the file). wal = off and SIGKILL: only the files
+ * hold what was acknowledged.
+ */
+START_TEST(test_pack_close_while_recorded)
+{
+	unsigned long n = under_valgrind() ? 16000 : 64000, *m = malloc(n * sizeof(*m)), nm;
+	char line[128], reply[64];
+	ino_t ino, ino14;
+	int64_t t0;
+	pid_t busy;
+	int fd, rfd;
+
+	ck_assert_ptr_nonnull(m);
+	packed = true;
+	data_dir_new();
+	ck_assert_int_eq(setenv("BLOSSOMD_SNAP_ROUND_ENTRIES", "1", 1), 0);
+	start_in_dir(CONF("snapshot_interval = 0\nwal = off\n"));
+	unsetenv("BLOSSOMD_SNAP_ROUND_ENTRIES");
+	fd = conn();
+	per_filter(fd, "create", " capacity=100", 0, n, "Done\n");
+	per_filter(fd, "set", " a", 0, n, "Yes\n");
+	TXT(fd, "flush", "Done\n");
+	nm = pack_members(15, n, m);
+	ck_assert_uint_gt(nm, 100);
+	ino = inode_of("pack-15.bpack");
+	ino14 = inode_of("pack-14.bpack");
+	ck_assert_uint_ne(ino, 0);
+	per_filter(fd, "set", " b", 0, n, "Yes\n");
+
+	rfd = conn();
+	ck_assert_int_eq(itest_send_str(rfd, resp("BGSAVE")), 0);
+	ck_assert_int_gt(itest_recv_until(rfd, reply, sizeof(reply), "\r\n", T), 0);
+	ck_assert_str_eq(reply, "+Background saving started\r\n");
+	close(rfd);
+	/* pack-15 is written last (the client that makes the rounds slow starts before); once in
+	 * place, its members are recorded, one a turn of the loop: those in the middle are not yet
+	 * when the closes come (whichever end the rounds start from). */
+	t0 = itest_now_ms();
+	while (inode_of("pack-14.bpack") == ino14)
+		ck_assert_msg(itest_now_ms() - t0 < 60000, "pack-14 never written");
+	busy = busy_client();
+	while (inode_of("pack-15.bpack") == ino)
+		ck_assert_msg(itest_now_ms() - t0 < 60000, "pack-15 never written");
+	itest_sleep_ms(20); /* its directory's fsync, then it is recorded */
+	for (unsigned long k = nm / 2; k < nm / 2 + 20; k++) {
+		FMT(line, "set pf%lu c", m[k]);
+		TXT(fd, line, "Yes\n");
+		FMT(line, "close pf%lu", m[k]);
+		TXT(fd, line, "Done\n");
+	}
+	kill(busy, SIGKILL);
+	waitpid(busy, NULL, 0);
+	/* The next checkpoint, once that one ended, writes what changed since (nothing). */
+	bgsave_when_idle();
+	bgsave_when_idle();
+	close(fd);
+	kill9();
+
+	start_in_dir(CONF("snapshot_interval = 0\nwal = off\n"));
+	fd = conn();
+	for (unsigned long k = nm / 2; k < nm / 2 + 20; k++) {
+		FMT(line, "check pf%lu c", m[k]);
+		TXT(fd, line, "Yes\n");
+	}
+	per_filter(fd, "check", " a", 0, n, "Yes\n");
+	per_filter(fd, "check", " b", 0, n, "Yes\n");
+	close(fd);
+	stop();
+	free(m);
+}
+END_TEST
+
+static int cmp_str(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* The names of a pack file's entries (its index read as bf_pack_write lays it out: host-order
+ * fields, the name at byte 184 of an entry, its length at 20), sorted, each malloc'd. */
+static char **pack_names(const char *file, uint32_t *count)
+{
+	size_t len;
+	unsigned char *p = slurp(file, &len);
+	char **names;
+
+	ck_assert_ptr_nonnull(p);
+	ck_assert_uint_ge(len, 32);
+	memcpy(count, p + 12, 4);
+	names = calloc(*count ? *count : 1, sizeof(*names));
+	ck_assert_ptr_nonnull(names);
+	for (uint32_t i = 0; i < *count; i++) {
+		uint64_t off;
+		uint32_t nlen;
+
+		ck_assert_uint_le(32 + (size_t)(i + 1) * 16, len);
+		memcpy(&off, p + 32 + (size_t)i * 16, 8);
+		ck_assert_uint_le(off + 184, len);
+		memcpy(&nlen, p + off + 20, 4);
+		ck_assert_uint_le(off + 184 + nlen, len);
+		names[i] = strndup((const char *)p + off + 184, nlen);
+		ck_assert_ptr_nonnull(names[i]);
+	}
+	qsort(names, *count, sizeof(*names), cmp_str);
+	free(p);
+	return names;
+}
+
+/*
+ * A pack job gathers the pack's members in rounds (one a round here, each a turn of the loop
+ * apart): drops of pack-15's members at places spread over it while it is gathered move the
+ * last member into the dropped one's place. Every member not dropped is taken, once: the file
+ * has each once when it is in place; wal = off and SIGKILL right then, and each is there after
+ * the restart with what it held.
+ */
+START_TEST(test_pack_drops_while_gathered)
+{
+	unsigned long n = under_valgrind() ? 16000 : 64000, *m = malloc(n * sizeof(*m)), nm, k;
+	bool *dropped = calloc(n, sizeof(*dropped));
+	char line[128], reply[64];
+	unsigned long ndropped = 0;
+	ino_t ino, ino13, ino14;
+	int64_t t0;
+	pid_t busy;
+	int fd, rfd;
+
+	ck_assert(m && dropped);
+	packed = true;
+	data_dir_new();
+	ck_assert_int_eq(setenv("BLOSSOMD_SNAP_ROUND_ENTRIES", "1", 1), 0);
+	start_in_dir(CONF("snapshot_interval = 0\nwal = off\n"));
+	unsetenv("BLOSSOMD_SNAP_ROUND_ENTRIES");
+	fd = conn();
+	per_filter(fd, "create", " capacity=100", 0, n, "Done\n");
+	per_filter(fd, "set", " a", 0, n, "Yes\n");
+	TXT(fd, "flush", "Done\n");
+	nm = pack_members(15, n, m);
+	ck_assert_uint_gt(nm, 100);
+	ino = inode_of("pack-15.bpack");
+	ino13 = inode_of("pack-13.bpack");
+	ino14 = inode_of("pack-14.bpack");
+	ck_assert_uint_ne(ino, 0);
+	per_filter(fd, "set", " b", 0, n, "Yes\n");
+
+	rfd = conn();
+	ck_assert_int_eq(itest_send_str(rfd, resp("BGSAVE")), 0);
+	ck_assert_int_gt(itest_recv_until(rfd, reply, sizeof(reply), "\r\n", T), 0);
+	ck_assert_str_eq(reply, "+Background saving started\r\n");
+	close(rfd);
+	/* pack-15 is written last: after pack-14's members are recorded, its own are gathered,
+	 * a turn of the loop each (the client that makes the turns slow runs from pack-13 on).
+	 * Drops every 5 ms from then on, until it is in place. */
+	t0 = itest_now_ms();
+	while (inode_of("pack-13.bpack") == ino13)
+		ck_assert_msg(itest_now_ms() - t0 < 60000, "pack-13 never written");
+	busy = busy_client();
+	while (inode_of("pack-14.bpack") == ino14)
+		ck_assert_msg(itest_now_ms() - t0 < 60000, "pack-14 never written");
+	for (k = 0; inode_of("pack-15.bpack") == ino; k++) {
+		unsigned long i = (k * 7919) % nm;
+
+		ck_assert_msg(itest_now_ms() - t0 < 60000, "pack-15 never written");
+		if (k < nm / 2) {
+			FMT(line, "drop pf%lu", m[i]);
+			TXT(fd, line, "Done\n");
+			dropped[i] = true;
+			ndropped++;
+		}
+		itest_sleep_ms(5);
+	}
+	kill(busy, SIGKILL);
+	waitpid(busy, NULL, 0);
+	close(fd);
+	kill9();
+	fprintf(stderr, "pack-15: %lu members, %lu dropped during the checkpoint\n", nm, ndropped);
+	ck_assert_uint_ge(ndropped, 50); /* pack-15 took a while: its rounds were slow */
+	uint32_t count;
+	char **names = pack_names("pack-15.bpack", &count);
+
+	for (uint32_t i = 1; i < count; i++)
+		ck_assert_msg(strcmp(names[i - 1], names[i]), "%s twice in pack-15", names[i]);
+	for (k = 0; k < nm; k++) {
+		char *name = line;
+
+		FMT(line, "pf%lu", m[k]);
+		ck_assert_msg(dropped[k] || bsearch(&name, names, count, sizeof(*names), cmp_str),
+			      "%s not in pack-15", line);
+	}
+	for (uint32_t i = 0; i < count; i++)
+		free(names[i]);
+	free(names);
+
+	start_in_dir(CONF("snapshot_interval = 0\nwal = off\n"));
+	fd = conn();
+	for (k = 0; k < nm; k++) {
+		if (dropped[k])
+			continue;
+		FMT(line, "multi pf%lu a b", m[k]);
+		TXT(fd, line, "Yes Yes\n");
+	}
+	close(fd);
+	stop();
+	free(m);
+	free(dropped);
+}
+END_TEST
+
 static struct check_skip skips[3];
 static size_t nskips;
 
@@ -1640,6 +1912,7 @@ static Suite *persist_suite(void)
 	TCase *misc = tcase_create("misc");
 	TCase *faults = tcase_create("faults");
 	TCase *packs = tcase_create("packs");
+	TCase *rounds = tcase_create("pack_rounds");
 
 	tcase_set_timeout(restart, 60);
 	tcase_add_test(restart, test_restart_every_type);
@@ -1687,6 +1960,11 @@ static Suite *persist_suite(void)
 	tcase_add_test(packs, test_pack_drop_stays_dropped);
 	tcase_add_test(packs, test_flushall_survives_kill);
 	suite_add_tcase(s, packs);
+
+	tcase_set_timeout(rounds, 600);
+	tcase_add_test(rounds, test_pack_close_while_recorded);
+	tcase_add_test(rounds, test_pack_drops_while_gathered);
+	suite_add_tcase(s, rounds);
 	return s;
 }
 
