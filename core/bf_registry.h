@@ -86,6 +86,16 @@ void bf_registry_each(const struct bf_registry *r, void (*fn)(void *arg, struct 
 void bf_registry_reserve(struct bf_registry *r, size_t n);
 
 /*
+ * Loading many filters at once (the start): from bf_registry_defer_names() on, created and
+ * adopted filters join the name index (listings) only at bf_registry_index_names(), sorted
+ * once, not one by one (see bf_index_defer). Until then listings, pages and walks by name do
+ * not see them; lookups by name and everything else do. 0 or -ENOMEM (some filters are missing
+ * from listings).
+ */
+void bf_registry_defer_names(struct bf_registry *r);
+int bf_registry_index_names(struct bf_registry *r);
+
+/*
  * Redis's SCAN over the filters: from cursor (0 to start), call fn for every filter of the
  * next buckets, in reverse-binary order of bucket index, until at least count were visited or
  * every bucket was; returns the cursor to go on from, 0 once the scan is complete. A filter

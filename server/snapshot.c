@@ -2346,10 +2346,17 @@ static int snap_load_all(struct srv_snap *sn)
 		return rc;
 	}
 	bool repack[SNAP_PACKS] = {false};
+	/* A million names into the index one by one were a third of the load. */
+	bf_registry_defer_names(sn->ctx->reg);
 	for (int pack = 0; pack < SNAP_PACKS && !rc; pack++)
 		rc = snap_load_pack(sn, pack, &newest, repack);
 	for (i = 0; i < n && !rc; i++)
 		rc = snap_load_one(sn, names[i], &newest, repack);
+	if (bf_registry_index_names(sn->ctx->reg) && !rc) {
+		srv_log(SRV_LOG_ERR, "data_dir %s: out of memory indexing the filters' names",
+			sn->dir);
+		rc = -ENOMEM;
+	}
 	for (i = 0; i < n; i++)
 		free(names[i]);
 	free(names);
