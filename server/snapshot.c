@@ -2249,12 +2249,13 @@ static void snap_keep_copy(struct srv_snap *sn, const char *file)
 	srv_log(SRV_LOG_WARNING, "cannot keep a copy of %s/%s: %s", sn->dir, file, strerror(errno));
 }
 
-/* Load pack file `pack`. 0 (loaded, or set aside) or a negative errno that must stop the
- * start. */
-static int snap_load_pack(struct srv_snap *sn, int pack, uint64_t *newest, bool repack[SNAP_PACKS])
+/* Load pack file `pack`, read into buf's buffer (bf_pack_reopen). 0 (loaded, or set aside) or a
+ * negative errno that must stop the start. */
+static int snap_load_pack(struct srv_snap *sn, int pack, struct bf_pack *buf, uint64_t *newest,
+			  bool repack[SNAP_PACKS])
 {
 	char file[32], why[640], label[96];
-	struct bf_pack pk;
+	struct bf_pack pk = *buf;
 	struct stat sb;
 	bool kept = false;
 	int rc;
@@ -2262,7 +2263,8 @@ static int snap_load_pack(struct srv_snap *sn, int pack, uint64_t *newest, bool 
 	snap_pack_name(pack, file);
 	if (fstatat(sn->dirfd, file, &sb, AT_SYMLINK_NOFOLLOW) && errno == ENOENT)
 		return 0;
-	rc = bf_pack_open(sn->dirfd, file, &pk, why, sizeof(why));
+	rc = bf_pack_reopen(sn->dirfd, file, &pk, why, sizeof(why));
+	*buf = pk; /* its buffer, whatever the result */
 	if (rc == -EINVAL || rc == -ENOTSUP) {
 		snap_set_aside(sn, file, why);
 		snprintf(label, sizeof(label), "%s (every filter in it)", file);
@@ -2329,7 +2331,6 @@ static int snap_load_pack(struct srv_snap *sn, int pack, uint64_t *newest, bool 
 		}
 		rc = snap_adopt(sn, f, gen, file, pack, repack);
 	}
-	bf_pack_close(&pk);
 	return rc;
 }
 
@@ -2348,8 +2349,10 @@ static int snap_load_all(struct srv_snap *sn)
 	bool repack[SNAP_PACKS] = {false};
 	/* A million names into the index one by one were a third of the load. */
 	bf_registry_defer_names(sn->ctx->reg);
+	struct bf_pack buf = {0};
 	for (int pack = 0; pack < SNAP_PACKS && !rc; pack++)
-		rc = snap_load_pack(sn, pack, &newest, repack);
+		rc = snap_load_pack(sn, pack, &buf, &newest, repack);
+	bf_pack_close(&buf);
 	for (i = 0; i < n && !rc; i++)
 		rc = snap_load_one(sn, names[i], &newest, repack);
 	if (bf_registry_index_names(sn->ctx->reg) && !rc) {
