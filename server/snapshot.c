@@ -2027,15 +2027,17 @@ static struct snap_idslot *snap_id_slot(const struct srv_snap *sn, uint64_t id)
 	return &sn->ids[i];
 }
 
-/* Room for one more id at load. 0 or -ENOMEM. */
-static int snap_ids_grow(struct srv_snap *sn)
+/* Room for n ids at load. 0 or -ENOMEM. */
+static int snap_ids_reserve(struct srv_snap *sn, size_t n)
 {
 	struct snap_idslot *old = sn->ids;
 	size_t ocap = sn->ids_cap;
 
-	if (2 * (sn->ids_n + 1) <= sn->ids_cap)
+	if (2 * n <= sn->ids_cap)
 		return 0;
 	sn->ids_cap = ocap ? 2 * ocap : 1024;
+	while (sn->ids_cap < 2 * n)
+		sn->ids_cap *= 2;
 	sn->ids = calloc(sn->ids_cap, sizeof(*sn->ids));
 	if (!sn->ids) {
 		sn->ids = old;
@@ -2097,7 +2099,7 @@ static int snap_adopt(struct srv_snap *sn, struct bf_filter *f, uint64_t gen, co
 		sn->gen = gen;
 	/* One filter under two names: renamed, and the old name's copy not yet removed. */
 	if (f->id) {
-		if (snap_ids_grow(sn)) {
+		if (snap_ids_reserve(sn, sn->ids_n + 1)) {
 			bf_filter_free(f);
 			return -ENOMEM;
 		}
@@ -2282,6 +2284,9 @@ static int snap_load_pack(struct srv_snap *sn, int pack, struct bf_pack *buf, ui
 	/* Packs hold about as many each: size the tables for all of them once. */
 	size_t expect = sn->nents + (size_t)pk.count * (size_t)(SNAP_PACKS - pack);
 	bf_registry_reserve(sn->ctx->reg, expect);
+	/* Best effort too: a million ids by doublings faulted in 64 MB, not 32 (adopt grows the
+	 * table if this could not). */
+	(void)snap_ids_reserve(sn, expect);
 	if (sn->ents_cap < expect) {
 		struct snap_entry **grown = realloc(sn->ents, expect * sizeof(*grown));
 
