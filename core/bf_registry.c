@@ -315,6 +315,11 @@ void bf_registry_each(const struct bf_registry *r, void (*fn)(void *arg, struct 
 			}
 }
 
+void bf_registry_prefetch(const struct bf_registry *r, const char *name, size_t len)
+{
+	__builtin_prefetch(bucket(r, name_hash(name, len)));
+}
+
 struct bf_filter *bf_registry_get(const struct bf_registry *r, const char *name, size_t len)
 {
 	return *find(r, name, len, name_hash(name, len));

@@ -41,6 +41,10 @@ int bf_registry_create(struct bf_registry *r, const char *name, size_t len,
  */
 int bf_registry_adopt(struct bf_registry *r, const char *name, size_t len, struct bf_filter *f);
 
+/* A hint ahead of a lookup or adopt of name (many in a row, a start's load): its bucket is
+ * fetched into the cache meanwhile. */
+void bf_registry_prefetch(const struct bf_registry *r, const char *name, size_t len);
+
 /* The filter with this name, or NULL. */
 struct bf_filter *bf_registry_get(const struct bf_registry *r, const char *name, size_t len);
 

@@ -1029,6 +1029,21 @@ void bf_pack_entry_bytes(const struct bf_pack *pk, uint32_t i, const unsigned ch
 	*len = (size_t)get64(pk->buf, P_INDEX + i * P_INDEX_ENTRY + 8);
 }
 
+bool bf_pack_entry_peek(const struct bf_pack *pk, uint32_t i, uint64_t *id, const char **name,
+			size_t *name_len)
+{
+	const unsigned char *e;
+	size_t len, at = e_name(pk->version);
+
+	bf_pack_entry_bytes(pk, i, &e, &len);
+	if (len < at || get32(e, E_NAME_LEN) > len - at)
+		return false;
+	*id = get64(e, E_ID);
+	*name = (const char *)e + at;
+	*name_len = get32(e, E_NAME_LEN);
+	return true;
+}
+
 void bf_pack_close(struct bf_pack *pk)
 {
 	free(pk->buf);

@@ -193,6 +193,11 @@ int bf_pack_entry(const struct bf_pack *pk, uint32_t i, uint64_t max_bytes, stru
 		  uint64_t *generation, char *why, size_t whylen);
 void bf_pack_entry_bytes(const struct bf_pack *pk, uint32_t i, const unsigned char **e,
 			 size_t *len);
+/* The id and name entry i (< pk->count) says it has, checked only to lie within the entry:
+ * hints for fetching into the cache what adopting it will look up, ahead of decoding it. false
+ * if the entry is too short. */
+bool bf_pack_entry_peek(const struct bf_pack *pk, uint32_t i, uint64_t *id, const char **name,
+			size_t *name_len);
 void bf_pack_close(struct bf_pack *pk);
 
 #endif
