@@ -286,6 +286,19 @@ void bf_registry_reserve(struct bf_registry *r, size_t n)
 	}
 }
 
+void bf_registry_defer_names(struct bf_registry *r)
+{
+	bf_index_defer(&r->names);
+}
+
+int bf_registry_index_names(struct bf_registry *r)
+{
+	int rc = bf_index_flush(&r->names);
+
+	/* The registry lets no two filters share a name: -EEXIST cannot happen. */
+	return rc == -ENOMEM ? rc : 0;
+}
+
 uint64_t bf_registry_charge(const struct bf_registry *r, const struct bf_filter *f)
 {
 	return bf_filter_cost(f) + r->entry_cost;
@@ -300,6 +313,11 @@ void bf_registry_each(const struct bf_registry *r, void (*fn)(void *arg, struct 
 				next = f->reg_next;
 				fn(arg, f);
 			}
+}
+
+void bf_registry_prefetch(const struct bf_registry *r, const char *name, size_t len)
+{
+	__builtin_prefetch(bucket(r, name_hash(name, len)));
 }
 
 struct bf_filter *bf_registry_get(const struct bf_registry *r, const char *name, size_t len)

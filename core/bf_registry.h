@@ -41,6 +41,10 @@ int bf_registry_create(struct bf_registry *r, const char *name, size_t len,
  */
 int bf_registry_adopt(struct bf_registry *r, const char *name, size_t len, struct bf_filter *f);
 
+/* A hint ahead of a lookup or adopt of name (many in a row, a start's load): its bucket is
+ * fetched into the cache meanwhile. */
+void bf_registry_prefetch(const struct bf_registry *r, const char *name, size_t len);
+
 /* The filter with this name, or NULL. */
 struct bf_filter *bf_registry_get(const struct bf_registry *r, const char *name, size_t len);
 
@@ -84,6 +88,16 @@ void bf_registry_each(const struct bf_registry *r, void (*fn)(void *arg, struct 
 /* Size the table for n filters at once (before adopting many: no rehash per doubling). Best
  * effort. */
 void bf_registry_reserve(struct bf_registry *r, size_t n);
+
+/*
+ * Loading many filters at once (the start): from bf_registry_defer_names() on, created and
+ * adopted filters join the name index (listings) only at bf_registry_index_names(), sorted
+ * once, not one by one (see bf_index_defer). Until then listings, pages and walks by name do
+ * not see them; lookups by name and everything else do. 0 or -ENOMEM (some filters are missing
+ * from listings).
+ */
+void bf_registry_defer_names(struct bf_registry *r);
+int bf_registry_index_names(struct bf_registry *r);
 
 /*
  * Redis's SCAN over the filters: from cursor (0 to start), call fn for every filter of the

@@ -902,13 +902,15 @@ int bf_pack_write(int dirfd, const char *filename, const unsigned char *entries,
 	return rc;
 }
 
-int bf_pack_open(int dirfd, const char *filename, struct bf_pack *pk, char *why, size_t whylen)
+/* bf_pack_open into pk's buffer if it has room. On failure pk holds no pack, its buffer kept. */
+static int pack_read(int dirfd, const char *filename, struct bf_pack *pk, char *why, size_t whylen)
 {
 	struct stat sb;
 	uint64_t sum;
 	int rc;
 
-	memset(pk, 0, sizeof(*pk));
+	pk->len = 0;
+	pk->count = pk->version = 0;
 	int fd = openat(dirfd, filename, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
 		return reason(why, whylen, -errno, "cannot open: %s", strerror(errno));
@@ -921,12 +923,17 @@ int bf_pack_open(int dirfd, const char *filename, struct bf_pack *pk, char *why,
 			    (unsigned long long)sb.st_size);
 		goto out;
 	}
-	pk->len = (size_t)sb.st_size;
-	pk->buf = malloc(pk->len);
-	if (!pk->buf) {
-		rc = reason(why, whylen, -ENOMEM, "out of memory");
-		goto out;
+	if ((uint64_t)sb.st_size > pk->cap) {
+		free(pk->buf);
+		pk->cap = 0;
+		pk->buf = malloc((size_t)sb.st_size);
+		if (!pk->buf) {
+			rc = reason(why, whylen, -ENOMEM, "out of memory");
+			goto out;
+		}
+		pk->cap = (size_t)sb.st_size;
 	}
+	pk->len = (size_t)sb.st_size;
 	rc = pread_all(fd, pk->buf, pk->len, 0);
 	if (rc) {
 		reason(why, whylen, rc, "cannot read: %s", strerror(-rc));
@@ -984,9 +991,26 @@ int bf_pack_open(int dirfd, const char *filename, struct bf_pack *pk, char *why,
 	rc = 0;
 out:
 	close(fd);
+	if (rc) {
+		pk->len = 0;
+		pk->count = pk->version = 0;
+	}
+	return rc;
+}
+
+int bf_pack_open(int dirfd, const char *filename, struct bf_pack *pk, char *why, size_t whylen)
+{
+	memset(pk, 0, sizeof(*pk));
+	int rc = pack_read(dirfd, filename, pk, why, whylen);
+
 	if (rc)
 		bf_pack_close(pk);
 	return rc;
+}
+
+int bf_pack_reopen(int dirfd, const char *filename, struct bf_pack *pk, char *why, size_t whylen)
+{
+	return pack_read(dirfd, filename, pk, why, whylen);
 }
 
 int bf_pack_entry(const struct bf_pack *pk, uint32_t i, uint64_t max_bytes, struct bf_filter **out,
@@ -1003,6 +1027,21 @@ void bf_pack_entry_bytes(const struct bf_pack *pk, uint32_t i, const unsigned ch
 {
 	*e = pk->buf + get64(pk->buf, P_INDEX + i * P_INDEX_ENTRY);
 	*len = (size_t)get64(pk->buf, P_INDEX + i * P_INDEX_ENTRY + 8);
+}
+
+bool bf_pack_entry_peek(const struct bf_pack *pk, uint32_t i, uint64_t *id, const char **name,
+			size_t *name_len)
+{
+	const unsigned char *e;
+	size_t len, at = e_name(pk->version);
+
+	bf_pack_entry_bytes(pk, i, &e, &len);
+	if (len < at || get32(e, E_NAME_LEN) > len - at)
+		return false;
+	*id = get64(e, E_ID);
+	*name = (const char *)e + at;
+	*name_len = get32(e, E_NAME_LEN);
+	return true;
 }
 
 void bf_pack_close(struct bf_pack *pk)

@@ -175,6 +175,7 @@ int bf_pack_write(int dirfd, const char *filename, const unsigned char *entries,
 struct bf_pack {
 	unsigned char *buf; /* the whole file */
 	size_t len;
+	size_t cap; /* of buf (bf_pack_reopen) */
 	uint32_t count;
 	uint32_t version;
 };
@@ -182,11 +183,21 @@ struct bf_pack {
 /* Read a pack file whole and check its header and index. 0, or -EINVAL/-ENOTSUP (reason in
  * why; the file is not usable), or -errno/-ENOMEM (cannot read it). */
 int bf_pack_open(int dirfd, const char *filename, struct bf_pack *pk, char *why, size_t whylen);
+/* bf_pack_open, reading into pk's buffer if it is large enough (pk zeroed, or left by an earlier
+ * bf_pack_open or bf_pack_reopen, whatever it returned): a load of many packs faults its buffer
+ * in once, not once per pack. On failure pk holds no pack but keeps its buffer; bf_pack_close
+ * frees it. */
+int bf_pack_reopen(int dirfd, const char *filename, struct bf_pack *pk, char *why, size_t whylen);
 /* Entry i (< pk->count), as bf_snapshot_entry_decode. */
 int bf_pack_entry(const struct bf_pack *pk, uint32_t i, uint64_t max_bytes, struct bf_filter **out,
 		  uint64_t *generation, char *why, size_t whylen);
 void bf_pack_entry_bytes(const struct bf_pack *pk, uint32_t i, const unsigned char **e,
 			 size_t *len);
+/* The id and name entry i (< pk->count) says it has, checked only to lie within the entry:
+ * hints for fetching into the cache what adopting it will look up, ahead of decoding it. false
+ * if the entry is too short. */
+bool bf_pack_entry_peek(const struct bf_pack *pk, uint32_t i, uint64_t *id, const char **name,
+			size_t *name_len);
 void bf_pack_close(struct bf_pack *pk);
 
 #endif

@@ -857,6 +857,76 @@ START_TEST(pack_round_trip)
 }
 END_TEST
 
+/* Entries [0, n) of pk are s's. */
+static void assert_pack_holds(const struct bf_pack *pk, const struct pack_set *s, uint32_t n)
+{
+	char why[128] = "";
+
+	ck_assert_uint_eq(pk->count, n);
+	for (uint32_t i = 0; i < n; i++) {
+		struct bf_filter *g = NULL;
+		uint64_t gen = 0;
+
+		ck_assert_msg(bf_pack_entry(pk, i, UINT64_MAX, &g, &gen, why, sizeof(why)) == 0,
+			      "entry %u: %s", i, why);
+		ck_assert_uint_eq(gen, s->gen[i]);
+		assert_same_entry(s->f[i], g);
+		bf_filter_free(g);
+	}
+}
+
+/*
+ * bf_pack_reopen (a start's load of the packs): one buffer, grown when a pack is larger, kept
+ * through packs that fail to open; each pack read is only itself.
+ */
+START_TEST(pack_reopen_reuses_buffer)
+{
+	struct pack_set s;
+	uint64_t ends[NPACK];
+	char why[128] = "";
+	struct bf_pack pk = {0};
+	size_t len;
+
+	pack_set_make(&s);
+	unsigned char *buf = pack_set_encode(&s, ends);
+	ck_assert_int_eq(bf_pack_write(dirfd_, "big.bpack", buf, ends, NPACK, NULL), 0);
+	ck_assert_int_eq(bf_pack_write(dirfd_, "small.bpack", buf, ends, 2, NULL), 0);
+	unsigned char *bad = get_file("big.bpack", &len);
+	bad[P_INDEX + 3] ^= 0x20; /* an index offset: the index checksum fails */
+	put_file("bad.bpack", bad, len);
+	free(bad);
+
+	ck_assert_msg(bf_pack_reopen(dirfd_, "small.bpack", &pk, why, sizeof(why)) == 0, "%s", why);
+	assert_pack_holds(&pk, &s, 2);
+	size_t small = pk.len;
+	ck_assert_msg(bf_pack_reopen(dirfd_, "big.bpack", &pk, why, sizeof(why)) == 0, "%s", why);
+	ck_assert_uint_gt(pk.len, small);
+	ck_assert_uint_ge(pk.cap, pk.len);
+	assert_pack_holds(&pk, &s, NPACK);
+	unsigned char *kept = pk.buf;
+	ck_assert_msg(bf_pack_reopen(dirfd_, "small.bpack", &pk, why, sizeof(why)) == 0, "%s", why);
+	ck_assert_ptr_eq(pk.buf, kept);
+	ck_assert_uint_eq(pk.len, small);
+	assert_pack_holds(&pk, &s, 2);
+	/* A pack that fails leaves no pack, but the buffer. */
+	ck_assert_int_eq(bf_pack_reopen(dirfd_, "bad.bpack", &pk, why, sizeof(why)), -EINVAL);
+	ck_assert_str_eq(why, "index checksum mismatch");
+	ck_assert_uint_eq(pk.count, 0);
+	ck_assert_uint_eq(pk.len, 0);
+	ck_assert_ptr_eq(pk.buf, kept);
+	ck_assert_int_eq(bf_pack_reopen(dirfd_, "none.bpack", &pk, why, sizeof(why)), -ENOENT);
+	ck_assert_uint_eq(pk.count, 0);
+	ck_assert_msg(bf_pack_reopen(dirfd_, "big.bpack", &pk, why, sizeof(why)) == 0, "%s", why);
+	ck_assert_ptr_eq(pk.buf, kept);
+	assert_pack_holds(&pk, &s, NPACK);
+	bf_pack_close(&pk);
+	ck_assert_ptr_null(pk.buf);
+	ck_assert_uint_eq(pk.cap, 0);
+	free(buf);
+	pack_set_free(&s);
+}
+END_TEST
+
 START_TEST(pack_empty_round_trip)
 {
 	char why[128];
@@ -1628,6 +1698,7 @@ static Suite *snapshot_suite(void)
 	tcase_set_timeout(tc, 120);
 	tcase_add_test(tc, pack_round_trip);
 	tcase_add_test(tc, pack_empty_round_trip);
+	tcase_add_test(tc, pack_reopen_reuses_buffer);
 	tcase_add_test(tc, pack_entry_max_bytes);
 	tcase_add_test(tc, pack_entry_corruption_is_local);
 	tcase_add_test(tc, pack_header_and_index_corruption_refused);

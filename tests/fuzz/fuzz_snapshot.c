@@ -95,6 +95,10 @@ static void fuzz_pack(void)
 		if (bf_snapshot_entry_name(e, len, &name, &nlen) &&
 		    (name < (const char *)e || name + nlen > (const char *)e + len))
 			abort();
+		uint64_t id;
+		if (bf_pack_entry_peek(&pk, i, &id, &name, &nlen) &&
+		    (name < (const char *)e || name + nlen > (const char *)e + len))
+			abort();
 		if (bf_pack_entry(&pk, i, UINT64_MAX, &f, &gen, why, sizeof(why)) == 0)
 			use(f);
 	}
