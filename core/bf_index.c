@@ -85,6 +85,21 @@ static int leaves_reserve(struct bf_index *ix)
 	return 0;
 }
 
+/* Room in the batch for one more filter. 0 or -ENOMEM. */
+static int batch_room(struct bf_index *ix)
+{
+	if (ix->nbatch == ix->batch_cap) {
+		size_t cap = ix->batch_cap ? ix->batch_cap * 2 : 1024;
+		struct bf_index_item *p = realloc(ix->batch, cap * sizeof(*p));
+
+		if (!p)
+			return -ENOMEM;
+		ix->batch = p;
+		ix->batch_cap = cap;
+	}
+	return 0;
+}
+
 /* A leaf for the index: its spare if it has one. */
 static struct bf_index_leaf *leaf_new(struct bf_index *ix)
 {
@@ -100,16 +115,7 @@ int bf_index_reserve(struct bf_index *ix)
 		return -ENOMEM;
 	if (!ix->spare && !(ix->spare = malloc(sizeof(*ix->spare))))
 		return -ENOMEM;
-	if (ix->deferring && ix->nbatch == ix->batch_cap) {
-		size_t cap = ix->batch_cap ? ix->batch_cap * 2 : 1024;
-		struct bf_index_item *p = realloc(ix->batch, cap * sizeof(*p));
-
-		if (!p)
-			return -ENOMEM;
-		ix->batch = p;
-		ix->batch_cap = cap;
-	}
-	return 0;
+	return ix->deferring ? batch_room(ix) : 0;
 }
 
 static void leaves_insert(struct bf_index *ix, size_t k, struct bf_index_leaf *l)
@@ -156,15 +162,8 @@ static uint64_t name_key(const char *name, size_t len)
 /* Append f to the batch. 0 or -ENOMEM. */
 static int batch_put(struct bf_index *ix, struct bf_filter *f)
 {
-	if (ix->nbatch == ix->batch_cap) {
-		size_t cap = ix->batch_cap ? ix->batch_cap * 2 : 1024;
-		struct bf_index_item *p = realloc(ix->batch, cap * sizeof(*p));
-
-		if (!p)
-			return -ENOMEM;
-		ix->batch = p;
-		ix->batch_cap = cap;
-	}
+	if (batch_room(ix))
+		return -ENOMEM;
 	ix->batch[ix->nbatch++] = (struct bf_index_item){name_key(f->name, f->name_len), f};
 	ix->count++;
 	return 0;

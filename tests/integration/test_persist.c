@@ -1697,16 +1697,18 @@ static void bgsave_when_idle(void)
  * its paged-out filter, bitless, and remove the file). wal = off and SIGKILL: only the files
  * hold what was acknowledged.
  */
-START_TEST(test_pack_close_while_recorded)
+/*
+ * The start of the pack_rounds cases: a daemon whose checkpoint rounds take one entry each
+ * (wal off) holding pf0 .. pf<n - 1>, each with key a in its pack on disk and key b since;
+ * pack-15's members in m[0, *nm); the inodes of pack-15, 14 and (if ino13) 13 as they were
+ * before the BGSAVE it then starts. Returns a text connection.
+ */
+static int pack_rounds_start(unsigned long n, unsigned long *m, unsigned long *nm, ino_t *ino15,
+			     ino_t *ino14, ino_t *ino13)
 {
-	unsigned long n = under_valgrind() ? 16000 : 64000, *m = malloc(n * sizeof(*m)), nm;
-	char line[128], reply[64];
-	ino_t ino, ino14;
-	int64_t t0;
-	pid_t busy;
+	char reply[64];
 	int fd, rfd;
 
-	ck_assert_ptr_nonnull(m);
 	packed = true;
 	data_dir_new();
 	ck_assert_int_eq(setenv("BLOSSOMD_SNAP_ROUND_ENTRIES", "1", 1), 0);
@@ -1716,11 +1718,13 @@ START_TEST(test_pack_close_while_recorded)
 	per_filter(fd, "create", " capacity=100", 0, n, "Done\n");
 	per_filter(fd, "set", " a", 0, n, "Yes\n");
 	TXT(fd, "flush", "Done\n");
-	nm = pack_members(15, n, m);
-	ck_assert_uint_gt(nm, 100);
-	ino = inode_of("pack-15.bpack");
-	ino14 = inode_of("pack-14.bpack");
-	ck_assert_uint_ne(ino, 0);
+	*nm = pack_members(15, n, m);
+	ck_assert_uint_gt(*nm, 100);
+	*ino15 = inode_of("pack-15.bpack");
+	*ino14 = inode_of("pack-14.bpack");
+	if (ino13)
+		*ino13 = inode_of("pack-13.bpack");
+	ck_assert_uint_ne(*ino15, 0);
 	per_filter(fd, "set", " b", 0, n, "Yes\n");
 
 	rfd = conn();
@@ -1728,6 +1732,20 @@ START_TEST(test_pack_close_while_recorded)
 	ck_assert_int_gt(itest_recv_until(rfd, reply, sizeof(reply), "\r\n", T), 0);
 	ck_assert_str_eq(reply, "+Background saving started\r\n");
 	close(rfd);
+	return fd;
+}
+
+START_TEST(test_pack_close_while_recorded)
+{
+	unsigned long n = under_valgrind() ? 16000 : 64000, *m = malloc(n * sizeof(*m)), nm;
+	char line[128];
+	ino_t ino, ino14;
+	int64_t t0;
+	pid_t busy;
+	int fd;
+
+	ck_assert_ptr_nonnull(m);
+	fd = pack_rounds_start(n, m, &nm, &ino, &ino14, NULL);
 	/* pack-15 is written last (the client that makes the rounds slow starts before); once in
 	 * place, its members are recorded, one a turn of the loop: those in the middle are not yet
 	 * when the closes come (whichever end the rounds start from). */
@@ -1812,36 +1830,15 @@ START_TEST(test_pack_drops_while_gathered)
 {
 	unsigned long n = under_valgrind() ? 16000 : 64000, *m = malloc(n * sizeof(*m)), nm, k;
 	bool *dropped = calloc(n, sizeof(*dropped));
-	char line[128], reply[64];
+	char line[128];
 	unsigned long ndropped = 0;
 	ino_t ino, ino13, ino14;
 	int64_t t0;
 	pid_t busy;
-	int fd, rfd;
+	int fd;
 
 	ck_assert(m && dropped);
-	packed = true;
-	data_dir_new();
-	ck_assert_int_eq(setenv("BLOSSOMD_SNAP_ROUND_ENTRIES", "1", 1), 0);
-	start_in_dir(CONF("snapshot_interval = 0\nwal = off\n"));
-	unsetenv("BLOSSOMD_SNAP_ROUND_ENTRIES");
-	fd = conn();
-	per_filter(fd, "create", " capacity=100", 0, n, "Done\n");
-	per_filter(fd, "set", " a", 0, n, "Yes\n");
-	TXT(fd, "flush", "Done\n");
-	nm = pack_members(15, n, m);
-	ck_assert_uint_gt(nm, 100);
-	ino = inode_of("pack-15.bpack");
-	ino13 = inode_of("pack-13.bpack");
-	ino14 = inode_of("pack-14.bpack");
-	ck_assert_uint_ne(ino, 0);
-	per_filter(fd, "set", " b", 0, n, "Yes\n");
-
-	rfd = conn();
-	ck_assert_int_eq(itest_send_str(rfd, resp("BGSAVE")), 0);
-	ck_assert_int_gt(itest_recv_until(rfd, reply, sizeof(reply), "\r\n", T), 0);
-	ck_assert_str_eq(reply, "+Background saving started\r\n");
-	close(rfd);
+	fd = pack_rounds_start(n, m, &nm, &ino, &ino14, &ino13);
 	/* pack-15 is written last: after pack-14's members are recorded, its own are gathered,
 	 * a turn of the loop each (the client that makes the turns slow runs from pack-13 on).
 	 * Drops every 5 ms from then on, until it is in place. */
