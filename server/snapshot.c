@@ -840,12 +840,22 @@ static void snap_pjob_free(struct snap_pjob *pj)
 	free(pj);
 }
 
-static void snap_pmem_free(struct snap_pmem *pm)
+/* Free a pack job's memory (its arrays and buffer), leaving pm without any. */
+static void snap_pmem_release(struct snap_pmem *pm)
 {
 	free(pm->ents);
 	free(pm->cuts);
 	free(pm->ends);
 	free(pm->buf);
+	pm->ents = NULL;
+	pm->cuts = NULL;
+	pm->ends = NULL;
+	pm->buf = NULL;
+}
+
+static void snap_pmem_free(struct snap_pmem *pm)
+{
+	snap_pmem_release(pm);
 	free(pm);
 }
 
@@ -860,14 +870,7 @@ static void snap_pmem_work(uv_work_t *req)
 	pm->ends = malloc(pm->ncap * sizeof(*pm->ends));
 	pm->buf = malloc(pm->cap);
 	if (!pm->ents || !pm->cuts || !pm->ends || !pm->buf) {
-		free(pm->ents);
-		free(pm->cuts);
-		free(pm->ends);
-		free(pm->buf);
-		pm->ents = NULL;
-		pm->cuts = NULL;
-		pm->ends = NULL;
-		pm->buf = NULL;
+		snap_pmem_release(pm);
 		return;
 	}
 	memset(pm->ents, 0, pm->ncap * sizeof(*pm->ents));
