@@ -27,7 +27,8 @@ struct bf_layer {
 	double error_rate; /* this layer's target at capacity */
 	uint8_t b;	   /* positions per word */
 	bool counting;
-	bool mapped; /* blocks come from mmap (large layers) rather than the heap */
+	bool mapped;	   /* blocks come from mmap (large layers) rather than the heap */
+	uint8_t align_off; /* heap layers: blocks - the pointer malloc gave (bf_layer_alloc) */
 };
 
 /*

@@ -91,6 +91,28 @@ START_TEST(large_layer_is_mapped_and_zero)
 }
 END_TEST
 
+/* Small layers come from malloc, aligned within: every size lands on a block boundary (the AVX2
+ * kernels load aligned), starts zeroed, and frees what malloc gave (ASan and valgrind see). */
+START_TEST(small_layers_are_aligned_and_zero)
+{
+	struct bf_layer l[64];
+
+	for (unsigned i = 0; i < 64; i++) {
+		unsigned nblocks = 1 + i % 8;
+
+		ck_assert_int_eq(bf_layer_alloc(&l[i], i % 2, nblocks, 8, 100, 0.01), 0);
+		ck_assert(!l[i].mapped);
+		ck_assert_uint_eq((uintptr_t)l[i].blocks % 64, 0);
+		ck_assert_uint_le(l[i].align_off, 48);
+		for (size_t w = 0; w < nblocks * BF_BLOCK_WORDS; w++)
+			ck_assert_uint_eq(l[i].blocks[w], 0);
+		memset(l[i].blocks, 0xff, bf_layer_bytes(&l[i]));
+	}
+	for (unsigned i = 0; i < 64; i++)
+		bf_layer_free(&l[i]);
+}
+END_TEST
+
 START_TEST(init_errors_leave_layer_untouched)
 {
 	struct bf_layer l;
@@ -226,6 +248,7 @@ static Suite *layer_suite(void)
 	tcase_add_test(tc, hash_is_xxh3_128_with_seed);
 	tcase_add_test(tc, add_reports_change_and_sets_k_bits);
 	tcase_add_test(tc, large_layer_is_mapped_and_zero);
+	tcase_add_test(tc, small_layers_are_aligned_and_zero);
 	tcase_add_test(tc, init_errors_leave_layer_untouched);
 	tcase_add_test(tc, counting_add_delete);
 	tcase_add_test(tc, counting_saturates_and_never_decrements_15);
