@@ -62,14 +62,14 @@ int main(int argc, char **argv)
 	printf("| its layer table (sizeof struct bf_layer %zu, x%u%s) | %zu |\n",
 	       sizeof(struct bf_layer), f->layers_cap, table ? "" : ", inside the structure",
 	       chunk(table));
-	/* The blocks are aligned within what malloc gave (bf_layer_alloc). */
-	const char *bits = (const char *)f->layers[0].blocks - f->layers[0].align_off;
-	printf("| its bits (%llu bytes, 64-byte aligned) | %zu |\n", (unsigned long long)f->bytes,
-	       chunk(bits));
+	/* A small layer's blocks are a piece of a pool's slab, not a chunk of their own. */
+	size_t bits = bf_layer_cost(f->bytes);
+	printf("| its bits (%llu bytes, 64-byte aligned, from a pool) | %zu |\n",
+	       (unsigned long long)f->bytes, bits);
 	printf("| its name (%u bytes: in name_buf below 24) | %zu |\n", f->name_len,
 	       f->name == f->name_buf ? 0 : chunk(f->name));
 	printf("| the rest (registry bucket slots, allocator slack) | %.1f |\n",
-	       (double)(h1 - h0) / (double)n - (double)(chunk(f) + chunk(table) + chunk(bits)));
+	       (double)(h1 - h0) / (double)n - (double)(chunk(f) + chunk(table) + bits));
 	bf_registry_free(r);
 	return 0;
 }

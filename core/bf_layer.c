@@ -4,6 +4,7 @@
 #include "core/bf_model.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
@@ -85,21 +86,114 @@ static void *map_huge(size_t bytes)
 	return mem;
 }
 
-uint64_t bf_layer_cost(uint64_t bytes)
-{
-	const uint64_t page = 4096;
+/*
+ * Small layers (at most POOL_MAX_BLOCKS blocks: a filter per user is one of these) come from
+ * pools, one per size: slabs of SLAB_BYTES, aligned to that size so that a piece finds its
+ * slab, whose first block is the header and whose other blocks are cut into equal pieces with
+ * no header each. A million small filters then cost their bits and nothing else; malloc would
+ * add its header and up to 48 bytes of alignment to each (64 bytes on 192, bench/filter-cost),
+ * and glibc's aligned_alloc leaves the ends it cuts off unused (112 bytes). An empty slab goes
+ * back to the heap at once. Layers are made and freed on the loop and on the threadpool
+ * (snapshot loads): one lock, held for a few instructions.
+ */
+#define SLAB_BYTES	(32u << 10)
+#define POOL_MAX_BLOCKS 8
 
-	if (bytes >= MMAP_THRESHOLD)
-		return (bytes + page - 1) / page * page;
-	return bytes + BF_BLOCK_BYTES; /* heap_blocks: a header and up to 48 bytes to align */
+struct slab {
+	struct slab *prev, *next; /* in its pool's list of slabs with room */
+	void *free;		  /* pieces given back, linked through their first word */
+	uint32_t used;		  /* pieces handed out */
+	uint32_t fresh;		  /* pieces from here on were never handed out */
+	uint32_t pieces;	  /* how many fit */
+	uint32_t nblocks;	  /* blocks per piece: its pool */
+};
+
+_Static_assert(sizeof(struct slab) <= BF_BLOCK_BYTES, "a slab's header is its first block");
+
+static struct {
+	pthread_mutex_t mu;
+	struct slab *room[POOL_MAX_BLOCKS + 1]; /* per piece size: slabs with a piece free */
+} pools = {.mu = PTHREAD_MUTEX_INITIALIZER};
+
+static bool slab_has_room(const struct slab *s)
+{
+	return s->free || s->fresh < s->pieces;
+}
+
+static void slab_list(struct slab *s)
+{
+	s->prev = NULL;
+	s->next = pools.room[s->nblocks];
+	if (s->next)
+		s->next->prev = s;
+	pools.room[s->nblocks] = s;
+}
+
+static void slab_unlist(struct slab *s)
+{
+	if (s->prev)
+		s->prev->next = s->next;
+	else
+		pools.room[s->nblocks] = s->next;
+	if (s->next)
+		s->next->prev = s->prev;
+	s->prev = s->next = NULL;
+}
+
+/* A zeroed piece of nblocks blocks (1..POOL_MAX_BLOCKS), block-aligned; NULL if out of memory. */
+static void *pool_get(unsigned nblocks)
+{
+	size_t size = (size_t)nblocks * BF_BLOCK_BYTES;
+	char *p = NULL;
+
+	pthread_mutex_lock(&pools.mu);
+	struct slab *s = pools.room[nblocks];
+	if (!s && (s = aligned_alloc(SLAB_BYTES, SLAB_BYTES))) {
+		*s = (struct slab){
+		    .pieces = (uint32_t)((SLAB_BYTES - BF_BLOCK_BYTES) / size),
+		    .nblocks = nblocks,
+		};
+		slab_list(s);
+	}
+	if (s) {
+		if (s->free) {
+			p = s->free;
+			s->free = *(void **)p;
+		} else {
+			p = (char *)s + BF_BLOCK_BYTES + (size_t)s->fresh++ * size;
+		}
+		s->used++;
+		if (!slab_has_room(s))
+			slab_unlist(s);
+	}
+	pthread_mutex_unlock(&pools.mu);
+	if (p)
+		memset(p, 0, size);
+	return p;
+}
+
+static void pool_put(void *p)
+{
+	struct slab *s = (struct slab *)((uintptr_t)p & ~(uintptr_t)(SLAB_BYTES - 1));
+
+	pthread_mutex_lock(&pools.mu);
+	if (!slab_has_room(s))
+		slab_list(s);
+	*(void **)p = s->free;
+	s->free = p;
+	if (--s->used == 0)
+		slab_unlist(s);
+	else
+		s = NULL;
+	pthread_mutex_unlock(&pools.mu);
+	free(s);
 }
 
 /*
- * Zeroed heap memory for a small layer, aligned to a block (a probe reads one cache line).
- * Not aligned_alloc: glibc's carves each aligned chunk out of a larger one and frees the two
- * ends, and with a million small filters those slivers stayed unused, 112 bytes per filter
- * (bench/filter-cost). Asking malloc for up to 48 bytes more and aligning within costs less.
- * *off is how far the blocks are from what malloc gave, for free. NULL if out of memory.
+ * Zeroed heap memory for a layer too large for a pool and too small to map, aligned to a
+ * block (a probe reads one cache line). Not aligned_alloc, for the ends it leaves: malloc
+ * gives up to 48 bytes more, and *off is how far within the blocks start, for free. NULL if
+ * out of memory.
  */
 static void *heap_blocks(size_t bytes, uint8_t *off)
 {
@@ -114,6 +208,17 @@ static void *heap_blocks(size_t bytes, uint8_t *off)
 	return mem;
 }
 
+uint64_t bf_layer_cost(uint64_t bytes)
+{
+	const uint64_t page = 4096;
+
+	if (bytes >= MMAP_THRESHOLD)
+		return (bytes + page - 1) / page * page;
+	if (bytes <= POOL_MAX_BLOCKS * BF_BLOCK_BYTES)
+		return bytes;	       /* a slab's header and tail: under 1 % of it */
+	return bytes + BF_BLOCK_BYTES; /* heap_blocks: malloc's header and the slack to align */
+}
+
 int bf_layer_alloc(struct bf_layer *l, bool counting, uint64_t nblocks, unsigned b,
 		   uint64_t capacity, double error_rate)
 {
@@ -122,7 +227,9 @@ int bf_layer_alloc(struct bf_layer *l, bool counting, uint64_t nblocks, unsigned
 	size_t bytes = nblocks * BF_BLOCK_BYTES;
 	bool mapped = bytes >= MMAP_THRESHOLD;
 	uint8_t off = 0;
-	void *mem = mapped ? map_huge(bytes) : heap_blocks(bytes, &off);
+	void *mem = mapped			 ? map_huge(bytes)
+		    : nblocks <= POOL_MAX_BLOCKS ? pool_get((unsigned)nblocks)
+						 : heap_blocks(bytes, &off);
 	if (!mem)
 		return -ENOMEM;
 
@@ -155,6 +262,8 @@ void bf_layer_free(struct bf_layer *l)
 		return;
 	if (l->mapped)
 		munmap(l->blocks, bf_layer_bytes(l));
+	else if (l->nblocks <= POOL_MAX_BLOCKS)
+		pool_put(l->blocks);
 	else
 		free((char *)l->blocks - l->align_off);
 	l->blocks = NULL;
