@@ -71,7 +71,8 @@ _Static_assert(SNAP_PACKS <= INT8_MAX, "struct snap_entry keeps its pack in 8 bi
 /* A written pack's members are recorded in rounds of this much loop time at most. */
 #define SNAP_ROUND_NS 500000
 /* For tests only: the environment can cap a round at this many entries (at least 1), so that
- * commands land between rounds that would otherwise be over within a turn of the loop. */
+ * commands land between rounds that would otherwise be over within a turn of the loop (the
+ * rounds of a pack's, and those of the pass that finds the log a replay needs). */
 #define SNAP_ROUND_ENV "BLOSSOMD_SNAP_ROUND_ENTRIES"
 
 struct snap_pack {
@@ -1662,6 +1663,13 @@ uint64_t srv_snap_log_needed(struct srv_snap *sn, size_t budget)
 		 * changes: the pass never releases it. */
 		p->start = sn->ctx->logged_lsn + 1;
 	}
+	if (budget > sn->round_max)
+		budget = sn->round_max;
+	/* Filters dropped since the last round took the entries past the end with them: each
+	 * that moved below pos was counted as it moved (snap_need_moved), and one that went
+	 * needs nothing the pass counts (a packed one left its need with its pack: gone_lsn). */
+	if (p->pos > sn->nents)
+		p->pos = sn->nents;
 	end = budget && sn->nents - p->pos > budget ? p->pos + budget : sn->nents;
 	/* A clean filter needs nothing: no record about it follows what its snapshot holds. */
 	for (; p->pos < end; p->pos++)
