@@ -154,24 +154,6 @@ static void journal_renamed(void *arg, struct bf_filter *f)
 	(void)srv_snap_renamed(s->snap, f); /* a failure is logged; the next cycle retries */
 }
 
-static void journal_newest_visit(void *arg, struct bf_filter *f)
-{
-	uint64_t *newest = arg;
-
-	if (f->lsn > *newest)
-		*newest = f->lsn;
-}
-
-/* The newest LSN a checkpoint holds: one pass over the filters, unsorted and without an
- * allocation that could fail (a million filters are not sorted at start for a maximum). */
-static uint64_t journal_newest(struct srv *s)
-{
-	uint64_t newest = 0;
-
-	bf_registry_each(s->reg, journal_newest_visit, &newest);
-	return newest;
-}
-
 /*
  * A power cut can lose log records that a checkpoint already holds (it was renamed into place
  * before the log's fdatasync covered them). The log then ends before that checkpoint's LSN, and
@@ -224,7 +206,7 @@ int journal_start(struct srv *s)
 	 * what is left may hold the create of a filter no checkpoint has yet, older than every
 	 * loaded one's LSN; records a checkpoint holds are skipped per filter. */
 	from = 1;
-	newest = journal_newest(s);
+	newest = srv_snap_loaded_lsn(s->snap);
 	/* What was acknowledged is restored whatever max_memory says now. */
 	limit = bf_registry_max_memory(s->reg);
 	bf_registry_set_max_memory(s->reg, 0);

@@ -242,6 +242,7 @@ struct srv_snap {
 		struct snap_entry *e;
 	} * ids;
 	size_t ids_cap, ids_n;
+	uint64_t loaded_lsn; /* the newest LSN a loaded filter holds */
 
 	/* What was set aside at load, until srv_snap_after_replay(). */
 	struct snap_aside {
@@ -2458,6 +2459,8 @@ static int snap_adopt(struct srv_snap *sn, struct bf_filter *f, uint64_t gen, co
 	e->need_lsn = f->lsn + 1;
 	e->generation = gen;
 	sn->st.loaded++;
+	if (f->lsn > sn->loaded_lsn)
+		sn->loaded_lsn = f->lsn;
 	if (slot) {
 		if (!slot->id)
 			sn->ids_n++;
@@ -2762,6 +2765,11 @@ fail:
 	snap_aside_free(sn);
 	free(sn);
 	return rc;
+}
+
+uint64_t srv_snap_loaded_lsn(const struct srv_snap *sn)
+{
+	return sn->loaded_lsn;
 }
 
 void srv_snap_after_replay(struct srv_snap *sn, struct bf_registry *reg)

@@ -183,6 +183,9 @@ int srv_snap_bgsave(struct srv_snap *sn);
  * call (exact with fewer filters), so no call walks a million. */
 void srv_snap_get_status(struct srv_snap *sn, struct srv_snap_status *out);
 
+/* The newest LSN a loaded filter's checkpoint holds (0: none). */
+uint64_t srv_snap_loaded_lsn(const struct srv_snap *sn);
+
 /*
  * After the write-ahead log's replay: for each snapshot file set aside as corrupt at load, log
  * whether the replay rebuilt its filter (the log held it from its creation) or it is lost.

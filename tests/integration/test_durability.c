@@ -9,8 +9,9 @@
  * changes with -MISCONF, keeps serving reads of other filters, and recovers by itself,
  * acknowledging nothing it did not log; a filter created before every loaded snapshot's LSN
  * comes back from the log, and so does one whose snapshot is corrupt while the log still
- * holds it; with fdatasync slowed down, a connection is read on while its replies wait and gets
- * them in order, and reads of another filter are not held.
+ * holds it; a log a power cut left ending before a checkpoint's LSN goes on past it, so that
+ * what is logged next replays; with fdatasync slowed down, a connection is read on while its
+ * replies wait and gets them in order, and reads of another filter are not held.
  */
 #include <check.h>
 #include <dirent.h>
@@ -672,6 +673,61 @@ START_TEST(test_unsnapshotted_create_older_than_snapshots)
 	fd = conn();
 	ck_assert_str_eq(txt(fd, "check early k"), "Yes\n");
 	ck_assert_str_eq(txt(fd, "check later k"), "Yes\n");
+	close(fd);
+	stop();
+}
+END_TEST
+
+/* Remove every segment of the log: a power cut that lost all the records a checkpoint holds. */
+static void log_lost(void)
+{
+	char wal[300], path[600];
+	struct dirent *e;
+
+	snprintf(wal, sizeof(wal), "%s/wal", dir);
+	DIR *dp = opendir(wal);
+	ck_assert_ptr_nonnull(dp);
+	while ((e = readdir(dp))) {
+		if (!strstr(e->d_name, ".wal"))
+			continue;
+		snprintf(path, sizeof(path), "%s/%s", wal, e->d_name);
+		ck_assert_int_eq(unlink(path), 0);
+	}
+	closedir(dp);
+}
+
+/* A log that ends before the LSN a checkpoint holds (a power cut lost records the checkpoint
+ * has): the start skips to past that LSN, so what is logged after it is newer than the
+ * checkpoint and is replayed by the next start, not skipped as already in it. */
+START_TEST(test_log_shorter_than_snapshots)
+{
+	char line[64];
+
+	dir_new();
+	start_in(CONF("snapshot_interval = 0\n"));
+	int fd = conn();
+	ck_assert_str_eq(txt(fd, "create held capacity=1000"), "Done\n");
+	for (int i = 0; i < 30; i++) {
+		snprintf(line, sizeof(line), "set held k%d", i);
+		ck_assert_str_eq(txt(fd, line), "Yes\n");
+	}
+	ck_assert_str_eq(txt(fd, "flush held"), "Done\n");
+	close(fd);
+	kill9();
+	log_lost();
+	start_in(CONF("snapshot_interval = 0\n"));
+	ck_assert(itest_log_wait(&d, "LSNs skipped so that none is reused", T));
+	fd = conn();
+	ck_assert_str_eq(txt(fd, "set held after"), "Yes\n");
+	ck_assert_str_eq(txt(fd, "create new capacity=1000"), "Done\n");
+	ck_assert_str_eq(txt(fd, "set new k"), "Yes\n");
+	close(fd);
+	kill9();
+	start_in(CONF("snapshot_interval = 0\n"));
+	fd = conn();
+	ck_assert_uint_eq(count_missing(fd, "held", "k", 0, 30), 0);
+	ck_assert_str_eq(txt(fd, "check held after"), "Yes\n");
+	ck_assert_str_eq(txt(fd, "check new k"), "Yes\n");
 	close(fd);
 	stop();
 }
@@ -1463,6 +1519,7 @@ static Suite *durability_suite(void)
 	tcase_add_test(files, test_seeds_distinct);
 	tcase_add_test(files, test_torn_tail_and_corruption);
 	tcase_add_test(files, test_unsnapshotted_create_older_than_snapshots);
+	tcase_add_test(files, test_log_shorter_than_snapshots);
 	tcase_add_test(files, test_corrupt_snapshot_rebuilt_from_log);
 	tcase_add_test(files, test_idle_filter_does_not_pin_the_log);
 	if (have_strace()) {
