@@ -160,7 +160,11 @@ int bf_record_read_blob(const unsigned char *p, size_t len, int type, uint64_t *
 
 /* ---- replay ---- */
 
-/* Open addressing by id; id 0 marks a free slot, a NULL filter a removed one. */
+/*
+ * Open addressing by id; id 0 marks a free slot. The filters the replay created, renamed or
+ * dropped (a NULL filter: the owner's lookup is not asked about it again), or every filter of
+ * the registry when there is no lookup (index_build).
+ */
 struct slot {
 	uint64_t id;
 	struct bf_filter *f;
@@ -169,15 +173,15 @@ struct slot {
 
 struct bf_replay {
 	struct bf_registry *reg;
+	bf_replay_lookup_fn lookup;
 	bf_replay_dropping_fn dropping;
 	bf_replay_created_fn created;
 	bf_replay_renamed_fn renamed;
 	void *arg;
 	struct slot *slots;
-	size_t cap, used; /* used: slots with an id, removed ones included */
+	size_t cap, used; /* used: slots with an id, dropped ones included */
 	struct bf_replay_stats st;
-	bool indexed;	   /* index_build() ran */
-	bool index_failed; /* an index_put of index_build() failed */
+	bool indexed; /* index_build() ran */
 };
 
 static struct slot *slot_of(const struct bf_replay *rp, uint64_t id)
@@ -189,33 +193,53 @@ static struct slot *slot_of(const struct bf_replay *rp, uint64_t id)
 	return &rp->slots[i];
 }
 
+/* Room for n more ids: after it, n slots are taken without growing. 0, or -ENOMEM (nothing
+ * changed). */
+static int index_room(struct bf_replay *rp, size_t n)
+{
+	struct slot *old = rp->slots;
+	size_t ocap = rp->cap, cap = ocap ? ocap : 64;
+
+	if (2 * (rp->used + n) <= ocap)
+		return 0;
+	while (cap < 2 * (rp->used + n))
+		cap *= 2;
+	rp->slots = calloc(cap, sizeof(*rp->slots));
+	if (!rp->slots) {
+		rp->slots = old;
+		return -ENOMEM;
+	}
+	rp->cap = cap;
+	for (size_t i = 0; i < ocap; i++)
+		if (old[i].id)
+			*slot_of(rp, old[i].id) = old[i];
+	free(old);
+	return 0;
+}
+
+/* The slot of id, taken for f if id had none. NULL if out of memory (nothing changed); never
+ * NULL for an id that has one. */
+static struct slot *index_get(struct bf_replay *rp, uint64_t id, struct bf_filter *f)
+{
+	struct slot *s;
+
+	if (rp->cap && (s = slot_of(rp, id))->id)
+		return s;
+	if (index_room(rp, 1))
+		return NULL;
+	s = slot_of(rp, id);
+	*s = (struct slot){.id = id, .f = f};
+	rp->used++;
+	return s;
+}
+
+/* f joins the index (not gone). 0 or -ENOMEM. */
 static int index_put(struct bf_replay *rp, struct bf_filter *f)
 {
-	if (2 * (rp->used + 1) > rp->cap) {
-		struct bf_replay old = *rp;
-		size_t cap = rp->cap ? 2 * rp->cap : 64;
-		/* Room for every filter there is at once (no rehash per doubling at start). */
-		while (cap < 2 * (bf_registry_count(rp->reg) + 1))
-			cap *= 2;
-		rp->slots = calloc(cap, sizeof(*rp->slots));
-		if (!rp->slots) {
-			rp->slots = old.slots;
-			return -ENOMEM;
-		}
-		rp->cap = cap;
-		rp->used = 0;
-		for (size_t i = 0; i < old.cap; i++) {
-			if (old.slots[i].f) {
-				*slot_of(rp, old.slots[i].id) = old.slots[i];
-				rp->used++;
-			}
-		}
-		free(old.slots);
-	}
-	struct slot *s = slot_of(rp, f->id);
-	if (!s->id)
-		rp->used++;
-	s->id = f->id;
+	struct slot *s = index_get(rp, f->id, f);
+
+	if (!s)
+		return -ENOMEM;
 	s->f = f;
 	s->gone = false;
 	return 0;
@@ -223,13 +247,10 @@ static int index_put(struct bf_replay *rp, struct bf_filter *f)
 
 static void index_visit(void *arg, struct bf_filter *f)
 {
-	struct bf_replay *rp = arg;
-
-	if (index_put(rp, f))
-		rp->index_failed = true;
+	(void)index_put(arg, f); /* index_build made room for every filter */
 }
 
-int bf_replay_new(struct bf_registry *r, bf_replay_dropping_fn dropping,
+int bf_replay_new(struct bf_registry *r, bf_replay_lookup_fn lookup, bf_replay_dropping_fn dropping,
 		  bf_replay_created_fn created, bf_replay_renamed_fn renamed, void *arg,
 		  struct bf_replay **out)
 {
@@ -238,6 +259,7 @@ int bf_replay_new(struct bf_registry *r, bf_replay_dropping_fn dropping,
 	if (!rp)
 		return -ENOMEM;
 	rp->reg = r;
+	rp->lookup = lookup;
 	rp->dropping = dropping;
 	rp->created = created;
 	rp->renamed = renamed;
@@ -246,15 +268,18 @@ int bf_replay_new(struct bf_registry *r, bf_replay_dropping_fn dropping,
 	return 0;
 }
 
-/* Every filter by id, in one unsorted pass, before the first record is applied (a start with
- * nothing to replay builds none). 0 or -ENOMEM. */
+/* Without a lookup: every filter by id, in one unsorted pass, before the first record is
+ * applied (a start with nothing to replay builds none). 0 or -ENOMEM. */
 static int index_build(struct bf_replay *rp)
 {
 	if (rp->indexed)
 		return 0;
-	rp->indexed = true;
+	/* Room for every filter there is at once (no rehash per doubling). */
+	if (index_room(rp, bf_registry_count(rp->reg)))
+		return -ENOMEM;
 	bf_registry_each(rp->reg, index_visit, rp);
-	return rp->index_failed ? -ENOMEM : 0;
+	rp->indexed = true;
+	return 0;
 }
 
 void bf_replay_free(struct bf_replay *rp)
@@ -277,44 +302,58 @@ static int bad(char *why, size_t whylen, const char *what)
 	return -EINVAL;
 }
 
-/* The live filter with this id, or NULL. */
+/* The live filter with this id, or NULL: the index knows what the replay changed, the owner
+ * what was loaded. */
 static struct bf_filter *find(const struct bf_replay *rp, uint64_t id)
 {
-	return rp->cap ? slot_of(rp, id)->f : NULL;
+	if (rp->cap) {
+		const struct slot *s = slot_of(rp, id);
+
+		if (s->id)
+			return s->f;
+	}
+	return rp->lookup ? rp->lookup(rp->arg, id) : NULL;
 }
 
-/* Drop g, a filter of the registry, as a replayed record says (remove_file: DROP). */
-static void replay_drop(struct bf_replay *rp, struct bf_filter *g, bool remove_file)
+/* Drop g, a filter of the registry, as a replayed record says (remove_file: DROP). 0, or
+ * -ENOMEM (nothing changed): its id is marked dropped first, so that the owner's lookup, which
+ * may still know it, is not asked about it again. Cannot fail if g's id has a slot. */
+static int replay_drop(struct bf_replay *rp, struct bf_filter *g, bool remove_file)
 {
+	struct slot *s = index_get(rp, g->id, g);
 	char name[BF_NAME_MAX + 1];
 	size_t nlen = g->name_len;
 
+	if (!s)
+		return -ENOMEM;
+	if (s->f == g)
+		s->f = NULL;
 	memcpy(name, g->name, nlen);
 	if (rp->dropping)
 		rp->dropping(rp->arg, g, remove_file);
-	if (rp->cap && slot_of(rp, g->id)->f == g)
-		slot_of(rp, g->id)->f = NULL;
 	bf_registry_drop(rp->reg, name, nlen);
+	return 0;
 }
 
 /*
- * Whether a filter created at lsn may take name. Another filter holding it came from a
- * checkpoint: one newer than lsn means this create was of an earlier filter of that name,
- * dropped since (false: skip it); an older one was cleared (forgotten, its file kept) before
+ * Whether a filter created at lsn may take name: 1, 0, or -ENOMEM. Another filter holding it
+ * came from a checkpoint: one newer than lsn means this create was of an earlier filter of that
+ * name, dropped since (0: skip it); an older one was cleared (forgotten, its file kept) before
  * this create, which replaces it, as it did when it ran.
  */
-static bool name_free(struct bf_replay *rp, uint64_t lsn, const char *name, size_t len)
+static int name_free(struct bf_replay *rp, uint64_t lsn, const char *name, size_t len)
 {
 	struct bf_filter *g = bf_registry_get(rp->reg, name, len);
 
 	if (!g)
-		return true;
+		return 1;
 	if (g->lsn >= lsn)
-		return false;
+		return 0;
 	/* A filter renamed away from the name (marked gone) is dropped for good; another one was
 	 * cleared. */
-	replay_drop(rp, g, rp->cap && slot_of(rp, g->id)->f == g && slot_of(rp, g->id)->gone);
-	return true;
+	const struct slot *s = rp->cap ? slot_of(rp, g->id) : NULL;
+	int rc = replay_drop(rp, g, s && s->f == g && s->gone);
+	return rc ? rc : 1;
 }
 
 static int replay_create(struct bf_replay *rp, uint64_t lsn, const unsigned char *p, size_t len,
@@ -329,11 +368,12 @@ static int replay_create(struct bf_replay *rp, uint64_t lsn, const unsigned char
 		rp->st.skipped++; /* its checkpoint is newer */
 		return 0;
 	}
-	if (!name_free(rp, lsn, c.name, c.name_len)) {
-		rp->st.skipped++;
-		return 0;
+	int rc = name_free(rp, lsn, c.name, c.name_len);
+	if (rc <= 0) {
+		rp->st.skipped += !rc;
+		return rc;
 	}
-	int rc = bf_filter_new(&c.params, c.seed, NULL, &f);
+	rc = bf_filter_new(&c.params, c.seed, NULL, &f);
 	if (rc)
 		return rc == -ENOMEM ? rc : bad(why, whylen, "CREATE with bad parameters");
 	f->id = c.id;
@@ -377,10 +417,11 @@ static int replay_load(struct bf_replay *rp, uint64_t lsn, const unsigned char *
 	char name[BF_NAME_MAX + 1];
 	size_t nlen = f->name_len;
 	memcpy(name, f->name, nlen);
-	if (!name_free(rp, lsn, name, nlen)) {
+	rc = name_free(rp, lsn, name, nlen);
+	if (rc <= 0) {
 		bf_filter_free(f);
-		rp->st.skipped++;
-		return 0;
+		rp->st.skipped += !rc;
+		return rc;
 	}
 	rc = bf_registry_adopt(rp->reg, name, nlen, f);
 	if (!rc)
@@ -431,15 +472,14 @@ static int replay_flushall(struct bf_replay *rp, uint64_t lsn)
 	struct flush_list l = {.before = lsn};
 
 	bf_registry_each(rp->reg, flush_visit, &l);
-	if (l.failed) {
-		free(l.v);
-		return -ENOMEM;
-	}
-	for (size_t i = 0; i < l.n; i++)
-		replay_drop(rp, l.v[i], true);
+	/* Room to mark every one dropped: none of the drops below runs out of memory. */
+	int rc = l.failed ? -ENOMEM : index_room(rp, l.n);
+	for (size_t i = 0; i < l.n && !rc; i++)
+		rc = replay_drop(rp, l.v[i], true);
 	free(l.v);
-	rp->st.applied++;
-	return 0;
+	if (!rc)
+		rp->st.applied++;
+	return rc;
 }
 
 /*
@@ -458,15 +498,19 @@ static int replay_rename(struct bf_replay *rp, uint64_t lsn, struct bf_filter *f
 		rp->st.skipped++;
 		return 0;
 	}
+	/* Room for f's slot and g's: neither index_get nor the drop below runs out of memory. */
+	int rc = index_room(rp, 2);
+	if (rc)
+		return rc;
 	if (g && g->lsn >= lsn) {
-		slot_of(rp, f->id)->gone = true;
+		index_get(rp, f->id, f)->gone = true;
 		rp->st.skipped++;
 		return 0;
 	}
-	if (g)
-		replay_drop(rp, g, true);
-	slot_of(rp, f->id)->gone = false;
-	int rc = bf_registry_rename(rp->reg, f, name, len);
+	if (g && (rc = replay_drop(rp, g, true)))
+		return rc;
+	index_get(rp, f->id, f)->gone = false;
+	rc = bf_registry_rename(rp->reg, f, name, len);
 	if (rc)
 		return rc == -ENOMEM ? rc : bad(why, whylen, "RENAME cannot be applied");
 	f->lsn = lsn;
@@ -483,7 +527,9 @@ int bf_replay_apply(struct bf_replay *rp, uint64_t lsn, int type, const unsigned
 	struct bf_filter *f;
 	uint64_t id, off;
 	size_t n;
-	if (index_build(rp))
+	int rc;
+
+	if (!rp->lookup && index_build(rp))
 		return -ENOMEM;
 	switch (type) {
 	case BF_REC_CREATE:
@@ -531,7 +577,7 @@ int bf_replay_apply(struct bf_replay *rp, uint64_t lsn, int type, const unsigned
 	switch (type) {
 	case BF_REC_ADD:
 		for (size_t i = 0; i < n; i++) {
-			int rc = bf_filter_add_hash(f, bf_record_get_hash(data + 16 * i));
+			rc = bf_filter_add_hash(f, bf_record_get_hash(data + 16 * i));
 			if (rc < 0)
 				return rc == -ENOMEM ? rc
 						     : bad(why, whylen, "ADD cannot be applied");
@@ -559,9 +605,9 @@ int bf_replay_apply(struct bf_replay *rp, uint64_t lsn, int type, const unsigned
 		f->changes++;
 		break;
 	default:
-		replay_drop(rp, f, type == BF_REC_DROP);
-		rp->st.applied++;
-		return 0;
+		rc = replay_drop(rp, f, type == BF_REC_DROP);
+		rp->st.applied += !rc;
+		return rc;
 	}
 	f->lsn = lsn;
 	rp->st.applied++;
@@ -572,7 +618,7 @@ void bf_replay_finish(struct bf_replay *rp)
 {
 	for (size_t i = 0; i < rp->cap; i++) {
 		if (rp->slots[i].f && rp->slots[i].gone) {
-			replay_drop(rp, rp->slots[i].f, true);
+			(void)replay_drop(rp, rp->slots[i].f, true); /* it has a slot */
 			rp->st.applied++;
 		}
 	}

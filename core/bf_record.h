@@ -119,8 +119,17 @@ typedef void (*bf_replay_created_fn)(void *arg, struct bf_filter *f);
 /* A filter a record renamed (f->name is the new name). */
 typedef void (*bf_replay_renamed_fn)(void *arg, struct bf_filter *f);
 
-/* Index r's filters by id for a replay; any callback may be NULL. Returns 0 or -ENOMEM. */
-int bf_replay_new(struct bf_registry *r, bf_replay_dropping_fn dropping,
+/*
+ * The filter of r with this id when the replay began (loaded from a checkpoint), or NULL: the
+ * owner's own table by id, kept from its load. The replay asks it only about ids its records
+ * name, and never again about one it dropped, created or renamed (it knows those itself), so
+ * the answer may be as of the replay's start.
+ */
+typedef struct bf_filter *(*bf_replay_lookup_fn)(void *arg, uint64_t id);
+
+/* A replay onto r; any callback may be NULL. Without lookup, the first record indexes every
+ * filter of r by id (one pass over all of them). Returns 0 or -ENOMEM. */
+int bf_replay_new(struct bf_registry *r, bf_replay_lookup_fn lookup, bf_replay_dropping_fn dropping,
 		  bf_replay_created_fn created, bf_replay_renamed_fn renamed, void *arg,
 		  struct bf_replay **out);
 

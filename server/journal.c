@@ -154,6 +154,13 @@ static void journal_renamed(void *arg, struct bf_filter *f)
 	(void)srv_snap_renamed(s->snap, f); /* a failure is logged; the next cycle retries */
 }
 
+static struct bf_filter *journal_lookup(void *arg, uint64_t id)
+{
+	struct srv *s = arg;
+
+	return srv_snap_loaded(s->snap, id);
+}
+
 /*
  * A power cut can lose log records that a checkpoint already holds (it was renamed into place
  * before the log's fdatasync covered them). The log then ends before that checkpoint's LSN, and
@@ -210,7 +217,8 @@ int journal_start(struct srv *s)
 	/* What was acknowledged is restored whatever max_memory says now. */
 	limit = bf_registry_max_memory(s->reg);
 	bf_registry_set_max_memory(s->reg, 0);
-	rc = bf_replay_new(s->reg, journal_dropping, journal_created, journal_renamed, s, &jr.rp);
+	rc = bf_replay_new(s->reg, journal_lookup, journal_dropping, journal_created,
+			   journal_renamed, s, &jr.rp);
 	if (!rc)
 		rc = wal_replay(s->wal, from, s->wal_truncate_corrupt, journal_apply, &jr, &st, why,
 				sizeof(why));

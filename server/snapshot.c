@@ -236,7 +236,8 @@ struct srv_snap {
 	void *paged_arg;
 	size_t cold_pos; /* where srv_snap_cold() goes on in ents */
 	/* At load: the entries by filter id (open addressing, 0 = free), so a filter found under
-	 * two names (renamed, then a crash before the old copy went) is loaded once. */
+	 * two names (renamed, then a crash before the old copy went) is loaded once; kept until
+	 * srv_snap_load_end(), for the log's replay to find the filters its records name. */
 	struct snap_idslot {
 		uint64_t id;
 		struct snap_entry *e;
@@ -2672,9 +2673,6 @@ static int snap_load_all(struct srv_snap *sn)
 	for (i = 0; i < n; i++)
 		free(names[i]);
 	free(names);
-	free(sn->ids);
-	sn->ids = NULL;
-	sn->ids_cap = sn->ids_n = 0;
 	if (rc)
 		return rc;
 	/* A pack is written again only if it must change: not for having been loaded. */
@@ -2757,6 +2755,7 @@ int srv_snap_new(uv_loop_t *loop, const struct config *cfg, struct cmd_ctx *ctx,
 fail_fd:
 	close(sn->dirfd);
 fail:
+	free(sn->ids);
 	for (size_t i = 0; i < sn->nents; i++)
 		free(sn->ents[i]);
 	free(sn->ents);
@@ -2767,9 +2766,26 @@ fail:
 	return rc;
 }
 
+struct bf_filter *srv_snap_loaded(const struct srv_snap *sn, uint64_t id)
+{
+	const struct snap_idslot *slot;
+
+	if (!sn->ids_cap || !id)
+		return NULL;
+	slot = snap_id_slot(sn, id);
+	return slot->id && slot->e ? slot->e->f : NULL;
+}
+
 uint64_t srv_snap_loaded_lsn(const struct srv_snap *sn)
 {
 	return sn->loaded_lsn;
+}
+
+void srv_snap_load_end(struct srv_snap *sn)
+{
+	free(sn->ids);
+	sn->ids = NULL;
+	sn->ids_cap = sn->ids_n = 0;
 }
 
 void srv_snap_after_replay(struct srv_snap *sn, struct bf_registry *reg)
@@ -2836,6 +2852,7 @@ void srv_snap_free(struct srv_snap *sn)
 	 * memory may still be in use by the threadpool, so it is left alone. */
 	snap_pending_clear(sn);
 	snap_closes_clear(sn);
+	srv_snap_load_end(sn);
 	for (size_t i = 0; i < sn->nents; i++)
 		free(sn->ents[i]);
 	free(sn->ents);

@@ -183,8 +183,18 @@ int srv_snap_bgsave(struct srv_snap *sn);
  * call (exact with fewer filters), so no call walks a million. */
 void srv_snap_get_status(struct srv_snap *sn, struct srv_snap_status *out);
 
+/*
+ * From srv_snap_new() to srv_snap_load_end(): the filter loaded with this id (NULL: none, or
+ * id 0). Not to be asked about an id whose filter was dropped or renamed since the load (its
+ * entry may be gone): the log's replay asks only about the filters its records name, and never
+ * again about one it dropped, renamed or created (bf_replay_lookup_fn), rather than indexing
+ * every filter by id again.
+ */
+struct bf_filter *srv_snap_loaded(const struct srv_snap *sn, uint64_t id);
 /* The newest LSN a loaded filter's checkpoint holds (0: none). */
 uint64_t srv_snap_loaded_lsn(const struct srv_snap *sn);
+/* Once the replay is done (or there is no log): srv_snap_loaded's table goes. */
+void srv_snap_load_end(struct srv_snap *sn);
 
 /*
  * After the write-ahead log's replay: for each snapshot file set aside as corrupt at load, log

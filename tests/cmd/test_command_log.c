@@ -231,7 +231,7 @@ START_TEST(replay_rebuilds_the_filters)
 	struct bf_replay *rp;
 	char why[128];
 	ck_assert_int_eq(bf_registry_new(0, &r), 0);
-	ck_assert_int_eq(bf_replay_new(r, dropping, NULL, NULL, NULL, &rp), 0);
+	ck_assert_int_eq(bf_replay_new(r, NULL, dropping, NULL, NULL, NULL, &rp), 0);
 	for (size_t i = 0; i < nrecs; i++)
 		ck_assert_int_eq(bf_replay_apply(rp, i + 1, recs[i].type, recs[i].p, recs[i].len,
 						 why, sizeof(why)),

@@ -167,6 +167,76 @@ static void renamed(void *arg, struct bf_filter *f)
 	snprintf(renamed_to, sizeof(renamed_to), "%s", f->name);
 }
 
+/*
+ * The owner's table by id, as the server keeps it from its load (srv_snap_loaded): the
+ * filters there were when the replay began. Every case runs twice: with it (with_lookup), and
+ * without (the replay indexes the registry itself). The replay must never ask it about a
+ * filter it dropped: the owner may still answer with the freed filter.
+ */
+static bool with_lookup;
+static struct loaded {
+	uint64_t id;
+	struct bf_filter *f;
+	bool dropped;
+} * loaded_;
+static size_t nloaded, lookups;
+static bf_replay_dropping_fn dropping_next;
+
+static void loaded_visit(void *arg, struct bf_filter *f)
+{
+	(void)arg;
+	loaded_[nloaded++] = (struct loaded){.id = f->id, .f = f};
+}
+
+static struct bf_filter *lookup(void *arg, uint64_t id)
+{
+	(void)arg;
+	lookups++;
+	for (size_t i = 0; i < nloaded; i++) {
+		if (loaded_[i].id == id) {
+			ck_assert_msg(!loaded_[i].dropped,
+				      "asked about filter %llu, which the replay dropped",
+				      (unsigned long long)id);
+			return loaded_[i].f;
+		}
+	}
+	return NULL;
+}
+
+static void dropping_marked(void *arg, struct bf_filter *f, bool remove_file)
+{
+	for (size_t i = 0; i < nloaded; i++)
+		if (loaded_[i].f == f)
+			loaded_[i].dropped = true;
+	if (dropping_next)
+		dropping_next(arg, f, remove_file);
+}
+
+/* A replay onto r, with the owner's table or without (with_lookup). */
+static struct bf_replay *replay_new(struct bf_registry *r, bf_replay_dropping_fn dropping_fn,
+				    bf_replay_renamed_fn renamed_fn)
+{
+	struct bf_replay *rp;
+
+	nloaded = lookups = 0;
+	dropping_next = dropping_fn;
+	loaded_ = calloc(bf_registry_count(r) + 1, sizeof(*loaded_));
+	ck_assert_ptr_nonnull(loaded_);
+	bf_registry_each(r, loaded_visit, NULL);
+	ck_assert_int_eq(bf_replay_new(r, with_lookup ? lookup : NULL, dropping_marked, NULL,
+				       renamed_fn, NULL, &rp),
+			 0);
+	return rp;
+}
+
+static void replay_end(struct bf_replay *rp)
+{
+	bf_replay_free(rp);
+	free(loaded_);
+	loaded_ = NULL;
+	nloaded = 0;
+}
+
 /* Replay every record after `from` (an LSN) onto c; returns the stats. */
 static struct bf_replay_stats replay(struct bf_registry *c, uint64_t from)
 {
@@ -174,7 +244,7 @@ static struct bf_replay_stats replay(struct bf_registry *c, uint64_t from)
 	struct bf_replay_stats st;
 	char why[128] = "";
 
-	ck_assert_int_eq(bf_replay_new(c, dropping, NULL, renamed, NULL, &rp), 0);
+	rp = replay_new(c, dropping, renamed);
 	for (size_t i = from; i < nlog; i++) {
 		int rc = bf_replay_apply(rp, i + 1, log_[i].type, log_[i].p, log_[i].len, why,
 					 sizeof(why));
@@ -182,7 +252,7 @@ static struct bf_replay_stats replay(struct bf_registry *c, uint64_t from)
 	}
 	bf_replay_finish(rp);
 	bf_replay_stats(rp, &st);
-	bf_replay_free(rp);
+	replay_end(rp);
 	return st;
 }
 
@@ -448,12 +518,12 @@ START_TEST(replay_flushall)
 
 	struct bf_replay *rp;
 	unsigned char one = 0;
-	ck_assert_int_eq(bf_replay_new(live, NULL, NULL, NULL, NULL, &rp), 0);
+	rp = replay_new(live, NULL, NULL);
 	ck_assert_int_eq(bf_replay_apply(rp, 1000, BF_REC_FLUSHALL, &one, 1, why, sizeof(why)),
 			 -EINVAL);
 	ck_assert_str_eq(why, "malformed FLUSHALL record");
 	ck_assert_uint_eq(bf_registry_count(live), 1);
-	bf_replay_free(rp);
+	replay_end(rp);
 	bf_registry_free(live);
 	log_free();
 }
@@ -518,7 +588,7 @@ START_TEST(rename_round_trip_and_malformed)
 
 	ck_assert_int_eq(bf_registry_new(0, &r), 0);
 	ck_assert_int_eq(bf_registry_create(r, "a", 1, &p, 1, &f), 0);
-	ck_assert_int_eq(bf_replay_new(r, NULL, NULL, NULL, NULL, &rp), 0);
+	rp = replay_new(r, NULL, NULL);
 	len = bf_record_rename(f->id, "b", 1, buf);
 	ck_assert_int_eq(bf_replay_apply(rp, 10, BF_REC_RENAME, buf, len + 1, why, sizeof(why)),
 			 -EINVAL);
@@ -528,7 +598,7 @@ START_TEST(rename_round_trip_and_malformed)
 			 -EINVAL);
 	ck_assert_ptr_eq(bf_registry_get(r, "a", 1), f);
 	ck_assert_uint_eq(f->lsn, 0);
-	bf_replay_free(rp);
+	replay_end(rp);
 	bf_registry_free(r);
 }
 END_TEST
@@ -680,7 +750,7 @@ START_TEST(replay_rename_one_by_one)
 	f->lsn = 5;
 	g->lsn = 20;
 	drops_seen = renames_seen = 0;
-	ck_assert_int_eq(bf_replay_new(r, dropping, NULL, renamed, NULL, &rp), 0);
+	rp = replay_new(r, dropping, renamed);
 	len = bf_record_rename(f->id, "b", 1, buf);
 
 	/* g's last change (20) is newer than the record (10). */
@@ -733,7 +803,7 @@ START_TEST(replay_rename_one_by_one)
 	ck_assert_uint_eq(st.applied, 1);
 	ck_assert_uint_eq(st.skipped, 5);
 	ck_assert_uint_eq(st.unknown, 2);
-	bf_replay_free(rp);
+	replay_end(rp);
 	bf_registry_free(r);
 }
 END_TEST
@@ -830,7 +900,7 @@ START_TEST(expire_round_trip_and_malformed)
 
 	ck_assert_int_eq(bf_registry_new(0, &r), 0);
 	ck_assert_int_eq(bf_registry_create(r, "a", 1, &p, 1, &f), 0);
-	ck_assert_int_eq(bf_replay_new(r, NULL, NULL, NULL, NULL, &rp), 0);
+	rp = replay_new(r, NULL, NULL);
 	bf_record_expire(f->id, 5000, buf);
 	ck_assert_int_eq(bf_replay_apply(rp, 10, BF_REC_EXPIRE, buf, 15, why, sizeof(why)),
 			 -EINVAL);
@@ -847,7 +917,7 @@ START_TEST(expire_round_trip_and_malformed)
 	ck_assert_uint_eq(bf_registry_expiring(r, NULL), 0);
 	bf_replay_stats(rp, &st);
 	ck_assert_uint_eq(st.applied + st.skipped + st.unknown, 0);
-	bf_replay_free(rp);
+	replay_end(rp);
 	bf_registry_free(r);
 }
 END_TEST
@@ -975,7 +1045,7 @@ START_TEST(replay_expire_one_by_one)
 	f->lsn = 20;
 	ck_assert_int_eq(bf_registry_set_expire(r, f, 7000), 0);
 	g->lsn = 5;
-	ck_assert_int_eq(bf_replay_new(r, NULL, NULL, NULL, NULL, &rp), 0);
+	rp = replay_new(r, NULL, NULL);
 
 	/* Older than f's checkpoint, and as old: skipped, PERSIST included. */
 	bf_record_expire(f->id, 1000, buf);
@@ -1021,7 +1091,7 @@ START_TEST(replay_expire_one_by_one)
 	ck_assert_uint_eq(st.applied, 3);
 	ck_assert_uint_eq(st.skipped, 3);
 	ck_assert_uint_eq(st.unknown, 1);
-	bf_replay_free(rp);
+	replay_end(rp);
 	/* Freed with g still expiring. */
 	bf_registry_free(r);
 }
@@ -1066,26 +1136,91 @@ START_TEST(replay_expired_then_created_again)
 }
 END_TEST
 
+/* With the owner's table, the replay asks it only about the filters its records name (a start
+ * after a checkpoint, with a short log, does not index every filter), applies a record newer
+ * than the filter's checkpoint, and never asks again about a filter it dropped. */
+START_TEST(replay_asks_only_what_records_name)
+{
+	struct bf_params p = {100, 0.01, BF_TYPE_BLOOM, 2, true, 0, 0};
+	unsigned char buf[BF_RECORD_KEYS_HEAD + BF_RECORD_HASH_BYTES];
+	struct bf_filter *f, *x = NULL;
+	struct bf_replay_stats st;
+	struct bf_registry *r;
+	struct bf_replay *rp;
+	char name[16], why[128] = "";
+
+	ck_assert_int_eq(bf_registry_new(0, &r), 0);
+	for (int i = 0; i < 100; i++) {
+		snprintf(name, sizeof(name), "f%d", i);
+		ck_assert_int_eq(bf_registry_create(r, name, strlen(name), &p, (uint64_t)i, &f), 0);
+		f->lsn = 10; /* as loaded from a checkpoint that holds LSN 10 */
+		x = i == 7 ? f : x;
+	}
+	rp = replay_new(r, NULL, NULL);
+	bf_record_id(x->id, buf);
+	bf_record_put_hash(bf_filter_hash(x, "k", 1), buf + BF_RECORD_KEYS_HEAD);
+	ck_assert_int_eq(bf_replay_apply(rp, 9, BF_REC_ADD, buf, sizeof(buf), why, sizeof(why)), 0);
+	ck_assert_int_eq(bf_filter_check(x, "k", 1), 0);
+	ck_assert_int_eq(bf_replay_apply(rp, 11, BF_REC_ADD, buf, sizeof(buf), why, sizeof(why)),
+			 0);
+	ck_assert_int_eq(bf_filter_check(x, "k", 1), 1);
+	ck_assert_uint_eq(x->lsn, 11);
+	/* Dropped, then named again (only a damaged log does that): an unknown filter. */
+	ck_assert_int_eq(
+	    bf_replay_apply(rp, 12, BF_REC_DROP, buf, BF_RECORD_KEYS_HEAD, why, sizeof(why)), 0);
+	ck_assert_ptr_null(bf_registry_get(r, "f7", 2));
+	ck_assert_int_eq(bf_replay_apply(rp, 13, BF_REC_ADD, buf, sizeof(buf), why, sizeof(why)),
+			 0);
+	bf_replay_finish(rp);
+	bf_replay_stats(rp, &st);
+	ck_assert_uint_eq(st.applied, 2);
+	ck_assert_uint_eq(st.skipped, 1);
+	ck_assert_uint_eq(st.unknown, 1);
+	ck_assert_uint_eq(bf_registry_count(r), 99);
+	/* Asked about x for each record but the last, which the replay knew to be dropped. */
+	ck_assert_uint_eq(lookups, with_lookup ? 3 : 0);
+	replay_end(rp);
+	bf_registry_free(r);
+}
+END_TEST
+
+static void lookup_on(void)
+{
+	with_lookup = true;
+}
+
+static void lookup_off(void)
+{
+	with_lookup = false;
+}
+
 static Suite *record_suite(void)
 {
 	Suite *s = suite_create("record");
-	TCase *tc = tcase_create("record");
 
-	tcase_add_test(tc, create_round_trip_and_malformed);
-	tcase_add_test(tc, replay_equals_live);
-	tcase_add_test(tc, replay_load_and_body);
-	tcase_add_test(tc, replay_same_name_again);
-	tcase_add_test(tc, replay_flushall);
-	tcase_add_test(tc, rename_round_trip_and_malformed);
-	tcase_add_test(tc, replay_rename);
-	tcase_add_test(tc, replay_rename_holder_newer);
-	tcase_add_test(tc, replay_rename_one_by_one);
-	tcase_add_test(tc, replay_rename_replaced_again);
-	tcase_add_test(tc, expire_round_trip_and_malformed);
-	tcase_add_test(tc, replay_expire);
-	tcase_add_test(tc, replay_expire_one_by_one);
-	tcase_add_test(tc, replay_expired_then_created_again);
-	suite_add_tcase(s, tc);
+	/* Replays index the registry themselves ("record"), or ask the owner's table by id
+	 * ("record_lookup", as the server's start does). */
+	for (int k = 0; k < 2; k++) {
+		TCase *tc = tcase_create(k ? "record_lookup" : "record");
+
+		tcase_add_checked_fixture(tc, k ? lookup_on : lookup_off, NULL);
+		tcase_add_test(tc, create_round_trip_and_malformed);
+		tcase_add_test(tc, replay_equals_live);
+		tcase_add_test(tc, replay_load_and_body);
+		tcase_add_test(tc, replay_same_name_again);
+		tcase_add_test(tc, replay_flushall);
+		tcase_add_test(tc, rename_round_trip_and_malformed);
+		tcase_add_test(tc, replay_rename);
+		tcase_add_test(tc, replay_rename_holder_newer);
+		tcase_add_test(tc, replay_rename_one_by_one);
+		tcase_add_test(tc, replay_rename_replaced_again);
+		tcase_add_test(tc, expire_round_trip_and_malformed);
+		tcase_add_test(tc, replay_expire);
+		tcase_add_test(tc, replay_expire_one_by_one);
+		tcase_add_test(tc, replay_expired_then_created_again);
+		tcase_add_test(tc, replay_asks_only_what_records_name);
+		suite_add_tcase(s, tc);
+	}
 	return s;
 }
 
