@@ -678,6 +678,27 @@ START_TEST(test_unsnapshotted_create_older_than_snapshots)
 }
 END_TEST
 
+/* On a new data directory started with conf: filter name with keys k0 .. k<n - 1>, its
+ * checkpoint written (flush), then the daemon killed. */
+static void checkpointed_then_killed(const char *conf, const char *name, int n)
+{
+	char line[64];
+
+	dir_new();
+	start_in(conf);
+	int fd = conn();
+	snprintf(line, sizeof(line), "create %s capacity=10000", name);
+	ck_assert_str_eq(txt(fd, line), "Done\n");
+	for (int i = 0; i < n; i++) {
+		snprintf(line, sizeof(line), "set %s k%d", name, i);
+		ck_assert_str_eq(txt(fd, line), "Yes\n");
+	}
+	snprintf(line, sizeof(line), "flush %s", name);
+	ck_assert_str_eq(txt(fd, line), "Done\n");
+	close(fd);
+	kill9();
+}
+
 /* Remove every segment of the log: a power cut that lost all the records a checkpoint holds. */
 static void log_lost(void)
 {
@@ -701,23 +722,11 @@ static void log_lost(void)
  * checkpoint and is replayed by the next start, not skipped as already in it. */
 START_TEST(test_log_shorter_than_snapshots)
 {
-	char line[64];
-
-	dir_new();
-	start_in(CONF("snapshot_interval = 0\n"));
-	int fd = conn();
-	ck_assert_str_eq(txt(fd, "create held capacity=1000"), "Done\n");
-	for (int i = 0; i < 30; i++) {
-		snprintf(line, sizeof(line), "set held k%d", i);
-		ck_assert_str_eq(txt(fd, line), "Yes\n");
-	}
-	ck_assert_str_eq(txt(fd, "flush held"), "Done\n");
-	close(fd);
-	kill9();
+	checkpointed_then_killed(CONF("snapshot_interval = 0\n"), "held", 30);
 	log_lost();
 	start_in(CONF("snapshot_interval = 0\n"));
 	ck_assert(itest_log_wait(&d, "LSNs skipped so that none is reused", T));
-	fd = conn();
+	int fd = conn();
 	ck_assert_str_eq(txt(fd, "set held after"), "Yes\n");
 	ck_assert_str_eq(txt(fd, "create new capacity=1000"), "Done\n");
 	ck_assert_str_eq(txt(fd, "set new k"), "Yes\n");
@@ -758,22 +767,13 @@ START_TEST(test_corrupt_snapshot_rebuilt_from_log)
 	char line[64], path[600];
 	struct stat sb;
 
-	dir_new();
-	start_in(CONF("snapshot_interval = 0\nsnapshot_pack_bytes = 0\n"));
-	int fd = conn();
-	ck_assert_str_eq(txt(fd, "create c capacity=10000"), "Done\n");
-	for (int i = 0; i < 200; i++) {
-		snprintf(line, sizeof(line), "set c k%d", i);
-		ck_assert_str_eq(txt(fd, line), "Yes\n");
-	}
-	ck_assert_str_eq(txt(fd, "flush c"), "Done\n");
-	close(fd);
-	kill9();
+	checkpointed_then_killed(CONF("snapshot_interval = 0\nsnapshot_pack_bytes = 0\n"), "c",
+				 200);
 	flip_middle("c.bsnap");
 	start_in(CONF("snapshot_interval = 0\nsnapshot_pack_bytes = 0\n"));
 	ck_assert(itest_log_wait(
 	    &d, "c.bsnap was corrupt: filter 'c' rebuilt from the write-ahead log", T));
-	fd = conn();
+	int fd = conn();
 	ck_assert_uint_eq(count_missing(fd, "c", "k", 0, 200), 0);
 	close(fd);
 	stop();
