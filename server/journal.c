@@ -76,6 +76,15 @@ static void journal_on_durable(void *arg, uint64_t lsn)
 		http_release_waiting(s->http);
 }
 
+/* A released segment that could not be deleted stays and is tried again at the next release. */
+static void journal_on_unlink_error(void *arg, const char *segment, int err)
+{
+	struct srv *s = arg;
+
+	srv_log(SRV_LOG_WARNING, "write-ahead log: delete %s/wal/%s: %s; kept", s->cfg.data_dir,
+		segment, strerror(-err));
+}
+
 /* Once per loop iteration, after its reads were served: write its records. */
 static void journal_on_check(uv_check_t *h)
 {
@@ -192,6 +201,7 @@ int journal_start(struct srv *s)
 	    .segment_bytes = s->cfg.wal_segment_bytes,
 	    .prealloc_bytes = JOURNAL_PREALLOC,
 	    .on_durable = journal_on_durable,
+	    .on_unlink_error = journal_on_unlink_error,
 	    .arg = s,
 	};
 	struct journal_replay jr = {.s = s};

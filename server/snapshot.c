@@ -183,6 +183,11 @@ struct srv_snap {
 	struct snap_entry **pending;
 	size_t npending, pending_pos, pending_cap;
 	bool cycle_running;
+	/* The cycle lists its entries in rounds (snap_on_fidle), walking ents down from
+	 * fill_pos: a million are not looked at in one turn of the loop. */
+	bool filling;
+	size_t fill_pos;
+	uv_idle_t fidle;
 	uint64_t cycle_started_ms, next_due_ms;
 	uint64_t cycle_saved, cycle_failed;
 	bool final_failed; /* a filter could not be written at shutdown: the exit status says so */
@@ -1435,10 +1440,13 @@ static void snap_pending_clear(struct srv_snap *sn)
 	sn->npending = sn->pending_pos = 0;
 }
 
-/* List every dirty entry for the cycle. 0 or -ENOMEM. */
-static int snap_pending_fill(struct srv_snap *sn)
+/* Start listing the dirty entries for a cycle (snap_pending_round()). 0 or -ENOMEM. */
+static int snap_pending_begin(struct srv_snap *sn)
 {
 	snap_pending_clear(sn);
+	uv_idle_stop(&sn->fidle);
+	sn->filling = false;
+	/* Room for every entry there is now: the walk visits no more places than that. */
 	if (sn->pending_cap < sn->nents) {
 		struct snap_entry **p = realloc(sn->pending, sn->nents * sizeof(*p));
 
@@ -1447,16 +1455,54 @@ static int snap_pending_fill(struct srv_snap *sn)
 		sn->pending = p;
 		sn->pending_cap = sn->nents;
 	}
-	for (size_t i = 0; i < sn->nents; i++) {
-		struct snap_entry *e = sn->ents[i];
+	sn->fill_pos = sn->nents;
+	sn->filling = true;
+	sn->pack_pos = 0;
+	return 0;
+}
 
-		if (snap_dirty(e) && !snap_pack_claim(sn, e)) {
+/*
+ * List the dirty entries for about budget_ns of loop time (0: all): those written as a file
+ * of their own in pending, the others mark their pack. Between rounds, a filter dropped has
+ * the last entry moved into its place: one not walked yet (met later) or one walked already
+ * (met again, listed once: ->queued); a filter created goes past the walk, and is written by
+ * its pack (joining marked it dirty) or by the next cycle, as is one changed after its visit.
+ * So every entry dirty when the listing began and still live is listed, and none dead.
+ * Returns true once the listing is over.
+ */
+static bool snap_pending_round(struct srv_snap *sn, uint64_t budget_ns)
+{
+	uint64_t t0 = uv_hrtime();
+	size_t k = 0;
+
+	while (sn->fill_pos > 0) {
+		struct snap_entry *e;
+
+		if (sn->fill_pos > sn->nents) {
+			sn->fill_pos = sn->nents; /* entries left past the walk */
+			continue;
+		}
+		e = sn->ents[--sn->fill_pos];
+		if (!e->queued && snap_dirty(e) && !snap_pack_claim(sn, e)) {
 			e->queued = true;
 			sn->pending[sn->npending++] = e;
 		}
+		if (budget_ns && (++k >= sn->round_max ||
+				  ((sn->fill_pos & 63) == 0 && uv_hrtime() - t0 >= budget_ns)))
+			break;
 	}
-	sn->pack_pos = 0;
-	return 0;
+	sn->filling = sn->fill_pos > 0;
+	return !sn->filling;
+}
+
+/* List every dirty entry at once (shutdown). 0 or -ENOMEM. */
+static int snap_pending_fill(struct srv_snap *sn)
+{
+	int rc = snap_pending_begin(sn);
+
+	if (!rc)
+		snap_pending_round(sn, 0);
+	return rc;
 }
 
 static bool snap_packs_dirty(const struct srv_snap *sn)
@@ -1573,6 +1619,8 @@ static void snap_step(struct srv_snap *sn)
 		if (!sn->stopping && snap_closes_step(sn))
 			continue;
 		if (sn->pending_pos == sn->npending) {
+			if (sn->filling)
+				return; /* snap_on_fidle steps on once all are listed */
 			/* Files of their own first (a filter that left its pack is then on disk),
 			 * then the packs, each once its memory is ready (not at shutdown). */
 			if (sn->cycle_running && sn->pack_pos < SNAP_PACKS) {
@@ -1603,22 +1651,43 @@ static void snap_step(struct srv_snap *sn)
 	}
 }
 
+/* The cycle's entries are listed: write them, or end it at once if nothing changed. */
+static void snap_cycle_listed(struct srv_snap *sn)
+{
+	if (!sn->npending && !snap_packs_dirty(sn)) {
+		sn->cycle_running = false;
+		sn->ctx->save_in_progress = false;
+		sn->next_due_ms =
+		    sn->cycle_started_ms + (uint64_t)sn->cfg->snapshot_interval * 1000;
+		return;
+	}
+	snap_step(sn);
+}
+
+static void snap_on_fidle(uv_idle_t *h)
+{
+	struct srv_snap *sn = h->data;
+
+	if (!snap_pending_round(sn, SNAP_ROUND_NS))
+		return;
+	uv_idle_stop(h);
+	snap_cycle_listed(sn);
+}
+
 static void snap_cycle_start(struct srv_snap *sn)
 {
-	if (snap_pending_fill(sn)) {
+	if (snap_pending_begin(sn)) {
 		srv_log(SRV_LOG_ERR, "snapshot cycle: out of memory; retrying at the next tick");
 		return;
 	}
 	sn->cycle_started_ms = uv_now(sn->loop);
 	sn->cycle_saved = sn->cycle_failed = 0;
-	if (!sn->npending && !snap_packs_dirty(sn)) {
-		sn->next_due_ms =
-		    sn->cycle_started_ms + (uint64_t)sn->cfg->snapshot_interval * 1000;
-		return;
-	}
 	sn->cycle_running = true;
 	sn->ctx->save_in_progress = true;
-	snap_step(sn);
+	if (snap_pending_round(sn, SNAP_ROUND_NS))
+		snap_cycle_listed(sn);
+	else
+		uv_idle_start(&sn->fidle, snap_on_fidle);
 }
 
 static void snap_on_tick(uv_timer_t *t)
@@ -2743,10 +2812,12 @@ int srv_snap_new(uv_loop_t *loop, const struct config *cfg, struct cmd_ctx *ctx,
 	uv_idle_init(loop, &sn->idle);
 	uv_idle_init(loop, &sn->pidle);
 	uv_idle_init(loop, &sn->cidle);
+	uv_idle_init(loop, &sn->fidle);
 	sn->timer.data = sn;
 	sn->idle.data = sn;
 	sn->pidle.data = sn;
 	sn->cidle.data = sn;
+	sn->fidle.data = sn;
 	sn->next_due_ms = uv_now(loop) + (uint64_t)cfg->snapshot_interval * 1000;
 	uv_timer_start(&sn->timer, snap_on_tick, SNAP_TICK_MS, SNAP_TICK_MS);
 	*out = sn;

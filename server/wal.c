@@ -44,6 +44,24 @@ enum wal_job {
 struct wal_seg {
 	uint64_t first; /* LSN of its first record (its name) */
 	uint64_t bytes;
+	bool unlinking; /* released: a struct wal_unlink is deleting its file */
+};
+
+/*
+ * Released segments being deleted on the threadpool: unlink(2) of a segment's file held the
+ * loop for up to 18 ms, as the file system frees its blocks. The work owns a dup of the
+ * directory's fd, so wal_close() may close the log's; it holds a reference on the wal, so the
+ * entries it updates when it ends are still there.
+ */
+struct wal_unlink {
+	uv_work_t req;
+	struct wal *w;
+	int dirfd;
+	size_t n;
+	struct {
+		uint64_t first;
+		int err; /* 0 (gone, or was already) or the unlink's -errno */
+	} seg[];
 };
 
 /*
@@ -86,6 +104,7 @@ struct wal {
 	uint64_t segment_bytes;
 	unsigned retry_ms;
 	void (*on_durable)(void *arg, uint64_t durable_lsn);
+	void (*on_unlink_error)(void *arg, const char *segment, int err);
 	void *arg;
 	ssize_t (*pwrite_fn)(int fd, const void *buf, size_t n, off_t off);
 	int (*fdatasync_fn)(int fd);
@@ -93,6 +112,7 @@ struct wal {
 	/* segments, oldest first; the last is the current one once replayed */
 	struct wal_seg *segs;
 	size_t nsegs, segcap;
+	size_t unlinking;   /* of those, released and being deleted */
 	int fd;		    /* current segment, loop's copy */
 	uint64_t seg_size;  /* its length: where the next write goes */
 	uint64_t seg_alloc; /* bytes of its file (records, then zeros); seg_size or more */
@@ -119,7 +139,7 @@ struct wal {
 
 	uv_async_t async;
 	uv_timer_t timer;
-	int handles_open;
+	int refs; /* open handles and wal_unlink works: the memory goes with the last */
 	bool thread_started;
 	uv_thread_t thread;
 	uv_mutex_t mu;
@@ -210,7 +230,7 @@ static int seg_push(struct wal *w, uint64_t first, uint64_t bytes)
 	int err = seg_reserve(w);
 	if (err)
 		return err;
-	w->segs[w->nsegs++] = (struct wal_seg){first, bytes};
+	w->segs[w->nsegs++] = (struct wal_seg){first, bytes, false};
 	return 0;
 }
 
@@ -513,7 +533,7 @@ static void job_finished(struct wal *w, enum wal_job job, int err, int fd, uint6
 	} else {
 		cur->bytes = old_bytes;
 		/* Cannot fail: start_job() reserved the room. */
-		w->segs[w->nsegs++] = (struct wal_seg){first, 0};
+		w->segs[w->nsegs++] = (struct wal_seg){first, 0, false};
 	}
 	w->fd = fd;
 	w->seg_size = 0;
@@ -762,13 +782,14 @@ uint64_t wal_bytes(const struct wal *w)
 {
 	uint64_t b = 0;
 	for (size_t i = 0; i < w->nsegs; i++)
-		b += w->segs[i].bytes;
+		if (!w->segs[i].unlinking)
+			b += w->segs[i].bytes;
 	return b;
 }
 
 uint64_t wal_segments(const struct wal *w)
 {
-	return w->nsegs;
+	return w->nsegs - w->unlinking;
 }
 
 void wal_get_stats(const struct wal *w, struct wal_stats *st)
@@ -782,8 +803,9 @@ void wal_get_stats(const struct wal *w, struct wal_stats *st)
 	st->writes = w->writes;
 	st->bytes_written = w->bytes_written;
 	st->buffered_bytes = w->len - w->head;
-	st->segments = w->nsegs;
+	st->segments = wal_segments(w);
 	st->bytes = wal_bytes(w);
+	st->unlinking = w->unlinking;
 	st->rotations = w->rotations;
 	st->failures = w->failures;
 	st->recoveries = w->recoveries;
@@ -797,28 +819,6 @@ void wal_get_stats(const struct wal *w, struct wal_stats *st)
 	uv_mutex_unlock(mu);
 }
 
-int wal_release(struct wal *w, uint64_t lsn)
-{
-	if (!w->ready)
-		return -EINVAL;
-	size_t n = 0;
-	int err = 0;
-	char name[WAL_SEGMENT_NAME_MAX];
-	while (n + 1 < w->nsegs && w->segs[n + 1].first <= lsn) {
-		wal_segment_name(w->segs[n].first, name);
-		if (unlinkat(w->dirfd, name, 0) != 0 && errno != ENOENT) {
-			err = -errno;
-			break;
-		}
-		n++;
-	}
-	memmove(w->segs, w->segs + n, (w->nsegs - n) * sizeof(*w->segs));
-	w->nsegs -= n;
-	return err ? err : (int)n;
-}
-
-/* ---- open / close ---- */
-
 static void free_wal(struct wal *w)
 {
 	free(w->buf);
@@ -827,14 +827,101 @@ static void free_wal(struct wal *w)
 	free(w);
 }
 
-static void handle_closed(uv_handle_t *h)
+static void wal_unref(struct wal *w)
 {
-	struct wal *w = h->data;
-	if (--w->handles_open == 0) {
+	if (--w->refs == 0) {
 		uv_cond_destroy(&w->cv);
 		uv_mutex_destroy(&w->mu);
 		free_wal(w);
 	}
+}
+
+/* Threadpool: delete the files. */
+static void unlink_work(uv_work_t *req)
+{
+	struct wal_unlink *u = req->data;
+	char name[WAL_SEGMENT_NAME_MAX];
+
+	for (size_t i = 0; i < u->n; i++) {
+		wal_segment_name(u->seg[i].first, name);
+		u->seg[i].err = unlinkat(u->dirfd, name, 0) != 0 && errno != ENOENT ? -errno : 0;
+	}
+	close(u->dirfd);
+}
+
+/* Loop: forget the segments deleted; one that could not be is kept for the next release. */
+static void unlink_done(uv_work_t *req, int status)
+{
+	struct wal_unlink *u = req->data;
+	struct wal *w = u->w;
+	char name[WAL_SEGMENT_NAME_MAX];
+	size_t j = 0;
+
+	(void)status; /* never cancelled: uv_cancel() is not called on it */
+	for (size_t i = 0; i < u->n; i++) {
+		/* Both lists are in LSN order, and only a release removes entries. */
+		while (w->segs[j].first != u->seg[i].first)
+			j++;
+		w->unlinking--;
+		if (u->seg[i].err) {
+			w->segs[j].unlinking = false;
+			wal_segment_name(u->seg[i].first, name);
+			if (w->on_unlink_error)
+				w->on_unlink_error(w->arg, name, u->seg[i].err);
+			continue;
+		}
+		memmove(w->segs + j, w->segs + j + 1, (w->nsegs - j - 1) * sizeof(*w->segs));
+		w->nsegs--;
+	}
+	free(u);
+	wal_unref(w);
+}
+
+int wal_release(struct wal *w, uint64_t lsn)
+{
+	if (!w->ready)
+		return -EINVAL;
+	size_t n = 0;
+	while (n + 1 < w->nsegs && w->segs[n + 1].first <= lsn)
+		n++;
+	size_t want = 0;
+	for (size_t i = 0; i < n; i++)
+		want += !w->segs[i].unlinking;
+	if (!want)
+		return 0;
+	struct wal_unlink *u = malloc(sizeof(*u) + want * sizeof(u->seg[0]));
+	if (!u)
+		return -ENOMEM;
+	u->dirfd = dup(w->dirfd);
+	if (u->dirfd < 0) {
+		int err = -errno;
+		free(u);
+		return err;
+	}
+	u->w = w;
+	u->n = 0;
+	u->req.data = u;
+	for (size_t i = 0; i < n; i++)
+		if (!w->segs[i].unlinking)
+			u->seg[u->n++].first = w->segs[i].first;
+	int err = uv_queue_work(w->loop, &u->req, unlink_work, unlink_done);
+	if (err) {
+		close(u->dirfd);
+		free(u);
+		return err;
+	}
+	for (size_t i = 0; i < n; i++)
+		w->segs[i].unlinking = true;
+	w->unlinking += want;
+	w->refs++;
+	return (int)want;
+}
+
+/* ---- open / close ---- */
+
+static void handle_closed(uv_handle_t *h)
+{
+	wal_unref(h->data);
 }
 
 static int list_segments(struct wal *w, char *why, size_t whylen)
@@ -857,6 +944,12 @@ static int list_segments(struct wal *w, char *why, size_t whylen)
 			continue;
 		struct stat stb;
 		if (fstatat(w->dirfd, e->d_name, &stb, 0) != 0) {
+			/* Deleted since readdir: a release of the log closed before (wal_close()
+			 * leaves its deletions to the loop). */
+			if (errno == ENOENT) {
+				errno = 0;
+				continue;
+			}
 			err = -errno;
 			set_why(why, whylen, "stat %s/%s: %s", w->dir, e->d_name, strerror(-err));
 			goto out;
@@ -920,6 +1013,7 @@ int wal_open(const struct wal_options *o, struct wal **out, char *why, size_t wh
 	w->retry_ms = o->retry_ms ? o->retry_ms : WAL_DEFAULT_RETRY_MS;
 	w->prealloc = o->prealloc_bytes;
 	w->on_durable = o->on_durable;
+	w->on_unlink_error = o->on_unlink_error;
 	w->arg = o->arg;
 	w->pwrite_fn = o->pwrite_fn ? o->pwrite_fn : real_pwrite;
 	w->fdatasync_fn = o->fdatasync_fn ? o->fdatasync_fn : real_fdatasync;
@@ -972,7 +1066,7 @@ int wal_open(const struct wal_options *o, struct wal **out, char *why, size_t wh
 	uv_unref((uv_handle_t *)&w->async);
 	uv_timer_init(w->loop, &w->timer);
 	w->timer.data = w;
-	w->handles_open = 2;
+	w->refs = 2;
 	err = uv_thread_create(&w->thread, sync_main, w);
 	if (err) {
 		set_why(why, whylen, "start the log's sync thread: %s", uv_strerror(err));

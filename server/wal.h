@@ -57,7 +57,8 @@
  * A record whose write or sync failed is never reported durable before this.
  *
  * Threads: everything here is called on the loop thread; the sync thread only runs
- * fdatasync, ftruncate, the creation of a segment and the directory fsync.
+ * fdatasync, ftruncate, the creation of a segment and the directory fsync; the libuv
+ * threadpool only deletes released segments (wal_release()).
  */
 #ifndef BLOSSOMD_SERVER_WAL_H
 #define BLOSSOMD_SERVER_WAL_H
@@ -107,6 +108,11 @@ struct wal_options {
 	 * wal_append() (those records go to the next flush) and the read-only accessors, never
 	 * wal_flush(), wal_release(), wal_replay() or wal_close(). NULL = not told. */
 	void (*on_durable)(void *arg, uint64_t durable_lsn);
+	/* Called on the loop thread when a released segment could not be deleted (err is the
+	 * unlink's -errno; the segment is kept and the next wal_release() tries again), also
+	 * after wal_close() until the loop has run the log's last callbacks, so arg must live
+	 * that long. NULL = not told. */
+	void (*on_unlink_error)(void *arg, const char *segment, int err);
 	void *arg;
 	/* Fault injection for tests: replacements for pwrite(2) (loop thread) and fdatasync(2)
 	 * (sync thread, and the caller's thread in wal_replay()/wal_close()), with the same
@@ -149,6 +155,7 @@ struct wal_stats {
 	uint64_t buffered_bytes; /* record bytes held in memory (not yet fdatasync'ed) */
 	uint64_t segments;	 /* segment files (wal_segments()) */
 	uint64_t bytes;		 /* their total size (wal_bytes()) */
+	uint64_t unlinking;	 /* released segments whose files are being deleted */
 	uint64_t rotations;	 /* segments started because the previous one was full */
 	uint64_t fsyncs;	 /* fdatasync calls on segments, failed ones included */
 	uint64_t fsync_ns;	 /* their total time */
@@ -233,21 +240,26 @@ uint64_t wal_next_lsn(const struct wal *w);
 bool wal_failed(const struct wal *w);
 /* The failed state's -errno (ENOSPC, EIO, ...), 0 when not failed. */
 int wal_error(const struct wal *w);
-/* Total bytes of the segment files, the current one included (for wal_max_bytes). */
+/* Total bytes of the segment files, the current one included (for wal_max_bytes); segments
+ * released and being deleted are not counted. */
 uint64_t wal_bytes(const struct wal *w);
-/* Number of segment files. */
+/* Number of segment files, those released and being deleted not counted. */
 uint64_t wal_segments(const struct wal *w);
 /* Fill *st; takes the sync thread's lock briefly. */
 void wal_get_stats(const struct wal *w, struct wal_stats *st);
 
 /*
- * Checkpoints now cover every record below lsn: delete, oldest first, every segment all of
- * whose records are below lsn (the next segment starts at or below lsn). The current segment
- * is never deleted. Runs unlink(2) on the calling (loop) thread; no directory fsync (a deleted
- * segment that comes back after a power cut is skipped by the next replay, as it is below
- * from_lsn).
- * Returns the number of segments deleted (>= 0); -EINVAL before wal_replay(); or the -errno of
- * the first unlink that failed (the segments before it are gone, the rest kept).
+ * Checkpoints now cover every record below lsn: delete every segment all of whose records are
+ * below lsn (the next segment starts at or below lsn). The current segment is never deleted.
+ * The files are unlinked on the libuv threadpool (unlink(2) of a large file can take
+ * milliseconds); from this call on the segments count in neither wal_segments() nor
+ * wal_bytes(), and once the work is done the loop forgets those deleted and keeps those that
+ * could not be, reported to on_unlink_error. A segment being deleted is not handed over again.
+ * No directory fsync (a deleted segment that comes back after a power cut is skipped by the
+ * next replay, as it is below from_lsn). Work still running at wal_close() finishes on its own
+ * copy of the directory's fd while the loop runs.
+ * Returns the number of segments handed over (>= 0); -EINVAL before wal_replay() or after
+ * wal_close(); -ENOMEM, or the -errno of dup(2) or uv_queue_work(), with nothing handed over.
  */
 int wal_release(struct wal *w, uint64_t lsn);
 
@@ -255,12 +267,12 @@ int wal_release(struct wal *w, uint64_t lsn);
  * Shut the log down: wait for a segment switch in flight, write what is buffered (no
  * rotation), run a final fdatasync in every mode (on the sync thread, waited for), join the
  * thread, close the files, and uv_close() the async handle and the timer. on_durable may be
- * called once more from here. The memory is freed by the close callbacks, so the caller must
- * run the loop until they have run (uv_run(loop, UV_RUN_DEFAULT) returns once they have); w
- * must not be used after this call. NULL is a no-op returning 0.
- * Returns 0 if every appended record is durable and synced; otherwise the failed state's
- * -errno, or -EIO (records appended but never written: they are lost, none was ever reported
- * durable).
+ * called once more from here. The memory is freed by the close callbacks and the end of the
+ * deletions wal_release() started, so the caller must run the loop until they have run
+ * (uv_run(loop, UV_RUN_DEFAULT) returns once they have); w must not be used after this call. NULL
+ * is a no-op returning 0. Returns 0 if every appended record is durable and synced; otherwise the
+ * failed state's -errno, or -EIO (records appended but never written: they are lost, none was ever
+ * reported durable).
  */
 int wal_close(struct wal *w);
 

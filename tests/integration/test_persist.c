@@ -1897,6 +1897,139 @@ START_TEST(test_pack_drops_while_gathered)
 }
 END_TEST
 
+/* The checkpoint in progress (INFO persistence). */
+static bool bgsave_running(int fd)
+{
+	static char info[8192];
+
+	ck_assert_int_eq(itest_send_str(fd, resp("INFO persistence")), 0);
+	ck_assert_int_gt(itest_recv_until(fd, info, sizeof(info), "\r\n\r\n", T), 0);
+	return strstr(info, "rdb_bgsave_in_progress:1\r\n") != NULL;
+}
+
+static void bgsave_wait(int fd)
+{
+	int64_t t0 = itest_now_ms();
+
+	while (bgsave_running(fd)) {
+		ck_assert_msg(itest_now_ms() - t0 < 120000, "a checkpoint ran for two minutes");
+		itest_sleep_ms(10);
+	}
+}
+
+/*
+ * A checkpoint lists the changed filters in rounds (one entry a round here, each a turn of
+ * the loop apart), while filters are dropped, created and changed. Filters of their own file
+ * (capacity 10000) and packed ones (capacity 100) are interleaved in the daemon's list. Every
+ * filter changed before the BGSAVE and not dropped is written by it (a file of its own is
+ * replaced: a new inode); a dropped one's file stays gone. After a second checkpoint and
+ * SIGKILL (wal = off: only the files hold what was acknowledged), every filter is there with
+ * every key, those created meanwhile too, and none of those dropped.
+ */
+START_TEST(test_pending_fill_while_changed)
+{
+	enum { SMALL = 10000, MIXED = 2000, N = SMALL + MIXED, K = 150 };
+	const char *conf = CONF("snapshot_interval = 0\nwal = off\nsnapshot_pack_bytes = 1k\n");
+	static ino_t inode[N];
+	static bool dropped[N], changed[N];
+	char line[128], file[64];
+	unsigned long ndropped = 0;
+	pid_t busy;
+	int fd, rfd;
+
+	packed = true;
+	data_dir_new();
+	ck_assert_int_eq(setenv("BLOSSOMD_SNAP_ROUND_ENTRIES", "1", 1), 0);
+	start_in_dir(conf);
+	unsetenv("BLOSSOMD_SNAP_ROUND_ENTRIES");
+	fd = conn();
+	/* pf0 .. pf9999 small (busy_client() asks them); among them in the daemon's list, chunks
+	 * of pf10000 .. pf11999, large and small in turn. */
+	for (unsigned long c = 0; c < 20; c++) {
+		unsigned long from = SMALL + c * (MIXED / 20);
+
+		per_filter(fd, "create", " capacity=100", c * (SMALL / 20), (c + 1) * (SMALL / 20),
+			   "Done\n");
+		per_filter(fd, "create", c % 2 ? " capacity=10000" : " capacity=100", from,
+			   from + MIXED / 20, "Done\n");
+	}
+	per_filter(fd, "set", " a", 0, N, "Yes\n");
+	TXT(fd, "flush", "Done\n");
+	for (unsigned long i = SMALL; i < N; i++) {
+		FMT(file, "pf%lu.bsnap", i);
+		inode[i] = (i - SMALL) / (MIXED / 20) % 2 ? inode_of(file) : 0;
+		ck_assert((inode[i] != 0) == ((i - SMALL) / (MIXED / 20) % 2 == 1));
+	}
+	per_filter(fd, "set", " b", 0, N, "Yes\n");
+
+	busy = busy_client();
+	rfd = conn();
+	ck_assert_int_eq(itest_send_str(rfd, resp("BGSAVE")), 0);
+	ck_assert_int_gt(itest_recv_until(rfd, line, sizeof(line), "\r\n", T), 0);
+	ck_assert_str_eq(line, "+Background saving started\r\n");
+	/* Drops first: each moves one of the last listed (large ones) into its place. */
+	for (unsigned long k = 0; k < 2 * K; k++) {
+		unsigned long i = SMALL + (k * 7919) % MIXED, j = (k * 104729 + 13) % N;
+
+		if (k >= K) {
+			FMT(line, "create nf%lu capacity=%s", k - K, k % 2 ? "100" : "10000");
+			TXT(fd, line, "Done\n");
+			FMT(line, "set nf%lu x", k - K);
+			TXT(fd, line, "Yes\n");
+		} else if (!dropped[i]) {
+			FMT(line, "drop pf%lu", i);
+			TXT(fd, line, "Done\n");
+			dropped[i] = true;
+			ndropped++;
+		}
+		if (!dropped[j]) {
+			FMT(line, "set pf%lu c", j);
+			TXT(fd, line, "Yes\n");
+			changed[j] = true;
+		}
+		itest_sleep_ms(2);
+	}
+	/* The commands landed while the checkpoint ran. */
+	ck_assert(bgsave_running(rfd));
+	bgsave_wait(rfd);
+	for (unsigned long i = SMALL; i < N; i++) {
+		if (!inode[i])
+			continue;
+		FMT(file, "pf%lu.bsnap", i);
+		if (dropped[i])
+			ck_assert_msg(!exists(file), "%s is back", file);
+		else
+			ck_assert_msg(inode_of(file) != inode[i], "%s not written", file);
+	}
+	bgsave_when_idle();
+	bgsave_wait(rfd);
+	kill(busy, SIGKILL);
+	waitpid(busy, NULL, 0);
+	close(rfd);
+	close(fd);
+	kill9();
+	fprintf(stderr, "%lu filters dropped during the checkpoint\n", ndropped);
+
+	start_in_dir(conf);
+	fd = conn();
+	for (unsigned long i = 0; i < N; i++) {
+		if (dropped[i]) {
+			FMT(line, "check pf%lu a", i);
+			TXT(fd, line, "Filter does not exist\n");
+			continue;
+		}
+		FMT(line, "multi pf%lu a b%s", i, changed[i] ? " c" : "");
+		TXT(fd, line, changed[i] ? "Yes Yes Yes\n" : "Yes Yes\n");
+	}
+	for (unsigned long k = 0; k < K; k++) {
+		FMT(line, "check nf%lu x", k);
+		TXT(fd, line, "Yes\n");
+	}
+	close(fd);
+	stop();
+}
+END_TEST
+
 static struct check_skip skips[3];
 static size_t nskips;
 
@@ -1961,6 +2094,7 @@ static Suite *persist_suite(void)
 	tcase_set_timeout(rounds, 600);
 	tcase_add_test(rounds, test_pack_close_while_recorded);
 	tcase_add_test(rounds, test_pack_drops_while_gathered);
+	tcase_add_test(rounds, test_pending_fill_while_changed);
 	suite_add_tcase(s, rounds);
 	return s;
 }

@@ -1052,6 +1052,14 @@ START_TEST(failed_rotation_recovers)
 }
 END_TEST
 
+/* Released segments whose files are still being deleted. */
+static uint64_t unlinking(struct wal *w)
+{
+	struct wal_stats st;
+	wal_get_stats(w, &st);
+	return st.unlinking;
+}
+
 START_TEST(release_deletes_exactly_covered_segments)
 {
 	payload_len = 200;
@@ -1060,18 +1068,129 @@ START_TEST(release_deletes_exactly_covered_segments)
 	uint64_t segs[8];
 	ck_assert_uint_eq(list_segs(segs, 8), 5); /* 1 21 41 61 81 */
 	ck_assert_int_eq(wal_release(w, 40), 1);  /* 1..20 only; 21..40 has 40 */
+	RUN_UNTIL(unlinking(w) == 0, 5000);
 	ck_assert_uint_eq(list_segs(segs, 8), 4);
 	ck_assert_uint_eq(segs[0], 21);
 	ck_assert_int_eq(wal_release(w, 41), 1);
-	ck_assert_int_eq(wal_release(w, 41), 0);
+	ck_assert_int_eq(wal_release(w, 41), 0); /* already being deleted */
 	ck_assert_uint_eq(wal_segments(w), 3);
 	ck_assert_uint_eq(wal_bytes(w), 60 * 224);
+	RUN_UNTIL(unlinking(w) == 0, 5000);
+	ck_assert_int_eq(wal_release(w, 41), 0);
 	ck_assert_int_eq(wal_release(w, UINT64_MAX), 2); /* never the current one */
+	RUN_UNTIL(unlinking(w) == 0, 5000);
+	ck_assert_uint_eq(wal_segments(w), 1);
 	ck_assert_uint_eq(list_segs(segs, 8), 1);
 	ck_assert_uint_eq(segs[0], 81);
 	ck_assert_int_eq(close_wal(w), 0);
 	w = open_ok(WAL_FSYNC_NO, 4096);
 	assert_recs(81, 100);
+	ck_assert_int_eq(close_wal(w), 0);
+}
+END_TEST
+
+/* on_unlink_error calls. */
+static char unlink_failed[WAL_SEGMENT_NAME_MAX];
+static int unlink_err;
+static unsigned nunlink_errors;
+
+static void on_unlink_error(void *arg, const char *segment, int err)
+{
+	(void)arg;
+	snprintf(unlink_failed, sizeof(unlink_failed), "%s", segment);
+	unlink_err = err;
+	nunlink_errors++;
+}
+
+START_TEST(release_that_cannot_delete_keeps_the_segment)
+{
+	payload_len = 200;
+	make_log(WAL_FSYNC_NO, 4096, 60, 10);
+	struct wal_options o = opts(WAL_FSYNC_NO, 4096);
+	o.on_unlink_error = on_unlink_error;
+	struct wal *w;
+	ck_assert_int_eq(wal_open(&o, &w, why, sizeof(why)), 0);
+	ck_assert_int_eq(wal_replay(w, 0, false, collect, NULL, &rst, why, sizeof(why)), 0);
+	/* Segment 21 becomes something unlink(2) refuses: a directory. */
+	char path[160];
+	seg_path(21, path, sizeof(path));
+	ck_assert_int_eq(unlink(path), 0);
+	ck_assert_int_eq(mkdir(path, 0700), 0);
+	nunlink_errors = 0;
+	ck_assert_int_eq(wal_release(w, 60), 2);
+	ck_assert_uint_eq(wal_segments(w), 1);
+	RUN_UNTIL(unlinking(w) == 0, 5000);
+	ck_assert_uint_eq(nunlink_errors, 1);
+	ck_assert_str_eq(unlink_failed, "0000000000000015.wal");
+	ck_assert_int_eq(unlink_err, -EISDIR);
+	/* Kept, and tried again by the next release. */
+	ck_assert_uint_eq(wal_segments(w), 2);
+	ck_assert_uint_eq(wal_bytes(w), 20 * 224 + 20 * 224);
+	uint64_t segs[8];
+	ck_assert_uint_eq(list_segs(segs, 8), 2); /* 21 (the directory) 41 */
+	ck_assert_int_eq(rmdir(path), 0);
+	ck_assert_int_eq(wal_release(w, 60), 1);
+	RUN_UNTIL(unlinking(w) == 0, 5000);
+	ck_assert_uint_eq(nunlink_errors, 1); /* gone already counts as deleted */
+	ck_assert_uint_eq(wal_segments(w), 1);
+	ck_assert_int_eq(close_wal(w), 0);
+}
+END_TEST
+
+/* Threadpool works that wait until unblock_pool(): the work queued after them waits too. */
+static uv_sem_t pool_sem;
+static uv_work_t pool_blockers[64];
+static unsigned npool_blockers;
+
+static void blocker_work(uv_work_t *req)
+{
+	(void)req;
+	uv_sem_wait(&pool_sem);
+}
+
+static void blocker_done(uv_work_t *req, int status)
+{
+	(void)req;
+	ck_assert_int_eq(status, 0);
+}
+
+static void block_pool(void)
+{
+	const char *env = getenv("UV_THREADPOOL_SIZE");
+	npool_blockers = env ? (unsigned)atoi(env) : 4;
+	ck_assert_uint_ge(npool_blockers, 1);
+	ck_assert_uint_le(npool_blockers, 64);
+	ck_assert_int_eq(uv_sem_init(&pool_sem, 0), 0);
+	for (unsigned i = 0; i < npool_blockers; i++)
+		ck_assert_int_eq(
+		    uv_queue_work(&loop, &pool_blockers[i], blocker_work, blocker_done), 0);
+}
+
+static void unblock_pool(void)
+{
+	for (unsigned i = 0; i < npool_blockers; i++)
+		uv_sem_post(&pool_sem);
+}
+
+START_TEST(close_while_a_release_is_pending)
+{
+	payload_len = 200;
+	make_log(WAL_FSYNC_NO, 4096, 60, 10);
+	struct wal *w = open_ok(WAL_FSYNC_NO, 4096);
+	block_pool();
+	ck_assert_int_eq(wal_release(w, 60), 2);
+	ck_assert_int_eq(wal_release(w, 60), 0);
+	ck_assert_int_eq(wal_close(w), 0);
+	uint64_t segs[8];
+	ck_assert_uint_eq(list_segs(segs, 8), 3); /* not deleted yet */
+	/* The deletion outlives the log's fd and memory until the loop has run it. */
+	unblock_pool();
+	uv_run(&loop, UV_RUN_DEFAULT);
+	uv_sem_destroy(&pool_sem);
+	ck_assert_uint_eq(list_segs(segs, 8), 1);
+	ck_assert_uint_eq(segs[0], 41);
+	w = open_ok(WAL_FSYNC_NO, 4096);
+	assert_recs(41, 60);
 	ck_assert_int_eq(close_wal(w), 0);
 }
 END_TEST
@@ -1199,6 +1318,8 @@ static Suite *wal_suite(void)
 	tcase_add_test(tc, eio_on_fdatasync_everysec);
 	tcase_add_test(tc, failed_rotation_recovers);
 	tcase_add_test(tc, release_deletes_exactly_covered_segments);
+	tcase_add_test(tc, release_that_cannot_delete_keeps_the_segment);
+	tcase_add_test(tc, close_while_a_release_is_pending);
 	tcase_add_test(tc, records_longer_than_the_read_chunk);
 	tcase_add_test(tc, api_edges);
 	tcase_add_test(tc, preallocated_segments);
