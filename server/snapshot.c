@@ -543,7 +543,8 @@ static struct snap_job *snap_job_new(struct srv_snap *sn, struct snap_entry *e)
  * Threadpool: lower this thread's priority (Linux nice values are per thread), once, so the
  * loop thread and the clients on a small machine get the CPU before snapshot work does (the
  * checksum, the copy into the page cache, the prefault). Best effort. The thread keeps it:
- * an unprivileged process cannot undo it, and blossomd uses the threadpool for snapshots only.
+ * an unprivileged process cannot undo it, and all blossomd puts on the threadpool is
+ * background work (snapshots, and the deletes of log segments no longer needed).
  */
 static void snap_worker_nice(void)
 {
