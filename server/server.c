@@ -26,6 +26,7 @@
 #include "server/http.h"
 #include "server/log.h"
 #include "server/metrics.h"
+#include "server/prefault.h"
 #include "server/snapshot.h"
 #include "proto/buf.h"
 #include "proto/command.h"
@@ -858,7 +859,10 @@ fail_free:
 
 int srv_run(struct srv *s)
 {
+	struct srv_prefault *pf = srv_prefault_start();
+
 	uv_run(&s->loop, UV_RUN_DEFAULT);
+	srv_prefault_stop(pf);
 	return srv_snap_final_failed(s->snap) ? -EIO : 0;
 }
 

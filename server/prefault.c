@@ -1,0 +1,153 @@
+/* SPDX-License-Identifier: MIT */
+/* Fault the heap's new memory in off the loop thread; see prefault.h. */
+#include "server/prefault.h"
+
+#include "server/log.h"
+
+#include <errno.h>
+#include <malloc.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <stdio.h>
+#include <sys/mman.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+#include <uv.h>
+
+/* Room kept past the heap's top: a sixteenth of the heap, at most 16 huge pages (far more than
+ * the loop allocates between two looks of the thread while filters are created: about 70 MB a
+ * second at a million), so that what is populated ahead stays small beside what is used. */
+#define SRV_PREFAULT_PAD_MAX   (32u << 20)
+#define SRV_PREFAULT_PAD_SHARE 16
+/* The thread's nice value: behind the loop and the clients, as the snapshot workers. */
+#define SRV_PREFAULT_NICE 10
+/* How often the thread looks at the heap's top: the loop allocates well under a huge page in
+ * that time. */
+#define SRV_PREFAULT_LOOK_NS (5u * 1000 * 1000)
+
+struct srv_prefault {
+	uv_thread_t thread;
+	uv_mutex_t mu;
+	uv_cond_t cv;
+	bool stop;
+	uintptr_t done; /* the heap's top when the thread was started: populated up to there */
+};
+
+/* The program break, read from the kernel (glibc's sbrk(0) reads a variable the loop's
+ * malloc writes). */
+static uintptr_t prefault_brk(void)
+{
+	return (uintptr_t)syscall(SYS_brk, 0);
+}
+
+/* Where the heap begins (field 47 of /proc/self/stat), or 0 if unknown. */
+static uintptr_t prefault_heap_start(void)
+{
+	char buf[2048];
+	unsigned long long v = 0;
+	FILE *f = fopen("/proc/self/stat", "re");
+	size_t n = f ? fread(buf, 1, sizeof(buf) - 1, f) : 0;
+	char *p;
+
+	if (f)
+		fclose(f);
+	buf[n] = 0;
+	p = strrchr(buf, ')'); /* the command name may hold spaces */
+	/* Fields 3 to 46 come before it. */
+	for (int i = 3; p && i <= 47; i++)
+		p = strchr(p + 1, ' ');
+	if (p)
+		sscanf(p, " %llu", &v);
+	return (uintptr_t)v;
+}
+
+static void prefault_main(void *arg)
+{
+	struct srv_prefault *pf = arg;
+	uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE), done = pf->done;
+	uintptr_t start = prefault_heap_start();
+	size_t pad = 0;
+
+	setpriority(PRIO_PROCESS, (id_t)gettid(), SRV_PREFAULT_NICE);
+
+	uv_mutex_lock(&pf->mu);
+	while (!pf->stop) {
+		uv_mutex_unlock(&pf->mu);
+		uintptr_t top = prefault_brk();
+
+		if (top > done) {
+			uintptr_t from = done & ~(page - 1);
+
+			/* Populating what malloc has handed out already changes no byte of it; a
+			 * stretch given back meanwhile (trimmed) fails, and is skipped. */
+			madvise((void *)from, top - from, MADV_POPULATE_WRITE);
+		}
+		size_t want = start && top > start ? (top - start) / SRV_PREFAULT_PAD_SHARE : 0;
+
+		if (want > SRV_PREFAULT_PAD_MAX)
+			want = SRV_PREFAULT_PAD_MAX;
+		want &= ~(size_t)(page - 1);
+		/* M_TOP_PAD is read by malloc on the loop thread; mallopt() sets it under the
+		 * arena's lock. */
+		if (want != pad) {
+			mallopt(M_TOP_PAD, (int)want);
+			pad = want;
+		}
+		done = top;
+		uv_mutex_lock(&pf->mu);
+		if (!pf->stop)
+			uv_cond_timedwait(&pf->cv, &pf->mu, SRV_PREFAULT_LOOK_NS);
+	}
+	uv_mutex_unlock(&pf->mu);
+}
+
+struct srv_prefault *srv_prefault_start(void)
+{
+	struct srv_prefault *pf = calloc(1, sizeof(*pf));
+	int rc;
+
+	if (!pf)
+		return NULL;
+	/* Populating needs Linux 5.14; an empty range tells whether it is there. */
+	if (madvise(NULL, 0, MADV_POPULATE_WRITE) != 0) {
+		srv_log(SRV_LOG_DEBUG, "heap prefault: %s", strerror(errno));
+		free(pf);
+		return NULL;
+	}
+	if (uv_mutex_init(&pf->mu))
+		goto fail_free;
+	if (uv_cond_init(&pf->cv))
+		goto fail_mu;
+	/* Read here: what the loop allocates before the thread runs is the thread's too. */
+	pf->done = prefault_brk();
+	rc = uv_thread_create(&pf->thread, prefault_main, pf);
+	if (rc) {
+		srv_log(SRV_LOG_DEBUG, "heap prefault: %s", uv_strerror(rc));
+		goto fail_cv;
+	}
+	return pf;
+fail_cv:
+	uv_cond_destroy(&pf->cv);
+fail_mu:
+	uv_mutex_destroy(&pf->mu);
+fail_free:
+	free(pf);
+	return NULL;
+}
+
+void srv_prefault_stop(struct srv_prefault *pf)
+{
+	if (!pf)
+		return;
+	uv_mutex_lock(&pf->mu);
+	pf->stop = true;
+	uv_cond_signal(&pf->cv);
+	uv_mutex_unlock(&pf->mu);
+	uv_thread_join(&pf->thread);
+	uv_cond_destroy(&pf->cv);
+	uv_mutex_destroy(&pf->mu);
+	free(pf);
+}
