@@ -24,15 +24,13 @@
 #define SRV_PREFAULT_PAD_SHARE 16
 /* The thread's nice value: behind the loop and the clients, as the snapshot workers. */
 #define SRV_PREFAULT_NICE 10
-/* How often the thread looks at the heap's top: the loop allocates well under a huge page in
- * that time. */
-#define SRV_PREFAULT_LOOK_NS (5u * 1000 * 1000)
-
 struct srv_prefault {
 	uv_thread_t thread;
 	uv_mutex_t mu;
 	uv_cond_t cv;
 	bool stop;
+	bool poked;	/* the heap grew since the thread last looked (under mu) */
+	uintptr_t seen; /* loop only: the break at the last poke */
 	uintptr_t done; /* the heap's top when the thread was started: populated up to there */
 };
 
@@ -74,7 +72,12 @@ static void prefault_main(void *arg)
 	setpriority(PRIO_PROCESS, (id_t)gettid(), SRV_PREFAULT_NICE);
 
 	uv_mutex_lock(&pf->mu);
-	while (!pf->stop) {
+	for (;;) {
+		while (!pf->poked && !pf->stop)
+			uv_cond_wait(&pf->cv, &pf->mu);
+		if (pf->stop)
+			break;
+		pf->poked = false;
 		uv_mutex_unlock(&pf->mu);
 		uintptr_t top = prefault_brk();
 
@@ -98,9 +101,20 @@ static void prefault_main(void *arg)
 		}
 		done = top;
 		uv_mutex_lock(&pf->mu);
-		if (!pf->stop)
-			uv_cond_timedwait(&pf->cv, &pf->mu, SRV_PREFAULT_LOOK_NS);
 	}
+	uv_mutex_unlock(&pf->mu);
+}
+
+void srv_prefault_poke(struct srv_prefault *pf)
+{
+	uintptr_t top;
+
+	if (!pf || (top = (uintptr_t)sbrk(0)) == pf->seen)
+		return;
+	pf->seen = top;
+	uv_mutex_lock(&pf->mu);
+	pf->poked = true;
+	uv_cond_signal(&pf->cv);
 	uv_mutex_unlock(&pf->mu);
 }
 
@@ -122,7 +136,7 @@ struct srv_prefault *srv_prefault_start(void)
 	if (uv_cond_init(&pf->cv))
 		goto fail_mu;
 	/* Read here: what the loop allocates before the thread runs is the thread's too. */
-	pf->done = prefault_brk();
+	pf->done = pf->seen = prefault_brk();
 	rc = uv_thread_create(&pf->thread, prefault_main, pf);
 	if (rc) {
 		srv_log(SRV_LOG_DEBUG, "heap prefault: %s", uv_strerror(rc));

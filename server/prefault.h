@@ -4,9 +4,10 @@
  * malloc on transparent huge pages (glibc.malloc.hugetlb=1, as the unit starts the daemon),
  * the first write to each 2 MiB of new heap made the kernel clear a whole huge page on the
  * loop thread: 1 to 9 ms of a turn, dozens of times a second while filters are created.
- * While running, malloc keeps SRV_PREFAULT_PAD bytes of room past the heap's top (M_TOP_PAD)
- * and the thread populates (MADV_POPULATE_WRITE) every new stretch of it as soon as the heap
- * grows, so the loop mostly writes pages that are there already.
+ * While running, malloc keeps room past the heap's top (M_TOP_PAD, a sixteenth of the heap)
+ * and the thread populates (MADV_POPULATE_WRITE) every new stretch of it as soon as the loop
+ * tells it the heap grew, so the loop mostly writes pages that are there already. An idle
+ * daemon's thread sleeps.
  */
 #ifndef BLOSSOMD_SERVER_PREFAULT_H
 #define BLOSSOMD_SERVER_PREFAULT_H
@@ -16,6 +17,10 @@ struct srv_prefault;
 /* Start the thread. NULL if it cannot run here (logged at debug level): nothing is lost but
  * latency. */
 struct srv_prefault *srv_prefault_start(void);
+
+/* Loop thread, once a turn: wake the thread if the heap's top moved (no system call: it reads
+ * malloc's own idea of the break). NULL is a no-op. */
+void srv_prefault_poke(struct srv_prefault *pf);
 
 /* Stop and join the thread, and free it. NULL is a no-op. */
 void srv_prefault_stop(struct srv_prefault *pf);

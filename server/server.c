@@ -616,12 +616,14 @@ void srv_stop(struct srv *s)
 /* ---------------------------------------------------------------------------------------- */
 /* Start-up and teardown */
 
-/* After each turn's I/O: a connection's next slice begins in the next turn (conn_feed()). */
+/* After each turn's I/O: a connection's next slice begins in the next turn (conn_feed()), and
+ * the heap's new memory, if it grew, is faulted in off the loop (prefault.h). */
 static void srv_on_turn(uv_check_t *h)
 {
 	struct srv *s = h->data;
 
 	s->turn++;
+	srv_prefault_poke(s->prefault);
 }
 
 static int srv_signals_init(struct srv *s)
@@ -859,10 +861,10 @@ fail_free:
 
 int srv_run(struct srv *s)
 {
-	struct srv_prefault *pf = srv_prefault_start();
-
+	s->prefault = srv_prefault_start();
 	uv_run(&s->loop, UV_RUN_DEFAULT);
-	srv_prefault_stop(pf);
+	srv_prefault_stop(s->prefault);
+	s->prefault = NULL;
 	return srv_snap_final_failed(s->snap) ? -EIO : 0;
 }
 
