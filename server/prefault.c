@@ -5,6 +5,7 @@
 #include "server/log.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <malloc.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -29,9 +30,10 @@ struct srv_prefault {
 	uv_mutex_t mu;
 	uv_cond_t cv;
 	bool stop;
-	bool poked;	/* the heap grew since the thread last looked (under mu) */
-	uintptr_t seen; /* loop only: the break at the last poke */
-	uintptr_t done; /* the heap's top when the thread was started: populated up to there */
+	bool poked;	 /* the heap grew since the thread last looked (under mu) */
+	uintptr_t seen;	 /* loop only: the break at the last poke */
+	uintptr_t done;	 /* the heap's top when the thread was started: populated up to there */
+	uintptr_t start; /* where the heap begins (0: unknown) */
 };
 
 /* The program break, read from the kernel (glibc's sbrk(0) reads a variable the loop's
@@ -46,13 +48,13 @@ static uintptr_t prefault_heap_start(void)
 {
 	char buf[2048];
 	unsigned long long v = 0;
-	FILE *f = fopen("/proc/self/stat", "re");
-	size_t n = f ? fread(buf, 1, sizeof(buf) - 1, f) : 0;
+	int fd = open("/proc/self/stat", O_RDONLY | O_CLOEXEC);
+	ssize_t n = fd >= 0 ? read(fd, buf, sizeof(buf) - 1) : -1;
 	char *p;
 
-	if (f)
-		fclose(f);
-	buf[n] = 0;
+	if (fd >= 0)
+		close(fd);
+	buf[n > 0 ? n : 0] = 0;
 	p = strrchr(buf, ')'); /* the command name may hold spaces */
 	/* Fields 3 to 46 come before it. */
 	for (int i = 3; p && i <= 47; i++)
@@ -65,8 +67,7 @@ static uintptr_t prefault_heap_start(void)
 static void prefault_main(void *arg)
 {
 	struct srv_prefault *pf = arg;
-	uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE), done = pf->done;
-	uintptr_t start = prefault_heap_start();
+	uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE), done = pf->done, start = pf->start;
 	size_t pad = 0;
 
 	setpriority(PRIO_PROCESS, (id_t)gettid(), SRV_PREFAULT_NICE);
@@ -137,6 +138,9 @@ struct srv_prefault *srv_prefault_start(void)
 		goto fail_mu;
 	/* Read here: what the loop allocates before the thread runs is the thread's too. */
 	pf->done = pf->seen = prefault_brk();
+	/* Read here, not by the thread: it allocates nothing, so it has no arena of its own that
+	 * glibc would trim as it exits (reading /proc/sys, which the unit hides). */
+	pf->start = prefault_heap_start();
 	rc = uv_thread_create(&pf->thread, prefault_main, pf);
 	if (rc) {
 		srv_log(SRV_LOG_DEBUG, "heap prefault: %s", uv_strerror(rc));
