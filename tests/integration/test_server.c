@@ -424,8 +424,10 @@ static long long metric(const char *name)
  */
 START_TEST(test_pipeline_slices)
 {
-	/* 2 MB of replies: more than the socket buffers hold while the client does not read. */
-	size_t n = 4000, rl = 0, el = 0;
+	/* 8 MB of replies: more than the socket buffers hold while the client does not read, and
+	 * enough commands waiting behind them that running them takes more than a slice even when
+	 * nothing faults. */
+	size_t n = 16000, rl = 0, el = 0;
 	char *req = malloc(n * 540), *expect = malloc(n * 520), got[16];
 	pid_t pid;
 	int fd, other, st;
