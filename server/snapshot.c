@@ -184,8 +184,7 @@ struct srv_snap {
 	size_t npending, pending_pos, pending_cap;
 	bool cycle_running;
 	/* The cycle lists its entries in rounds (snap_on_fidle), walking ents down from
-	 * fill_pos: a million are not looked at in one turn of the loop. */
-	bool filling;
+	 * fill_pos (0: not listing): a million are not looked at in one turn of the loop. */
 	size_t fill_pos;
 	uv_idle_t fidle;
 	uint64_t cycle_started_ms, next_due_ms;
@@ -1035,6 +1034,17 @@ static int snap_pjob_grow(struct snap_pjob *pj)
 }
 
 /*
+ * A round of budget_ns of loop time (0: no end) has taken one more step, to pos: is it over?
+ * *k counts its steps (round_max caps them, for tests); the clock is read every 64 places.
+ */
+static bool snap_round_over(const struct srv_snap *sn, size_t *k, size_t pos, uint64_t t0,
+			    uint64_t budget_ns)
+{
+	return budget_ns &&
+	       (++*k >= sn->round_max || ((pos & 63) == 0 && uv_hrtime() - t0 >= budget_ns));
+}
+
+/*
  * Gather the pack's members into the job, walking them down from gpos, for about budget_ns of
  * loop time (0: all; a pack of 62,500 took about 2 ms). A member that leaves meanwhile has the
  * last one moved into its place: below the walk (met there, and taken once: ->packing), or
@@ -1062,8 +1072,7 @@ static int snap_pjob_gather(struct srv_snap *sn, struct snap_pjob *pj, uint64_t 
 			pj->ents[pj->n++] = e;
 			e->packing = true;
 		}
-		if (budget_ns && (++k >= sn->round_max ||
-				  ((pj->gpos & 63) == 0 && uv_hrtime() - t0 >= budget_ns)))
+		if (snap_round_over(sn, &k, pj->gpos, t0, budget_ns))
 			break;
 	}
 	return pj->gpos > 0;
@@ -1190,8 +1199,7 @@ static bool snap_pjob_record(struct srv_snap *sn, struct snap_pjob *pj, uint64_t
 		e->packing = false;
 		snap_release(e);
 		pj->apos++;
-		if (budget_ns && (++k >= sn->round_max ||
-				  ((pj->apos & 63) == 0 && uv_hrtime() - t0 >= budget_ns)))
+		if (snap_round_over(sn, &k, pj->apos, t0, budget_ns))
 			break;
 	}
 	return pj->apos == pj->n;
@@ -1446,7 +1454,7 @@ static int snap_pending_begin(struct srv_snap *sn)
 {
 	snap_pending_clear(sn);
 	uv_idle_stop(&sn->fidle);
-	sn->filling = false;
+	sn->fill_pos = 0;
 	/* Room for every entry there is now: the walk visits no more places than that. */
 	if (sn->pending_cap < sn->nents) {
 		struct snap_entry **p = realloc(sn->pending, sn->nents * sizeof(*p));
@@ -1457,7 +1465,6 @@ static int snap_pending_begin(struct srv_snap *sn)
 		sn->pending_cap = sn->nents;
 	}
 	sn->fill_pos = sn->nents;
-	sn->filling = true;
 	sn->pack_pos = 0;
 	return 0;
 }
@@ -1488,12 +1495,10 @@ static bool snap_pending_round(struct srv_snap *sn, uint64_t budget_ns)
 			e->queued = true;
 			sn->pending[sn->npending++] = e;
 		}
-		if (budget_ns && (++k >= sn->round_max ||
-				  ((sn->fill_pos & 63) == 0 && uv_hrtime() - t0 >= budget_ns)))
+		if (snap_round_over(sn, &k, sn->fill_pos, t0, budget_ns))
 			break;
 	}
-	sn->filling = sn->fill_pos > 0;
-	return !sn->filling;
+	return sn->fill_pos == 0;
 }
 
 /* List every dirty entry at once (shutdown). 0 or -ENOMEM. */
@@ -1620,7 +1625,7 @@ static void snap_step(struct srv_snap *sn)
 		if (!sn->stopping && snap_closes_step(sn))
 			continue;
 		if (sn->pending_pos == sn->npending) {
-			if (sn->filling)
+			if (sn->fill_pos)
 				return; /* snap_on_fidle steps on once all are listed */
 			/* Files of their own first (a filter that left its pack is then on disk),
 			 * then the packs, each once its memory is ready (not at shutdown). */
