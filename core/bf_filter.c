@@ -4,8 +4,10 @@
 
 #include <errno.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <xxhash.h>
 
 /* Keys hashed and prefetched together by the batch forms. */
 #define BATCH 32
@@ -136,6 +138,114 @@ static uint64_t table_cost(unsigned nlayers)
 	return nlayers > 1 ? nlayers * sizeof(struct bf_layer) + 16 : 0;
 }
 
+/*
+ * Params shared by the filters that have them alike (f->params points at .p): a million
+ * filters made with one BF.RESERVE line hold one copy, not 48 bytes each. Counted; a shape goes
+ * when its last filter does, and the table with its last shape (nothing is left at exit).
+ * Filters are made and freed on the loop and on the threadpool (loads, copies), hence the lock.
+ */
+struct shape {
+	struct bf_params p; /* first: f->params is &shape->p; padding zeroed (hashed as bytes) */
+	struct shape *next; /* in its bucket */
+	uint64_t hash;
+	size_t refs;
+};
+
+static struct {
+	pthread_mutex_t mu;
+	struct shape **buckets; /* nbuckets, a power of two, or NULL with no shape */
+	size_t nbuckets, count;
+} shapes = {.mu = PTHREAD_MUTEX_INITIALIZER};
+
+/* Double the buckets once shapes outnumber them (nothing happens if that cannot be had). */
+static void shapes_grow(void)
+{
+	size_t n = shapes.nbuckets ? shapes.nbuckets * 2 : 16;
+	struct shape **b = calloc(n, sizeof(*b));
+
+	if (!b)
+		return;
+	for (size_t i = 0; i < shapes.nbuckets; i++)
+		for (struct shape *s = shapes.buckets[i], *next; s; s = next) {
+			next = s->next;
+			s->next = b[s->hash & (n - 1)];
+			b[s->hash & (n - 1)] = s;
+		}
+	free(shapes.buckets);
+	shapes.buckets = b;
+	shapes.nbuckets = n;
+}
+
+/* The shared copy of *p with one more holder; NULL if out of memory. */
+static const struct bf_params *shape_get(const struct bf_params *p)
+{
+	struct bf_params key;
+
+	memset(&key, 0, sizeof(key));
+	key.capacity = p->capacity;
+	key.error_rate = p->error_rate;
+	key.type = p->type;
+	key.expansion = p->expansion;
+	key.persist = p->persist;
+	key.ratio = p->ratio;
+	key.first = p->first;
+	uint64_t hash = XXH3_64bits(&key, sizeof(key));
+	struct shape *s = NULL;
+
+	pthread_mutex_lock(&shapes.mu);
+	if (shapes.count >= shapes.nbuckets)
+		shapes_grow();
+	if (shapes.nbuckets) {
+		struct shape **head = &shapes.buckets[hash & (shapes.nbuckets - 1)];
+		for (s = *head; s; s = s->next)
+			if (s->hash == hash && !memcmp(&s->p, &key, sizeof(key)))
+				break;
+		if (!s && (s = malloc(sizeof(*s)))) {
+			*s = (struct shape){.next = *head, .hash = hash};
+			memcpy(&s->p, &key, sizeof(key));
+			*head = s;
+			shapes.count++;
+		}
+		if (s)
+			s->refs++;
+	}
+	pthread_mutex_unlock(&shapes.mu);
+	return s ? &s->p : NULL;
+}
+
+static void shape_put(const struct bf_params *p)
+{
+	if (!p)
+		return;
+	struct shape *s = (struct shape *)(uintptr_t)p;
+
+	pthread_mutex_lock(&shapes.mu);
+	if (--s->refs == 0) {
+		struct shape **at = &shapes.buckets[s->hash & (shapes.nbuckets - 1)];
+		while (*at != s)
+			at = &(*at)->next;
+		*at = s->next;
+		free(s);
+		if (--shapes.count == 0) {
+			free(shapes.buckets);
+			shapes.buckets = NULL;
+			shapes.nbuckets = 0;
+		}
+	}
+	pthread_mutex_unlock(&shapes.mu);
+}
+
+int bf_filter_set_params(struct bf_filter *f, const struct bf_params *p)
+{
+	const struct bf_params *s = shape_get(p);
+
+	if (!s)
+		return -ENOMEM;
+	shape_put(f->params);
+	f->params = s;
+	return 0;
+}
+
 struct bf_filter *bf_filter_alloc(void)
 {
 	struct bf_filter *f = calloc(1, sizeof(*f));
@@ -214,8 +324,8 @@ static int grow(struct bf_filter *f, uint64_t extra)
 
 	if (f->nlayers == BF_MAX_LAYERS)
 		return -ENOSPC;
-	bf_filter_layer_target(&f->params, f->nlayers, &cap, &err);
-	bool counting = f->params.type == BF_TYPE_COUNTING;
+	bf_filter_layer_target(f->params, f->nlayers, &cap, &err);
+	bool counting = f->params->type == BF_TYPE_COUNTING;
 	/*
 	 * No layer meets (cap, err) in fewer than cap * log2(1/err) bits (the information bound;
 	 * four bits per position if counting). Refuse what the budget or the largest layer could
@@ -256,17 +366,21 @@ int bf_filter_new(const struct bf_params *p, uint64_t seed, struct bf_budget *bu
 	struct bf_filter *f = bf_filter_alloc();
 	if (!f)
 		return -ENOMEM;
-	f->params = *p;
-	if (!f->params.first)
-		f->params.first = BF_FIRST_SHARE;
-	if (!f->params.ratio)
-		f->params.ratio =
-		    bf_filter_choose_ratio(p->type, p->error_rate, p->expansion, f->params.first);
+	struct bf_params own = *p;
+	if (!own.first)
+		own.first = BF_FIRST_SHARE;
+	if (!own.ratio)
+		own.ratio = bf_filter_choose_ratio(p->type, p->error_rate, p->expansion, own.first);
+	if (bf_filter_set_params(f, &own)) {
+		bf_filter_free(f);
+		return -ENOMEM;
+	}
 	f->seed = seed;
 	f->budget = budget;
 	rc = grow(f, FILTER_STRUCT_COST);
 	if (rc) {
 		layers_release(f);
+		shape_put(f->params);
 		free(f);
 		return rc;
 	}
@@ -291,11 +405,11 @@ void bf_filter_page_out(struct bf_filter *f)
 int bf_filter_page_in(struct bf_filter *f, struct bf_filter *copy)
 {
 	if (!f->paged || copy->id != f->id || copy->seed != f->seed ||
-	    copy->params.capacity != f->params.capacity ||
-	    copy->params.error_rate != f->params.error_rate ||
-	    copy->params.expansion != f->params.expansion || copy->params.type != f->params.type ||
-	    copy->params.first != f->params.first || copy->params.ratio != f->params.ratio ||
-	    copy->bytes != f->bytes)
+	    copy->params->capacity != f->params->capacity ||
+	    copy->params->error_rate != f->params->error_rate ||
+	    copy->params->expansion != f->params->expansion ||
+	    copy->params->type != f->params->type || copy->params->first != f->params->first ||
+	    copy->params->ratio != f->params->ratio || copy->bytes != f->bytes)
 		return -EINVAL;
 	uint64_t more = bf_filter_cost(copy) - FILTER_STRUCT_COST;
 	if (bf_budget_reserve(f->budget, more))
@@ -328,6 +442,7 @@ void bf_filter_free(struct bf_filter *f)
 	layers_release(f);
 	if (f->name != f->name_buf)
 		free(f->name);
+	shape_put(f->params);
 	free(f);
 }
 
@@ -449,7 +564,7 @@ static int add_counting(struct bf_filter *f, struct bf_hash h)
 	if (!l) {
 		l = &f->layers[f->nlayers - 1];
 		if (l->items >= l->capacity) {
-			if (f->params.expansion == 0)
+			if (f->params->expansion == 0)
 				return -ENOSPC;
 			int rc = grow(f, 0);
 			if (rc)
@@ -468,7 +583,7 @@ static int add_counting(struct bf_filter *f, struct bf_hash h)
 
 static int add_hashed(struct bf_filter *f, struct bf_hash h)
 {
-	if (f->params.type == BF_TYPE_COUNTING)
+	if (f->params->type == BF_TYPE_COUNTING)
 		return add_counting(f, h);
 
 	struct bf_layer *top = &f->layers[f->nlayers - 1];
@@ -484,7 +599,7 @@ static int add_hashed(struct bf_filter *f, struct bf_hash h)
 		goto duplicate;
 
 	if (top->items >= top->capacity) {
-		rc = f->params.expansion == 0 ? -ENOSPC : grow(f, 0);
+		rc = f->params->expansion == 0 ? -ENOSPC : grow(f, 0);
 		if (rc) {
 			f->stats.set_fails++;
 			return rc;
@@ -525,7 +640,7 @@ int bf_filter_delete(struct bf_filter *f, const void *key, size_t len)
 
 int bf_filter_delete_hash(struct bf_filter *f, struct bf_hash h)
 {
-	if (f->params.type != BF_TYPE_COUNTING)
+	if (f->params->type != BF_TYPE_COUNTING)
 		return -ENOTSUP;
 
 	struct bf_layer *l = NULL;
@@ -643,7 +758,8 @@ int bf_filter_copy_meta(struct bf_filter *c, const struct bf_filter *f)
 {
 	if (bf_filter_set_name(c, f->name, f->name_len))
 		return -ENOMEM;
-	c->params = f->params;
+	if (bf_filter_set_params(c, f->params))
+		return -ENOMEM;
 	c->seed = f->seed;
 	c->id = f->id;
 	c->lsn = f->lsn;
@@ -721,7 +837,7 @@ uint64_t bf_filter_capacity(const struct bf_filter *f)
 		c += f->layers[i].capacity;
 	/* Paged out: what its layers held, from its parameters. */
 	for (unsigned i = 0; f->paged && i < f->paged_layers; i++) {
-		bf_filter_layer_target(&f->params, i, &cap, &err);
+		bf_filter_layer_target(f->params, i, &cap, &err);
 		c = cap > UINT64_MAX - c ? UINT64_MAX : c + cap;
 	}
 	return c;

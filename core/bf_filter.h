@@ -115,7 +115,9 @@ struct bf_filter {
 	/* The registry's own (core/bf_registry.c): the next filter in f's bucket of its hash
 	 * table, of which f is itself the entry. A copy does not carry it. */
 	struct bf_filter *reg_next;
-	struct bf_params params;
+	/* One copy shared by every filter whose params are the same (a million filters made by
+	 * one BF.RESERVE line hold one): set only by bf_filter_set_params, read only. */
+	const struct bf_params *params;
 	uint64_t seed;
 	uint64_t id;	    /* names the filter in log records; given by the registry, kept by
 			     * snapshots */
@@ -164,6 +166,12 @@ static inline unsigned bf_filter_nlayers(const struct bf_filter *f)
  * Free it with bf_filter_free.
  */
 struct bf_filter *bf_filter_alloc(void);
+
+/*
+ * Core only: give f the params *p (replacing any it had), shared with the filters that have
+ * the same. 0 or -ENOMEM (unchanged). bf_filter_free gives them back.
+ */
+int bf_filter_set_params(struct bf_filter *f, const struct bf_params *p);
 
 /* Core only: give f the name name[0, len) (len <= BF_NAME_MAX). 0 or -ENOMEM (unchanged). */
 int bf_filter_set_name(struct bf_filter *f, const char *name, size_t len);

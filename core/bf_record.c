@@ -29,19 +29,19 @@ static uint64_t get64(const unsigned char *p)
 
 size_t bf_record_create(const struct bf_filter *f, unsigned char *buf)
 {
-	uint32_t expansion = f->params.expansion;
+	uint32_t expansion = f->params->expansion;
 
 	put64(buf, f->id);
 	put64(buf + 8, f->seed);
-	put64(buf + 16, f->params.capacity);
-	memcpy(buf + 24, &f->params.error_rate, 8);
+	put64(buf + 16, f->params->capacity);
+	memcpy(buf + 24, &f->params->error_rate, 8);
 	memcpy(buf + 32, &expansion, 4);
-	buf[36] = (unsigned char)f->params.type;
-	buf[37] = f->params.persist;
+	buf[36] = (unsigned char)f->params->type;
+	buf[37] = f->params->persist;
 	buf[38] = (unsigned char)f->name_len;
 	memcpy(buf + 39, f->name, f->name_len);
-	memcpy(buf + 39 + f->name_len, &f->params.ratio, 8);
-	memcpy(buf + 47 + f->name_len, &f->params.first, 8);
+	memcpy(buf + 39 + f->name_len, &f->params->ratio, 8);
+	memcpy(buf + 47 + f->name_len, &f->params->first, 8);
 	return 39 + f->name_len + 16;
 }
 

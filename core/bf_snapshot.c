@@ -168,12 +168,12 @@ void bf_snapshot_header(const struct bf_filter *f, uint64_t generation, uint64_t
 	memcpy(h, magic, sizeof(magic));
 	put32(h, OFF_VERSION, BF_SNAPSHOT_VERSION);
 	put32(h, OFF_HEADER_LEN, (uint32_t)len);
-	put32(h, OFF_TYPE, (uint32_t)f->params.type);
-	put32(h, OFF_EXPANSION, f->params.expansion);
-	put64(h, OFF_CAPACITY, f->params.capacity);
-	putf64(h, OFF_ERROR, f->params.error_rate);
+	put32(h, OFF_TYPE, (uint32_t)f->params->type);
+	put32(h, OFF_EXPANSION, f->params->expansion);
+	put64(h, OFF_CAPACITY, f->params->capacity);
+	putf64(h, OFF_ERROR, f->params->error_rate);
 	put64(h, OFF_SEED, f->seed);
-	put32(h, OFF_PERSIST, f->params.persist);
+	put32(h, OFF_PERSIST, f->params->persist);
 	put32(h, OFF_NLAYERS, f->nlayers);
 	put64(h, OFF_ITEMS, f->items);
 	put64(h, OFF_GENERATION, generation);
@@ -197,8 +197,8 @@ void bf_snapshot_header(const struct bf_filter *f, uint64_t generation, uint64_t
 	put64(h, OFF_ID, f->id);
 	put64(h, OFF_LSN, f->lsn);
 	put64(h, OFF_EXPIRE, f->expire_ms);
-	putf64(h, OFF_RATIO, f->params.ratio);
-	putf64(h, OFF_FIRST, f->params.first);
+	putf64(h, OFF_RATIO, f->params->ratio);
+	putf64(h, OFF_FIRST, f->params->first);
 	put64(h, OFF_HEADER_SUM, header_sum(h, OFF_HEADER_SUM, len));
 }
 
@@ -437,7 +437,10 @@ static int meta_build(const struct snap_meta *m, const struct bf_params *p, uint
 	struct bf_filter *f = bf_filter_alloc();
 	if (!f)
 		return reason(why, whylen, -ENOMEM, "out of memory");
-	f->params = *p;
+	if (bf_filter_set_params(f, p)) {
+		bf_filter_free(f);
+		return reason(why, whylen, -ENOMEM, "out of memory");
+	}
 	f->seed = m->seed;
 	f->items = m->items;
 	f->id = m->id;
@@ -745,13 +748,13 @@ void bf_snapshot_entry_encode(const struct bf_filter *f, uint64_t generation, un
 
 	memset(out, 0, E_NAME + pad8(f->name_len) + (size_t)f->nlayers * LAYER_ENTRY);
 	put32(out, E_LEN, (uint32_t)len);
-	put32(out, E_TYPE, (uint32_t)f->params.type);
-	put32(out, E_EXPANSION, f->params.expansion);
-	put32(out, E_PERSIST, f->params.persist);
+	put32(out, E_TYPE, (uint32_t)f->params->type);
+	put32(out, E_EXPANSION, f->params->expansion);
+	put32(out, E_PERSIST, f->params->persist);
 	put32(out, E_NLAYERS, f->nlayers);
 	put32(out, E_NAME_LEN, (uint32_t)f->name_len);
-	put64(out, E_CAPACITY, f->params.capacity);
-	putf64(out, E_ERROR, f->params.error_rate);
+	put64(out, E_CAPACITY, f->params->capacity);
+	putf64(out, E_ERROR, f->params->error_rate);
 	put64(out, E_SEED, f->seed);
 	put64(out, E_ITEMS, f->items);
 	put64(out, E_GENERATION, generation);
@@ -762,8 +765,8 @@ void bf_snapshot_entry_encode(const struct bf_filter *f, uint64_t generation, un
 	bf_stats_encode(&f->stats, stats);
 	memcpy(out + E_STATS, stats, sizeof(stats));
 	put64(out, E_EXPIRE, f->expire_ms);
-	putf64(out, E_RATIO, f->params.ratio);
-	putf64(out, E_FIRST, f->params.first);
+	putf64(out, E_RATIO, f->params->ratio);
+	putf64(out, E_FIRST, f->params->first);
 	memcpy(out + E_NAME, f->name, f->name_len);
 	p = out + E_NAME + pad8(f->name_len);
 	for (unsigned i = 0; i < f->nlayers; i++, p += LAYER_ENTRY) {

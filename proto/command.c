@@ -126,7 +126,7 @@ enum cmd_status cmd_status_from_errno(int rc)
 /* Whether changes to f are logged (a memory-only filter is not: it never survives a restart). */
 static bool logged(const struct cmd_ctx *c, const struct bf_filter *f)
 {
-	return c->hooks.log && f->params.persist;
+	return c->hooks.log && f->params->persist;
 }
 
 /* The replies built from now on wait for lsn to be durable (if it is not yet). */
@@ -345,7 +345,7 @@ static void all_visit(void *arg, struct bf_filter *f)
 	struct all_filters *a = arg;
 
 	a->v[a->n++] = f;
-	a->persistent = a->persistent || f->params.persist;
+	a->persistent = a->persistent || f->params->persist;
 }
 
 enum cmd_status cmd_flushall(struct cmd_ctx *c, uint64_t *dropped)
@@ -494,7 +494,7 @@ enum cmd_status cmd_add(struct cmd_ctx *c, struct bf_filter *f, size_t n, const 
 	 * the keys that changed the filter stay: a plain filter's new keys, every add of a
 	 * counting filter's (it counts repeats). */
 	struct bf_hash *h = (struct bf_hash *)(void *)(c->rec + BF_RECORD_KEYS_HEAD);
-	bool counting = f->params.type == BF_TYPE_COUNTING;
+	bool counting = f->params->type == BF_TYPE_COUNTING;
 	size_t k = bf_filter_add_batch(f, n, keys, lens, out, h), m = 0;
 	for (size_t i = 0; i < k; i++)
 		if (out[i] == 1 || (counting && out[i] == 0))
@@ -547,7 +547,7 @@ enum cmd_status cmd_delete(struct cmd_ctx *c, struct bf_filter *f, size_t n,
 	if (f->paged)
 		return CMD_PAGED_OUT;
 	f->used_s = c->now_s;
-	if (f->params.type != BF_TYPE_COUNTING)
+	if (f->params->type != BF_TYPE_COUNTING)
 		return CMD_NOT_COUNTING;
 	if (!cmd_keys_fit(c, n, lens))
 		return CMD_KEY_TOO_LONG;
@@ -597,7 +597,7 @@ enum cmd_status cmd_load_header(struct cmd_ctx *c, const char *name, size_t len,
 				    &f, &info, NULL, 0);
 	if (rc)
 		return rc == -ENOMEM ? CMD_NO_MEMORY : CMD_BAD_ARGS;
-	if (c->hooks.log && f->params.persist && c->log_failed) {
+	if (c->hooks.log && f->params->persist && c->log_failed) {
 		bf_filter_free(f);
 		return CMD_LOG_FAILED;
 	}

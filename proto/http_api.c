@@ -578,9 +578,9 @@ static cJSON *filter_json(const struct bf_filter *f, bool detail)
 	double fpr;
 
 	ok = ok && cJSON_AddStringToObject(
-		       j, "type", f->params.type == BF_TYPE_COUNTING ? "counting" : "bloom");
+		       j, "type", f->params->type == BF_TYPE_COUNTING ? "counting" : "bloom");
 	ok = ok && cJSON_AddNumberToObject(j, "capacity", (double)bf_filter_capacity(f));
-	ok = ok && cJSON_AddNumberToObject(j, "error_rate", f->params.error_rate);
+	ok = ok && cJSON_AddNumberToObject(j, "error_rate", f->params->error_rate);
 	ok = ok && cJSON_AddNumberToObject(j, "items", (double)f->items);
 	ok = ok && cJSON_AddNumberToObject(j, "bytes", (double)f->bytes);
 	ok = ok && cJSON_AddNumberToObject(j, "layers", bf_filter_nlayers(f));
@@ -588,9 +588,9 @@ static cJSON *filter_json(const struct bf_filter *f, bool detail)
 		const struct bf_stats *s = &f->stats;
 
 		fpr = bf_filter_fpr(f);
-		ok = cJSON_AddNumberToObject(j, "initial_capacity", (double)f->params.capacity) &&
-		     cJSON_AddNumberToObject(j, "expansion", f->params.expansion) &&
-		     cJSON_AddBoolToObject(j, "persist", f->params.persist) && add_ttl(j, f) &&
+		ok = cJSON_AddNumberToObject(j, "initial_capacity", (double)f->params->capacity) &&
+		     cJSON_AddNumberToObject(j, "expansion", f->params->expansion) &&
+		     cJSON_AddBoolToObject(j, "persist", f->params->persist) && add_ttl(j, f) &&
 		     /* -0.0 for an empty filter would print as "-0" */
 		     cJSON_AddNumberToObject(j, "fpr_estimate", fpr > 0 ? fpr : 0) &&
 		     (st = cJSON_AddObjectToObject(j, "stats")) &&

@@ -327,10 +327,10 @@ static void info_value(struct proto_buf *out, int resp, const struct bf_filter *
 		proto_resp_integer(out, (int64_t)f->items);
 		break;
 	default:
-		if (f->params.expansion == 0)
+		if (f->params->expansion == 0)
 			proto_resp_null(out, resp);
 		else
-			proto_resp_integer(out, f->params.expansion);
+			proto_resp_integer(out, f->params->expansion);
 		break;
 	}
 }

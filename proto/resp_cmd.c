@@ -106,7 +106,7 @@ static const char *resp_status_text(enum cmd_status st, const struct bf_filter *
 	case CMD_KEY_TOO_LONG:
 		return resp_err_item_long;
 	case CMD_FULL:
-		if (f && f->params.expansion != 0)
+		if (f && f->params->expansion != 0)
 			return "ERR filter reached its maximum of " RESP_STR(
 			    BF_MAX_LAYERS) " sub-filters";
 		return resp_err_full;

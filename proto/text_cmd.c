@@ -213,7 +213,7 @@ static void list_line(void *arg, struct bf_filter *f)
 		return;
 	proto_buf_append(a->out, f->name, f->name_len);
 	proto_buf_append_fmt(
-	    a->out, " %f %llu %llu %llu\n", f->params.error_rate, (unsigned long long)f->bytes,
+	    a->out, " %f %llu %llu %llu\n", f->params->error_rate, (unsigned long long)f->bytes,
 	    (unsigned long long)bf_filter_capacity(f), (unsigned long long)f->items);
 }
 
@@ -369,7 +369,7 @@ static void do_info(struct cmd_ctx *c, struct span args, struct proto_buf *out)
 	append_u64_field(out, "in_memory", !f->paged);
 	append_u64_field(out, "page_ins", f->page_ins);
 	append_u64_field(out, "page_outs", f->page_outs);
-	proto_buf_append_fmt(out, "probability %f\n", f->params.error_rate);
+	proto_buf_append_fmt(out, "probability %f\n", f->params->error_rate);
 	append_u64_field(out, "sets", bf_stats_sets(st));
 	append_u64_field(out, "set_hits", st->set_hits);
 	append_u64_field(out, "set_misses", st->set_misses);
@@ -377,10 +377,10 @@ static void do_info(struct cmd_ctx *c, struct span args, struct proto_buf *out)
 	append_u64_field(out, "storage", f->bytes);
 	/* Then blossomd's own. */
 	proto_buf_append_fmt(out, "type %s\n",
-			     f->params.type == BF_TYPE_COUNTING ? "counting" : "bloom");
-	append_u64_field(out, "persist", f->params.persist);
-	append_u64_field(out, "initial_capacity", f->params.capacity);
-	append_u64_field(out, "expansion", f->params.expansion);
+			     f->params->type == BF_TYPE_COUNTING ? "counting" : "bloom");
+	append_u64_field(out, "persist", f->params->persist);
+	append_u64_field(out, "initial_capacity", f->params->capacity);
+	append_u64_field(out, "expansion", f->params->expansion);
 	append_u64_field(out, "layers", bf_filter_nlayers(f));
 	proto_buf_append_fmt(out, "fpr_estimate %.6g\n", bf_filter_fpr(f));
 	append_u64_field(out, "deletes", bf_stats_deletes(st));

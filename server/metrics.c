@@ -163,7 +163,7 @@ static void filter_sample(struct proto_buf *b, const struct bf_filter *f, enum f
 		proto_buf_append_u64(b, bf_filter_nlayers(f));
 		break;
 	case FF_ERROR_RATE:
-		proto_buf_append_fmt(b, "%.15g", f->params.error_rate);
+		proto_buf_append_fmt(b, "%.15g", f->params->error_rate);
 		break;
 	case FF_FPR:
 		fpr = bf_filter_fpr(f);

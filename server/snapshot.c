@@ -752,7 +752,7 @@ static int snap_copy_begin(struct srv_snap *sn, struct snap_job *job)
 	}
 	job->cut = f->changes;
 	job->need = snap_need(sn, f);
-	if (f->params.type == BF_TYPE_COUNTING || f->bytes <= SRV_SNAP_SLICE) {
+	if (f->params->type == BF_TYPE_COUNTING || f->bytes <= SRV_SNAP_SLICE) {
 		bf_filter_copy_body(c, f, 0, f->bytes);
 		job->copy_ns = job->copy_max_ns = uv_hrtime() - t0;
 		snap_queue(sn, job);
@@ -1717,7 +1717,7 @@ static void snap_on_tick(uv_timer_t *t)
 
 void srv_snap_created(struct srv_snap *sn, struct bf_filter *f)
 {
-	if (!f->params.persist)
+	if (!f->params->persist)
 		return;
 	struct snap_entry *e = snap_track(sn, f);
 	if (e)
@@ -1843,7 +1843,7 @@ int srv_snap_dropping(struct srv_snap *sn, struct bf_filter *f, bool remove_file
 	struct snap_entry *e;
 	bool restart;
 
-	if (!f->params.persist)
+	if (!f->params->persist)
 		return 0;
 	e = snap_find(sn, f);
 	if (!e)
@@ -1873,7 +1873,7 @@ int srv_snap_renamed(struct srv_snap *sn, struct bf_filter *f)
 	bool packed, restart;
 	int rc;
 
-	if (!f->params.persist || !(e = snap_find(sn, f)))
+	if (!f->params->persist || !(e = snap_find(sn, f)))
 		return 0;
 	packed = e->pack >= 0;
 	restart = snap_detach(sn, e);
@@ -1913,7 +1913,7 @@ int srv_snap_page_out(struct srv_snap *sn, struct bf_filter *f)
 	bool restart = false;
 	int rc;
 
-	if (!f->params.persist)
+	if (!f->params->persist)
 		return -ENOTSUP;
 	if (f->paged)
 		return 0;
@@ -2076,7 +2076,7 @@ int srv_snap_flush(struct srv_snap *sn, struct bf_filter *f)
 	int rc = 0, r;
 
 	if (f) {
-		if (!f->params.persist)
+		if (!f->params->persist)
 			return 0;
 		e = snap_find(sn, f);
 		if (!e)
@@ -2580,7 +2580,7 @@ static int snap_load_one(struct srv_snap *sn, const char *file, uint64_t *newest
 		snap_set_aside(sn, file, why);
 		return 0;
 	}
-	if (!f->params.persist) {
+	if (!f->params->persist) {
 		bf_filter_free(f);
 		snap_set_aside(sn, file, "holds a filter that is not persistent");
 		return 0;
@@ -2709,7 +2709,7 @@ static int snap_load_pack(struct srv_snap *sn, int pack, struct bf_pack *buf, ui
 				sn->dir, file, i, why);
 			break;
 		}
-		if (!f->params.persist) {
+		if (!f->params->persist) {
 			bf_filter_free(f);
 			repack[pack] = true;
 			continue;

@@ -208,26 +208,26 @@ START_TEST(create_options)
 {
 	SAYS("create a capacity=5000 prob=0.001", "Done\n");
 	struct bf_filter *f = bf_registry_get(reg, "a", 1);
-	ck_assert_uint_eq(f->params.capacity, 5000);
-	ck_assert_double_eq(f->params.error_rate, 0.001);
-	ck_assert(f->params.persist);
-	ck_assert_uint_eq(f->params.expansion, 2);
+	ck_assert_uint_eq(f->params->capacity, 5000);
+	ck_assert_double_eq(f->params->error_rate, 0.001);
+	ck_assert(f->params->persist);
+	ck_assert_uint_eq(f->params->expansion, 2);
 
 	SAYS("create b in_memory", "Done\n"); /* bare in_memory means in_memory=1 */
-	ck_assert(!bf_registry_get(reg, "b", 1)->params.persist);
+	ck_assert(!bf_registry_get(reg, "b", 1)->params->persist);
 	SAYS("create c in_memory=0", "Done\n");
-	ck_assert(bf_registry_get(reg, "c", 1)->params.persist);
+	ck_assert(bf_registry_get(reg, "c", 1)->params->persist);
 	SAYS("create d type=counting expansion=4", "Done\n");
 	f = bf_registry_get(reg, "d", 1);
-	ck_assert_int_eq(f->params.type, BF_TYPE_COUNTING);
-	ck_assert_uint_eq(f->params.expansion, 4);
+	ck_assert_int_eq(f->params->type, BF_TYPE_COUNTING);
+	ck_assert_uint_eq(f->params->expansion, 4);
 	SAYS("create e nonscaling=1 capacity=1", "Done\n");
-	ck_assert_uint_eq(bf_registry_get(reg, "e", 1)->params.expansion, 0);
+	ck_assert_uint_eq(bf_registry_get(reg, "e", 1)->params->expansion, 0);
 	SAYS("create g nonscaling", "Done\n");
-	ck_assert_uint_eq(bf_registry_get(reg, "g", 1)->params.expansion, 0);
+	ck_assert_uint_eq(bf_registry_get(reg, "g", 1)->params->expansion, 0);
 	/* expansion=0 means non-scaling, as on RESP and HTTP (it used to be refused here). */
 	SAYS("create h expansion=0", "Done\n");
-	ck_assert_uint_eq(bf_registry_get(reg, "h", 1)->params.expansion, 0);
+	ck_assert_uint_eq(bf_registry_get(reg, "h", 1)->params->expansion, 0);
 	SAYS("create i nonscaling expansion=0", "Done\n");
 	SAYS("create j expansion=32768", "Done\n");
 }

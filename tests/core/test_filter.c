@@ -185,10 +185,10 @@ START_TEST(ratio_from_the_model)
 	half.first = 0.5;
 	ck_assert_int_eq(bf_filter_new(&params, 1, NULL, &f), 0);
 	ck_assert_int_eq(bf_filter_new(&half, 1, NULL, &g), 0);
-	ck_assert_double_eq(f->params.first, BF_FIRST_SHARE);
-	ck_assert_double_eq(f->params.ratio, 0.7);
-	ck_assert_double_eq(g->params.first, 0.5);
-	ck_assert_double_eq(g->params.ratio, 0.5);
+	ck_assert_double_eq(f->params->first, BF_FIRST_SHARE);
+	ck_assert_double_eq(f->params->ratio, 0.7);
+	ck_assert_double_eq(g->params->first, 0.5);
+	ck_assert_double_eq(g->params->ratio, 0.5);
 	ck_assert_double_eq(f->layers[0].error_rate, 0.01 * BF_FIRST_SHARE);
 	ck_assert_double_eq(bf_filter_choose_ratio(BF_TYPE_BLOOM, 0.01, 0, BF_FIRST_SHARE), 0.5);
 	add_range(f, 0, 200000);
@@ -200,7 +200,7 @@ START_TEST(ratio_from_the_model)
 	fprintf(stderr,
 		"# 10k -> 200k at 1%%, expansion 2: %.2f bits/key (first %.2f, ratio %.2f), %.2f "
 		"halving from p/2; %llu false positives in %d (bound %.0f), model %.5f\n",
-		bits, f->params.first, f->params.ratio, halving, (unsigned long long)fp, PROBES,
+		bits, f->params->first, f->params->ratio, halving, (unsigned long long)fp, PROBES,
 		bound(0.01), bf_filter_fpr(f));
 	ck_assert_double_le(bits, 24.2);
 	ck_assert_double_lt(bits, halving - 3);
@@ -589,6 +589,47 @@ START_TEST(first_layer_inside_the_structure)
 }
 END_TEST
 
+/* A million filters made alike hold one copy of their params; each still reads its own. */
+START_TEST(params_shared_by_filters_alike)
+{
+	enum { N = 300 };
+	struct bf_params alike = {.capacity = 100, .error_rate = 0.01, .expansion = 2};
+	struct bf_filter *f[N], *g[N], *c;
+
+	for (int i = 0; i < N; i++) {
+		ck_assert_int_eq(bf_filter_new(&alike, (uint64_t)i, NULL, &f[i]), 0);
+		ck_assert_ptr_eq(f[i]->params, f[0]->params);
+		/* Distinct ones (past the table's first buckets): each keeps its own values. */
+		struct bf_params own = alike;
+		own.capacity = 1000 + (uint64_t)i;
+		ck_assert_int_eq(bf_filter_new(&own, 0, NULL, &g[i]), 0);
+		ck_assert_ptr_ne(g[i]->params, f[0]->params);
+	}
+	for (int i = 0; i < N; i++) {
+		ck_assert_uint_eq(g[i]->params->capacity, 1000 + (uint64_t)i);
+		ck_assert(g[i]->params->error_rate == 0.01);
+		ck_assert(g[i]->params->first == BF_FIRST_SHARE);
+	}
+	/* The chosen first share and ratio are part of what is shared and compared. */
+	ck_assert(f[0]->params->first == BF_FIRST_SHARE && f[0]->params->ratio > 0);
+	ck_assert_int_eq(bf_filter_clone(f[7], &c), 0);
+	ck_assert_ptr_eq(c->params, f[0]->params);
+	/* Changing one filter's params changes no other's. */
+	struct bf_params mem = *f[7]->params;
+	mem.persist = !mem.persist;
+	ck_assert_int_eq(bf_filter_set_params(f[7], &mem), 0);
+	ck_assert_int_eq(f[7]->params->persist, mem.persist);
+	ck_assert_int_eq(f[8]->params->persist, !mem.persist);
+	ck_assert_int_eq(c->params->persist, !mem.persist);
+	/* Freed in any order (valgrind: nothing left behind). */
+	bf_filter_free(c);
+	for (int i = N - 1; i >= 0; i--) {
+		bf_filter_free(f[i]);
+		bf_filter_free(g[i]);
+	}
+}
+END_TEST
+
 START_TEST(params_validation)
 {
 	struct bf_filter *f = NULL;
@@ -636,6 +677,7 @@ static Suite *filter_suite(void)
 	tcase_add_test(tc, batch_matches_single);
 	tcase_add_test(tc, batch_add_stops_at_first_error);
 	tcase_add_test(tc, params_validation);
+	tcase_add_test(tc, params_shared_by_filters_alike);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -69,7 +69,7 @@ static void keys(struct bf_filter *f, int type, const char *prefix, int from, in
 		/* Logged: adds that changed the filter (all of a counting filter's), deletes done.
 		 */
 		if (rc == 1 ||
-		    (rc == 0 && type == BF_REC_ADD && f->params.type == BF_TYPE_COUNTING)) {
+		    (rc == 0 && type == BF_REC_ADD && f->params->type == BF_TYPE_COUNTING)) {
 			bf_record_put_hash(h, buf + len);
 			len += 16;
 			n++;
@@ -306,12 +306,12 @@ START_TEST(create_round_trip_and_malformed)
 	ck_assert_int_eq(c.params.type, BF_TYPE_COUNTING);
 	ck_assert_uint_eq(c.params.expansion, 5);
 	ck_assert(!c.params.persist);
-	ck_assert_double_eq(c.params.ratio, f->params.ratio);
+	ck_assert_double_eq(c.params.ratio, f->params->ratio);
 	ck_assert_double_eq(c.params.first, BF_FIRST_SHARE);
 	/* Records written before the first share (ending at the ratio) and before the ratio
 	 * (ending at the name) read as the chain they made: a half each. */
 	ck_assert_int_eq(bf_record_read_create(buf, len - 8, &c), 0);
-	ck_assert_double_eq(c.params.ratio, f->params.ratio);
+	ck_assert_double_eq(c.params.ratio, f->params->ratio);
 	ck_assert_double_eq(c.params.first, 0.5);
 	ck_assert_int_eq(bf_record_read_create(buf, len - 16, &c), 0);
 	ck_assert_double_eq(c.params.ratio, 0.5);

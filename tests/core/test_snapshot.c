@@ -55,12 +55,12 @@ static void assert_same(const struct bf_filter *a, const struct bf_filter *b)
 {
 	ck_assert_uint_eq(a->name_len, b->name_len);
 	ck_assert_mem_eq(a->name, b->name, a->name_len);
-	ck_assert_uint_eq(a->params.capacity, b->params.capacity);
-	ck_assert_double_eq(a->params.error_rate, b->params.error_rate);
-	ck_assert_int_eq(a->params.type, b->params.type);
-	ck_assert_uint_eq(a->params.expansion, b->params.expansion);
-	ck_assert_int_eq(a->params.persist, b->params.persist);
-	ck_assert_double_eq(a->params.ratio, b->params.ratio);
+	ck_assert_uint_eq(a->params->capacity, b->params->capacity);
+	ck_assert_double_eq(a->params->error_rate, b->params->error_rate);
+	ck_assert_int_eq(a->params->type, b->params->type);
+	ck_assert_uint_eq(a->params->expansion, b->params->expansion);
+	ck_assert_int_eq(a->params->persist, b->params->persist);
+	ck_assert_double_eq(a->params->ratio, b->params->ratio);
 	ck_assert_uint_eq(a->expire_ms, b->expire_ms);
 	ck_assert_uint_eq(a->seed, b->seed);
 	ck_assert_uint_eq(a->items, b->items);
@@ -430,8 +430,8 @@ START_TEST(version_3_still_read)
 	rewrite_as_version("s.bsnap", 3, 1680);
 	ck_assert_msg(bf_snapshot_read(dirfd_, "s.bsnap", &g, &gen, why, sizeof(why)) == 0, "%s",
 		      why);
-	ck_assert_double_eq(g->params.first, 0.5);
-	ck_assert_double_eq(g->params.ratio, 0.7);
+	ck_assert_double_eq(g->params->first, 0.5);
+	ck_assert_double_eq(g->params->ratio, 0.7);
 	ck_assert_uint_eq(g->expire_ms, 1796292690123ULL);
 	assert_same(f, g);
 	bf_filter_free(f);
@@ -440,7 +440,7 @@ START_TEST(version_3_still_read)
 	/* Today's share (a fifth) in a version 3 header: its layer 0 is not a half's. */
 	p.first = 0;
 	f = make("s", p, 50);
-	ck_assert_double_eq(f->params.first, BF_FIRST_SHARE);
+	ck_assert_double_eq(f->params->first, BF_FIRST_SHARE);
 	ck_assert_int_eq(bf_snapshot_write(f, 1, dirfd_, "s.bsnap", NULL), 0);
 	rewrite_as_version("s.bsnap", 3, 1680);
 	ck_assert_int_eq(load("s.bsnap", why, sizeof(why)), -EINVAL);
@@ -1147,8 +1147,8 @@ START_TEST(pack_version_2_still_read)
 	ck_assert_msg(bf_pack_entry(&pk, 0, UINT64_MAX, &g, &gen, why, sizeof(why)) == 0, "%s",
 		      why);
 	ck_assert_uint_eq(gen, 5);
-	ck_assert_double_eq(g->params.first, 0.5);
-	ck_assert_double_eq(g->params.ratio, 0.7);
+	ck_assert_double_eq(g->params->first, 0.5);
+	ck_assert_double_eq(g->params->ratio, 0.7);
 	ck_assert_uint_eq(g->expire_ms, 77);
 	assert_same(f, g);
 	bf_pack_close(&pk);

@@ -181,27 +181,27 @@ START_TEST(reserve_ok_and_exists)
 	SAYS("+OK\r\n", "BF.RESERVE", "f", "0.001", "5000");
 	struct bf_filter *f = filter("f");
 	ck_assert_ptr_nonnull(f);
-	ck_assert_uint_eq(f->params.capacity, 5000);
-	ck_assert(f->params.error_rate == 0.001);
-	ck_assert_uint_eq(f->params.expansion, 2);
-	ck_assert_int_eq(f->params.type, BF_TYPE_BLOOM);
-	ck_assert(f->params.persist);
+	ck_assert_uint_eq(f->params->capacity, 5000);
+	ck_assert(f->params->error_rate == 0.001);
+	ck_assert_uint_eq(f->params->expansion, 2);
+	ck_assert_int_eq(f->params->type, BF_TYPE_BLOOM);
+	ck_assert(f->params->persist);
 	ck_assert_int_eq(created, 1);
 	SAYS("-ERR item exists\r\n", "BF.RESERVE", "f", "0.01", "100");
 	SAYS("+OK\r\n", "bf.reserve", "g", "0.01", "100", "EXPANSION", "4");
-	ck_assert_uint_eq(filter("g")->params.expansion, 4);
+	ck_assert_uint_eq(filter("g")->params->expansion, 4);
 	SAYS("+OK\r\n", "Bf.Reserve", "h", "0.01", "100", "nonscaling");
-	ck_assert_uint_eq(filter("h")->params.expansion, 0);
+	ck_assert_uint_eq(filter("h")->params->expansion, 0);
 	SAYS("+OK\r\n", "BF.RESERVE", "i", "0.01", "100", "EXPANSION", "0");
-	ck_assert_uint_eq(filter("i")->params.expansion, 0);
+	ck_assert_uint_eq(filter("i")->params->expansion, 0);
 	SAYS("+OK\r\n", "BF.RESERVE", "j", "0.01", "100", "NONSCALING", "EXPANSION", "0");
 	SAYS("+OK\r\n", "BF.RESERVE", "k", "0.01", "100", "COUNTING", "EXPANSION", "1");
-	ck_assert_int_eq(filter("k")->params.type, BF_TYPE_COUNTING);
-	ck_assert_uint_eq(filter("k")->params.expansion, 1);
+	ck_assert_int_eq(filter("k")->params->type, BF_TYPE_COUNTING);
+	ck_assert_uint_eq(filter("k")->params->expansion, 1);
 	SAYS("+OK\r\n", "BF.RESERVE", "m", "0.5", "1", "EXPANSION", "1024");
-	ck_assert(filter("m")->params.error_rate == 0.5); /* not capped to 0.25 */
+	ck_assert(filter("m")->params->error_rate == 0.5); /* not capped to 0.25 */
 	SAYS("+OK\r\n", "BF.RESERVE", "n", "0x1p-7", "100");
-	ck_assert(filter("n")->params.error_rate == 0.0078125);
+	ck_assert(filter("n")->params->error_rate == 0.0078125);
 	/* The largest capacity passes validation (and then meets the memory limit). */
 	bf_registry_set_max_memory(reg, 1 << 20);
 	SAYS("-OOM command not allowed when used memory > 'maxmemory'.\r\n", "BF.RESERVE", "l",
@@ -299,13 +299,13 @@ START_TEST(add_autocreates_with_defaults)
 	ck_assert_ptr_nonnull(f);
 	/* RedisBloom's defaults (capacity 100, error 0.01, expansion 2), not the config's
 	 * default_capacity, which HTTP uses. */
-	ck_assert_uint_eq(f->params.capacity, 100);
-	ck_assert(f->params.error_rate == 0.01);
+	ck_assert_uint_eq(f->params->capacity, 100);
+	ck_assert(f->params->error_rate == 0.01);
 	SAYS("*1\r\n:100\r\n", "BF.INFO", "auto", "CAPACITY");
 	SAYS("*1\r\n:2\r\n", "BF.INFO", "auto", "EXPANSION");
-	ck_assert_uint_eq(f->params.expansion, 2);
-	ck_assert_int_eq(f->params.type, BF_TYPE_BLOOM);
-	ck_assert(f->params.persist);
+	ck_assert_uint_eq(f->params->expansion, 2);
+	ck_assert_int_eq(f->params->type, BF_TYPE_BLOOM);
+	ck_assert(f->params->persist);
 	ck_assert_uint_eq(f->seed, 0x9e3779b97f4a7c15ULL);
 	ck_assert_int_eq(created, 1);
 	SAYS(":0\r\n", "BF.ADD", "auto", "hello");
@@ -413,23 +413,23 @@ START_TEST(insert_options)
 	SAYS("*2\r\n:1\r\n:1\r\n", "BF.INSERT", "i", "CAPACITY", "500", "ERROR", "0.001",
 	     "EXPANSION", "4", "ITEMS", "a", "b");
 	struct bf_filter *f = filter("i");
-	ck_assert_uint_eq(f->params.capacity, 500);
-	ck_assert(f->params.error_rate == 0.001);
-	ck_assert_uint_eq(f->params.expansion, 4);
+	ck_assert_uint_eq(f->params->capacity, 500);
+	ck_assert(f->params->error_rate == 0.001);
+	ck_assert_uint_eq(f->params->expansion, 4);
 	/* Options of an existing filter are ignored, as in RedisBloom. */
 	SAYS("*1\r\n:0\r\n", "BF.INSERT", "i", "CAPACITY", "7", "NONSCALING", "ITEMS", "a");
-	ck_assert_uint_eq(f->params.capacity, 500);
+	ck_assert_uint_eq(f->params->capacity, 500);
 	SAYS("*1\r\n:1\r\n", "bf.insert", "ns", "nonscaling", "items", "a");
-	ck_assert_uint_eq(filter("ns")->params.expansion, 0);
+	ck_assert_uint_eq(filter("ns")->params->expansion, 0);
 	SAYS("*1\r\n:1\r\n", "BF.INSERT", "ns2", "EXPANSION", "0", "ITEMS", "a");
-	ck_assert_uint_eq(filter("ns2")->params.expansion, 0);
+	ck_assert_uint_eq(filter("ns2")->params->expansion, 0);
 	SAYS("*1\r\n:1\r\n", "BF.INSERT", "ns3", "EXPANSION", "3", "NONSCALING", "ITEMS", "a");
-	ck_assert_uint_eq(filter("ns3")->params.expansion, 0);
+	ck_assert_uint_eq(filter("ns3")->params->expansion, 0);
 	SAYS("*1\r\n:1\r\n", "BF.INSERT", "cnt", "COUNTING", "ITEMS", "a");
-	ck_assert_int_eq(filter("cnt")->params.type, BF_TYPE_COUNTING);
+	ck_assert_int_eq(filter("cnt")->params->type, BF_TYPE_COUNTING);
 	SAYS("*1\r\n:1\r\n", "BF.INSERT", "dflt", "ITEMS", "a");
-	ck_assert_uint_eq(filter("dflt")->params.capacity, 100);
-	ck_assert(filter("dflt")->params.error_rate == 0.01);
+	ck_assert_uint_eq(filter("dflt")->params->capacity, 100);
+	ck_assert(filter("dflt")->params->error_rate == 0.01);
 	/* Item words after ITEMS are items, even when they look like options. */
 	SAYS("*2\r\n:1\r\n:1\r\n", "BF.INSERT", "w", "ITEMS", "NOCREATE", "ITEMS");
 	SAYS(":1\r\n", "BF.EXISTS", "w", "NOCREATE");
@@ -481,8 +481,8 @@ static const char *info_reply(const struct bf_filter *f, int resp)
 	static char buf[512];
 	char exp[32];
 
-	if (f->params.expansion)
-		snprintf(exp, sizeof(exp), ":%u\r\n", f->params.expansion);
+	if (f->params->expansion)
+		snprintf(exp, sizeof(exp), ":%u\r\n", f->params->expansion);
 	else
 		snprintf(exp, sizeof(exp), "%s", resp == 3 ? "_\r\n" : "$-1\r\n");
 	snprintf(buf, sizeof(buf),
@@ -728,8 +728,8 @@ static void same_answers(const char *a, const char *b, size_t nkeys)
 	run("BF.INFO", b, NULL);
 	expect_bytes(info_a, la);
 	ck_assert_uint_eq(fa->seed, fb->seed);
-	ck_assert_int_eq(fa->params.type, fb->params.type);
-	ck_assert_uint_eq(fa->params.persist, fb->params.persist);
+	ck_assert_int_eq(fa->params->type, fb->params->type);
+	ck_assert_uint_eq(fa->params->persist, fb->params->persist);
 	for (unsigned l = 0; l < fa->nlayers; l++) {
 		ck_assert_uint_eq(fa->layers[l].items, fb->layers[l].items);
 		ck_assert_mem_eq(fa->layers[l].blocks, fb->layers[l].blocks,
@@ -792,7 +792,9 @@ START_TEST(dump_roundtrip_kinds)
 	SAYS("+OK\r\n", "BF.RESERVE", "c", "0.001", "3000", "COUNTING", "EXPANSION", "3");
 	SAYS("+OK\r\n", "BF.RESERVE", "ns", "0.05", "5000", "NONSCALING");
 	SAYS("+OK\r\n", "BF.RESERVE", "empty", "0.01", "10");
-	filter("ns")->params.persist = false;
+	struct bf_params mem = *filter("ns")->params;
+	mem.persist = false;
+	ck_assert_int_eq(bf_filter_set_params(filter("ns"), &mem), 0);
 	for (int i = 0; i < 10000; i++) {
 		int n = snprintf(key, sizeof(key), "key-%d", i);
 		ck_assert_int_ge(bf_filter_add(filter("c"), key, (size_t)n), 0);
@@ -811,8 +813,8 @@ START_TEST(dump_roundtrip_kinds)
 		same_answers(names[k][0], names[k][1], 10000);
 		free_chunks(v, n);
 	}
-	ck_assert(!filter("ns2")->params.persist);
-	ck_assert_int_eq(filter("c2")->params.type, BF_TYPE_COUNTING);
+	ck_assert(!filter("ns2")->params->persist);
+	ck_assert_int_eq(filter("c2")->params->type, BF_TYPE_COUNTING);
 	SAYS(":1\r\n", "BF.DEL", "c2", "key-5000");
 	SAYS("*1\r\n$-1\r\n", "BF.INFO", "ns2", "EXPANSION");
 }
