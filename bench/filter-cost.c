@@ -66,8 +66,8 @@ int main(int argc, char **argv)
 	size_t bits = bf_layer_cost(f->bytes);
 	printf("| its bits (%llu bytes, 64-byte aligned, from a pool) | %zu |\n",
 	       (unsigned long long)f->bytes, bits);
-	printf("| its name (%u bytes: in name_buf below 24) | %zu |\n", f->name_len,
-	       f->name == f->name_buf ? 0 : chunk(f->name));
+	printf("| its name (%u bytes: in the structure's allocation, above) | %zu |\n", f->name_len,
+	       f->name == (const char *)(f + 1) ? 0 : chunk(f->name));
 	printf("| the rest (registry bucket slots, allocator slack) | %.1f |\n",
 	       (double)(h1 - h0) / (double)n - (double)(chunk(f) + chunk(table) + bits));
 	bf_registry_free(r);

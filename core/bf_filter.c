@@ -127,9 +127,12 @@ double bf_filter_choose_ratio(enum bf_type type, double error_rate, uint32_t exp
 	return best;
 }
 
-/* The filter's own structure, as the heap holds it (its first layer's entry, f->layer0,
- * included). */
-#define FILTER_STRUCT_COST (sizeof(struct bf_filter) + 16)
+/* The filter's own allocation, as the heap holds it: the structure (its first layer's entry,
+ * f->layer0, included) and the room for its name just past it, with the allocator's header. */
+static uint64_t struct_cost(const struct bf_filter *f)
+{
+	return sizeof(*f) + f->name_room + 16;
+}
 
 /* The heap array that holds a filter's layer entries once it has more than one (one is
  * f->layer0, inside the structure), with its allocation header. */
@@ -246,27 +249,36 @@ int bf_filter_set_params(struct bf_filter *f, const struct bf_params *p)
 	return 0;
 }
 
-struct bf_filter *bf_filter_alloc(void)
+/* The room for a name in f's own allocation. */
+static char *name_tail(struct bf_filter *f)
 {
-	struct bf_filter *f = calloc(1, sizeof(*f));
+	return (char *)(f + 1);
+}
 
-	if (f)
-		f->name = f->name_buf;
+struct bf_filter *bf_filter_alloc(size_t name_len)
+{
+	size_t room = name_len < BF_NAME_MAX ? name_len + 1 : BF_NAME_MAX + 1;
+	struct bf_filter *f = calloc(1, sizeof(*f) + room);
+
+	if (f) {
+		f->name = name_tail(f);
+		f->name_room = (uint8_t)room;
+	}
 	return f;
 }
 
 int bf_filter_set_name(struct bf_filter *f, const char *name, size_t len)
 {
-	char *to = f->name_buf;
+	char *to = name_tail(f);
 
-	if (len >= sizeof(f->name_buf)) {
+	if (len >= f->name_room) {
 		to = malloc(len + 1);
 		if (!to)
 			return -ENOMEM;
 	}
-	memcpy(to, name, len);
+	memmove(to, name, len);
 	to[len] = '\0';
-	if (f->name != f->name_buf)
+	if (f->name != name_tail(f))
 		free(f->name);
 	f->name = to;
 	f->name_len = (uint8_t)len;
@@ -359,13 +371,20 @@ static int grow(struct bf_filter *f, uint64_t extra)
 int bf_filter_new(const struct bf_params *p, uint64_t seed, struct bf_budget *budget,
 		  struct bf_filter **out)
 {
+	return bf_filter_new_named(p, "", 0, seed, budget, out);
+}
+
+int bf_filter_new_named(const struct bf_params *p, const char *name, size_t len, uint64_t seed,
+			struct bf_budget *budget, struct bf_filter **out)
+{
 	int rc = bf_params_validate(p);
 	if (rc)
 		return rc;
 
-	struct bf_filter *f = bf_filter_alloc();
+	struct bf_filter *f = bf_filter_alloc(len);
 	if (!f)
 		return -ENOMEM;
+	bf_filter_set_name(f, name, len); /* into its own room: cannot fail */
 	struct bf_params own = *p;
 	if (!own.first)
 		own.first = BF_FIRST_SHARE;
@@ -377,7 +396,7 @@ int bf_filter_new(const struct bf_params *p, uint64_t seed, struct bf_budget *bu
 	}
 	f->seed = seed;
 	f->budget = budget;
-	rc = grow(f, FILTER_STRUCT_COST);
+	rc = grow(f, struct_cost(f));
 	if (rc) {
 		layers_release(f);
 		shape_put(f->params);
@@ -411,7 +430,7 @@ int bf_filter_page_in(struct bf_filter *f, struct bf_filter *copy)
 	    copy->params->type != f->params->type || copy->params->first != f->params->first ||
 	    copy->params->ratio != f->params->ratio || copy->bytes != f->bytes)
 		return -EINVAL;
-	uint64_t more = bf_filter_cost(copy) - FILTER_STRUCT_COST;
+	uint64_t more = bf_filter_cost(copy) - struct_cost(copy);
 	if (bf_budget_reserve(f->budget, more))
 		return -ENOMEM;
 	/* A single layer is copy's layer0: its entry moves into f's own. */
@@ -440,7 +459,7 @@ void bf_filter_free(struct bf_filter *f)
 	for (unsigned i = 0; i < f->nlayers; i++)
 		bf_layer_free(&f->layers[i]);
 	layers_release(f);
-	if (f->name != f->name_buf)
+	if (f->name != name_tail(f))
 		free(f->name);
 	shape_put(f->params);
 	free(f);
@@ -448,7 +467,7 @@ void bf_filter_free(struct bf_filter *f)
 
 uint64_t bf_filter_cost(const struct bf_filter *f)
 {
-	uint64_t c = FILTER_STRUCT_COST + table_cost(f->nlayers);
+	uint64_t c = struct_cost(f) + table_cost(f->nlayers);
 
 	for (unsigned i = 0; i < f->nlayers; i++)
 		c += bf_layer_cost(bf_layer_bytes(&f->layers[i]));
@@ -782,7 +801,7 @@ void bf_filter_copy_counts(struct bf_filter *c, const struct bf_filter *f)
 
 int bf_filter_copy_new(const struct bf_filter *f, struct bf_filter **out)
 {
-	struct bf_filter *c = bf_filter_alloc();
+	struct bf_filter *c = bf_filter_alloc(f->name_len);
 
 	if (!c)
 		return -ENOMEM;

@@ -111,7 +111,8 @@ void bf_stats_decode(struct bf_stats *s, const uint64_t in[BF_STATS_WORDS]);
 struct bf_filter {
 	/* Eight-byte fields first, then the narrower ones, so that the structure has no holes:
 	 * with a million small filters every byte here is a megabyte. */
-	char *name; /* NUL-terminated for logs; name_len is authoritative; name_buf or heap */
+	char *name; /* NUL-terminated for logs; name_len is authoritative; in the filter's own
+		     * allocation, just past the structure (name_room bytes there), or heap */
 	/* The registry's own (core/bf_registry.c): the next filter in f's bucket of its hash
 	 * table, of which f is itself the entry. A copy does not carry it. */
 	struct bf_filter *reg_next;
@@ -141,19 +142,19 @@ struct bf_filter {
 	struct bf_layer layer0;
 	uint32_t expire_pos; /* its place in its registry's expiry heap, from 1; 0: none */
 	uint32_t page_ins, page_outs;
-	uint32_t used_s;       /* when it was last used, in the owner's clock (cold_interval) */
-	uint16_t nlayers;      /* layers in use, at most BF_MAX_LAYERS */
-	uint16_t layers_cap;   /* layers allocated (bf_filter_layers_reserve) */
-	uint16_t paged_layers; /* the layers it had when paged out (capacity, info) */
+	uint32_t used_s;	  /* when it was last used, in the owner's clock (cold_interval) */
+	uint16_t nlayers;	  /* layers in use, at most BF_MAX_LAYERS */
+	uint16_t layers_cap : 15; /* layers allocated (bf_filter_layers_reserve) */
 	/* bloomd's close: paged out, its layers only on disk (nlayers 0; bytes, items and stats
 	 * kept), loaded again on its next use (bf_filter_page_out / bf_filter_page_in). */
-	bool paged;
-	uint8_t name_len;  /* at most BF_NAME_MAX */
-	char name_buf[24]; /* a name shorter than this lives here (bf_filter_set_name) */
+	bool paged : 1;
+	uint16_t paged_layers; /* the layers it had when paged out (capacity, info) */
+	uint8_t name_len;      /* at most BF_NAME_MAX */
+	uint8_t name_room;     /* bytes for a name just past the structure (bf_filter_alloc) */
 };
 
-_Static_assert(BF_MAX_LAYERS <= UINT16_MAX && BF_NAME_MAX <= UINT8_MAX,
-	       "nlayers, layers_cap, paged_layers and name_len are narrow");
+_Static_assert(BF_MAX_LAYERS < (1 << 15) && BF_NAME_MAX < UINT8_MAX,
+	       "nlayers, layers_cap, paged_layers, name_len and name_room are narrow");
 
 /* Its layers (those it had, while paged out). */
 static inline unsigned bf_filter_nlayers(const struct bf_filter *f)
@@ -162,10 +163,11 @@ static inline unsigned bf_filter_nlayers(const struct bf_filter *f)
 }
 
 /*
- * Core only: a zeroed filter with an empty name, no layers, no budget; NULL if out of memory.
- * Free it with bf_filter_free.
+ * Core only: a zeroed filter with an empty name, no layers, no budget, and room for a name of
+ * up to name_len bytes in its own allocation (a longer one takes a heap block of its own);
+ * NULL if out of memory. Free it with bf_filter_free.
  */
-struct bf_filter *bf_filter_alloc(void);
+struct bf_filter *bf_filter_alloc(size_t name_len);
 
 /*
  * Core only: give f the params *p (replacing any it had), shared with the filters that have
@@ -208,6 +210,9 @@ int bf_params_validate(const struct bf_params *p);
  */
 int bf_filter_new(const struct bf_params *p, uint64_t seed, struct bf_budget *budget,
 		  struct bf_filter **out);
+/* The same, named name[0, len) (len <= BF_NAME_MAX), the name in the filter's allocation. */
+int bf_filter_new_named(const struct bf_params *p, const char *name, size_t len, uint64_t seed,
+			struct bf_budget *budget, struct bf_filter **out);
 
 /* Free the filter and release its cost from its budget. NULL is ignored. */
 void bf_filter_free(struct bf_filter *f);

@@ -329,7 +329,7 @@ struct bf_filter *bf_registry_get(const struct bf_registry *r, const char *name,
 static int insert(struct bf_registry *r, const char *name, size_t len, uint64_t hash,
 		  struct bf_filter *f)
 {
-	if (bf_filter_set_name(f, name, len))
+	if ((f->name_len != len || memcmp(f->name, name, len)) && bf_filter_set_name(f, name, len))
 		return -ENOMEM;
 	if (bf_index_insert(&r->names, f))
 		return -ENOMEM;
@@ -361,7 +361,7 @@ int bf_registry_create(struct bf_registry *r, const char *name, size_t len,
 	int rc = bf_budget_reserve(&r->budget, r->entry_cost);
 	if (rc)
 		return rc;
-	rc = bf_filter_new(p, seed, &r->budget, &f);
+	rc = bf_filter_new_named(p, name, len, seed, &r->budget, &f);
 	if (rc) {
 		bf_budget_release(&r->budget, r->entry_cost);
 		return rc;

@@ -434,7 +434,7 @@ static int meta_build(const struct snap_meta *m, const struct bf_params *p, uint
 	if (m->body_len > max_bytes)
 		return reason(why, whylen, -ENOMEM, "%llu bytes of layers would pass the limit",
 			      (unsigned long long)m->body_len);
-	struct bf_filter *f = bf_filter_alloc();
+	struct bf_filter *f = bf_filter_alloc(m->name_len);
 	if (!f)
 		return reason(why, whylen, -ENOMEM, "out of memory");
 	if (bf_filter_set_params(f, p)) {

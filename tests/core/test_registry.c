@@ -424,11 +424,12 @@ static void assert_renamed(struct bf_registry *r, struct bf_filter *f, const cha
 	ck_assert_ptr_null(bf_registry_get(r, from, strlen(from)));
 	ck_assert_str_eq(f->name, to);
 	ck_assert_uint_eq(f->name_len, strlen(to));
-	/* A name shorter than the inline buffer lives in it; a longer one on the heap. */
-	if (strlen(to) < sizeof(f->name_buf))
-		ck_assert_ptr_eq(f->name, f->name_buf);
+	/* A name that fits the room the filter was made with (its first name's) lives there,
+	 * just past the structure; a longer one on the heap. */
+	if (strlen(to) < f->name_room)
+		ck_assert_ptr_eq(f->name, (char *)(f + 1));
 	else
-		ck_assert_ptr_ne(f->name, f->name_buf);
+		ck_assert_ptr_ne(f->name, (char *)(f + 1));
 	ck_assert_uint_eq(bf_registry_count(r), count);
 	ck_assert_uint_eq(bf_registry_memory(r), memory);
 	ck_assert_int_eq(bf_filter_check(f, S("key")), 1);
@@ -438,10 +439,10 @@ static void assert_renamed(struct bf_registry *r, struct bf_filter *f, const cha
 
 /*
  * RENAME: the filter is found under its new name only, with its id, keys, count and memory
- * unchanged, from and to short (inline) and long (heap) names, across the inline boundary (23
- * and 24 bytes) and up to 200 bytes; a SCAN and a listing find it under the new name. A name
- * taken (another filter's, or its own), a bad name, or a filter of another registry changes
- * nothing.
+ * unchanged, from and to names that fit the room it was made with (its own allocation's) and
+ * longer ones (heap), across that room's edge and up to 200 bytes; a SCAN and a listing find it
+ * under the new name. A name taken (another filter's, or its own), a bad name, or a filter of
+ * another registry changes nothing.
  */
 START_TEST(rename_filter)
 {
@@ -460,7 +461,10 @@ START_TEST(rename_filter)
 	n201[BF_NAME_MAX + 1] = '\0';
 
 	ck_assert_int_eq(bf_registry_new(0, &r), 0);
-	ck_assert_int_eq(bf_registry_create(r, S("a"), &small, 1, &f), 0);
+	ck_assert_int_eq(bf_registry_create(r, n23, 23, &small, 1, &f), 0);
+	ck_assert_uint_eq(f->name_room, 24);
+	ck_assert_ptr_eq(f->name, (char *)(f + 1));
+	ck_assert_int_eq(bf_registry_rename(r, f, S("a")), 0);
 	ck_assert_int_eq(bf_filter_add(f, S("key")), 1);
 	ck_assert_int_eq(bf_registry_create(r, S("other"), &small, 2, &g), 0);
 	/* Enough others that the table has grown past its first size. */
@@ -472,7 +476,8 @@ START_TEST(rename_filter)
 	uint64_t id = f->id, mem = bf_registry_memory(r), items = f->items;
 	size_t count = bf_registry_count(r);
 
-	/* short -> short -> heap (24) -> heap (200) -> inline (23) -> heap -> short */
+	/* Made as n23, room 24: short -> short -> heap (24) -> heap (200) -> own room (23) ->
+	 * heap (32) -> short */
 	ck_assert_int_eq(bf_registry_rename(r, f, S("b")), 0);
 	assert_renamed(r, f, "a", "b", count, mem);
 	ck_assert_int_eq(bf_registry_rename(r, f, n24, 24), 0);
