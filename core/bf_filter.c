@@ -127,13 +127,6 @@ double bf_filter_choose_ratio(enum bf_type type, double error_rate, uint32_t exp
 	return best;
 }
 
-/* The filter's own allocation, as the heap holds it: the structure (its first layer's entry,
- * f->layer0, included) and the room for its name just past it, with the allocator's header. */
-static uint64_t struct_cost(const struct bf_filter *f)
-{
-	return sizeof(*f) + f->name_room + 16;
-}
-
 /* The heap array that holds a filter's layer entries once it has more than one (one is
  * f->layer0, inside the structure), with its allocation header. */
 static uint64_t table_cost(unsigned nlayers)
@@ -145,6 +138,8 @@ static uint64_t table_cost(unsigned nlayers)
  * Params shared by the filters that have them alike (f->params points at .p): a million
  * filters made with one BF.RESERVE line hold one copy, not 48 bytes each. Counted; a shape goes
  * when its last filter does, and the table with its last shape (nothing is left at exit).
+ * The filter that makes a shape is charged it; one its maker left to others is charged to none
+ * (at most one shape per distinct params, against a filter's 200 bytes and more).
  * Filters are made and freed on the loop and on the threadpool (loads, copies), hence the lock.
  */
 struct shape {
@@ -179,8 +174,19 @@ static void shapes_grow(void)
 	shapes.nbuckets = n;
 }
 
-/* The shared copy of *p with one more holder; NULL if out of memory. */
-static const struct bf_params *shape_get(const struct bf_params *p)
+/* What a shape takes from the heap, charged to the filter that made it (params_charged). */
+#define SHAPE_COST (sizeof(struct shape) + 16)
+
+/* The filter's own allocation, as the heap holds it: the structure (its first layer's entry,
+ * f->layer0, included) and the room for its name just past it, with the allocator's header;
+ * and its params' shared copy if it made it. */
+static uint64_t struct_cost(const struct bf_filter *f)
+{
+	return sizeof(*f) + f->name_room + 16 + (f->params_charged ? SHAPE_COST : 0);
+}
+
+/* The shared copy of *p with one more holder (*made: it is new); NULL if out of memory. */
+static const struct bf_params *shape_get(const struct bf_params *p, bool *made)
 {
 	struct bf_params key;
 
@@ -203,7 +209,9 @@ static const struct bf_params *shape_get(const struct bf_params *p)
 		for (s = *head; s; s = s->next)
 			if (s->hash == hash && !memcmp(&s->p, &key, sizeof(key)))
 				break;
+		*made = false;
 		if (!s && (s = malloc(sizeof(*s)))) {
+			*made = true;
 			*s = (struct shape){.next = *head, .hash = hash};
 			memcpy(&s->p, &key, sizeof(key));
 			*head = s;
@@ -240,12 +248,20 @@ static void shape_put(const struct bf_params *p)
 
 int bf_filter_set_params(struct bf_filter *f, const struct bf_params *p)
 {
-	const struct bf_params *s = shape_get(p);
+	bool made;
+	const struct bf_params *s = shape_get(p, &made);
 
 	if (!s)
 		return -ENOMEM;
+	if (made && bf_budget_reserve(f->budget, SHAPE_COST)) {
+		shape_put(s);
+		return -ENOMEM;
+	}
+	if (f->params_charged)
+		bf_budget_release(f->budget, SHAPE_COST);
 	shape_put(f->params);
 	f->params = s;
+	f->params_charged = made;
 	return 0;
 }
 

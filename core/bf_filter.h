@@ -144,16 +144,19 @@ struct bf_filter {
 	uint32_t page_ins, page_outs;
 	uint32_t used_s;	  /* when it was last used, in the owner's clock (cold_interval) */
 	uint16_t nlayers;	  /* layers in use, at most BF_MAX_LAYERS */
-	uint16_t layers_cap : 15; /* layers allocated (bf_filter_layers_reserve) */
+	uint16_t layers_cap : 14; /* layers allocated (bf_filter_layers_reserve) */
 	/* bloomd's close: paged out, its layers only on disk (nlayers 0; bytes, items and stats
 	 * kept), loaded again on its next use (bf_filter_page_out / bf_filter_page_in). */
 	bool paged : 1;
+	/* Its params were new when it was given them: their shared copy is part of its cost
+	 * (bf_filter_cost), even once other filters hold it too. */
+	bool params_charged : 1;
 	uint16_t paged_layers; /* the layers it had when paged out (capacity, info) */
 	uint8_t name_len;      /* at most BF_NAME_MAX */
 	uint8_t name_room;     /* bytes for a name just past the structure (bf_filter_alloc) */
 };
 
-_Static_assert(BF_MAX_LAYERS < (1 << 15) && BF_NAME_MAX < UINT8_MAX,
+_Static_assert(BF_MAX_LAYERS < (1 << 14) && BF_NAME_MAX < UINT8_MAX,
 	       "nlayers, layers_cap, paged_layers, name_len and name_room are narrow");
 
 /* Its layers (those it had, while paged out). */
@@ -171,7 +174,8 @@ struct bf_filter *bf_filter_alloc(size_t name_len);
 
 /*
  * Core only: give f the params *p (replacing any it had), shared with the filters that have
- * the same. 0 or -ENOMEM (unchanged). bf_filter_free gives them back.
+ * the same; f is charged their copy if it is the first to hold it. 0 or -ENOMEM (allocation or
+ * f's budget; nothing changed). bf_filter_free gives them back.
  */
 int bf_filter_set_params(struct bf_filter *f, const struct bf_params *p);
 

@@ -621,6 +621,25 @@ START_TEST(params_shared_by_filters_alike)
 	ck_assert_int_eq(f[7]->params->persist, mem.persist);
 	ck_assert_int_eq(f[8]->params->persist, !mem.persist);
 	ck_assert_int_eq(c->params->persist, !mem.persist);
+	/* Charged: the filter that made a shared copy pays for it, the others only for
+	 * themselves; a new copy the budget cannot hold is refused and changes nothing. */
+	struct bf_budget budget = {0};
+	struct bf_filter *maker, *sharer;
+	struct bf_params fresh = alike;
+	fresh.capacity = 77;
+	ck_assert_int_eq(bf_filter_new(&fresh, 1, &budget, &maker), 0);
+	ck_assert_int_eq(bf_filter_new(&fresh, 2, &budget, &sharer), 0);
+	ck_assert_uint_eq(budget.used, bf_filter_cost(maker) + bf_filter_cost(sharer));
+	ck_assert_uint_gt(bf_filter_cost(maker), bf_filter_cost(sharer));
+	budget.limit = budget.used;
+	fresh.capacity = 78;
+	const struct bf_params *had = sharer->params;
+	ck_assert_int_eq(bf_filter_set_params(sharer, &fresh), -ENOMEM);
+	ck_assert_ptr_eq(sharer->params, had);
+	ck_assert_uint_eq(budget.used, budget.limit);
+	bf_filter_free(maker);
+	bf_filter_free(sharer);
+	ck_assert_uint_eq(budget.used, 0);
 	/* Freed in any order (valgrind: nothing left behind). */
 	bf_filter_free(c);
 	for (int i = N - 1; i >= 0; i--) {
