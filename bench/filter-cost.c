@@ -57,6 +57,8 @@ int main(int argc, char **argv)
 	printf("| piece | bytes (as allocated) |\n|---|---:|\n");
 	printf("| struct bf_filter (sizeof %zu) | %zu |\n", sizeof(struct bf_filter), chunk(f));
 	printf("| (of which statistics, struct bf_stats) | (%zu) |\n", sizeof(struct bf_stats));
+	printf("| its params (struct bf_params %zu: one copy shared by the filters alike) | 0 |\n",
+	       sizeof(struct bf_params));
 	/* One layer is f->layer0, inside the structure; more are a heap array. */
 	const void *table = f->layers == &f->layer0 ? NULL : f->layers;
 	printf("| its layer table (sizeof struct bf_layer %zu, x%u%s) | %zu |\n",

@@ -41,7 +41,6 @@
 struct snap_entry {
 	struct bf_filter *f;	/* NULL once the filter is gone ("dead", no longer in ents) */
 	uint64_t saved_changes; /* f->changes that the snapshot on disk holds, if on_disk */
-	uint64_t generation;	/* of the snapshot on disk */
 	uint64_t need_lsn;	/* the oldest log record a replay needs for this filter: the one
 				 * after what its snapshot holds, or its first if it has none */
 	uint32_t idx;		/* its place in sn->ents while live */
@@ -86,7 +85,7 @@ struct snap_pack {
 
 /* A member's cut as a pack job encoded it. */
 struct snap_pcut {
-	uint64_t cut, need, generation;
+	uint64_t cut, need;
 	bool in; /* encoded into the file (not dropped before its turn) */
 };
 
@@ -241,10 +240,13 @@ struct srv_snap {
 	size_t cold_pos; /* where srv_snap_cold() goes on in ents */
 	/* At load: the entries by filter id (open addressing, 0 = free), so a filter found under
 	 * two names (renamed, then a crash before the old copy went) is loaded once; kept until
-	 * srv_snap_load_end(), for the log's replay to find the filters its records name. */
+	 * srv_snap_load_end(), for the log's replay to find the filters its records name. Each
+	 * loaded filter has one, with the generation of the copy loaded (an entry does not keep
+	 * it: only a load compares generations). */
 	struct snap_idslot {
 		uint64_t id;
 		struct snap_entry *e;
+		uint64_t gen;
 	} * ids;
 	size_t ids_cap, ids_n;
 	uint64_t loaded_lsn; /* the newest LSN a loaded filter holds */
@@ -461,11 +463,11 @@ static void snap_record_failure(struct srv_snap *sn, struct snap_entry *e, const
 
 /*
  * Record the outcome of writing e (may be dead) as file: counters, the entry's state, the
- * log. cut/generation: what the file holds if rc is 0. kind names the trigger for the log.
+ * log. cut/need: what the file holds if rc is 0. kind names the trigger for the log.
  */
 static void snap_record(struct srv_snap *sn, struct snap_entry *e, const char *file,
 			const char *name, int rc, const char *step, uint64_t cut, uint64_t need,
-			uint64_t generation, uint64_t bytes, uint64_t write_ns, const char *kind)
+			uint64_t bytes, uint64_t write_ns, const char *kind)
 {
 	uint64_t now = (uint64_t)time(NULL);
 
@@ -489,7 +491,6 @@ static void snap_record(struct srv_snap *sn, struct snap_entry *e, const char *f
 		e->on_disk = true;
 		e->saved_changes = cut;
 		e->need_lsn = need;
-		e->generation = generation;
 		snap_set_failed(sn, e, false);
 		e->own_file = true;
 		/* Its own file holds it now (it grew past snapshot_pack_bytes, or was cleared):
@@ -591,7 +592,7 @@ static void snap_apply(struct srv_snap *sn, struct snap_job *job)
 		return;
 	job->applied = true;
 	snap_record(sn, e, job->file, job->f->name, job->rc, job->step, job->cut, job->need,
-		    job->generation, BF_SNAPSHOT_HEADER_LEN + job->f->bytes, job->write_ns,
+		    BF_SNAPSHOT_HEADER_LEN + job->f->bytes, job->write_ns,
 		    sn->stopping ? "final" : "periodic");
 	if (job->rc == 0 && job->copy_ns)
 		sn->st.last_copy_pause_us = job->copy_max_ns / 1000;
@@ -746,7 +747,7 @@ static int snap_copy_begin(struct srv_snap *sn, struct snap_job *job)
 	if (!rc)
 		rc = bf_filter_copy_meta(c, f);
 	if (rc) {
-		snap_record(sn, e, e->file, f->name, rc, "copy", 0, 0, 0, 0, 0, "periodic");
+		snap_record(sn, e, e->file, f->name, rc, "copy", 0, 0, 0, 0, "periodic");
 		snap_job_drop(job);
 		return -1;
 	}
@@ -802,7 +803,7 @@ static int snap_start(struct srv_snap *sn, struct snap_entry *e)
 	int rc;
 
 	if (!job) {
-		snap_record(sn, e, e->file, f->name, -ENOMEM, "copy", 0, 0, 0, 0, 0, "periodic");
+		snap_record(sn, e, e->file, f->name, -ENOMEM, "copy", 0, 0, 0, 0, "periodic");
 		return -1;
 	}
 	e->busy = true;
@@ -815,7 +816,7 @@ static int snap_start(struct srv_snap *sn, struct snap_entry *e)
 	job->owned = true;
 	rc = bf_filter_copy_new(f, &job->f);
 	if (rc) {
-		snap_record(sn, e, e->file, f->name, rc, "copy", 0, 0, 0, 0, 0, "periodic");
+		snap_record(sn, e, e->file, f->name, rc, "copy", 0, 0, 0, 0, "periodic");
 		snap_job_drop(job);
 		return -1;
 	}
@@ -1116,12 +1117,10 @@ static int snap_pjob_encode(struct snap_pjob *pj, uint64_t budget_ns)
 				pj->buf = b;
 				pj->cap = cap;
 			}
-			pj->cuts[pj->pos].generation = snap_next_gen(pj->sn);
 			pj->cuts[pj->pos].cut = f->changes;
 			pj->cuts[pj->pos].need = snap_need(sn, f);
 			pj->cuts[pj->pos].in = true;
-			bf_snapshot_entry_encode(f, pj->cuts[pj->pos].generation,
-						 pj->buf + pj->len);
+			bf_snapshot_entry_encode(f, snap_next_gen(pj->sn), pj->buf + pj->len);
 			pj->len += need;
 			pj->ends[pj->count++] = pj->len;
 		}
@@ -1188,7 +1187,6 @@ static bool snap_pjob_record(struct srv_snap *sn, struct snap_pjob *pj, uint64_t
 			snap_set_failed(sn, e, false);
 			e->saved_changes = c->cut;
 			e->need_lsn = c->need;
-			e->generation = c->generation;
 			/* Packed now: a file of its own from before is older, and no longer
 			 * needed. */
 			if (e->own_file && e->pack == pj->pack) {
@@ -1800,7 +1798,7 @@ static int snap_write_now(struct srv_snap *sn, struct snap_entry *e)
 	gen = snap_next_gen(sn);
 	t0 = uv_hrtime();
 	rc = bf_snapshot_write(f, gen, sn->dirfd, e->file, &step);
-	snap_record(sn, e, e->file, f->name, rc, step, f->changes, snap_need(sn, f), gen,
+	snap_record(sn, e, e->file, f->name, rc, step, f->changes, snap_need(sn, f),
 		    BF_SNAPSHOT_HEADER_LEN + f->bytes, uv_hrtime() - t0, "flush");
 	return rc;
 }
@@ -1882,7 +1880,6 @@ int srv_snap_renamed(struct srv_snap *sn, struct bf_filter *f)
 	n = snap_track(sn, f);
 	if (n) {
 		n->need_lsn = e->need_lsn;
-		n->generation = e->generation;
 		rc = snap_write_now(sn, n);
 	} else {
 		rc = -ENOMEM;
@@ -2471,17 +2468,15 @@ static int snap_adopt(struct srv_snap *sn, struct bf_filter *f, uint64_t gen, co
 		}
 		slot = snap_id_slot(sn, f->id);
 		if (slot->id && slot->e) {
-			if (gen <= slot->e->generation) {
-				snap_skip_older(sn, f, gen, slot->e->generation, file, pack,
-						repack);
+			if (gen <= slot->gen) {
+				snap_skip_older(sn, f, gen, slot->gen, file, pack, repack);
 				return 0;
 			}
 			srv_log(SRV_LOG_NOTICE,
 				"filter '%s' (id %" PRIu64
 				"): %s/%s holds a newer copy (generation "
 				"%" PRIu64 ") than '%s' loaded (%" PRIu64 ")",
-				f->name, f->id, sn->dir, file, gen, slot->e->f->name,
-				slot->e->generation);
+				f->name, f->id, sn->dir, file, gen, slot->e->f->name, slot->gen);
 			snap_forget_older(sn, slot->e, repack);
 			slot->e = NULL;
 		}
@@ -2489,14 +2484,15 @@ static int snap_adopt(struct srv_snap *sn, struct bf_filter *f, uint64_t gen, co
 	rc = bf_registry_adopt(sn->ctx->reg, f->name, f->name_len, f);
 	if (rc == -EEXIST && (old = bf_registry_get(sn->ctx->reg, f->name, f->name_len)) &&
 	    (e = snap_find(sn, old))) {
-		if (gen <= e->generation) {
-			snap_skip_older(sn, f, gen, e->generation, file, pack, repack);
+		uint64_t had = snap_id_slot(sn, old->id)->gen;
+		if (gen <= had) {
+			snap_skip_older(sn, f, gen, had, file, pack, repack);
 			return 0;
 		}
 		srv_log(SRV_LOG_NOTICE,
 			"filter '%s': %s/%s holds a newer copy (generation %" PRIu64
 			") than the one loaded (%" PRIu64 ")",
-			f->name, sn->dir, file, gen, e->generation);
+			f->name, sn->dir, file, gen, had);
 		if (e->f->id && e->f->id != f->id)
 			snap_id_slot(sn, e->f->id)->e = NULL;
 		snap_forget_older(sn, e, repack);
@@ -2533,16 +2529,20 @@ static int snap_adopt(struct srv_snap *sn, struct bf_filter *f, uint64_t gen, co
 	e->own_file = pack < 0;
 	e->saved_changes = f->changes;
 	e->need_lsn = f->lsn + 1;
-	e->generation = gen;
 	sn->st.loaded++;
 	if (f->lsn > sn->loaded_lsn)
 		sn->loaded_lsn = f->lsn;
-	if (slot) {
-		if (!slot->id)
-			sn->ids_n++;
-		slot->id = f->id;
-		slot->e = e;
+	/* A filter that had no id before (a file from before ids) has one now. */
+	if (!slot) {
+		if (snap_ids_reserve(sn, sn->ids_n + 1))
+			return -ENOMEM;
+		slot = snap_id_slot(sn, f->id);
 	}
+	if (!slot->id)
+		sn->ids_n++;
+	slot->id = f->id;
+	slot->e = e;
+	slot->gen = gen;
 	/* Packed where it was not (a file of its own, or another pack): both are written. */
 	if (e->pack >= 0 && e->pack != pack)
 		repack[e->pack] = true;
