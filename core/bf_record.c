@@ -510,12 +510,15 @@ static int replay_rename(struct bf_replay *rp, uint64_t lsn, struct bf_filter *f
 	if (g && (rc = replay_drop(rp, g, true)))
 		return rc;
 	index_get(rp, f->id, f)->gone = false;
+	char from[BF_NAME_MAX];
+	size_t from_len = f->name_len;
+	memcpy(from, f->name, from_len);
 	rc = bf_registry_rename(rp->reg, f, name, len);
 	if (rc)
 		return rc == -ENOMEM ? rc : bad(why, whylen, "RENAME cannot be applied");
 	f->lsn = lsn;
 	if (rp->renamed)
-		rp->renamed(rp->arg, f);
+		rp->renamed(rp->arg, f, from, from_len);
 	rp->st.applied++;
 	return 0;
 }

@@ -116,8 +116,9 @@ typedef void (*bf_replay_dropping_fn)(void *arg, struct bf_filter *f, bool remov
 /* A filter a record created (CREATE, LOAD) has just joined the registry. */
 typedef void (*bf_replay_created_fn)(void *arg, struct bf_filter *f);
 
-/* A filter a record renamed (f->name is the new name). */
-typedef void (*bf_replay_renamed_fn)(void *arg, struct bf_filter *f);
+/* A filter a record renamed from the name from[0, from_len) (f->name is the new one). */
+typedef void (*bf_replay_renamed_fn)(void *arg, struct bf_filter *f, const char *from,
+				     size_t from_len);
 
 /*
  * The filter of r with this id when the replay began (loaded from a checkpoint), or NULL: the

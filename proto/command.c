@@ -434,7 +434,7 @@ enum cmd_status cmd_rename(struct cmd_ctx *c, const char *from, size_t flen, con
 	if (lsn)
 		wait_for(c, lsn);
 	if (c->hooks.renamed)
-		c->hooks.renamed(c->hooks.arg, f);
+		c->hooks.renamed(c->hooks.arg, f, from, flen);
 	return CMD_OK;
 }
 

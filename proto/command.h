@@ -75,9 +75,9 @@ struct cmd_hooks {
 	 * change to a persistent filter, after the change is made in memory and before the reply.
 	 */
 	uint64_t (*log)(void *arg, int type, const void *payload, size_t len);
-	/* f was renamed (RENAME; f->name is the new name): the owner moves its own bookkeeping
-	 * (the checkpoint's file). */
-	void (*renamed)(void *arg, struct bf_filter *f);
+	/* f was renamed (RENAME) from the name from[0, from_len) (f->name is the new one): the
+	 * owner moves its own bookkeeping (the checkpoint's file). */
+	void (*renamed)(void *arg, struct bf_filter *f, const char *from, size_t from_len);
 	/* f is paged out (bloomd's close): start loading it (at most one load per filter runs).
 	 * 0, or a negative errno: it cannot be loaded (the command is answered with an error). */
 	int (*page_in)(void *arg, struct bf_filter *f);

@@ -433,11 +433,12 @@ static void srv_created(void *arg, struct bf_filter *f)
 	srv_snap_created(s->snap, f);
 }
 
-static void srv_renamed(void *arg, struct bf_filter *f)
+static void srv_renamed(void *arg, struct bf_filter *f, const char *from, size_t from_len)
 {
 	struct srv *s = arg;
 
-	(void)srv_snap_renamed(s->snap, f); /* a failure is logged; the next cycle retries */
+	/* A failure is logged; the next cycle retries. */
+	(void)srv_snap_renamed(s->snap, f, from, from_len);
 }
 
 static int srv_page_in(void *arg, struct bf_filter *f)

@@ -59,8 +59,15 @@ struct snap_entry {
 	bool loading : 1;	/* paged out, its file being read on the threadpool */
 	bool closing : 1;	/* a close waits for its write (listed in sn->closes) */
 	bool close_written : 1; /* ... and that write has been started */
-	char file[];		/* its own file's name, as long as it is */
 };
+
+/* The name of the file of its own the live entry e's filter has or would have (from the
+ * filter's name: an entry does not keep it). */
+static const char *snap_file(const struct snap_entry *e, char out[BF_SNAPSHOT_NAME_MAX])
+{
+	bf_snapshot_filename(e->f->name, e->f->name_len, out);
+	return out;
+}
 
 /* Packed snapshots (DESIGN.md §6): small filters share SNAP_PACKS files, by name hash. */
 #define SNAP_PACKS 16
@@ -378,15 +385,11 @@ static struct snap_entry *snap_track(struct srv_snap *sn, struct bf_filter *f)
 	}
 	if (sn->nents == UINT32_MAX)
 		goto nomem;
-	char file[BF_SNAPSHOT_NAME_MAX];
-	bf_snapshot_filename(f->name, f->name_len, file);
-	size_t flen = strlen(file) + 1;
-	e = calloc(1, offsetof(struct snap_entry, file) + flen);
+	e = calloc(1, sizeof(*e));
 	if (!e)
 		goto nomem;
 	e->f = f;
 	f->used_s = sn->ctx->now_s;
-	memcpy(e->file, file, flen);
 	e->idx = (uint32_t)sn->nents;
 	e->pack = -1;
 	if (snap_packable(sn, f) && snap_pack_join(sn, e, snap_pack_of(f))) {
@@ -535,7 +538,7 @@ static struct snap_job *snap_job_new(struct srv_snap *sn, struct snap_entry *e)
 	job->need = snap_need(sn, e->f);
 	job->generation = snap_next_gen(sn);
 	job->req.data = job;
-	snprintf(job->file, sizeof(job->file), "%s", e->file);
+	snap_file(e, job->file);
 	return job;
 }
 
@@ -747,7 +750,7 @@ static int snap_copy_begin(struct srv_snap *sn, struct snap_job *job)
 	if (!rc)
 		rc = bf_filter_copy_meta(c, f);
 	if (rc) {
-		snap_record(sn, e, e->file, f->name, rc, "copy", 0, 0, 0, 0, "periodic");
+		snap_record(sn, e, job->file, f->name, rc, "copy", 0, 0, 0, 0, "periodic");
 		snap_job_drop(job);
 		return -1;
 	}
@@ -803,7 +806,10 @@ static int snap_start(struct srv_snap *sn, struct snap_entry *e)
 	int rc;
 
 	if (!job) {
-		snap_record(sn, e, e->file, f->name, -ENOMEM, "copy", 0, 0, 0, 0, "periodic");
+		char file[BF_SNAPSHOT_NAME_MAX];
+
+		snap_record(sn, e, snap_file(e, file), f->name, -ENOMEM, "copy", 0, 0, 0, 0,
+			    "periodic");
 		return -1;
 	}
 	e->busy = true;
@@ -816,7 +822,7 @@ static int snap_start(struct srv_snap *sn, struct snap_entry *e)
 	job->owned = true;
 	rc = bf_filter_copy_new(f, &job->f);
 	if (rc) {
-		snap_record(sn, e, e->file, f->name, rc, "copy", 0, 0, 0, 0, "periodic");
+		snap_record(sn, e, job->file, f->name, rc, "copy", 0, 0, 0, 0, "periodic");
 		snap_job_drop(job);
 		return -1;
 	}
@@ -1190,7 +1196,9 @@ static bool snap_pjob_record(struct srv_snap *sn, struct snap_pjob *pj, uint64_t
 			/* Packed now: a file of its own from before is older, and no longer
 			 * needed. */
 			if (e->own_file && e->pack == pj->pack) {
-				snap_unlink(sn, e->file, "filter packed");
+				char file[BF_SNAPSHOT_NAME_MAX];
+
+				snap_unlink(sn, snap_file(e, file), "filter packed");
 				e->own_file = false;
 			}
 		}
@@ -1599,7 +1607,7 @@ static bool snap_closes_step(struct srv_snap *sn)
 			snap_close_end(sn, i, -EIO);
 		} else if (!snap_dirty(e) && e->own_file && e->pack < 0) {
 			bf_filter_page_out(e->f);
-			srv_log(SRV_LOG_DEBUG, "filter '%s' paged out (%s)", e->f->name, e->file);
+			srv_log(SRV_LOG_DEBUG, "filter '%s' paged out", e->f->name);
 			snap_close_end(sn, i, 0);
 		} else {
 			e->close_written = true;
@@ -1784,11 +1792,13 @@ static int snap_write_now(struct srv_snap *sn, struct snap_entry *e)
 {
 	const struct bf_filter *f = e->f;
 	const char *step = NULL;
+	char file[BF_SNAPSHOT_NAME_MAX];
 	uint64_t t0, gen;
 	int rc;
 
+	snap_file(e, file);
 	/* Never two writers of one file, never an older state over a newer one. */
-	if (sn->job && !sn->job->applied && !strcmp(sn->job->file, e->file))
+	if (sn->job && !sn->job->applied && !strcmp(sn->job->file, file))
 		snap_settle(sn);
 	/* A pack job still encoding may hold this filter: its state is newer there. */
 	if (e->packing && sn->pencoding)
@@ -1797,8 +1807,8 @@ static int snap_write_now(struct srv_snap *sn, struct snap_entry *e)
 		snap_pjob_settle(sn);
 	gen = snap_next_gen(sn);
 	t0 = uv_hrtime();
-	rc = bf_snapshot_write(f, gen, sn->dirfd, e->file, &step);
-	snap_record(sn, e, e->file, f->name, rc, step, f->changes, snap_need(sn, f),
+	rc = bf_snapshot_write(f, gen, sn->dirfd, file, &step);
+	snap_record(sn, e, file, f->name, rc, step, f->changes, snap_need(sn, f),
 		    BF_SNAPSHOT_HEADER_LEN + f->bytes, uv_hrtime() - t0, "flush");
 	return rc;
 }
@@ -1827,13 +1837,14 @@ static bool snap_detach(struct srv_snap *sn, struct snap_entry *e)
 	return restart;
 }
 
-/* Remove e's own file; a write of it still running would put it back: it removes it then. */
-static void snap_remove_file(struct srv_snap *sn, struct snap_entry *e, const char *why)
+/* Remove a filter's own file; a write of it still running would put it back: it removes it
+ * then. */
+static void snap_remove_file(struct srv_snap *sn, const char *file, const char *why)
 {
-	if (sn->job && !sn->job->applied && !strcmp(sn->job->file, e->file))
+	if (sn->job && !sn->job->applied && !strcmp(sn->job->file, file))
 		sn->job->remove_after = true;
 	else
-		snap_unlink(sn, e->file, why);
+		snap_unlink(sn, file, why);
 }
 
 int srv_snap_dropping(struct srv_snap *sn, struct bf_filter *f, bool remove_file)
@@ -1855,17 +1866,19 @@ int srv_snap_dropping(struct srv_snap *sn, struct bf_filter *f, bool remove_file
 			return rc;
 	}
 	bool packed = e->pack >= 0;
+	char file[BF_SNAPSHOT_NAME_MAX];
+	snap_file(e, file);
 	restart = snap_detach(sn, e);
-	if (remove_file && (e->own_file || !packed))
-		snap_remove_file(sn, e, "filter dropped");
 	e->f = NULL;
+	if (remove_file && (e->own_file || !packed))
+		snap_remove_file(sn, file, "filter dropped");
 	snap_release(e);
 	if (restart)
 		snap_step(sn);
 	return 0;
 }
 
-int srv_snap_renamed(struct srv_snap *sn, struct bf_filter *f)
+int srv_snap_renamed(struct srv_snap *sn, struct bf_filter *f, const char *from, size_t from_len)
 {
 	struct snap_entry *e, *n;
 	bool packed, restart;
@@ -1875,6 +1888,7 @@ int srv_snap_renamed(struct srv_snap *sn, struct bf_filter *f)
 		return 0;
 	packed = e->pack >= 0;
 	restart = snap_detach(sn, e);
+	e->f = NULL; /* what follows may settle jobs that hold e: it is gone */
 	/* The new name's file is written now, so that the old copy (its file or its pack entry,
 	 * under the old name) can go at once: a new filter given the old name never meets it. */
 	n = snap_track(sn, f);
@@ -1886,9 +1900,12 @@ int srv_snap_renamed(struct srv_snap *sn, struct bf_filter *f)
 	}
 	/* Failed: the old copy stays (the log covers the rest, and a start loads the copy with
 	 * the higher generation); the filter is written at the next cycle. */
-	if (!rc && (e->own_file || !packed))
-		snap_remove_file(sn, e, "filter renamed");
-	e->f = NULL;
+	if (!rc && (e->own_file || !packed)) {
+		char file[BF_SNAPSHOT_NAME_MAX];
+
+		bf_snapshot_filename(from, from_len, file);
+		snap_remove_file(sn, file, "filter renamed");
+	}
 	snap_release(e);
 	if (restart)
 		snap_step(sn);
@@ -1958,7 +1975,7 @@ int srv_snap_page_out(struct srv_snap *sn, struct bf_filter *f)
 		}
 	}
 	bf_filter_page_out(f);
-	srv_log(SRV_LOG_DEBUG, "filter '%s' paged out (%s)", f->name, e->file);
+	srv_log(SRV_LOG_DEBUG, "filter '%s' paged out", f->name);
 	if (restart)
 		snap_step(sn);
 	return 0;
@@ -2033,7 +2050,7 @@ int srv_snap_page_in(struct srv_snap *sn, struct bf_filter *f)
 	l->req.data = l;
 	l->sn = sn;
 	l->e = e;
-	snprintf(l->file, sizeof(l->file), "%s", e->file);
+	snap_file(e, l->file);
 	rc = uv_queue_work(sn->loop, &l->req, snap_load_work, snap_load_after);
 	if (rc) {
 		free(l);
@@ -2425,8 +2442,11 @@ static void snap_forget_older(struct srv_snap *sn, struct snap_entry *e, bool re
 	if (e->pack >= 0)
 		repack[e->pack] = true;
 	snap_pack_leave(sn, e, UINT64_MAX);
-	if (e->own_file)
-		snap_unlink(sn, e->file, "older copy");
+	if (e->own_file) {
+		char file[BF_SNAPSHOT_NAME_MAX];
+
+		snap_unlink(sn, snap_file(e, file), "older copy");
+	}
 	sn->ents[e->idx] = sn->ents[--sn->nents];
 	sn->ents[e->idx]->idx = e->idx;
 	free(e);

@@ -107,11 +107,12 @@ int srv_snap_new(uv_loop_t *loop, const struct config *cfg, struct cmd_ctx *ctx,
 void srv_snap_created(struct srv_snap *sn, struct bf_filter *f);
 int srv_snap_dropping(struct srv_snap *sn, struct bf_filter *f, bool remove_file);
 /*
- * f was renamed: its snapshot is written under the new name now (a file of its own, on the
- * loop), then the old name's copy is removed. 0, or a negative errno (the write failed: the
- * old copy is kept and the filter written again at the next cycle).
+ * f was renamed from the name from[0, from_len): its snapshot is written under the new name
+ * now (a file of its own, on the loop), then the old name's copy is removed. 0, or a negative
+ * errno (the write failed: the old copy is kept and the filter written again at the next
+ * cycle).
  */
-int srv_snap_renamed(struct srv_snap *sn, struct bf_filter *f);
+int srv_snap_renamed(struct srv_snap *sn, struct bf_filter *f, const char *from, size_t from_len);
 
 /*
  * bloomd's close: page f out. Its snapshot is made durable as a file of its own, then its

@@ -159,12 +159,13 @@ static void dropping(void *arg, struct bf_filter *f, bool remove_file)
 }
 
 static int renames_seen;
-static char renamed_to[BF_NAME_MAX + 1];
-static void renamed(void *arg, struct bf_filter *f)
+static char renamed_to[BF_NAME_MAX + 1], renamed_from[BF_NAME_MAX + 1];
+static void renamed(void *arg, struct bf_filter *f, const char *from, size_t from_len)
 {
 	(void)arg;
 	renames_seen++;
 	snprintf(renamed_to, sizeof(renamed_to), "%s", f->name);
+	snprintf(renamed_from, sizeof(renamed_from), "%.*s", (int)from_len, from);
 }
 
 /*
@@ -644,6 +645,7 @@ START_TEST(replay_rename)
 	ck_assert_int_eq(drops_seen, 10); /* "old", with its files */
 	ck_assert_int_eq(renames_seen, 4);
 	ck_assert_str_eq(renamed_to, "kept");
+	ck_assert_str_eq(renamed_from, "keep");
 	ck_assert_uint_eq(st.applied, nlog - cut);
 	ck_assert_uint_eq(st.skipped + st.unknown, 0);
 	assert_same_registry(live, ck);
@@ -718,6 +720,7 @@ START_TEST(replay_rename_holder_newer)
 	ck_assert_int_eq(drops_seen, 0); /* g, newer, is never dropped */
 	ck_assert_int_eq(renames_seen, 1);
 	ck_assert_str_eq(renamed_to, "c");
+	ck_assert_str_eq(renamed_from, "a"); /* its name in the checkpoint: "b" was skipped */
 	ck_assert_uint_eq(st.unknown, 0);
 	assert_same_registry(live, ck);
 	bf_registry_free(ck);
@@ -784,6 +787,7 @@ START_TEST(replay_rename_one_by_one)
 	ck_assert_int_eq(drops_seen, 10);
 	ck_assert_int_eq(renames_seen, 1);
 	ck_assert_str_eq(renamed_to, "b");
+	ck_assert_str_eq(renamed_from, "a");
 
 	/* To the name it has: nothing to do. */
 	ck_assert_int_eq(bf_replay_apply(rp, 31, BF_REC_RENAME, buf, len, why, sizeof(why)), 0);

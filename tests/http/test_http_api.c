@@ -1100,10 +1100,12 @@ START_TEST(list_pages)
 END_TEST
 
 static int renames;
-static void renamed_hook(void *arg, struct bf_filter *f)
+static void renamed_hook(void *arg, struct bf_filter *f, const char *from, size_t from_len)
 {
 	(void)arg;
 	(void)f;
+	(void)from;
+	(void)from_len;
 	renames++;
 }
 
