@@ -201,6 +201,7 @@ static const struct bf_params *shape_get(const struct bf_params *p, bool *made)
 	uint64_t hash = XXH3_64bits(&key, sizeof(key));
 	struct shape *s = NULL;
 
+	*made = false;
 	pthread_mutex_lock(&shapes.mu);
 	if (shapes.count >= shapes.nbuckets)
 		shapes_grow();
@@ -209,7 +210,6 @@ static const struct bf_params *shape_get(const struct bf_params *p, bool *made)
 		for (s = *head; s; s = s->next)
 			if (s->hash == hash && !memcmp(&s->p, &key, sizeof(key)))
 				break;
-		*made = false;
 		if (!s && (s = malloc(sizeof(*s)))) {
 			*made = true;
 			*s = (struct shape){.next = *head, .hash = hash};
