@@ -182,7 +182,31 @@ static void shapes_grow(void)
  * and its params' shared copy if it made it. */
 static uint64_t struct_cost(const struct bf_filter *f)
 {
-	return sizeof(*f) + f->name_room + 16 + (f->params_charged ? SHAPE_COST : 0);
+	return sizeof(*f) + f->name_room + 16 + (f->params_charged ? SHAPE_COST : 0) +
+	       (f->rare ? sizeof(*f->rare) + 16 : 0);
+}
+
+int bf_filter_set_expiry(struct bf_filter *f, uint64_t expire_ms)
+{
+	if (expire_ms && bf_filter_rare_get(f))
+		return -ENOMEM;
+	if (f->rare)
+		f->rare->expire_ms = expire_ms;
+	return 0;
+}
+
+int bf_filter_rare_get(struct bf_filter *f)
+{
+	if (f->rare)
+		return 0;
+	if (bf_budget_reserve(f->budget, sizeof(*f->rare) + 16))
+		return -ENOMEM;
+	f->rare = calloc(1, sizeof(*f->rare));
+	if (!f->rare) {
+		bf_budget_release(f->budget, sizeof(*f->rare) + 16);
+		return -ENOMEM;
+	}
+	return 0;
 }
 
 /* The shared copy of *p with one more holder (*made: it is new); NULL if out of memory. */
@@ -254,6 +278,13 @@ int bf_filter_set_params(struct bf_filter *f, const struct bf_params *p)
 	if (!s)
 		return -ENOMEM;
 	if (made && bf_budget_reserve(f->budget, SHAPE_COST)) {
+		shape_put(s);
+		return -ENOMEM;
+	}
+	/* A counting filter counts its deletes in f->rare. */
+	if (s->type == BF_TYPE_COUNTING && bf_filter_rare_get(f)) {
+		if (made)
+			bf_budget_release(f->budget, SHAPE_COST);
 		shape_put(s);
 		return -ENOMEM;
 	}
@@ -423,18 +454,22 @@ int bf_filter_new_named(const struct bf_params *p, const char *name, size_t len,
 	return 0;
 }
 
-void bf_filter_page_out(struct bf_filter *f)
+int bf_filter_page_out(struct bf_filter *f)
 {
+	if (bf_filter_rare_get(f))
+		return -ENOMEM;
+
 	uint64_t cost = bf_filter_cost(f);
 
-	f->paged_layers = f->nlayers;
+	f->rare->paged_layers = f->nlayers;
 	for (unsigned i = 0; i < f->nlayers; i++)
 		bf_layer_free(&f->layers[i]);
 	layers_release(f);
 	f->nlayers = 0;
 	bf_budget_release(f->budget, cost - bf_filter_cost(f));
 	f->paged = true;
-	f->page_outs++;
+	f->rare->page_outs++;
+	return 0;
 }
 
 int bf_filter_page_in(struct bf_filter *f, struct bf_filter *copy)
@@ -463,7 +498,7 @@ int bf_filter_page_in(struct bf_filter *f, struct bf_filter *copy)
 	copy->layers_cap = copy->nlayers = 0;
 	bf_filter_free(copy);
 	f->paged = false;
-	f->page_ins++;
+	f->rare->page_ins++;
 	return 0;
 }
 
@@ -478,6 +513,7 @@ void bf_filter_free(struct bf_filter *f)
 	if (f->name != name_tail(f))
 		free(f->name);
 	shape_put(f->params);
+	free(f->rare);
 	free(f);
 }
 
@@ -490,32 +526,39 @@ uint64_t bf_filter_cost(const struct bf_filter *f)
 	return c;
 }
 
-void bf_stats_encode(const struct bf_stats *s, uint64_t out[BF_STATS_WORDS])
+void bf_filter_stats_encode(const struct bf_filter *f, uint64_t out[BF_STATS_WORDS])
 {
+	const struct bf_stats *s = &f->stats;
+
 	out[0] = bf_stats_checks(s);
 	out[1] = s->check_hits;
 	out[2] = s->check_misses;
 	out[3] = bf_stats_sets(s);
 	out[4] = s->set_hits;
 	out[5] = s->set_misses;
-	out[6] = bf_stats_deletes(s);
-	out[7] = s->delete_hits;
-	out[8] = s->delete_misses;
+	out[6] = bf_filter_deletes(f);
+	out[7] = bf_filter_delete_hits(f);
+	out[8] = bf_filter_delete_misses(f);
 }
 
-void bf_stats_decode(struct bf_stats *s, const uint64_t in[BF_STATS_WORDS])
+int bf_filter_stats_decode(struct bf_filter *f, const uint64_t in[BF_STATS_WORDS])
 {
 	uint64_t counted = in[4] + in[5];
 
-	*s = (struct bf_stats){
+	if ((in[7] || in[8]) && bf_filter_rare_get(f))
+		return -ENOMEM;
+	f->stats = (struct bf_stats){
 	    .check_hits = in[1],
 	    .check_misses = in[2],
 	    .set_hits = in[4],
 	    .set_misses = in[5],
 	    .set_fails = in[3] > counted ? in[3] - counted : 0,
-	    .delete_hits = in[7],
-	    .delete_misses = in[8],
 	};
+	if (f->rare) {
+		f->rare->delete_hits = in[7];
+		f->rare->delete_misses = in[8];
+	}
+	return 0;
 }
 
 /* Branch-free, for the reason given in bf_filter_paths.h. */
@@ -686,13 +729,13 @@ int bf_filter_delete_hash(struct bf_filter *f, struct bf_hash h)
 		if (l) {
 			/* One of the two is a false positive, and taking the key out of that one
 			 * would zero other keys' counters: refuse rather than guess. */
-			f->stats.delete_misses++;
+			f->rare->delete_misses++;
 			return -ENOTUNIQ;
 		}
 		l = &f->layers[i];
 	}
 	if (!l) {
-		f->stats.delete_misses++;
+		f->rare->delete_misses++;
 		return 0;
 	}
 	bf_layer_delete(l, h);
@@ -702,7 +745,7 @@ int bf_filter_delete_hash(struct bf_filter *f, struct bf_hash h)
 		f->items--;
 	}
 	f->changes++;
-	f->stats.delete_hits++;
+	f->rare->delete_hits++;
 	return 1;
 }
 
@@ -798,7 +841,13 @@ int bf_filter_copy_meta(struct bf_filter *c, const struct bf_filter *f)
 	c->seed = f->seed;
 	c->id = f->id;
 	c->lsn = f->lsn;
-	c->expire_ms = f->expire_ms;
+	if (f->rare) {
+		if (bf_filter_rare_get(c))
+			return -ENOMEM;
+		c->rare->expire_ms = f->rare->expire_ms;
+		c->rare->page_ins = f->rare->page_ins;
+		c->rare->page_outs = f->rare->page_outs;
+	}
 	c->changes = f->changes;
 	bf_filter_copy_counts(c, f);
 	return 0;
@@ -807,6 +856,10 @@ int bf_filter_copy_meta(struct bf_filter *c, const struct bf_filter *f)
 void bf_filter_copy_counts(struct bf_filter *c, const struct bf_filter *f)
 {
 	c->stats = f->stats;
+	if (c->rare && f->rare) {
+		c->rare->delete_hits = f->rare->delete_hits;
+		c->rare->delete_misses = f->rare->delete_misses;
+	}
 	/* The layers c has (f may have grown since): the counts of those, and their sum. */
 	c->items = 0;
 	for (unsigned i = 0; i < c->nlayers && i < f->nlayers; i++) {
@@ -871,7 +924,7 @@ uint64_t bf_filter_capacity(const struct bf_filter *f)
 	for (unsigned i = 0; i < f->nlayers; i++)
 		c += f->layers[i].capacity;
 	/* Paged out: what its layers held, from its parameters. */
-	for (unsigned i = 0; f->paged && i < f->paged_layers; i++) {
+	for (unsigned i = 0; f->paged && i < f->rare->paged_layers; i++) {
 		bf_filter_layer_target(f->params, i, &cap, &err);
 		c = cap > UINT64_MAX - c ? UINT64_MAX : c + cap;
 	}

@@ -68,16 +68,30 @@ uint64_t bf_budget_room(const struct bf_budget *b);
 void bf_budget_release(struct bf_budget *b, uint64_t bytes);
 
 /*
- * A filter's counters. The totals are not stored: checks are check_hits + check_misses, deletes
- * delete_hits + delete_misses, and sets set_hits + set_misses + set_fails (bf_stats_checks,
- * bf_stats_sets, bf_stats_deletes). Snapshots keep all nine counters (BF_STATS_WORDS, in the
- * order bf_stats_encode writes them), as the files always did.
+ * A filter's counters of checks and sets (its deletes are in struct bf_filter_rare). The totals
+ * are not stored: checks are check_hits + check_misses, sets set_hits + set_misses + set_fails
+ * (bf_stats_checks, bf_stats_sets), deletes delete_hits + delete_misses (bf_filter_deletes).
+ * Snapshots keep all nine counters (BF_STATS_WORDS, in the order bf_filter_stats_encode writes
+ * them), as the files always did.
  */
 struct bf_stats {
 	uint64_t check_hits, check_misses;
 	uint64_t set_hits, set_misses; /* set_hits: the key was new */
 	uint64_t set_fails;	       /* adds to a plain filter refused (full, or out of memory) */
+};
+
+/*
+ * What most filters never need: an expiry, deletes (a counting filter's), paging. Allocated
+ * when first needed (bf_filter_rare_get), charged to the filter's budget, freed with it: a
+ * counting filter always has it, and so does one that has an expiry or has been paged out.
+ */
+struct bf_filter_rare {
+	uint64_t expire_ms; /* Unix time in ms at which it expires (Redis's EXPIRE); 0: never.
+			     * Set only through bf_registry_set_expire */
 	uint64_t delete_hits, delete_misses;
+	uint32_t expire_pos; /* its place in its registry's expiry heap, from 1; 0: none */
+	uint32_t page_ins, page_outs;
+	uint16_t paged_layers; /* the layers it had when paged out (capacity, info) */
 };
 
 static inline uint64_t bf_stats_checks(const struct bf_stats *s)
@@ -90,18 +104,9 @@ static inline uint64_t bf_stats_sets(const struct bf_stats *s)
 	return s->set_hits + s->set_misses + s->set_fails;
 }
 
-static inline uint64_t bf_stats_deletes(const struct bf_stats *s)
-{
-	return s->delete_hits + s->delete_misses;
-}
-
 /* The counters as snapshots hold them: checks, check_hits, check_misses, sets, set_hits,
  * set_misses, deletes, delete_hits, delete_misses. */
 #define BF_STATS_WORDS 9
-void bf_stats_encode(const struct bf_stats *s, uint64_t out[BF_STATS_WORDS]);
-/* The totals read are not kept: sets beyond hits and misses are set_fails; checks and deletes
- * are their hits and misses again. */
-void bf_stats_decode(struct bf_stats *s, const uint64_t in[BF_STATS_WORDS]);
 
 /*
  * Outside core/ every field is read-only, and layers (their blocks, their number, f->bytes) are
@@ -120,17 +125,16 @@ struct bf_filter {
 	 * one BF.RESERVE line hold one): set only by bf_filter_set_params, read only. */
 	const struct bf_params *params;
 	uint64_t seed;
-	uint64_t id;	    /* names the filter in log records; given by the registry, kept by
-			     * snapshots */
-	uint64_t lsn;	    /* log sequence number of the last logged change to it (0: none) */
-	uint64_t expire_ms; /* Unix time in ms at which it expires (Redis's EXPIRE); 0: never.
-			     * Set only through bf_registry_set_expire */
-	uint64_t items;	    /* adds that changed the filter (every add, if counting), minus
-			     * deletes; always the sum of the layers' items */
-	uint64_t bytes;	    /* sum of layer sizes (the bits; see bf_filter_cost for the memory) */
-	uint64_t changes;   /* bumped by every mutation, for snapshot scheduling */
+	uint64_t id;	  /* names the filter in log records; given by the registry, kept by
+			   * snapshots */
+	uint64_t lsn;	  /* log sequence number of the last logged change to it (0: none) */
+	uint64_t items;	  /* adds that changed the filter (every add, if counting), minus
+			   * deletes; always the sum of the layers' items */
+	uint64_t bytes;	  /* sum of layer sizes (the bits; see bf_filter_cost for the memory) */
+	uint64_t changes; /* bumped by every mutation, for snapshot scheduling */
 	struct bf_stats stats;
-	struct bf_budget *budget; /* may be NULL: no accounting */
+	struct bf_filter_rare *rare; /* NULL until needed: see struct bf_filter_rare */
+	struct bf_budget *budget;    /* may be NULL: no accounting */
 	void *owner; /* the owner's own per-filter data (the server's snapshot entry); core never
 		      * reads it, and a copy does not carry it */
 	/*
@@ -140,8 +144,6 @@ struct bf_filter {
 	 */
 	struct bf_layer *layers;
 	struct bf_layer layer0;
-	uint32_t expire_pos; /* its place in its registry's expiry heap, from 1; 0: none */
-	uint32_t page_ins, page_outs;
 	uint32_t used_s;	  /* when it was last used, in the owner's clock (cold_interval) */
 	uint16_t nlayers;	  /* layers in use, at most BF_MAX_LAYERS */
 	uint16_t layers_cap : 14; /* layers allocated (bf_filter_layers_reserve) */
@@ -151,18 +153,64 @@ struct bf_filter {
 	/* Its params were new when it was given them: their shared copy is part of its cost
 	 * (bf_filter_cost), even once other filters hold it too. */
 	bool params_charged : 1;
-	uint16_t paged_layers; /* the layers it had when paged out (capacity, info) */
-	uint8_t name_len;      /* at most BF_NAME_MAX */
-	uint8_t name_room;     /* bytes for a name just past the structure (bf_filter_alloc) */
+	uint8_t name_len;  /* at most BF_NAME_MAX */
+	uint8_t name_room; /* bytes for a name just past the structure (bf_filter_alloc) */
 };
 
 _Static_assert(BF_MAX_LAYERS < (1 << 14) && BF_NAME_MAX < UINT8_MAX,
 	       "nlayers, layers_cap, paged_layers, name_len and name_room are narrow");
 
+/* Its expiry (Unix time in ms; 0: none), deletes and paging counts. */
+static inline uint64_t bf_filter_expire_ms(const struct bf_filter *f)
+{
+	return f->rare ? f->rare->expire_ms : 0;
+}
+
+static inline uint64_t bf_filter_delete_hits(const struct bf_filter *f)
+{
+	return f->rare ? f->rare->delete_hits : 0;
+}
+
+static inline uint64_t bf_filter_delete_misses(const struct bf_filter *f)
+{
+	return f->rare ? f->rare->delete_misses : 0;
+}
+
+static inline uint64_t bf_filter_deletes(const struct bf_filter *f)
+{
+	return bf_filter_delete_hits(f) + bf_filter_delete_misses(f);
+}
+
+static inline uint32_t bf_filter_page_ins(const struct bf_filter *f)
+{
+	return f->rare ? f->rare->page_ins : 0;
+}
+
+static inline uint32_t bf_filter_page_outs(const struct bf_filter *f)
+{
+	return f->rare ? f->rare->page_outs : 0;
+}
+
+/* Core only: f->rare, allocated and charged to f's budget if f had none. 0 or -ENOMEM. */
+int bf_filter_rare_get(struct bf_filter *f);
+
+/* Core only: the expiry of a filter no registry holds (a load's); a registry's filters change
+ * theirs through bf_registry_set_expire. 0 or -ENOMEM (unchanged). */
+int bf_filter_set_expiry(struct bf_filter *f, uint64_t expire_ms);
+
+/* Its counters as snapshots hold them (BF_STATS_WORDS words). */
+void bf_filter_stats_encode(const struct bf_filter *f, uint64_t out[BF_STATS_WORDS]);
+/*
+ * Core only: set f's counters from a snapshot's words (the totals read are not kept: sets
+ * beyond hits and misses are set_fails; checks and deletes are their hits and misses again).
+ * 0, or -ENOMEM: deletes to keep and no room for f->rare (nothing changed).
+ */
+int bf_filter_stats_decode(struct bf_filter *f, const uint64_t in[BF_STATS_WORDS]);
+
 /* Its layers (those it had, while paged out). */
 static inline unsigned bf_filter_nlayers(const struct bf_filter *f)
 {
-	return f->paged ? f->paged_layers : f->nlayers;
+	return f->paged ? f->rare->paged_layers : f->nlayers;
 }
 
 /*
@@ -195,7 +243,8 @@ static inline void bf_filter_detach(struct bf_filter *f)
 {
 	f->id = 0;
 	f->lsn = 0;
-	f->expire_ms = 0;
+	if (f->rare)
+		f->rare->expire_ms = 0;
 }
 
 /*
@@ -352,9 +401,10 @@ double bf_filter_choose_ratio(enum bf_type type, double error_rate, uint32_t exp
 
 /*
  * Page f out (bloomd's close; its owner has its layers on disk): its layers are freed and
- * their cost released from its budget; everything else stays. Counts a page-out.
+ * their cost released from its budget; everything else stays. Counts a page-out. 0, or
+ * -ENOMEM: no room for f->rare, where a paged filter keeps its layer count (nothing changed).
  */
-void bf_filter_page_out(struct bf_filter *f);
+int bf_filter_page_out(struct bf_filter *f);
 
 /*
  * Page f in: take the layers of copy, read from f's snapshot (same id, seed and parameters;

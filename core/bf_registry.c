@@ -61,7 +61,7 @@ bool bf_name_valid(const char *name, size_t len)
 static void heap_set(struct bf_registry *r, size_t i, struct bf_filter *f)
 {
 	r->heap[i] = f;
-	f->expire_pos = (uint32_t)(i + 1);
+	f->rare->expire_pos = (uint32_t)(i + 1);
 }
 
 static void heap_up(struct bf_registry *r, size_t i)
@@ -70,7 +70,7 @@ static void heap_up(struct bf_registry *r, size_t i)
 
 	while (i) {
 		size_t parent = (i - 1) / 2;
-		if (r->heap[parent]->expire_ms <= f->expire_ms)
+		if (r->heap[parent]->rare->expire_ms <= f->rare->expire_ms)
 			break;
 		heap_set(r, i, r->heap[parent]);
 		i = parent;
@@ -86,9 +86,10 @@ static void heap_down(struct bf_registry *r, size_t i)
 		size_t c = 2 * i + 1;
 		if (c >= r->nheap)
 			break;
-		if (c + 1 < r->nheap && r->heap[c + 1]->expire_ms < r->heap[c]->expire_ms)
+		if (c + 1 < r->nheap &&
+		    r->heap[c + 1]->rare->expire_ms < r->heap[c]->rare->expire_ms)
 			c++;
-		if (f->expire_ms <= r->heap[c]->expire_ms)
+		if (f->rare->expire_ms <= r->heap[c]->rare->expire_ms)
 			break;
 		heap_set(r, i, r->heap[c]);
 		i = c;
@@ -99,19 +100,19 @@ static void heap_down(struct bf_registry *r, size_t i)
 /* Take f (in the heap) out of it. */
 static void heap_remove(struct bf_registry *r, struct bf_filter *f)
 {
-	size_t i = f->expire_pos - 1;
+	size_t i = f->rare->expire_pos - 1;
 	struct bf_filter *last = r->heap[--r->nheap];
 
-	r->expire_sum -= f->expire_ms;
-	f->expire_pos = 0;
+	r->expire_sum -= f->rare->expire_ms;
+	f->rare->expire_pos = 0;
 	if (last == f)
 		return;
 	heap_set(r, i, last);
 	heap_down(r, i);
-	heap_up(r, last->expire_pos - 1);
+	heap_up(r, last->rare->expire_pos - 1);
 }
 
-/* Put f (f->expire_ms set, not in the heap) in it. 0 or -ENOMEM. */
+/* Put f (f->rare->expire_ms set, not in the heap) in it. 0 or -ENOMEM. */
 static int heap_add(struct bf_registry *r, struct bf_filter *f)
 {
 	if (r->nheap == r->heap_cap) {
@@ -122,7 +123,7 @@ static int heap_add(struct bf_registry *r, struct bf_filter *f)
 		r->heap = h;
 		r->heap_cap = cap;
 	}
-	r->expire_sum += f->expire_ms;
+	r->expire_sum += f->rare->expire_ms;
 	heap_set(r, r->nheap++, f);
 	heap_up(r, r->nheap - 1);
 	return 0;
@@ -130,24 +131,29 @@ static int heap_add(struct bf_registry *r, struct bf_filter *f)
 
 int bf_registry_set_expire(struct bf_registry *r, struct bf_filter *f, uint64_t expire_ms)
 {
-	if (f->expire_pos) {
+	struct bf_filter_rare *x = f->rare;
+
+	if (x && x->expire_pos) {
 		if (!expire_ms) {
 			heap_remove(r, f);
-			f->expire_ms = 0;
+			x->expire_ms = 0;
 			return 0;
 		}
-		r->expire_sum = r->expire_sum - f->expire_ms + expire_ms;
-		f->expire_ms = expire_ms;
-		heap_down(r, f->expire_pos - 1);
-		heap_up(r, f->expire_pos - 1);
+		r->expire_sum = r->expire_sum - x->expire_ms + expire_ms;
+		x->expire_ms = expire_ms;
+		heap_down(r, x->expire_pos - 1);
+		heap_up(r, x->expire_pos - 1);
 		return 0;
 	}
 	if (!expire_ms)
 		return 0;
-	f->expire_ms = expire_ms;
-	int rc = heap_add(r, f);
+	int rc = bf_filter_rare_get(f);
 	if (rc)
-		f->expire_ms = 0;
+		return rc;
+	f->rare->expire_ms = expire_ms;
+	rc = heap_add(r, f);
+	if (rc)
+		f->rare->expire_ms = 0;
 	return rc;
 }
 
@@ -389,12 +395,13 @@ int bf_registry_adopt(struct bf_registry *r, const char *name, size_t len, struc
 	int rc = bf_budget_reserve(&r->budget, cost);
 	if (rc)
 		return rc;
-	f->expire_pos = 0;
-	rc = f->expire_ms ? heap_add(r, f) : 0;
+	if (f->rare)
+		f->rare->expire_pos = 0;
+	rc = bf_filter_expire_ms(f) ? heap_add(r, f) : 0;
 	if (!rc)
 		rc = insert(r, name, len, hash, f);
 	if (rc) {
-		if (f->expire_pos)
+		if (f->rare && f->rare->expire_pos)
 			heap_remove(r, f);
 		bf_budget_release(&r->budget, cost);
 		return rc;
@@ -416,7 +423,7 @@ int bf_registry_drop(struct bf_registry *r, const char *name, size_t len)
 		return -ENOENT;
 	*pp = f->reg_next;
 	bf_index_remove(&r->names, f);
-	if (f->expire_pos)
+	if (f->rare && f->rare->expire_pos)
 		heap_remove(r, f);
 	bf_filter_free(f);
 	bf_budget_release(&r->budget, r->entry_cost);

@@ -180,7 +180,7 @@ void bf_snapshot_header(const struct bf_filter *f, uint64_t generation, uint64_t
 	put64(h, OFF_BODY_LEN, body_len);
 	put64(h, OFF_BODY_SUM, body_sum);
 	uint64_t stats[BF_STATS_WORDS];
-	bf_stats_encode(&f->stats, stats);
+	bf_filter_stats_encode(f, stats);
 	memcpy(h + OFF_STATS, stats, sizeof(stats));
 	put32(h, OFF_NAME_LEN, (uint32_t)f->name_len);
 	memcpy(h + OFF_NAME, f->name, f->name_len);
@@ -196,7 +196,7 @@ void bf_snapshot_header(const struct bf_filter *f, uint64_t generation, uint64_t
 	}
 	put64(h, OFF_ID, f->id);
 	put64(h, OFF_LSN, f->lsn);
-	put64(h, OFF_EXPIRE, f->expire_ms);
+	put64(h, OFF_EXPIRE, bf_filter_expire_ms(f));
 	putf64(h, OFF_RATIO, f->params->ratio);
 	putf64(h, OFF_FIRST, f->params->first);
 	put64(h, OFF_HEADER_SUM, header_sum(h, OFF_HEADER_SUM, len));
@@ -445,11 +445,10 @@ static int meta_build(const struct snap_meta *m, const struct bf_params *p, uint
 	f->items = m->items;
 	f->id = m->id;
 	f->lsn = m->lsn;
-	f->expire_ms = m->expire_ms;
 	uint64_t stats[BF_STATS_WORDS];
 	memcpy(stats, m->stats, sizeof(stats));
-	bf_stats_decode(&f->stats, stats);
-	if (bf_filter_set_name(f, (const char *)m->name, m->name_len) ||
+	if (bf_filter_set_expiry(f, m->expire_ms) || bf_filter_stats_decode(f, stats) ||
+	    bf_filter_set_name(f, (const char *)m->name, m->name_len) ||
 	    bf_filter_layers_reserve(f, m->nlayers)) {
 		bf_filter_free(f);
 		return reason(why, whylen, -ENOMEM, "out of memory");
@@ -762,9 +761,9 @@ void bf_snapshot_entry_encode(const struct bf_filter *f, uint64_t generation, un
 	put64(out, E_LSN, f->lsn);
 	put64(out, E_BODY_LEN, f->bytes);
 	uint64_t stats[BF_STATS_WORDS];
-	bf_stats_encode(&f->stats, stats);
+	bf_filter_stats_encode(f, stats);
 	memcpy(out + E_STATS, stats, sizeof(stats));
-	put64(out, E_EXPIRE, f->expire_ms);
+	put64(out, E_EXPIRE, bf_filter_expire_ms(f));
 	putf64(out, E_RATIO, f->params->ratio);
 	putf64(out, E_FIRST, f->params->first);
 	memcpy(out + E_NAME, f->name, f->name_len);

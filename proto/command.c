@@ -266,7 +266,7 @@ struct bf_filter *cmd_lookup(struct cmd_ctx *c, const char *name, size_t len)
 {
 	struct bf_filter *f = bf_registry_get(c->reg, name, len);
 
-	if (f && f->expire_ms && f->expire_ms <= cmd_now_ms()) {
+	if (f && bf_filter_expire_ms(f) && bf_filter_expire_ms(f) <= cmd_now_ms()) {
 		expire_now(c, f);
 		return NULL;
 	}
@@ -278,15 +278,16 @@ uint64_t cmd_expire_due(struct cmd_ctx *c, uint64_t now_ms, size_t max)
 	struct bf_filter *f;
 	size_t n = 0;
 
-	while ((f = bf_registry_next_expiring(c->reg)) && f->expire_ms <= now_ms &&
+	while ((f = bf_registry_next_expiring(c->reg)) && bf_filter_expire_ms(f) <= now_ms &&
 	       (!max || n++ < max))
 		expire_now(c, f);
-	return f ? f->expire_ms : 0;
+	return f ? bf_filter_expire_ms(f) : 0;
 }
 
 enum cmd_status cmd_set_expire(struct cmd_ctx *c, struct bf_filter *f, uint64_t expire_ms)
 {
-	if (f->paged && expire_ms != f->expire_ms && !(expire_ms && expire_ms <= cmd_now_ms()))
+	if (f->paged && expire_ms != bf_filter_expire_ms(f) &&
+	    !(expire_ms && expire_ms <= cmd_now_ms()))
 		return CMD_PAGED_OUT; /* its checkpoint would be written again */
 	if (expire_ms && expire_ms <= cmd_now_ms())
 		return cmd_drop(c, f->name, f->name_len, true);
@@ -304,7 +305,7 @@ enum cmd_status cmd_set_expire(struct cmd_ctx *c, struct bf_filter *f, uint64_t 
 
 		if (logged(c, f))
 			log_change(c, f, BF_REC_EXPIRE, rec,
-				   bf_record_expire(f->id, f->expire_ms, rec));
+				   bf_record_expire(f->id, bf_filter_expire_ms(f), rec));
 		return CMD_INTERNAL;
 	}
 	f->changes++;

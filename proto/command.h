@@ -291,7 +291,7 @@ uint64_t cmd_now_ms(void);
 /* Whether f's time has come by now_ms (it is dropped at its next lookup, or by the timer). */
 static inline bool cmd_expired(const struct bf_filter *f, uint64_t now_ms)
 {
-	return f->expire_ms && f->expire_ms <= now_ms;
+	return bf_filter_expire_ms(f) && bf_filter_expire_ms(f) <= now_ms;
 }
 
 /* The filter named name[0, len), or NULL (none, or expired: then it is dropped now). */

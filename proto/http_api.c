@@ -564,11 +564,12 @@ static bool add_ttl(cJSON *j, const struct bf_filter *f)
 {
 	uint64_t now = cmd_now_ms();
 
-	if (!f->expire_ms)
+	if (!bf_filter_expire_ms(f))
 		return cJSON_AddNullToObject(j, "ttl_seconds") != NULL;
-	return cJSON_AddNumberToObject(
-		   j, "ttl_seconds",
-		   f->expire_ms > now ? (double)((f->expire_ms - now + 500) / 1000) : 0) != NULL;
+	return cJSON_AddNumberToObject(j, "ttl_seconds",
+				       bf_filter_expire_ms(f) > now
+					   ? (double)((bf_filter_expire_ms(f) - now + 500) / 1000)
+					   : 0) != NULL;
 }
 
 static cJSON *filter_json(const struct bf_filter *f, bool detail)
@@ -600,9 +601,10 @@ static cJSON *filter_json(const struct bf_filter *f, bool detail)
 		     cJSON_AddNumberToObject(st, "sets", (double)bf_stats_sets(s)) &&
 		     cJSON_AddNumberToObject(st, "set_hits", (double)s->set_hits) &&
 		     cJSON_AddNumberToObject(st, "set_misses", (double)s->set_misses) &&
-		     cJSON_AddNumberToObject(st, "deletes", (double)bf_stats_deletes(s)) &&
-		     cJSON_AddNumberToObject(st, "delete_hits", (double)s->delete_hits) &&
-		     cJSON_AddNumberToObject(st, "delete_misses", (double)s->delete_misses);
+		     cJSON_AddNumberToObject(st, "deletes", (double)bf_filter_deletes(f)) &&
+		     cJSON_AddNumberToObject(st, "delete_hits", (double)bf_filter_delete_hits(f)) &&
+		     cJSON_AddNumberToObject(st, "delete_misses",
+					     (double)bf_filter_delete_misses(f));
 	}
 	if (!ok) {
 		cJSON_Delete(j);

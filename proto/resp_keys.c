@@ -115,7 +115,7 @@ void resp_keys_expire(struct cmd_ctx *c, struct cmd_session *s, const struct pro
 		goto invalid;
 	when += base;
 	f = resp_arg_filter(c, av, 1);
-	if (!f || !expire_allowed(flags, f->expire_ms, when)) {
+	if (!f || !expire_allowed(flags, bf_filter_expire_ms(f), when)) {
 		proto_resp_integer(out, 0);
 		return;
 	}
@@ -153,11 +153,12 @@ void resp_keys_ttl(struct cmd_ctx *c, struct cmd_session *s, const struct proto_
 		proto_resp_integer(out, -2);
 		return;
 	}
-	if (!f->expire_ms) {
+	if (!bf_filter_expire_ms(f)) {
 		proto_resp_integer(out, -1);
 		return;
 	}
-	ttl = abs ? (long long)f->expire_ms : (long long)f->expire_ms - (long long)cmd_now_ms();
+	ttl = abs ? (long long)bf_filter_expire_ms(f)
+		  : (long long)bf_filter_expire_ms(f) - (long long)cmd_now_ms();
 	if (ttl < 0)
 		ttl = 0;
 	/* Rounded to the nearest second without (ttl + 500), which overflows near the largest. */
@@ -172,7 +173,7 @@ void resp_keys_persist(struct cmd_ctx *c, struct cmd_session *s, const struct pr
 	enum cmd_status st;
 	(void)s;
 
-	if (!f || !f->expire_ms) {
+	if (!f || !bf_filter_expire_ms(f)) {
 		proto_resp_integer(out, 0);
 		return;
 	}

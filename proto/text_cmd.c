@@ -367,8 +367,8 @@ static void do_info(struct cmd_ctx *c, struct span args, struct proto_buf *out)
 	append_u64_field(out, "check_hits", st->check_hits);
 	append_u64_field(out, "check_misses", st->check_misses);
 	append_u64_field(out, "in_memory", !f->paged);
-	append_u64_field(out, "page_ins", f->page_ins);
-	append_u64_field(out, "page_outs", f->page_outs);
+	append_u64_field(out, "page_ins", bf_filter_page_ins(f));
+	append_u64_field(out, "page_outs", bf_filter_page_outs(f));
 	proto_buf_append_fmt(out, "probability %f\n", f->params->error_rate);
 	append_u64_field(out, "sets", bf_stats_sets(st));
 	append_u64_field(out, "set_hits", st->set_hits);
@@ -383,14 +383,15 @@ static void do_info(struct cmd_ctx *c, struct span args, struct proto_buf *out)
 	append_u64_field(out, "expansion", f->params->expansion);
 	append_u64_field(out, "layers", bf_filter_nlayers(f));
 	proto_buf_append_fmt(out, "fpr_estimate %.6g\n", bf_filter_fpr(f));
-	append_u64_field(out, "deletes", bf_stats_deletes(st));
-	append_u64_field(out, "delete_hits", st->delete_hits);
-	append_u64_field(out, "delete_misses", st->delete_misses);
+	append_u64_field(out, "deletes", bf_filter_deletes(f));
+	append_u64_field(out, "delete_hits", bf_filter_delete_hits(f));
+	append_u64_field(out, "delete_misses", bf_filter_delete_misses(f));
 	/* Seconds left, rounded as Redis's TTL; -1: never expires. */
 	uint64_t now = cmd_now_ms();
-	if (f->expire_ms)
-		append_u64_field(out, "ttl",
-				 f->expire_ms > now ? (f->expire_ms - now + 500) / 1000 : 0);
+	if (bf_filter_expire_ms(f))
+		append_u64_field(
+		    out, "ttl",
+		    bf_filter_expire_ms(f) > now ? (bf_filter_expire_ms(f) - now + 500) / 1000 : 0);
 	else
 		proto_buf_append_str(out, "ttl -1\n");
 	proto_buf_append_str(out, "END\n");

@@ -1606,9 +1606,11 @@ static bool snap_closes_step(struct srv_snap *sn)
 		} else if (e->close_written && e->failed) {
 			snap_close_end(sn, i, -EIO);
 		} else if (!snap_dirty(e) && e->own_file && e->pack < 0) {
-			bf_filter_page_out(e->f);
-			srv_log(SRV_LOG_DEBUG, "filter '%s' paged out", e->f->name);
-			snap_close_end(sn, i, 0);
+			int rc = bf_filter_page_out(e->f);
+
+			if (!rc)
+				srv_log(SRV_LOG_DEBUG, "filter '%s' paged out", e->f->name);
+			snap_close_end(sn, i, rc);
 		} else {
 			e->close_written = true;
 			if (snap_start(sn, e) == 0)
@@ -1974,11 +1976,12 @@ int srv_snap_page_out(struct srv_snap *sn, struct bf_filter *f)
 			return rc;
 		}
 	}
-	bf_filter_page_out(f);
-	srv_log(SRV_LOG_DEBUG, "filter '%s' paged out", f->name);
+	rc = bf_filter_page_out(f);
+	if (!rc)
+		srv_log(SRV_LOG_DEBUG, "filter '%s' paged out", f->name);
 	if (restart)
 		snap_step(sn);
-	return 0;
+	return rc;
 }
 
 struct snap_load {

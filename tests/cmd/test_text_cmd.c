@@ -341,7 +341,7 @@ static int page_out_hook(void *arg, struct bf_filter *f)
 {
 	(void)arg;
 	ck_assert_int_eq(bf_filter_clone(f, &paged_copy), 0);
-	bf_filter_page_out(f);
+	ck_assert_int_eq(bf_filter_page_out(f), 0);
 	return 0;
 }
 

@@ -282,7 +282,7 @@ START_TEST(counting_delete_absent_changes_nothing)
 	ck_assert_mem_eq(before, f->layers[0].blocks, bytes);
 	ck_assert_uint_eq(f->items, items);
 	ck_assert_uint_eq(f->changes, changes);
-	ck_assert_uint_eq(f->stats.delete_misses, 1);
+	ck_assert_uint_eq(bf_filter_delete_misses(f), 1);
 	/* A key added twice needs two deletes. */
 	ck_assert_int_eq(add(f, 1), 0);
 	char k[32];
@@ -330,8 +330,8 @@ START_TEST(counting_delete_across_layers_loses_nothing)
 	assert_all_present(f, 30000);
 	ck_assert_uint_eq(deleted + refused, 10000);
 	ck_assert_uint_eq(f->items, 30000 + refused);
-	ck_assert_uint_eq(f->stats.delete_hits, deleted);
-	ck_assert_uint_eq(f->stats.delete_misses, refused);
+	ck_assert_uint_eq(bf_filter_delete_hits(f), deleted);
+	ck_assert_uint_eq(bf_filter_delete_misses(f), refused);
 	/* An ambiguous delete happens about as often as a false positive in the newer layers
 	 * (their estimated rate at this fill), bounded like any false-positive count. */
 	double q = 1 - (1 - bf_layer_fpr(&f->layers[1])) * (1 - bf_layer_fpr(&f->layers[2]));
@@ -468,16 +468,26 @@ START_TEST(refused_adds_count_as_sets)
 	ck_assert_uint_eq(f->stats.set_misses, 1);
 	ck_assert_uint_eq(f->stats.set_fails, 1);
 	uint64_t words[BF_STATS_WORDS];
-	bf_stats_encode(&f->stats, words);
+	bf_filter_stats_encode(f, words);
 	uint64_t expect[BF_STATS_WORDS] = {1, 1, 0, 5, 3, 1, 0, 0, 0};
 	ck_assert_mem_eq(words, expect, sizeof(words));
-	struct bf_stats back;
-	bf_stats_decode(&back, words);
-	ck_assert_mem_eq(&back, &f->stats, sizeof(back));
+	struct bf_filter *back;
+	ck_assert_int_eq(bf_filter_new(&params, 4, NULL, &back), 0);
+	ck_assert_int_eq(bf_filter_stats_decode(back, words), 0);
+	ck_assert_mem_eq(&back->stats, &f->stats, sizeof(back->stats));
+	ck_assert_ptr_null(back->rare); /* no deletes, no expiry: a plain filter has none */
 	/* A total below its hits and misses (no file has one) is taken as no failures. */
 	words[3] = 2;
-	bf_stats_decode(&back, words);
-	ck_assert_uint_eq(back.set_fails, 0);
+	ck_assert_int_eq(bf_filter_stats_decode(back, words), 0);
+	ck_assert_uint_eq(back->stats.set_fails, 0);
+	/* Deletes (a counting filter's file) are kept. */
+	words[6] = 7;
+	words[7] = 5;
+	words[8] = 2;
+	ck_assert_int_eq(bf_filter_stats_decode(back, words), 0);
+	ck_assert_uint_eq(bf_filter_delete_hits(back), 5);
+	ck_assert_uint_eq(bf_filter_delete_misses(back), 2);
+	bf_filter_free(back);
 	bf_filter_free(f);
 }
 END_TEST
@@ -569,13 +579,20 @@ START_TEST(first_layer_inside_the_structure)
 					 bf_layer_bytes(&f->layers[l]));
 		uint64_t cost = bf_filter_cost(f);
 		ck_assert_uint_eq(budget.used, cost);
-		bf_filter_page_out(f);
+		ck_assert_int_eq(bf_filter_page_out(f), 0);
 		ck_assert_ptr_null(f->layers);
 		ck_assert_uint_lt(budget.used, cost);
+		ck_assert_uint_eq(budget.used, bf_filter_cost(f));
+		ck_assert_ptr_nonnull(f->rare); /* its layer count and page-outs */
+		ck_assert_uint_eq(bf_filter_nlayers(f), nlayers);
 		ck_assert_int_eq(bf_filter_page_in(f, c), 0);
 		ck_assert_int_eq(f->layers == &f->layer0, nlayers == 1);
 		ck_assert_uint_eq(f->nlayers, nlayers);
-		ck_assert_uint_eq(budget.used, cost);
+		ck_assert_uint_eq(bf_filter_page_ins(f), round + 1);
+		ck_assert_uint_eq(bf_filter_page_outs(f), round + 1);
+		/* What it cost before, and its rare part (from the first page-out on). */
+		ck_assert_uint_eq(budget.used, bf_filter_cost(f));
+		ck_assert_uint_eq(bf_filter_cost(f), cost + (round ? 0 : sizeof(*f->rare) + 16));
 		assert_all_present(f, round ? 150 : 50);
 		/* Grow past one layer: the entry moves to a heap array. */
 		add_range(f, 50, 150);

@@ -16,6 +16,9 @@
 #include "core/bf_snapshot.h"
 #include "tests/check_main.h"
 
+/* Its place in its registry's expiry heap (0: none). */
+#define EXPIRE_POS(f) ((f)->rare ? (f)->rare->expire_pos : 0u)
+
 /* The log of one test: records kept in memory, in LSN order (LSN = index + 1). */
 struct rec {
 	int type;
@@ -273,8 +276,8 @@ static void assert_same_registry(struct bf_registry *a, struct bf_registry *b)
 		const struct bf_filter *f = la[i], *g = lb[i];
 		ck_assert_str_eq(f->name, g->name);
 		ck_assert_uint_eq(f->id, g->id);
-		ck_assert_uint_eq(f->expire_ms, g->expire_ms);
-		ck_assert_uint_eq(f->expire_pos != 0, g->expire_pos != 0);
+		ck_assert_uint_eq(bf_filter_expire_ms(f), bf_filter_expire_ms(g));
+		ck_assert_uint_eq(EXPIRE_POS(f) != 0, EXPIRE_POS(g) != 0);
 		ck_assert_uint_eq(f->seed, g->seed);
 		ck_assert_uint_eq(f->items, g->items);
 		ck_assert_uint_eq(f->nlayers, g->nlayers);
@@ -916,7 +919,7 @@ START_TEST(expire_round_trip_and_malformed)
 	bf_record_expire(0, 5000, buf);
 	ck_assert_int_eq(bf_replay_apply(rp, 12, BF_REC_EXPIRE, buf, 16, why, sizeof(why)),
 			 -EINVAL);
-	ck_assert_uint_eq(f->expire_ms, 0);
+	ck_assert_uint_eq(bf_filter_expire_ms(f), 0);
 	ck_assert_uint_eq(f->lsn, 0);
 	ck_assert_uint_eq(bf_registry_expiring(r, NULL), 0);
 	bf_replay_stats(rp, &st);
@@ -952,7 +955,7 @@ START_TEST(replay_expire)
 	expire_(live, "e", 5000000000000ULL);
 	ck = checkpoint(live);
 	ck0 = checkpoint(live);
-	ck_assert_uint_eq(bf_registry_get(ck, "kept", 4)->expire_ms, 9000000000000ULL);
+	ck_assert_uint_eq(bf_filter_expire_ms(bf_registry_get(ck, "kept", 4)), 9000000000000ULL);
 	ck_assert_uint_eq(bf_registry_expiring(ck, NULL), 2);
 	uint64_t cut = nlog;
 
@@ -967,7 +970,7 @@ START_TEST(replay_expire)
 	expire_(live, "c", 7000000000000ULL);
 	expire_(live, "d", 1); /* long past: kept by the replay as it was logged */
 	rename_(live, "a", "a2");
-	ck_assert_uint_eq(bf_registry_get(live, "a2", 2)->expire_ms, 8000000000000ULL);
+	ck_assert_uint_eq(bf_filter_expire_ms(bf_registry_get(live, "a2", 2)), 8000000000000ULL);
 	rename_(live, "c", "e"); /* over an expiring filter: e's time goes with it */
 	drop(live, "kept", BF_REC_DROP);
 	struct bf_filter *n = create(live, "new", p, 7);
@@ -981,11 +984,11 @@ START_TEST(replay_expire)
 	ck_assert_uint_eq(st.skipped + st.unknown, 0);
 	ck_assert_int_eq(drops_seen, 20); /* e (renamed over) and kept, with their files */
 	assert_same_registry(live, ck);
-	ck_assert_uint_eq(bf_registry_get(ck, "a2", 2)->expire_ms, 8000000000000ULL);
-	ck_assert_uint_eq(bf_registry_get(ck, "b", 1)->expire_ms, 0);
-	ck_assert_uint_eq(bf_registry_get(ck, "b", 1)->expire_pos, 0);
-	ck_assert_uint_eq(bf_registry_get(ck, "e", 1)->expire_ms, 7000000000000ULL);
-	ck_assert_uint_eq(bf_registry_get(ck, "d", 1)->expire_ms, 1);
+	ck_assert_uint_eq(bf_filter_expire_ms(bf_registry_get(ck, "a2", 2)), 8000000000000ULL);
+	ck_assert_uint_eq(bf_filter_expire_ms(bf_registry_get(ck, "b", 1)), 0);
+	ck_assert_uint_eq(EXPIRE_POS(bf_registry_get(ck, "b", 1)), 0);
+	ck_assert_uint_eq(bf_filter_expire_ms(bf_registry_get(ck, "e", 1)), 7000000000000ULL);
+	ck_assert_uint_eq(bf_filter_expire_ms(bf_registry_get(ck, "d", 1)), 1);
 	ck_assert_ptr_eq(bf_registry_next_expiring(ck), bf_registry_get(ck, "d", 1));
 	bf_registry_free(ck);
 
@@ -1057,7 +1060,7 @@ START_TEST(replay_expire_one_by_one)
 	ck_assert_int_eq(bf_replay_apply(rp, 20, BF_REC_EXPIRE, buf, 16, why, sizeof(why)), 0);
 	bf_record_expire(f->id, 0, buf);
 	ck_assert_int_eq(bf_replay_apply(rp, 19, BF_REC_EXPIRE, buf, 16, why, sizeof(why)), 0);
-	ck_assert_uint_eq(f->expire_ms, 7000);
+	ck_assert_uint_eq(bf_filter_expire_ms(f), 7000);
 	ck_assert_uint_eq(f->lsn, 20);
 	ck_assert_ptr_eq(bf_registry_next_expiring(r), f);
 	bf_replay_stats(rp, &st);
@@ -1067,19 +1070,19 @@ START_TEST(replay_expire_one_by_one)
 	/* Newer: applied. g gets a time earlier than f's: it is the next to expire. */
 	bf_record_expire(g->id, 3000, buf);
 	ck_assert_int_eq(bf_replay_apply(rp, 21, BF_REC_EXPIRE, buf, 16, why, sizeof(why)), 0);
-	ck_assert_uint_eq(g->expire_ms, 3000);
+	ck_assert_uint_eq(bf_filter_expire_ms(g), 3000);
 	ck_assert_uint_eq(g->lsn, 21);
 	ck_assert_ptr_eq(bf_registry_next_expiring(r), g);
 	/* f's time moved past g's, then cleared. */
 	bf_record_expire(f->id, 2000, buf);
 	ck_assert_int_eq(bf_replay_apply(rp, 22, BF_REC_EXPIRE, buf, 16, why, sizeof(why)), 0);
-	ck_assert_uint_eq(f->expire_ms, 2000);
+	ck_assert_uint_eq(bf_filter_expire_ms(f), 2000);
 	ck_assert_uint_eq(f->lsn, 22);
 	ck_assert_ptr_eq(bf_registry_next_expiring(r), f);
 	bf_record_expire(f->id, 0, buf);
 	ck_assert_int_eq(bf_replay_apply(rp, 23, BF_REC_EXPIRE, buf, 16, why, sizeof(why)), 0);
-	ck_assert_uint_eq(f->expire_ms, 0);
-	ck_assert_uint_eq(f->expire_pos, 0);
+	ck_assert_uint_eq(bf_filter_expire_ms(f), 0);
+	ck_assert_uint_eq(EXPIRE_POS(f), 0);
 	ck_assert_uint_eq(f->lsn, 23);
 	ck_assert_ptr_eq(bf_registry_next_expiring(r), g);
 	uint64_t sum;
@@ -1127,7 +1130,7 @@ START_TEST(replay_expired_then_created_again)
 
 	replay(ck, cut);
 	assert_same_registry(live, ck);
-	ck_assert_uint_eq(bf_registry_get(ck, "x", 1)->expire_ms, 9000000000000ULL);
+	ck_assert_uint_eq(bf_filter_expire_ms(bf_registry_get(ck, "x", 1)), 9000000000000ULL);
 	ck_assert_uint_eq(bf_registry_expiring(ck, NULL), 1);
 	bf_registry_free(ck);
 

@@ -10,6 +10,9 @@
 #include "core/bf_registry.h"
 #include "tests/check_main.h"
 
+/* Its place in its registry's expiry heap (0: none). */
+#define EXPIRE_POS(f) ((f)->rare ? (f)->rare->expire_pos : 0u)
+
 static const struct bf_params small = {.capacity = 1000, .error_rate = 0.01, .expansion = 2};
 
 #define S(x) x, sizeof(x) - 1
@@ -656,10 +659,11 @@ static void assert_model(const struct bf_registry *r)
 			continue;
 		count++;
 		/* Checked without an assertion per filter (each one costs Check a write). */
-		if (f->expire_ms != model_ms[i] || (f->expire_pos != 0) != (model_ms[i] != 0))
+		if (bf_filter_expire_ms(f) != model_ms[i] ||
+		    (EXPIRE_POS(f) != 0) != (model_ms[i] != 0))
 			ck_abort_msg("%s: expire_ms %llu (the model: %llu), expire_pos %u", f->name,
-				     (unsigned long long)f->expire_ms,
-				     (unsigned long long)model_ms[i], (unsigned)f->expire_pos);
+				     (unsigned long long)bf_filter_expire_ms(f),
+				     (unsigned long long)model_ms[i], (unsigned)EXPIRE_POS(f));
 		if (!model_ms[i])
 			continue;
 		n++;
@@ -677,7 +681,7 @@ static void assert_model(const struct bf_registry *r)
 	}
 	const struct bf_filter *next = bf_registry_next_expiring(r);
 	REQUIRE(next);
-	REQUIRE(next->expire_ms == min);
+	REQUIRE(bf_filter_expire_ms(next) == min);
 	REQUIRE(model_of(next) == min);
 }
 
@@ -695,17 +699,17 @@ static void assert_heap_order(struct bf_registry *r)
 
 	while ((f = bf_registry_next_expiring(r))) {
 		REQUIRE(n < MODEL_N);
-		REQUIRE(f->expire_ms >= last);
-		REQUIRE(f->expire_ms == model_of(f));
+		REQUIRE(bf_filter_expire_ms(f) >= last);
+		REQUIRE(bf_filter_expire_ms(f) == model_of(f));
 		for (size_t k = 0; k < n; k++)
 			if (out[k] == f)
 				ck_abort_msg("%s comes out of the heap twice", f->name);
-		last = f->expire_ms;
+		last = bf_filter_expire_ms(f);
 		out[n] = f;
-		when[n++] = f->expire_ms;
+		when[n++] = bf_filter_expire_ms(f);
 		REQUIRE(bf_registry_set_expire(r, f, 0) == 0);
-		REQUIRE(f->expire_ms == 0);
-		REQUIRE(f->expire_pos == 0);
+		REQUIRE(bf_filter_expire_ms(f) == 0);
+		REQUIRE(EXPIRE_POS(f) == 0);
 		REQUIRE(bf_registry_expiring(r, NULL) == want - n);
 	}
 	REQUIRE(n == want);
@@ -726,12 +730,12 @@ static struct bf_filter *model_create(struct bf_registry *r, int i, bool loaded,
 	if (loaded) {
 		/* A filter loaded from a checkpoint comes with its expiry. */
 		REQUIRE(bf_filter_new(&small, (uint64_t)i, NULL, &f) == 0);
-		f->expire_ms = ms;
+		ck_assert_int_eq(bf_filter_set_expiry(f, ms), 0);
 		REQUIRE(bf_registry_adopt(r, name, (size_t)len, f) == 0);
 	} else {
 		REQUIRE(bf_registry_create(r, name, (size_t)len, &small, 1, &f) == 0);
-		REQUIRE(f->expire_ms == 0);
-		REQUIRE(f->expire_pos == 0);
+		REQUIRE(bf_filter_expire_ms(f) == 0);
+		REQUIRE(EXPIRE_POS(f) == 0);
 		if (ms)
 			REQUIRE(bf_registry_set_expire(r, f, ms) == 0);
 	}
@@ -838,30 +842,32 @@ START_TEST(expiry_adopt_drop_free)
 
 	/* A loaded filter with an expiry, and a stale expire_pos from another registry. */
 	ck_assert_int_eq(bf_filter_new(&small, 1, NULL, &f), 0);
-	f->expire_ms = 5000;
-	f->expire_pos = 77;
+	ck_assert_int_eq(bf_filter_set_expiry(f, 5000), 0);
+	ck_assert_int_eq(bf_filter_rare_get(f), 0);
+	f->rare->expire_pos = 77;
 	ck_assert_int_eq(bf_registry_adopt(r, S("f"), f), 0);
-	ck_assert_uint_eq(f->expire_pos, 1);
+	ck_assert_uint_eq(EXPIRE_POS(f), 1);
 	ck_assert_ptr_eq(bf_registry_next_expiring(r), f);
 	ck_assert_uint_eq(bf_registry_expiring(r, &sum), 1);
 	ck_assert_uint_eq(sum, 5000);
 
 	/* One without an expiry stays out, even with a stale expire_pos. */
 	ck_assert_int_eq(bf_filter_new(&small, 1, NULL, &g), 0);
-	g->expire_pos = 3;
+	ck_assert_int_eq(bf_filter_rare_get(g), 0);
+	g->rare->expire_pos = 3;
 	ck_assert_int_eq(bf_registry_adopt(r, S("g"), g), 0);
-	ck_assert_uint_eq(g->expire_pos, 0);
+	ck_assert_uint_eq(EXPIRE_POS(g), 0);
 	ck_assert_uint_eq(bf_registry_expiring(r, NULL), 1);
 	/* Clearing an expiry that is not there: nothing. */
 	ck_assert_int_eq(bf_registry_set_expire(r, g, 0), 0);
 	ck_assert_uint_eq(bf_registry_expiring(r, NULL), 1);
-	ck_assert_uint_eq(g->expire_pos, 0);
+	ck_assert_uint_eq(EXPIRE_POS(g), 0);
 
 	/* Refused adopts (name taken; over the memory limit) leave the heap alone. */
 	ck_assert_int_eq(bf_filter_new(&small, 1, NULL, &x), 0);
-	x->expire_ms = 1000;
+	ck_assert_int_eq(bf_filter_set_expiry(x, 1000), 0);
 	ck_assert_int_eq(bf_registry_adopt(r, S("f"), x), -EEXIST);
-	ck_assert_uint_eq(x->expire_pos, 0);
+	ck_assert_uint_eq(EXPIRE_POS(x), 0);
 	ck_assert_ptr_eq(bf_registry_next_expiring(r), f);
 	ck_assert_uint_eq(bf_registry_expiring(r, &sum), 1);
 	ck_assert_uint_eq(sum, 5000);
@@ -869,7 +875,7 @@ START_TEST(expiry_adopt_drop_free)
 	ck_assert_uint_eq(bf_registry_expiring(r, NULL), 1);
 	bf_registry_set_max_memory(r, bf_registry_memory(r) + 1);
 	ck_assert_int_eq(bf_registry_adopt(r, S("x"), x), -ENOMEM);
-	ck_assert_uint_eq(x->expire_pos, 0);
+	ck_assert_uint_eq(EXPIRE_POS(x), 0);
 	ck_assert_ptr_eq(bf_registry_next_expiring(r), f);
 	ck_assert_uint_eq(bf_registry_expiring(r, &sum), 1);
 	ck_assert_uint_eq(sum, 5000);
@@ -905,18 +911,18 @@ START_TEST(expiry_adopt_drop_free)
 	ck_assert_int_eq(bf_registry_drop(r, S("h:50")), 0);
 	ck_assert_uint_eq(bf_registry_expiring(r, &sum), 99);
 	ck_assert_uint_eq(sum, 100 * 100000 - 99 * 100 / 2 - (100000 - 50));
-	ck_assert_uint_eq(bf_registry_next_expiring(r)->expire_ms, 100000 - 99);
+	ck_assert_uint_eq(bf_filter_expire_ms(bf_registry_next_expiring(r)), 100000 - 99);
 	/* The latest made the earliest, and back. */
 	h = bf_registry_get(r, S("h:0"));
 	ck_assert_int_eq(bf_registry_set_expire(r, h, 1), 0);
 	ck_assert_ptr_eq(bf_registry_next_expiring(r), h);
 	ck_assert_int_eq(bf_registry_set_expire(r, h, 100000), 0);
-	ck_assert_uint_eq(bf_registry_next_expiring(r)->expire_ms, 100000 - 99);
+	ck_assert_uint_eq(bf_filter_expire_ms(bf_registry_next_expiring(r)), 100000 - 99);
 	/* A clone (what a checkpoint writes) carries the time, not the place. */
 	ck_assert_int_eq(bf_filter_clone(h, &g), 0);
-	ck_assert_uint_eq(g->expire_ms, 100000);
+	ck_assert_uint_eq(bf_filter_expire_ms(g), 100000);
 	bf_filter_detach(g);
-	ck_assert_uint_eq(g->expire_ms, 0);
+	ck_assert_uint_eq(bf_filter_expire_ms(g), 0);
 	bf_filter_free(g);
 	/* Freed with 99 filters expiring. */
 	bf_registry_free(r);

@@ -14,6 +14,9 @@
 #include "core/bf_snapshot.h"
 #include "tests/check_main.h"
 
+/* Its place in its registry's expiry heap (0: none). */
+#define EXPIRE_POS(f) ((f)->rare ? (f)->rare->expire_pos : 0u)
+
 static char dir[64];
 static int dirfd_;
 
@@ -61,7 +64,7 @@ static void assert_same(const struct bf_filter *a, const struct bf_filter *b)
 	ck_assert_uint_eq(a->params->expansion, b->params->expansion);
 	ck_assert_int_eq(a->params->persist, b->params->persist);
 	ck_assert_double_eq(a->params->ratio, b->params->ratio);
-	ck_assert_uint_eq(a->expire_ms, b->expire_ms);
+	ck_assert_uint_eq(bf_filter_expire_ms(a), bf_filter_expire_ms(b));
 	ck_assert_uint_eq(a->seed, b->seed);
 	ck_assert_uint_eq(a->items, b->items);
 	ck_assert_uint_eq(a->bytes, b->bytes);
@@ -333,7 +336,7 @@ START_TEST(long_chain_round_trips)
 	uint64_t gen;
 
 	ck_assert_uint_eq(f->nlayers, 100);
-	f->expire_ms = 1234;
+	ck_assert_int_eq(bf_filter_set_expiry(f, 1234), 0);
 	ck_assert_uint_eq(bf_snapshot_header_len(f), 2 * BF_SNAPSHOT_HEADER_LEN);
 	ck_assert_int_eq(bf_snapshot_write(f, 7, dirfd_, "s.bsnap", NULL), 0);
 	ck_assert_msg(bf_snapshot_read(dirfd_, "s.bsnap", &g, &gen, why, sizeof(why)) == 0, "%s",
@@ -390,11 +393,11 @@ START_TEST(version_2_still_read)
 
 	f->id = 42;
 	f->lsn = 1234;
-	f->expire_ms = 1796292690123ULL;
+	ck_assert_int_eq(bf_filter_set_expiry(f, 1796292690123ULL), 0);
 	ck_assert_int_eq(bf_snapshot_write(f, 1, dirfd_, "s.bsnap", NULL), 0);
 	ck_assert_int_eq(bf_snapshot_read(dirfd_, "s.bsnap", &g, &gen, why, sizeof(why)), 0);
-	ck_assert_uint_eq(g->expire_ms, 1796292690123ULL);
-	ck_assert_uint_eq(g->expire_pos, 0);
+	ck_assert_uint_eq(bf_filter_expire_ms(g), 1796292690123ULL);
+	ck_assert_uint_eq(EXPIRE_POS(g), 0);
 	bf_filter_free(g);
 
 	rewrite_as_version("s.bsnap", 2, 1664);
@@ -402,8 +405,8 @@ START_TEST(version_2_still_read)
 		      why);
 	ck_assert_uint_eq(g->id, 42);
 	ck_assert_uint_eq(g->lsn, 1234);
-	ck_assert_uint_eq(g->expire_ms, 0);
-	f->expire_ms = 0;
+	ck_assert_uint_eq(bf_filter_expire_ms(g), 0);
+	ck_assert_int_eq(bf_filter_set_expiry(f, 0), 0);
 	assert_same(f, g);
 	bf_filter_free(f);
 	bf_filter_free(g);
@@ -424,7 +427,7 @@ START_TEST(version_3_still_read)
 
 	ck_assert_uint_eq(f->nlayers, 2);
 	f->id = 42;
-	f->expire_ms = 1796292690123ULL;
+	ck_assert_int_eq(bf_filter_set_expiry(f, 1796292690123ULL), 0);
 	ck_assert_int_eq(bf_snapshot_write(f, 1, dirfd_, "s.bsnap", NULL), 0);
 
 	rewrite_as_version("s.bsnap", 3, 1680);
@@ -432,7 +435,7 @@ START_TEST(version_3_still_read)
 		      why);
 	ck_assert_double_eq(g->params->first, 0.5);
 	ck_assert_double_eq(g->params->ratio, 0.7);
-	ck_assert_uint_eq(g->expire_ms, 1796292690123ULL);
+	ck_assert_uint_eq(bf_filter_expire_ms(g), 1796292690123ULL);
 	assert_same(f, g);
 	bf_filter_free(f);
 	bf_filter_free(g);
@@ -1125,7 +1128,7 @@ START_TEST(pack_version_2_still_read)
 
 	ck_assert_ptr_nonnull(e);
 	ck_assert_ptr_nonnull(e2);
-	f->expire_ms = 77;
+	ck_assert_int_eq(bf_filter_set_expiry(f, 77), 0);
 	bf_snapshot_entry_encode(f, 5, e);
 	memcpy(e2, e, E_FIRST);
 	memcpy(e2 + E_FIRST, e + E_NAME, len - 8 - E_NAME);
@@ -1149,7 +1152,7 @@ START_TEST(pack_version_2_still_read)
 	ck_assert_uint_eq(gen, 5);
 	ck_assert_double_eq(g->params->first, 0.5);
 	ck_assert_double_eq(g->params->ratio, 0.7);
-	ck_assert_uint_eq(g->expire_ms, 77);
+	ck_assert_uint_eq(bf_filter_expire_ms(g), 77);
 	assert_same(f, g);
 	bf_pack_close(&pk);
 	bf_filter_free(g);
