@@ -886,6 +886,25 @@ START_TEST(expiry_adopt_drop_free)
 	ck_assert_uint_eq(bf_registry_expiring(r, &sum), 2);
 	ck_assert_uint_eq(sum, 6000);
 
+	/* A first expiry takes memory (the filter's rare part): at the limit it is refused and
+	 * changes nothing. */
+	struct bf_filter *y;
+	ck_assert_int_eq(bf_registry_create(r, S("y"), &small, 1, &y), 0);
+	ck_assert_ptr_null(y->rare);
+	uint64_t mem = bf_registry_memory(r);
+	bf_registry_set_max_memory(r, mem);
+	ck_assert_int_eq(bf_registry_set_expire(r, y, 7000), -ENOMEM);
+	ck_assert_ptr_null(y->rare);
+	ck_assert_uint_eq(bf_filter_expire_ms(y), 0);
+	ck_assert_uint_eq(bf_registry_memory(r), mem);
+	ck_assert_uint_eq(bf_registry_expiring(r, NULL), 2);
+	bf_registry_set_max_memory(r, 0);
+	ck_assert_int_eq(bf_registry_set_expire(r, y, 7000), 0);
+	ck_assert_uint_eq(bf_registry_expiring(r, NULL), 3);
+	ck_assert_uint_gt(bf_registry_memory(r), mem);
+	ck_assert_int_eq(bf_registry_drop(r, S("y")), 0);
+	ck_assert_uint_eq(bf_registry_expiring(r, NULL), 2);
+
 	/* Dropped: the earliest, then one without an expiry, then the last. */
 	ck_assert_int_eq(bf_registry_drop(r, S("x")), 0);
 	ck_assert_ptr_eq(bf_registry_next_expiring(r), f);
