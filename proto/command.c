@@ -299,14 +299,15 @@ enum cmd_status cmd_set_expire(struct cmd_ctx *c, struct bf_filter *f, uint64_t 
 		if (log_change(c, f, BF_REC_EXPIRE, rec, bf_record_expire(f->id, expire_ms, rec)))
 			return CMD_INTERNAL;
 	}
-	/* Only the heap's growth can fail; a logged change is then undone by a second record. */
+	/* Only memory can fail (the expiry heap's growth; a first expiry's room in the filter,
+	 * under max_memory); a logged change is then undone by a second record. */
 	if (bf_registry_set_expire(c->reg, f, expire_ms)) {
 		unsigned char rec[16];
 
 		if (logged(c, f))
 			log_change(c, f, BF_REC_EXPIRE, rec,
 				   bf_record_expire(f->id, bf_filter_expire_ms(f), rec));
-		return CMD_INTERNAL;
+		return CMD_NO_MEMORY;
 	}
 	f->changes++;
 	return CMD_OK;

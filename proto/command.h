@@ -306,7 +306,8 @@ uint64_t cmd_expire_due(struct cmd_ctx *c, uint64_t now_ms, size_t max);
 /*
  * f expires at expire_ms (Unix ms; 0: never, PERSIST). A time not after now drops f at once
  * (logged as a drop), as Redis deletes a key given a time in the past. CMD_OK, CMD_LOG_FAILED,
- * CMD_INTERNAL; nothing changes on error.
+ * CMD_NO_MEMORY (a first expiry takes a little memory), CMD_INTERNAL; nothing changes on
+ * error.
  */
 enum cmd_status cmd_set_expire(struct cmd_ctx *c, struct bf_filter *f, uint64_t expire_ms);
 
