@@ -1133,6 +1133,16 @@ START_TEST(memory_limit_refusals)
 	SAYS(":0\r\n", "BF.EXISTS", "a", "new-one");
 	ck_assert_uint_eq(bf_registry_memory(reg), mem);
 
+	/* A first expiry takes a little memory: at the limit it is refused, changing nothing. */
+	bf_registry_set_max_memory(reg, mem);
+	SAYS(OOM, "EXPIRE", "a", "100");
+	SAYS(":-1\r\n", "TTL", "a");
+	ck_assert_uint_eq(bf_registry_memory(reg), mem);
+	bf_registry_set_max_memory(reg, 0);
+	SAYS(":1\r\n", "EXPIRE", "a", "100");
+	SAYS(":100\r\n", "TTL", "a");
+	SAYS(":1\r\n", "PERSIST", "a");
+
 	/* A dump that does not fit is refused before anything is allocated. */
 	bf_registry_set_max_memory(reg, 0);
 	SAYS("+OK\r\n", "BF.RESERVE", "big", "0.001", "5000");
