@@ -158,7 +158,7 @@ struct bf_filter {
 };
 
 _Static_assert(BF_MAX_LAYERS < (1 << 14) && BF_NAME_MAX < UINT8_MAX,
-	       "nlayers, layers_cap, paged_layers, name_len and name_room are narrow");
+	       "nlayers, layers_cap, rare->paged_layers, name_len and name_room are narrow");
 
 /* Its expiry (Unix time in ms; 0: none), deletes and paging counts. */
 static inline uint64_t bf_filter_expire_ms(const struct bf_filter *f)

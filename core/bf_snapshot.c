@@ -362,7 +362,7 @@ struct snap_meta {
 	uint32_t type, expansion, persist, nlayers, name_len;
 	uint64_t capacity, seed, items, generation, body_len, id, lsn, expire_ms;
 	double error_rate, ratio, first;
-	const unsigned char *stats;  /* BF_STATS_WORDS x u64 (bf_stats_encode) */
+	const unsigned char *stats;  /* BF_STATS_WORDS x u64 (bf_filter_stats_encode) */
 	const unsigned char *name;   /* name_len bytes */
 	const unsigned char *layers; /* nlayers x LAYER_ENTRY (a file header: the first 32) */
 	const unsigned char *more;   /* a file header's entries past the first 32, or NULL */

@@ -20,7 +20,7 @@
  *   64    generation                u64   bumped by the caller per snapshot
  *   72    body_len                  u64   sum of the layers' bytes
  *   80    body_checksum             u64   XXH3-64 of the body
- *   88    stats                     9 x u64 (bf_stats_encode's order)
+ *   88    stats                     9 x u64 (bf_filter_stats_encode's order)
  *   160   name_len                  u32
  *   164   name                      200 bytes, zero padded
  *   364   pad to 368

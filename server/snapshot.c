@@ -157,7 +157,7 @@ struct snap_job {
 	uint64_t cut;	     /* e->f->changes that f holds (at least) */
 	uint64_t need;	     /* the first LSN a replay on top of it needs (snap_need at the cut) */
 	uint64_t generation;
-	char file[BF_SNAPSHOT_NAME_MAX]; /* e->file: the worker never reads e */
+	char file[BF_SNAPSHOT_NAME_MAX]; /* e's own file (snap_file): the worker never reads e */
 	bool remove_after;		 /* dropped meanwhile: remove the file once written */
 	/* Preparing and copying (sn->copy == this job). */
 	bool prefaulting;	       /* its memory is being faulted in on the threadpool */
