@@ -125,7 +125,8 @@ START_TEST(round_trip_every_kind)
 		struct bf_filter *f = make(cases[i].name, cases[i].p, cases[i].keys), *g;
 		char file[BF_SNAPSHOT_NAME_MAX], why[128] = "";
 		if (cases[i].p.type == BF_TYPE_COUNTING) {
-			/* Deletes are counted apart (the filter's rare part); the file keeps them. */
+			/* Deletes are counted apart (the filter's rare part); the file keeps them.
+			 */
 			(void)bf_filter_delete(f, "key0", 4);
 			(void)bf_filter_delete(f, "absent", 6);
 			ck_assert_uint_eq(bf_filter_deletes(f), 2);
