@@ -445,9 +445,8 @@ int bf_filter_new_named(const struct bf_params *p, const char *name, size_t len,
 	f->budget = budget;
 	rc = grow(f, struct_cost(f));
 	if (rc) {
-		layers_release(f);
-		shape_put(f->params);
-		free(f);
+		f->budget = NULL; /* nothing was charged */
+		bf_filter_free(f);
 		return rc;
 	}
 	*out = f;
