@@ -176,6 +176,8 @@ static void shapes_grow(void)
 
 /* What a shape takes from the heap, charged to the filter that made it (params_charged). */
 #define SHAPE_COST (sizeof(struct shape) + 16)
+/* What a filter's rare part takes from the heap, charged to it. */
+#define RARE_COST (sizeof(struct bf_filter_rare) + 16)
 
 /* The filter's own allocation, as the heap holds it: the structure (its first layer's entry,
  * f->layer0, included) and the room for its name just past it, with the allocator's header;
@@ -183,7 +185,7 @@ static void shapes_grow(void)
 static uint64_t struct_cost(const struct bf_filter *f)
 {
 	return sizeof(*f) + f->name_room + 16 + (f->params_charged ? SHAPE_COST : 0) +
-	       (f->rare ? sizeof(*f->rare) + 16 : 0);
+	       (f->rare ? RARE_COST : 0);
 }
 
 int bf_filter_set_expiry(struct bf_filter *f, uint64_t expire_ms)
@@ -199,11 +201,11 @@ int bf_filter_rare_get(struct bf_filter *f)
 {
 	if (f->rare)
 		return 0;
-	if (bf_budget_reserve(f->budget, sizeof(*f->rare) + 16))
+	if (bf_budget_reserve(f->budget, RARE_COST))
 		return -ENOMEM;
 	f->rare = calloc(1, sizeof(*f->rare));
 	if (!f->rare) {
-		bf_budget_release(f->budget, sizeof(*f->rare) + 16);
+		bf_budget_release(f->budget, RARE_COST);
 		return -ENOMEM;
 	}
 	return 0;

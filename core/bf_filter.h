@@ -194,8 +194,9 @@ static inline uint32_t bf_filter_page_outs(const struct bf_filter *f)
 /* Core only: f->rare, allocated and charged to f's budget if f had none. 0 or -ENOMEM. */
 int bf_filter_rare_get(struct bf_filter *f);
 
-/* Core only: the expiry of a filter no registry holds (a load's); a registry's filters change
- * theirs through bf_registry_set_expire. 0 or -ENOMEM (unchanged). */
+/* Core only: set f's expiry, and nothing else (a load's, before a registry adopts it); a
+ * registry's filters change theirs through bf_registry_set_expire, which keeps its expiry heap
+ * in order. 0 or -ENOMEM (unchanged). */
 int bf_filter_set_expiry(struct bf_filter *f, uint64_t expire_ms);
 
 /* Its counters as snapshots hold them (BF_STATS_WORDS words). */

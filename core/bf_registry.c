@@ -147,10 +147,9 @@ int bf_registry_set_expire(struct bf_registry *r, struct bf_filter *f, uint64_t 
 	}
 	if (!expire_ms)
 		return 0;
-	int rc = bf_filter_rare_get(f);
+	int rc = bf_filter_set_expiry(f, expire_ms);
 	if (rc)
 		return rc;
-	f->rare->expire_ms = expire_ms;
 	rc = heap_add(r, f);
 	if (rc)
 		f->rare->expire_ms = 0;
