@@ -65,9 +65,9 @@ int main(int argc, char **argv)
 	       sizeof(struct bf_layer), f->layers_cap, table ? "" : ", inside the structure",
 	       chunk(table));
 	/* A small layer's blocks are a piece of a pool's slab, not a chunk of their own. */
-	size_t bits = bf_layer_cost(f->bytes);
+	size_t bits = bf_layer_cost(bf_filter_bytes(f));
 	printf("| its bits (%llu bytes, 64-byte aligned, from a pool) | %zu |\n",
-	       (unsigned long long)f->bytes, bits);
+	       (unsigned long long)bf_filter_bytes(f), bits);
 	printf("| its name (%u bytes: in the structure's allocation, above) | %zu |\n", f->name_len,
 	       f->name == (const char *)(f + 1) ? 0 : chunk(f->name));
 	printf("| the rest (registry bucket slots, allocator slack) | %.1f |\n",

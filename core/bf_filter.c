@@ -50,10 +50,19 @@ int bf_params_validate(const struct bf_params *p)
 	return 0;
 }
 
+uint64_t bf_filter_layer_capacity(const struct bf_params *p, unsigned i)
+{
+	uint64_t c = p->capacity;
+
+	for (unsigned k = 0; p->expansion && k < i; k++)
+		c = c > UINT64_MAX / p->expansion ? UINT64_MAX : c * p->expansion;
+	return c;
+}
+
 void bf_filter_layer_target(const struct bf_params *p, unsigned i, uint64_t *cap, double *err)
 {
+	*cap = bf_filter_layer_capacity(p, i);
 	if (p->expansion == 0) {
-		*cap = p->capacity;
 		*err = p->error_rate;
 		return;
 	}
@@ -62,10 +71,6 @@ void bf_filter_layer_target(const struct bf_params *p, unsigned i, uint64_t *cap
 	 * only after hundreds of layers). */
 	double a = p->first > 0 ? p->first : BF_FIRST_SHARE;
 	double r = p->ratio > 0 ? p->ratio : 0.5;
-	uint64_t c = p->capacity;
-	for (unsigned k = 0; k < i; k++)
-		c = c > UINT64_MAX / p->expansion ? UINT64_MAX : c * p->expansion;
-	*cap = c;
 	*err = i == 0 ? p->error_rate * a : p->error_rate * (1 - a) * (1 - r) * pow(r, i - 1);
 	if (*err < BF_LAYER_MIN_ERROR)
 		*err = BF_LAYER_MIN_ERROR;
@@ -407,13 +412,12 @@ static int grow(struct bf_filter *f, uint64_t extra)
 	rc = bf_budget_reserve(f->budget, charge);
 	if (rc)
 		return rc;
-	rc = bf_layer_alloc(&f->layers[f->nlayers], counting, nblocks, b, cap, err);
+	rc = bf_layer_alloc(&f->layers[f->nlayers], counting, nblocks, b);
 	if (rc) {
 		bf_budget_release(f->budget, charge);
 		return rc == -E2BIG ? -ENOMEM : rc;
 	}
 	f->nlayers++;
-	f->bytes += bytes;
 	return 0;
 }
 
@@ -463,6 +467,8 @@ int bf_filter_page_out(struct bf_filter *f)
 	uint64_t cost = bf_filter_cost(f);
 
 	f->rare->paged_layers = f->nlayers;
+	f->rare->paged_items = bf_filter_items(f);
+	f->rare->paged_bytes = bf_filter_bytes(f);
 	for (unsigned i = 0; i < f->nlayers; i++)
 		bf_layer_free(&f->layers[i]);
 	layers_release(f);
@@ -480,7 +486,7 @@ int bf_filter_page_in(struct bf_filter *f, struct bf_filter *copy)
 	    copy->params->error_rate != f->params->error_rate ||
 	    copy->params->expansion != f->params->expansion ||
 	    copy->params->type != f->params->type || copy->params->first != f->params->first ||
-	    copy->params->ratio != f->params->ratio || copy->bytes != f->bytes)
+	    copy->params->ratio != f->params->ratio || bf_filter_bytes(copy) != bf_filter_bytes(f))
 		return -EINVAL;
 	uint64_t more = bf_filter_cost(copy) - struct_cost(copy);
 	if (bf_budget_reserve(f->budget, more))
@@ -494,7 +500,6 @@ int bf_filter_page_in(struct bf_filter *f, struct bf_filter *copy)
 	}
 	f->layers_cap = copy->layers_cap;
 	f->nlayers = copy->nlayers;
-	f->items = copy->items;
 	copy->layers = NULL;
 	copy->layers_cap = copy->nlayers = 0;
 	bf_filter_free(copy);
@@ -642,7 +647,7 @@ static int add_counting(struct bf_filter *f, struct bf_hash h)
 			l = &f->layers[i];
 	if (!l) {
 		l = &f->layers[f->nlayers - 1];
-		if (l->items >= l->capacity) {
+		if (l->items >= bf_filter_layer_capacity(f->params, f->nlayers - 1)) {
 			if (f->params->expansion == 0)
 				return -ENOSPC;
 			int rc = grow(f, 0);
@@ -653,7 +658,6 @@ static int add_counting(struct bf_filter *f, struct bf_hash h)
 	}
 	bool is_new = bf_layer_add(l, h);
 	l->items++;
-	f->items++;
 	f->changes++;
 	f->stats.set_hits += is_new;
 	f->stats.set_misses += !is_new;
@@ -666,18 +670,19 @@ static int add_hashed(struct bf_filter *f, struct bf_hash h)
 		return add_counting(f, h);
 
 	struct bf_layer *top = &f->layers[f->nlayers - 1];
+	bool full = top->items >= bf_filter_layer_capacity(f->params, f->nlayers - 1);
 	bool present = false;
 	int rc;
 
 	/* Older layers first; the top layer's add itself tells, unless it is full. */
 	for (unsigned i = 0; i + 1 < f->nlayers && !present; i++)
 		present = bf_layer_check(&f->layers[i], h);
-	if (!present && top->items >= top->capacity)
+	if (!present && full)
 		present = bf_layer_check(top, h);
 	if (present)
 		goto duplicate;
 
-	if (top->items >= top->capacity) {
+	if (full) {
 		rc = f->params->expansion == 0 ? -ENOSPC : grow(f, 0);
 		if (rc) {
 			f->stats.set_fails++;
@@ -688,7 +693,6 @@ static int add_hashed(struct bf_filter *f, struct bf_hash h)
 	if (!bf_layer_add(top, h))
 		goto duplicate;
 	top->items++;
-	f->items++;
 	f->changes++;
 	f->stats.set_hits++;
 	return 1;
@@ -740,11 +744,8 @@ int bf_filter_delete_hash(struct bf_filter *f, struct bf_hash h)
 		return 0;
 	}
 	bf_layer_delete(l, h);
-	/* f->items stays the sum of the layers' counts (a snapshot's header must add up). */
-	if (l->items) {
+	if (l->items)
 		l->items--;
-		f->items--;
-	}
 	f->changes++;
 	f->rare->delete_hits++;
 	return 1;
@@ -823,12 +824,10 @@ int bf_filter_copy_grow(struct bf_filter *c, const struct bf_filter *f)
 		return -ENOMEM;
 	for (unsigned i = c->nlayers; i < f->nlayers; i++) {
 		const struct bf_layer *l = &f->layers[i];
-		int rc = bf_layer_alloc(&c->layers[i], l->counting, l->nblocks, l->b, l->capacity,
-					l->error_rate);
+		int rc = bf_layer_alloc(&c->layers[i], l->counting, l->nblocks, l->b);
 		if (rc)
 			return -ENOMEM;
 		c->nlayers = (uint16_t)(i + 1);
-		c->bytes += bf_layer_bytes(l);
 	}
 	return 0;
 }
@@ -861,12 +860,9 @@ void bf_filter_copy_counts(struct bf_filter *c, const struct bf_filter *f)
 		c->rare->delete_hits = f->rare->delete_hits;
 		c->rare->delete_misses = f->rare->delete_misses;
 	}
-	/* The layers c has (f may have grown since): the counts of those, and their sum. */
-	c->items = 0;
-	for (unsigned i = 0; i < c->nlayers && i < f->nlayers; i++) {
+	/* The layers c has (f may have grown since): the counts of those. */
+	for (unsigned i = 0; i < c->nlayers && i < f->nlayers; i++)
 		c->layers[i].items = f->layers[i].items;
-		c->items += c->layers[i].items;
-	}
 }
 
 int bf_filter_copy_new(const struct bf_filter *f, struct bf_filter **out)
@@ -913,21 +909,20 @@ int bf_filter_clone(const struct bf_filter *f, struct bf_filter **out)
 	int rc = bf_filter_copy_new(f, out);
 
 	if (!rc)
-		bf_filter_copy_body(*out, f, 0, f->bytes);
+		bf_filter_copy_body(*out, f, 0, bf_filter_bytes(f));
 	return rc;
 }
 
 uint64_t bf_filter_capacity(const struct bf_filter *f)
 {
-	uint64_t c = 0, cap;
-	double err;
+	/* Paged out: what its layers held. */
+	unsigned n = f->paged ? f->rare->paged_layers : f->nlayers;
+	uint64_t c = 0, cap = f->params->capacity, x = f->params->expansion;
 
-	for (unsigned i = 0; i < f->nlayers; i++)
-		c += f->layers[i].capacity;
-	/* Paged out: what its layers held, from its parameters. */
-	for (unsigned i = 0; f->paged && i < f->rare->paged_layers; i++) {
-		bf_filter_layer_target(f->params, i, &cap, &err);
+	for (unsigned i = 0; i < n; i++) {
 		c = cap > UINT64_MAX - c ? UINT64_MAX : c + cap;
+		if (x) /* bf_filter_layer_capacity's, one layer on */
+			cap = cap > UINT64_MAX / x ? UINT64_MAX : cap * x;
 	}
 	return c;
 }

@@ -92,6 +92,8 @@ struct bf_filter_rare {
 	uint32_t expire_pos; /* its place in its registry's expiry heap, from 1; 0: none */
 	uint32_t page_ins, page_outs;
 	uint16_t paged_layers; /* the layers it had when paged out (capacity, info) */
+	/* Its items and bytes when paged out, which its layers give otherwise. */
+	uint64_t paged_items, paged_bytes;
 };
 
 static inline uint64_t bf_stats_checks(const struct bf_stats *s)
@@ -109,7 +111,7 @@ static inline uint64_t bf_stats_sets(const struct bf_stats *s)
 #define BF_STATS_WORDS 9
 
 /*
- * Outside core/ every field is read-only, and layers (their blocks, their number, f->bytes) are
+ * Outside core/ every field is read-only, and layers (their blocks, their number) are
  * not touched at all: core builds, copies, encodes and decodes filters (bf_filter_copy_*,
  * bf_filter_body_*, bf_snapshot_*). Read the layer count with bf_filter_nlayers().
  */
@@ -125,12 +127,10 @@ struct bf_filter {
 	 * one BF.RESERVE line hold one): set only by bf_filter_set_params, read only. */
 	const struct bf_params *params;
 	uint64_t seed;
-	uint64_t id;	  /* names the filter in log records; given by the registry, kept by
-			   * snapshots */
-	uint64_t lsn;	  /* log sequence number of the last logged change to it (0: none) */
-	uint64_t items;	  /* adds that changed the filter (every add, if counting), minus
-			   * deletes; always the sum of the layers' items */
-	uint64_t bytes;	  /* sum of layer sizes (the bits; see bf_filter_cost for the memory) */
+	uint64_t id;  /* names the filter in log records; given by the registry, kept by
+		       * snapshots */
+	uint64_t lsn; /* log sequence number of the last logged change to it (0: none) */
+	/* Its items and bytes are its layers' (bf_filter_items, bf_filter_bytes): not kept. */
 	uint64_t changes; /* bumped by every mutation, for snapshot scheduling */
 	struct bf_stats stats;
 	struct bf_filter_rare *rare; /* NULL until needed: see struct bf_filter_rare */
@@ -159,6 +159,32 @@ struct bf_filter {
 
 _Static_assert(BF_MAX_LAYERS < (1 << 14) && BF_NAME_MAX < UINT8_MAX,
 	       "nlayers, layers_cap, rare->paged_layers, name_len and name_room are narrow");
+
+/* Adds that changed it (every add, if counting), minus deletes: the sum of its layers' counts
+ * (a paged-out filter's, as it was). */
+static inline uint64_t bf_filter_items(const struct bf_filter *f)
+{
+	uint64_t n = 0;
+
+	if (f->paged)
+		return f->rare->paged_items;
+	for (unsigned i = 0; i < f->nlayers; i++)
+		n += f->layers[i].items;
+	return n;
+}
+
+/* The bits: the sum of its layers' sizes (a paged-out filter's, as it was; bf_filter_cost is
+ * the memory). */
+static inline uint64_t bf_filter_bytes(const struct bf_filter *f)
+{
+	uint64_t n = 0;
+
+	if (f->paged)
+		return f->rare->paged_bytes;
+	for (unsigned i = 0; i < f->nlayers; i++)
+		n += bf_layer_bytes(&f->layers[i]);
+	return n;
+}
 
 /* Its expiry (Unix time in ms; 0: none), deletes and paging counts. */
 static inline uint64_t bf_filter_expire_ms(const struct bf_filter *f)
@@ -414,8 +440,11 @@ int bf_filter_page_out(struct bf_filter *f);
  */
 int bf_filter_page_in(struct bf_filter *f, struct bf_filter *copy);
 
-/* Capacity and error target of layer i of a filter with these params. */
+/* Capacity and error target of layer i of a filter with these params (what its layer i was
+ * sized for: a layer does not keep them). */
 void bf_filter_layer_target(const struct bf_params *p, unsigned i, uint64_t *cap, double *err);
+/* The capacity alone: keys layer i takes before the chain grows (saturating). */
+uint64_t bf_filter_layer_capacity(const struct bf_params *p, unsigned i);
 
 /* Capacity of the whole chain as built so far (sum of layer capacities). */
 uint64_t bf_filter_capacity(const struct bf_filter *f);

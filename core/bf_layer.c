@@ -219,8 +219,7 @@ uint64_t bf_layer_cost(uint64_t bytes)
 	return bytes + BF_BLOCK_BYTES; /* heap_blocks: malloc's header and the slack to align */
 }
 
-int bf_layer_alloc(struct bf_layer *l, bool counting, uint64_t nblocks, unsigned b,
-		   uint64_t capacity, double error_rate)
+int bf_layer_alloc(struct bf_layer *l, bool counting, uint64_t nblocks, unsigned b)
 {
 	if (nblocks == 0 || nblocks > BF_LAYER_MAX_BLOCKS || b == 0 || b > BF_MODEL_MAX_B)
 		return -EINVAL;
@@ -236,8 +235,6 @@ int bf_layer_alloc(struct bf_layer *l, bool counting, uint64_t nblocks, unsigned
 	*l = (struct bf_layer){
 	    .blocks = mem,
 	    .nblocks = nblocks,
-	    .capacity = capacity,
-	    .error_rate = error_rate,
 	    .b = (uint8_t)b,
 	    .counting = counting,
 	    .mapped = mapped,
@@ -253,7 +250,7 @@ int bf_layer_init(struct bf_layer *l, bool counting, uint64_t capacity, double e
 	int rc = bf_layer_plan(counting, capacity, error_rate, &nblocks, &b);
 	if (rc)
 		return rc;
-	return bf_layer_alloc(l, counting, nblocks, b, capacity, error_rate);
+	return bf_layer_alloc(l, counting, nblocks, b);
 }
 
 void bf_layer_free(struct bf_layer *l)

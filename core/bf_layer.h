@@ -22,10 +22,10 @@
 struct bf_layer {
 	uint64_t *blocks; /* nblocks * 8 words, 64-byte aligned, zeroed at init */
 	uint64_t nblocks;
-	uint64_t capacity; /* keys this layer is sized for */
-	uint64_t items;	   /* keys added to this layer (adds that reported "new") */
-	double error_rate; /* this layer's target at capacity */
-	uint8_t b;	   /* positions per word */
+	uint64_t items; /* keys added to this layer (adds that reported "new") */
+	/* Its capacity and its error target at capacity are not kept: its filter's params give
+	 * them (bf_filter_layer_target), as they gave its size. */
+	uint8_t b; /* positions per word */
 	bool counting;
 	bool mapped;	   /* blocks come from mmap (large layers) rather than the heap */
 	uint8_t align_off; /* heap layers: blocks - the pointer malloc gave (bf_layer_alloc) */
@@ -50,8 +50,7 @@ int bf_layer_plan(bool counting, uint64_t capacity, double error_rate, uint64_t 
  * Allocate a zeroed layer of a known geometry (e.g. from a snapshot or a copy). Returns 0,
  * -EINVAL (nblocks 0 or over BF_LAYER_MAX_BLOCKS, b outside 1..8), -ENOMEM.
  */
-int bf_layer_alloc(struct bf_layer *l, bool counting, uint64_t nblocks, unsigned b,
-		   uint64_t capacity, double error_rate);
+int bf_layer_alloc(struct bf_layer *l, bool counting, uint64_t nblocks, unsigned b);
 
 /*
  * What bf_layer_alloc really takes for `bytes` of blocks: the heap's header and alignment slack

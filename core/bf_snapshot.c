@@ -72,6 +72,18 @@ static void putf64(unsigned char *h, size_t off, double v)
 	memcpy(h + off, &v, 8);
 }
 
+/* Layer i's capacity and error target at offsets 8 and 24 of its entry e, which files keep
+ * (check_meta holds them to its params, which give them to a filter). */
+static void put_layer_target(unsigned char *e, const struct bf_filter *f, unsigned i)
+{
+	uint64_t cap;
+	double err;
+
+	bf_filter_layer_target(f->params, i, &cap, &err);
+	put64(e, 8, cap);
+	putf64(e, 24, err);
+}
+
 static uint32_t get32(const unsigned char *h, size_t off)
 {
 	uint32_t v;
@@ -161,7 +173,7 @@ static uint64_t header_sum(const unsigned char *h, size_t sum_off, size_t len)
 void bf_snapshot_header(const struct bf_filter *f, uint64_t generation, uint64_t body_sum,
 			unsigned char *h)
 {
-	uint64_t body_len = f->bytes;
+	uint64_t body_len = bf_filter_bytes(f);
 	size_t len = bf_snapshot_header_len(f);
 
 	memset(h, 0, len);
@@ -175,7 +187,7 @@ void bf_snapshot_header(const struct bf_filter *f, uint64_t generation, uint64_t
 	put64(h, OFF_SEED, f->seed);
 	put32(h, OFF_PERSIST, f->params->persist);
 	put32(h, OFF_NLAYERS, f->nlayers);
-	put64(h, OFF_ITEMS, f->items);
+	put64(h, OFF_ITEMS, bf_filter_items(f));
 	put64(h, OFF_GENERATION, generation);
 	put64(h, OFF_BODY_LEN, body_len);
 	put64(h, OFF_BODY_SUM, body_sum);
@@ -188,9 +200,8 @@ void bf_snapshot_header(const struct bf_filter *f, uint64_t generation, uint64_t
 		const struct bf_layer *l = &f->layers[i];
 		unsigned char *e = h + layer_off(i);
 		put64(e, 0, l->nblocks);
-		put64(e, 8, l->capacity);
+		put_layer_target(e, f, i);
 		put64(e, 16, l->items);
-		putf64(e, 24, l->error_rate);
 		e[32] = l->b;
 		e[33] = l->counting;
 	}
@@ -442,7 +453,6 @@ static int meta_build(const struct snap_meta *m, const struct bf_params *p, uint
 		return reason(why, whylen, -ENOMEM, "out of memory");
 	}
 	f->seed = m->seed;
-	f->items = m->items;
 	f->id = m->id;
 	f->lsn = m->lsn;
 	uint64_t stats[BF_STATS_WORDS];
@@ -456,13 +466,12 @@ static int meta_build(const struct snap_meta *m, const struct bf_params *p, uint
 	for (unsigned i = 0; i < m->nlayers; i++) {
 		const unsigned char *e = meta_layer(m, i);
 		struct bf_layer *l = &f->layers[i];
-		rc = bf_layer_alloc(l, e[33], get64(e, 0), e[32], get64(e, 8), getf64(e, 24));
+		rc = bf_layer_alloc(l, e[33], get64(e, 0), e[32]);
 		if (rc) {
 			bf_filter_free(f);
 			return reason(why, whylen, rc, "cannot allocate layer %u", i);
 		}
 		f->nlayers++;
-		f->bytes += bf_layer_bytes(l);
 		l->items = get64(e, 16);
 	}
 	*out = f;
@@ -737,7 +746,8 @@ static size_t pad8(size_t n)
 
 size_t bf_snapshot_entry_size(const struct bf_filter *f)
 {
-	return E_NAME + pad8(f->name_len) + (size_t)f->nlayers * LAYER_ENTRY + f->bytes + 8;
+	return E_NAME + pad8(f->name_len) + (size_t)f->nlayers * LAYER_ENTRY + bf_filter_bytes(f) +
+	       8;
 }
 
 void bf_snapshot_entry_encode(const struct bf_filter *f, uint64_t generation, unsigned char *out)
@@ -755,11 +765,11 @@ void bf_snapshot_entry_encode(const struct bf_filter *f, uint64_t generation, un
 	put64(out, E_CAPACITY, f->params->capacity);
 	putf64(out, E_ERROR, f->params->error_rate);
 	put64(out, E_SEED, f->seed);
-	put64(out, E_ITEMS, f->items);
+	put64(out, E_ITEMS, bf_filter_items(f));
 	put64(out, E_GENERATION, generation);
 	put64(out, E_ID, f->id);
 	put64(out, E_LSN, f->lsn);
-	put64(out, E_BODY_LEN, f->bytes);
+	put64(out, E_BODY_LEN, bf_filter_bytes(f));
 	uint64_t stats[BF_STATS_WORDS];
 	bf_filter_stats_encode(f, stats);
 	memcpy(out + E_STATS, stats, sizeof(stats));
@@ -771,9 +781,8 @@ void bf_snapshot_entry_encode(const struct bf_filter *f, uint64_t generation, un
 	for (unsigned i = 0; i < f->nlayers; i++, p += LAYER_ENTRY) {
 		const struct bf_layer *l = &f->layers[i];
 		put64(p, 0, l->nblocks);
-		put64(p, 8, l->capacity);
+		put_layer_target(p, f, i);
 		put64(p, 16, l->items);
-		putf64(p, 24, l->error_rate);
 		p[32] = l->b;
 		p[33] = l->counting;
 	}

@@ -582,8 +582,8 @@ static cJSON *filter_json(const struct bf_filter *f, bool detail)
 		       j, "type", f->params->type == BF_TYPE_COUNTING ? "counting" : "bloom");
 	ok = ok && cJSON_AddNumberToObject(j, "capacity", (double)bf_filter_capacity(f));
 	ok = ok && cJSON_AddNumberToObject(j, "error_rate", f->params->error_rate);
-	ok = ok && cJSON_AddNumberToObject(j, "items", (double)f->items);
-	ok = ok && cJSON_AddNumberToObject(j, "bytes", (double)f->bytes);
+	ok = ok && cJSON_AddNumberToObject(j, "items", (double)bf_filter_items(f));
+	ok = ok && cJSON_AddNumberToObject(j, "bytes", (double)bf_filter_bytes(f));
 	ok = ok && cJSON_AddNumberToObject(j, "layers", bf_filter_nlayers(f));
 	if (ok && detail) {
 		const struct bf_stats *s = &f->stats;

@@ -318,13 +318,13 @@ static void info_value(struct proto_buf *out, int resp, const struct bf_filter *
 		proto_resp_integer(out, (int64_t)bf_filter_capacity(f));
 		break;
 	case INFO_SIZE:
-		proto_resp_integer(out, (int64_t)f->bytes);
+		proto_resp_integer(out, (int64_t)bf_filter_bytes(f));
 		break;
 	case INFO_FILTERS:
 		proto_resp_integer(out, bf_filter_nlayers(f));
 		break;
 	case INFO_ITEMS:
-		proto_resp_integer(out, (int64_t)f->items);
+		proto_resp_integer(out, (int64_t)bf_filter_items(f));
 		break;
 	default:
 		if (f->params->expansion == 0)
@@ -376,7 +376,7 @@ void resp_bf_card(struct cmd_ctx *c, struct cmd_session *s, const struct proto_a
 	struct bf_filter *f = resp_arg_filter(c, av, 1);
 	(void)s;
 
-	proto_resp_integer(out, f ? (int64_t)f->items : 0);
+	proto_resp_integer(out, f ? (int64_t)bf_filter_items(f) : 0);
 }
 
 /* ---------------------------------------------------------------------------------------- */

@@ -212,9 +212,10 @@ static void list_line(void *arg, struct bf_filter *f)
 	if (cmd_expired(f, a->now))
 		return;
 	proto_buf_append(a->out, f->name, f->name_len);
-	proto_buf_append_fmt(
-	    a->out, " %f %llu %llu %llu\n", f->params->error_rate, (unsigned long long)f->bytes,
-	    (unsigned long long)bf_filter_capacity(f), (unsigned long long)f->items);
+	proto_buf_append_fmt(a->out, " %f %llu %llu %llu\n", f->params->error_rate,
+			     (unsigned long long)bf_filter_bytes(f),
+			     (unsigned long long)bf_filter_capacity(f),
+			     (unsigned long long)bf_filter_items(f));
 }
 
 /*
@@ -373,8 +374,8 @@ static void do_info(struct cmd_ctx *c, struct span args, struct proto_buf *out)
 	append_u64_field(out, "sets", bf_stats_sets(st));
 	append_u64_field(out, "set_hits", st->set_hits);
 	append_u64_field(out, "set_misses", st->set_misses);
-	append_u64_field(out, "size", f->items);
-	append_u64_field(out, "storage", f->bytes);
+	append_u64_field(out, "size", bf_filter_items(f));
+	append_u64_field(out, "storage", bf_filter_bytes(f));
 	/* Then blossomd's own. */
 	proto_buf_append_fmt(out, "type %s\n",
 			     f->params->type == BF_TYPE_COUNTING ? "counting" : "bloom");

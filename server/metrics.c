@@ -151,13 +151,13 @@ static void filter_sample(struct proto_buf *b, const struct bf_filter *f, enum f
 	proto_buf_append_str(b, "\"} ");
 	switch (ff) {
 	case FF_ITEMS:
-		proto_buf_append_u64(b, f->items);
+		proto_buf_append_u64(b, bf_filter_items(f));
 		break;
 	case FF_CAPACITY:
 		proto_buf_append_u64(b, bf_filter_capacity(f));
 		break;
 	case FF_BYTES:
-		proto_buf_append_u64(b, f->bytes);
+		proto_buf_append_u64(b, bf_filter_bytes(f));
 		break;
 	case FF_LAYERS:
 		proto_buf_append_u64(b, bf_filter_nlayers(f));

@@ -306,7 +306,7 @@ static bool snap_packable(const struct srv_snap *sn, const struct bf_filter *f)
 {
 	uint64_t max = sn->cfg->snapshot_pack_bytes;
 
-	return max && f->bytes <= max;
+	return max && bf_filter_bytes(f) <= max;
 }
 
 /* The pack file a filter of this name goes in. */
@@ -595,7 +595,7 @@ static void snap_apply(struct srv_snap *sn, struct snap_job *job)
 		return;
 	job->applied = true;
 	snap_record(sn, e, job->file, job->f->name, job->rc, job->step, job->cut, job->need,
-		    BF_SNAPSHOT_HEADER_LEN + job->f->bytes, job->write_ns,
+		    BF_SNAPSHOT_HEADER_LEN + bf_filter_bytes(job->f), job->write_ns,
 		    sn->stopping ? "final" : "periodic");
 	if (job->rc == 0 && job->copy_ns)
 		sn->st.last_copy_pause_us = job->copy_max_ns / 1000;
@@ -705,7 +705,7 @@ static void snap_on_idle(uv_idle_t *h)
 	job->copy_off += bf_filter_copy_body(c, live, job->copy_off, SRV_SNAP_SLICE);
 	/* The last slice takes the counts as of now, never fewer than the bits copied hold (of
 	 * the layers the copy has: a layer added meanwhile is the next snapshot's). */
-	bool done = job->copy_off >= c->bytes;
+	bool done = job->copy_off >= bf_filter_bytes(c);
 	if (done)
 		bf_filter_copy_counts(c, live);
 	dt = uv_hrtime() - t0;
@@ -756,8 +756,8 @@ static int snap_copy_begin(struct srv_snap *sn, struct snap_job *job)
 	}
 	job->cut = f->changes;
 	job->need = snap_need(sn, f);
-	if (f->params->type == BF_TYPE_COUNTING || f->bytes <= SRV_SNAP_SLICE) {
-		bf_filter_copy_body(c, f, 0, f->bytes);
+	if (f->params->type == BF_TYPE_COUNTING || bf_filter_bytes(f) <= SRV_SNAP_SLICE) {
+		bf_filter_copy_body(c, f, 0, bf_filter_bytes(f));
 		job->copy_ns = job->copy_max_ns = uv_hrtime() - t0;
 		snap_queue(sn, job);
 		return sn->job ? 0 : -1;
@@ -826,7 +826,7 @@ static int snap_start(struct srv_snap *sn, struct snap_entry *e)
 		snap_job_drop(job);
 		return -1;
 	}
-	if (job->f->bytes >= SNAP_PREFAULT_MIN &&
+	if (bf_filter_bytes(job->f) >= SNAP_PREFAULT_MIN &&
 	    uv_queue_work(sn->loop, &job->req, snap_prefault_work, snap_prefault_after) == 0) {
 		job->prefaulting = true;
 		sn->copy = job;
@@ -1811,7 +1811,7 @@ static int snap_write_now(struct srv_snap *sn, struct snap_entry *e)
 	t0 = uv_hrtime();
 	rc = bf_snapshot_write(f, gen, sn->dirfd, file, &step);
 	snap_record(sn, e, file, f->name, rc, step, f->changes, snap_need(sn, f),
-		    BF_SNAPSHOT_HEADER_LEN + f->bytes, uv_hrtime() - t0, "flush");
+		    BF_SNAPSHOT_HEADER_LEN + bf_filter_bytes(f), uv_hrtime() - t0, "flush");
 	return rc;
 }
 
@@ -1946,7 +1946,7 @@ int srv_snap_page_out(struct srv_snap *sn, struct bf_filter *f)
 	/* A large filter that must be written is written in the background, as a checkpoint
 	 * writes it, and paged out then (the command waits; other clients do not). */
 	if ((snap_dirty(e) || !e->own_file) && e->pack < 0 && !sn->stopping &&
-	    f->bytes > SRV_SNAP_SLICE) {
+	    bf_filter_bytes(f) > SRV_SNAP_SLICE) {
 		if (sn->ncloses == sn->closes_cap) {
 			size_t cap = sn->closes_cap ? sn->closes_cap * 2 : 4;
 			struct snap_entry **p = realloc(sn->closes, cap * sizeof(*p));
@@ -2526,8 +2526,8 @@ static int snap_adopt(struct srv_snap *sn, struct bf_filter *f, uint64_t gen, co
 			"snapshot %s/%s: filter '%s' needs %" PRIu64 " bytes; with %" PRIu64
 			" loaded that passes max_memory (%" PRIu64
 			"); not starting (raise max_memory)",
-			sn->dir, file, f->name, f->bytes, bf_registry_memory(sn->ctx->reg),
-			bf_registry_max_memory(sn->ctx->reg));
+			sn->dir, file, f->name, bf_filter_bytes(f),
+			bf_registry_memory(sn->ctx->reg), bf_registry_max_memory(sn->ctx->reg));
 		bf_filter_free(f);
 		return rc;
 	}
@@ -2615,7 +2615,7 @@ static int snap_load_one(struct srv_snap *sn, const char *file, uint64_t *newest
 	}
 	srv_log(SRV_LOG_DEBUG,
 		"loaded filter '%s' from %s/%s (%" PRIu64 " bytes, generation %" PRIu64 ")",
-		f->name, sn->dir, file, f->bytes, gen);
+		f->name, sn->dir, file, bf_filter_bytes(f), gen);
 	return snap_adopt(sn, f, gen, file, -1, repack);
 }
 

@@ -307,12 +307,13 @@ START_TEST(list_and_prefix)
 	snprintf(expect, sizeof(expect),
 		 "START\nbar 0.001000 %llu 1000 0\nfoo 0.010000 %llu 1000 1\nfoobar 0.010000 %llu "
 		 "1000 0\nEND\n",
-		 (unsigned long long)bar->bytes, (unsigned long long)foo->bytes,
-		 (unsigned long long)foo->bytes);
+		 (unsigned long long)bf_filter_bytes(bar), (unsigned long long)bf_filter_bytes(foo),
+		 (unsigned long long)bf_filter_bytes(foo));
 	SAYS("list", expect);
 	snprintf(expect, sizeof(expect),
 		 "START\nfoo 0.010000 %llu 1000 1\nfoobar 0.010000 %llu 1000 0\nEND\n",
-		 (unsigned long long)foo->bytes, (unsigned long long)foo->bytes);
+		 (unsigned long long)bf_filter_bytes(foo),
+		 (unsigned long long)bf_filter_bytes(foo));
 	SAYS("list foo", expect);
 	SAYS("list zzz", "START\nEND\n");
 }
@@ -404,7 +405,7 @@ START_TEST(info_fields)
 		 "set_misses 1\nsize 1\nstorage %llu\ntype bloom\npersist 1\n"
 		 "initial_capacity 1000\nexpansion 2\nlayers 1\nfpr_estimate %.6g\n"
 		 "deletes 0\ndelete_hits 0\ndelete_misses 0\nttl -1\nEND\n",
-		 (unsigned long long)f->bytes, bf_filter_fpr(f));
+		 (unsigned long long)bf_filter_bytes(f), bf_filter_fpr(f));
 	SAYS("info f", expect);
 	SAYS("info nope", "Filter does not exist\n");
 	/* An empty filter's estimate is 0, not "-0" (issue 17 item 11). */
@@ -461,12 +462,12 @@ START_TEST(counting_delete_ambiguous)
 			found = i;
 	}
 	ck_assert_int_ge(found, 0);
-	uint64_t items = f->items;
+	uint64_t items = bf_filter_items(f);
 	snprintf(line, sizeof(line), "delete cf k%d", found);
 	SAYS(line, "Client Error: Key is in more than one layer, not deleted\n");
 	snprintf(line, sizeof(line), "check cf k%d", found);
 	SAYS(line, "Yes\n");
-	ck_assert_uint_eq(f->items, items);
+	ck_assert_uint_eq(bf_filter_items(f), items);
 }
 END_TEST
 

@@ -81,7 +81,8 @@ START_TEST(fpr_at_capacity_nonscaling)
 	uint64_t fp = false_positives(f);
 	fprintf(stderr,
 		"# nonscaling p=%g: %llu false positives in %d (bound %.0f), %.2f bits/key\n", p,
-		(unsigned long long)fp, PROBES, bound(p), f->bytes * 8.0 / params.capacity);
+		(unsigned long long)fp, PROBES, bound(p),
+		bf_filter_bytes(f) * 8.0 / params.capacity);
 	ck_assert_double_le((double)fp, bound(p));
 	bf_filter_free(f);
 }
@@ -130,21 +131,36 @@ START_TEST(nonscaling_full_refuses_new_keys)
 	struct bf_filter *f;
 	ck_assert_int_eq(bf_filter_new(&params, 1, NULL, &f), 0);
 	uint64_t i = 0;
-	while (f->items < params.capacity)
+	while (bf_filter_items(f) < params.capacity)
 		ck_assert_int_ge(add(f, i++), 0);
-	uint64_t items = f->items, bytes = f->bytes, changes = f->changes;
+	uint64_t items = bf_filter_items(f), bytes = bf_filter_bytes(f), changes = f->changes;
 	/* A present key still answers 0; a new one is refused and nothing changes. */
 	ck_assert_int_eq(add(f, 0), 0);
 	int rc = add(f, 1000000);
 	ck_assert_int_eq(rc, -ENOSPC);
-	ck_assert_uint_eq(f->items, items);
-	ck_assert_uint_eq(f->bytes, bytes);
+	ck_assert_uint_eq(bf_filter_items(f), items);
+	ck_assert_uint_eq(bf_filter_bytes(f), bytes);
 	ck_assert_uint_eq(f->changes, changes);
 	ck_assert_uint_eq(f->nlayers, 1);
 	ck_assert_int_eq(has(f, 'k', 1000000), 0);
 	bf_filter_free(f);
 }
 END_TEST
+
+/* Layer i of f was sized for the error err (its target by f's params) and its capacity. */
+static void assert_layer_target(const struct bf_filter *f, unsigned i, double err)
+{
+	uint64_t cap, nblocks;
+	double e;
+	unsigned b;
+
+	bf_filter_layer_target(f->params, i, &cap, &e);
+	ck_assert_double_eq(e, err);
+	ck_assert_uint_eq(bf_filter_layer_capacity(f->params, i), cap);
+	ck_assert_int_eq(bf_layer_plan(f->layers[i].counting, cap, err, &nblocks, &b), 0);
+	ck_assert_uint_eq(f->layers[i].nblocks, nblocks);
+	ck_assert_uint_eq(f->layers[i].b, b);
+}
 
 START_TEST(chain_stops_at_max_layers)
 {
@@ -158,11 +174,11 @@ START_TEST(chain_stops_at_max_layers)
 		rc = add(f, i);
 	ck_assert_int_eq(rc, -ENOSPC);
 	ck_assert_uint_eq(f->nlayers, BF_MAX_LAYERS);
-	ck_assert_uint_eq(f->items, BF_MAX_LAYERS); /* each layer holds its one key */
+	ck_assert_uint_eq(bf_filter_items(f), BF_MAX_LAYERS); /* each layer holds its one key */
 	/* Layer i is sized for 0.5 * (1 - 0.5) * 0.5^i: the chain's model rate stays under 0.5;
 	 * deep layers are floored, never 0 (0.5^1025 would underflow the model). */
-	ck_assert_double_eq(f->layers[31].error_rate, ldexp(0.5, -32));
-	ck_assert_double_eq(f->layers[BF_MAX_LAYERS - 1].error_rate, BF_LAYER_MIN_ERROR);
+	assert_layer_target(f, 31, ldexp(0.5, -32));
+	assert_layer_target(f, BF_MAX_LAYERS - 1, BF_LAYER_MIN_ERROR);
 	ck_assert_double_lt(bf_filter_fpr(f), 0.5);
 	bf_filter_free(f);
 }
@@ -189,13 +205,14 @@ START_TEST(ratio_from_the_model)
 	ck_assert_double_eq(f->params->ratio, 0.7);
 	ck_assert_double_eq(g->params->first, 0.5);
 	ck_assert_double_eq(g->params->ratio, 0.5);
-	ck_assert_double_eq(f->layers[0].error_rate, 0.01 * BF_FIRST_SHARE);
+	assert_layer_target(f, 0, 0.01 * BF_FIRST_SHARE);
 	ck_assert_double_eq(bf_filter_choose_ratio(BF_TYPE_BLOOM, 0.01, 0, BF_FIRST_SHARE), 0.5);
 	add_range(f, 0, 200000);
 	add_range(g, 0, 200000);
 	ck_assert_uint_eq(f->nlayers, 5);
 	assert_all_present(f, 200000);
-	double bits = (double)f->bytes * 8 / 200000, halving = (double)g->bytes * 8 / 200000;
+	double bits = (double)bf_filter_bytes(f) * 8 / 200000,
+	       halving = (double)bf_filter_bytes(g) * 8 / 200000;
 	uint64_t fp = false_positives(f);
 	fprintf(stderr,
 		"# 10k -> 200k at 1%%, expansion 2: %.2f bits/key (first %.2f, ratio %.2f), %.2f "
@@ -220,12 +237,12 @@ START_TEST(budget_refuses_growth_and_changes_nothing)
 	ck_assert_uint_eq(budget.used, bf_filter_cost(f));
 	budget.limit = bf_filter_cost(f) + 64; /* no room for a second layer */
 	uint64_t i = 0;
-	while (f->items < params.capacity)
+	while (bf_filter_items(f) < params.capacity)
 		ck_assert_int_ge(add(f, i++), 0);
-	uint64_t items = f->items, cost = bf_filter_cost(f);
+	uint64_t items = bf_filter_items(f), cost = bf_filter_cost(f);
 	ck_assert_int_eq(add(f, 5000000), -ENOMEM);
 	ck_assert_uint_eq(f->nlayers, 1);
-	ck_assert_uint_eq(f->items, items);
+	ck_assert_uint_eq(bf_filter_items(f), items);
 	ck_assert_uint_eq(budget.used, cost);
 	budget.limit = 0;
 	ck_assert_int_eq(add(f, 5000000), 1);
@@ -253,7 +270,7 @@ START_TEST(counting_delete_makes_keys_absent)
 		refused += bf_filter_delete(f, k, key(k, 'k', i)) != 1;
 	}
 	ck_assert_uint_eq(refused, 0);
-	ck_assert_uint_eq(f->items, 100000);
+	ck_assert_uint_eq(bf_filter_items(f), 100000);
 	for (uint64_t i = 0; i < 200000; i++) {
 		if (i & 1)
 			lost += has(f, 'k', i) != 1;
@@ -277,10 +294,10 @@ START_TEST(counting_delete_absent_changes_nothing)
 	size_t bytes = bf_layer_bytes(&f->layers[0]);
 	ck_assert_uint_le(bytes, sizeof(before));
 	memcpy(before, f->layers[0].blocks, bytes);
-	uint64_t items = f->items, changes = f->changes;
+	uint64_t items = bf_filter_items(f), changes = f->changes;
 	ck_assert_int_eq(bf_filter_delete(f, "absent", 6), 0);
 	ck_assert_mem_eq(before, f->layers[0].blocks, bytes);
-	ck_assert_uint_eq(f->items, items);
+	ck_assert_uint_eq(bf_filter_items(f), items);
 	ck_assert_uint_eq(f->changes, changes);
 	ck_assert_uint_eq(bf_filter_delete_misses(f), 1);
 	/* A key added twice needs two deletes. */
@@ -329,7 +346,7 @@ START_TEST(counting_delete_across_layers_loses_nothing)
 	}
 	assert_all_present(f, 30000);
 	ck_assert_uint_eq(deleted + refused, 10000);
-	ck_assert_uint_eq(f->items, 30000 + refused);
+	ck_assert_uint_eq(bf_filter_items(f), 30000 + refused);
 	ck_assert_uint_eq(bf_filter_delete_hits(f), deleted);
 	ck_assert_uint_eq(bf_filter_delete_misses(f), refused);
 	/* An ambiguous delete happens about as often as a false positive in the newer layers
@@ -434,7 +451,7 @@ START_TEST(stats_and_duplicates)
 	ck_assert_int_eq(add(f, 2), 1);
 	ck_assert_int_eq(has(f, 'k', 1), 1);
 	ck_assert_int_eq(has(f, 'x', 1), 0);
-	ck_assert_uint_eq(f->items, 2);
+	ck_assert_uint_eq(bf_filter_items(f), 2);
 	ck_assert_uint_eq(bf_stats_sets(&f->stats), 3);
 	ck_assert_uint_eq(f->stats.set_hits, 2);
 	ck_assert_uint_eq(f->stats.set_misses, 1);
@@ -577,10 +594,15 @@ START_TEST(first_layer_inside_the_structure)
 		for (unsigned l = 0; l < nlayers; l++)
 			ck_assert_mem_eq(c->layers[l].blocks, f->layers[l].blocks,
 					 bf_layer_bytes(&f->layers[l]));
-		uint64_t cost = bf_filter_cost(f);
+		uint64_t cost = bf_filter_cost(f), items = bf_filter_items(f);
+		uint64_t bytes = bf_filter_bytes(f);
 		ck_assert_uint_eq(budget.used, cost);
+		ck_assert_uint_gt(items, 0);
 		ck_assert_int_eq(bf_filter_page_out(f), 0);
 		ck_assert_ptr_null(f->layers);
+		/* Its items and bytes as they were, without its layers. */
+		ck_assert_uint_eq(bf_filter_items(f), items);
+		ck_assert_uint_eq(bf_filter_bytes(f), bytes);
 		ck_assert_uint_lt(budget.used, cost);
 		ck_assert_uint_eq(budget.used, bf_filter_cost(f));
 		ck_assert_ptr_nonnull(f->rare); /* its layer count and page-outs */
@@ -588,6 +610,8 @@ START_TEST(first_layer_inside_the_structure)
 		ck_assert_int_eq(bf_filter_page_in(f, c), 0);
 		ck_assert_int_eq(f->layers == &f->layer0, nlayers == 1);
 		ck_assert_uint_eq(f->nlayers, nlayers);
+		ck_assert_uint_eq(bf_filter_items(f), items);
+		ck_assert_uint_eq(bf_filter_bytes(f), bytes);
 		ck_assert_uint_eq(bf_filter_page_ins(f), round + 1);
 		ck_assert_uint_eq(bf_filter_page_outs(f), round + 1);
 		/* What it cost before, and its rare part (from the first page-out on). */

@@ -104,7 +104,7 @@ START_TEST(small_layers_are_aligned_and_zero)
 	for (unsigned i = 0; i < 64; i++) {
 		unsigned nblocks = 1 + i % 12;
 
-		ck_assert_int_eq(bf_layer_alloc(&l[i], i % 2, nblocks, 8, 100, 0.01), 0);
+		ck_assert_int_eq(bf_layer_alloc(&l[i], i % 2, nblocks, 8), 0);
 		ck_assert(!l[i].mapped);
 		ck_assert_uint_eq((uintptr_t)l[i].blocks % 64, 0);
 		ck_assert_uint_le(l[i].align_off, 48);
@@ -138,7 +138,7 @@ START_TEST(pooled_layers_cost_their_bits_and_are_given_back)
 	size_t h0 = heap_in_use();
 
 	for (unsigned i = 0; i < MANY; i++)
-		ck_assert_int_eq(bf_layer_alloc(&l[i], false, 3, 8, 100, 0.01), 0);
+		ck_assert_int_eq(bf_layer_alloc(&l[i], false, 3, 8), 0);
 	size_t took = heap_in_use() - h0;
 	bool measured = took != 0; /* under valgrind mallinfo2 says 0: its leak check tells */
 	if (measured) {
@@ -164,7 +164,7 @@ static void *churn(void *arg)
 
 	for (unsigned round = 0; round < 40; round++) {
 		for (unsigned i = 0; i < 256; i++) {
-			if (bf_layer_alloc(&l[i], false, 1 + i % 4, 8, 100, 0.01))
+			if (bf_layer_alloc(&l[i], false, 1 + i % 4, 8))
 				return (void *)1;
 			for (size_t w = 0; w < l[i].nblocks * BF_BLOCK_WORDS; w++)
 				l[i].blocks[w] = tag;

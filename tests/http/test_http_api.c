@@ -161,8 +161,8 @@ static const char *fresh_detail(const char *name, const char *type, unsigned lon
 		 "\"checks\":0,\"check_hits\":0,"
 		 "\"check_misses\":0,\"sets\":0,\"set_hits\":0,\"set_misses\":0,\"deletes\":0,"
 		 "\"delete_hits\":0,\"delete_misses\":0}}",
-		 name, type, capacity, rate, (unsigned long long)f->bytes, capacity, expansion,
-		 persist);
+		 name, type, capacity, rate, (unsigned long long)bf_filter_bytes(f), capacity,
+		 expansion, persist);
 	return buf;
 }
 
@@ -453,8 +453,8 @@ START_TEST(get_list_delete)
 		 "\"error_rate\":0.01,\"items\":0,\"bytes\":%llu,\"layers\":1},{\"name\":\"b\","
 		 "\"type\":\"counting\",\"capacity\":100,\"error_rate\":0.01,\"items\":0,"
 		 "\"bytes\":%llu,\"layers\":1}]}",
-		 (unsigned long long)bf_registry_get(reg, "a", 1)->bytes,
-		 (unsigned long long)bf_registry_get(reg, "b", 1)->bytes);
+		 (unsigned long long)bf_filter_bytes(bf_registry_get(reg, "a", 1)),
+		 (unsigned long long)bf_filter_bytes(bf_registry_get(reg, "b", 1)));
 	GET("/v1/filters", 200, expect);
 
 	/* Stats after some traffic. */
@@ -468,7 +468,7 @@ START_TEST(get_list_delete)
 	snprintf(expect, sizeof(expect),
 		 "\"items\":2,\"bytes\":%llu,\"layers\":1,\"initial_capacity\":1000,"
 		 "\"expansion\":2,\"persist\":true,\"ttl_seconds\":null,\"fpr_estimate\":",
-		 (unsigned long long)f->bytes);
+		 (unsigned long long)bf_filter_bytes(f));
 	ck_assert_msg(strstr(got, expect), "%s", got);
 	ck_assert_msg(strstr(got, "\"stats\":{\"checks\":2,\"check_hits\":1,\"check_misses\":1,"
 				  "\"sets\":3,\"set_hits\":2,\"set_misses\":1,\"deletes\":0,"
@@ -730,14 +730,14 @@ START_TEST(delete_ambiguous)
 	ck_assert_int_ge(found, 0);
 	call("PUT", "/v1/filters/c/keys/fresh", NULL, NULL);
 	ck_assert_uint_eq(resp.status, 200);
-	uint64_t items = f->items;
+	uint64_t items = bf_filter_items(f);
 	snprintf(body, sizeof(body), "{\"keys\":[\"zz-absent\",\"k%d\",\"k%d\"]}", found, found);
 	POST("/v1/filters/c/delete", body, 409,
 	     "{\"type\":\"ambiguous_delete\",\"title\":\"Key in more than one layer\","
 	     "\"status\":409,\"detail\":\"a key tests present in more than one layer of this "
 	     "filter, so deleting it could remove another key; it and the keys after it were not "
 	     "deleted; keys answered before it: 1\",\"results\":[false]}");
-	ck_assert_uint_eq(f->items, items);
+	ck_assert_uint_eq(bf_filter_items(f), items);
 	snprintf(body, sizeof(body), "/v1/filters/c/keys/k%d", found);
 	GET(body, 200, "{\"present\":true}");
 }

@@ -270,7 +270,7 @@ START_TEST(reserve_errors)
 	ck_assert_int_eq(created, 0);
 	/* The smallest rate: one key in one block. */
 	SAYS("+OK\r\n", "BF.RESERVE", "t", "1e-12", "1");
-	ck_assert_uint_eq(filter("t")->bytes, 64);
+	ck_assert_uint_eq(bf_filter_bytes(filter("t")), 64);
 }
 END_TEST
 
@@ -489,7 +489,8 @@ static const char *info_reply(const struct bf_filter *f, int resp)
 		 "%s+Capacity\r\n:%llu\r\n+Size\r\n:%llu\r\n+Number of filters\r\n:%u\r\n"
 		 "+Number of items inserted\r\n:%llu\r\n+Expansion rate\r\n%s",
 		 resp == 3 ? "%5\r\n" : "*10\r\n", (unsigned long long)bf_filter_capacity(f),
-		 (unsigned long long)f->bytes, f->nlayers, (unsigned long long)f->items, exp);
+		 (unsigned long long)bf_filter_bytes(f), f->nlayers,
+		 (unsigned long long)bf_filter_items(f), exp);
 	return buf;
 }
 
@@ -510,9 +511,9 @@ START_TEST(info_resp2)
 	run("BF.INFO", "f", "CAPACITY", NULL);
 	expect_str("*1\r\n:100\r\n");
 	run("bf.info", "f", "size", NULL);
-	snprintf(want, sizeof(want), "*1\r\n:%llu\r\n", (unsigned long long)f->bytes);
+	snprintf(want, sizeof(want), "*1\r\n:%llu\r\n", (unsigned long long)bf_filter_bytes(f));
 	expect_str(want);
-	ck_assert_uint_gt(f->bytes, 0);
+	ck_assert_uint_gt(bf_filter_bytes(f), 0);
 	SAYS("*1\r\n:1\r\n", "BF.INFO", "f", "Filters");
 	SAYS("*1\r\n:3\r\n", "BF.INFO", "f", "ITEMS");
 	SAYS("*1\r\n:2\r\n", "BF.INFO", "f", "EXPANSION");
@@ -555,7 +556,8 @@ START_TEST(info_resp3)
 	ck_assert(reply_has("+Number of filters\r\n:1\r\n+Number of items inserted\r\n:2\r\n"
 			    "+Expansion rate\r\n:3\r\n"));
 	SAYS("%1\r\n+Capacity\r\n:100\r\n", "BF.INFO", "f", "capacity");
-	snprintf(want, sizeof(want), "%%1\r\n+Size\r\n:%llu\r\n", (unsigned long long)f->bytes);
+	snprintf(want, sizeof(want), "%%1\r\n+Size\r\n:%llu\r\n",
+		 (unsigned long long)bf_filter_bytes(f));
 	run("BF.INFO", "f", "SIZE", NULL);
 	expect_str(want);
 	SAYS("%1\r\n+Number of filters\r\n:1\r\n", "BF.INFO", "f", "FILTERS");
@@ -623,10 +625,10 @@ START_TEST(del_ambiguous_refused)
 	}
 	ck_assert_int_ge(refused, 0);
 	snprintf(k, sizeof(k), "k%d", refused);
-	uint64_t items = filter("c")->items;
+	uint64_t items = bf_filter_items(filter("c"));
 	SAYS("-ERR item is in more than one sub-filter, not deleted\r\n", "BF.DEL", "c", k);
 	SAYS(":1\r\n", "BF.EXISTS", "c", k);
-	ck_assert_uint_eq(filter("c")->items, items);
+	ck_assert_uint_eq(bf_filter_items(filter("c")), items);
 }
 END_TEST
 
@@ -837,15 +839,15 @@ START_TEST(scandump_edges)
 	struct bf_filter *f = filter("f");
 	run("BF.SCANDUMP", "f", "1", NULL);
 	struct chunk ch = parse_chunk();
-	ck_assert_int_eq(ch.iter, 1 + (long long)f->bytes);
-	ck_assert_uint_eq(ch.len, f->bytes);
-	ck_assert_mem_eq(ch.data, f->layers[0].blocks, f->bytes);
+	ck_assert_int_eq(ch.iter, 1 + (long long)bf_filter_bytes(f));
+	ck_assert_uint_eq(ch.len, bf_filter_bytes(f));
+	ck_assert_mem_eq(ch.data, f->layers[0].blocks, bf_filter_bytes(f));
 	free(ch.data);
 	/* A chunk can start anywhere inside a layer. */
 	run("BF.SCANDUMP", "f", "65", NULL);
 	ch = parse_chunk();
-	ck_assert_int_eq(ch.iter, 1 + (long long)f->bytes);
-	ck_assert_uint_eq(ch.len, f->bytes - 64);
+	ck_assert_int_eq(ch.iter, 1 + (long long)bf_filter_bytes(f));
+	ck_assert_uint_eq(ch.len, bf_filter_bytes(f) - 64);
 	free(ch.data);
 }
 END_TEST
@@ -854,7 +856,7 @@ START_TEST(loadchunk_data_errors)
 {
 	SAYS("+OK\r\n", "BF.RESERVE", "f", "0.01", "1000");
 	struct bf_filter *f = filter("f");
-	size_t bytes = f->bytes;
+	size_t bytes = bf_filter_bytes(f);
 	char it[32], *zeros = calloc(1, bytes + 64);
 	ck_assert_ptr_nonnull(zeros);
 
@@ -1048,7 +1050,7 @@ START_TEST(loadchunk_corrupt_headers)
 	runv(4, ok, oklens);
 	expect_str("+OK\r\n");
 	ck_assert_uint_eq(filter("dst")->nlayers, 3);
-	ck_assert_uint_eq(filter("dst")->items, filter("src")->items);
+	ck_assert_uint_eq(bf_filter_items(filter("dst")), bf_filter_items(filter("src")));
 	ck_assert_str_eq(filter("dst")->name, "dst");
 	free(m);
 	free(hc.data);
@@ -1072,7 +1074,8 @@ START_TEST(loadchunk_copy_survives_snapshot)
 		int k = snprintf(key, sizeof(key), "k%d", i % 150);
 		ck_assert_int_ge(bf_filter_add(filter("src"), key, (size_t)k), 0);
 	}
-	ck_assert_uint_gt(filter("src")->layers[0].items, filter("src")->layers[0].capacity);
+	ck_assert_uint_gt(filter("src")->layers[0].items,
+			  bf_filter_layer_capacity(filter("src")->params, 0));
 	struct chunk *v = dump("src", &n);
 	load("dst", v, n);
 	free_chunks(v, n);
@@ -1082,8 +1085,8 @@ START_TEST(loadchunk_copy_survives_snapshot)
 	ck_assert_int_eq(bf_snapshot_write(filter("dst"), 1, dfd, "dst.bsnap", NULL), 0);
 	int rc = bf_snapshot_read(dfd, "dst.bsnap", &back, &gen, why, sizeof(why));
 	ck_assert_msg(rc == 0, "the reader refused a loaded copy: %s", why);
-	ck_assert_uint_eq(back->items, filter("src")->items);
-	ck_assert_uint_eq(back->bytes, filter("src")->bytes);
+	ck_assert_uint_eq(bf_filter_items(back), bf_filter_items(filter("src")));
+	ck_assert_uint_eq(bf_filter_bytes(back), bf_filter_bytes(filter("src")));
 	bf_filter_free(back);
 	unlinkat(dfd, "dst.bsnap", 0);
 	close(dfd);
@@ -1120,14 +1123,14 @@ START_TEST(memory_limit_refusals)
 	struct bf_filter *f = filter("a");
 	char key[16];
 	int i = 0;
-	while (f->layers[0].items < f->layers[0].capacity) {
+	while (f->layers[0].items < bf_filter_layer_capacity(f->params, 0)) {
 		int n = snprintf(key, sizeof(key), "fill%d", i++);
 		ck_assert_int_ge(bf_filter_add(f, key, (size_t)n), 0);
 	}
-	uint64_t items = f->items;
+	uint64_t items = bf_filter_items(f);
 	SAYS("*2\r\n:0\r\n-OOM command not allowed when used memory > 'maxmemory'.\r\n", "BF.MADD",
 	     "a", "x", "new-one", "new-two");
-	ck_assert_uint_eq(f->items, items);
+	ck_assert_uint_eq(bf_filter_items(f), items);
 	ck_assert_uint_eq(f->nlayers, 1);
 	SAYS(OOM, "BF.ADD", "a", "new-two");
 	SAYS(":0\r\n", "BF.EXISTS", "a", "new-one");
@@ -1736,7 +1739,7 @@ START_TEST(memory_usage)
 	const struct bf_filter *f = bf_registry_get(ctx.reg, "m", 1);
 	ck_assert_ptr_nonnull(f);
 	uint64_t charged = bf_registry_charge(ctx.reg, f);
-	ck_assert_uint_gt(charged, f->bytes);
+	ck_assert_uint_gt(charged, bf_filter_bytes(f));
 	snprintf(want, sizeof(want), ":%llu\r\n", (unsigned long long)charged);
 	run("MEMORY", "USAGE", "m", NULL);
 	expect_str(want);
