@@ -50,12 +50,20 @@ int bf_params_validate(const struct bf_params *p)
 	return 0;
 }
 
+/* The capacity of the layer after one of capacity c (saturating); c itself if non-scaling. */
+static uint64_t next_capacity(const struct bf_params *p, uint64_t c)
+{
+	uint32_t x = p->expansion;
+
+	return !x ? c : c > UINT64_MAX / x ? UINT64_MAX : c * x;
+}
+
 uint64_t bf_filter_layer_capacity(const struct bf_params *p, unsigned i)
 {
 	uint64_t c = p->capacity;
 
 	for (unsigned k = 0; p->expansion && k < i; k++)
-		c = c > UINT64_MAX / p->expansion ? UINT64_MAX : c * p->expansion;
+		c = next_capacity(p, c);
 	return c;
 }
 
@@ -917,12 +925,11 @@ uint64_t bf_filter_capacity(const struct bf_filter *f)
 {
 	/* Paged out: what its layers held. */
 	unsigned n = f->paged ? f->rare->paged_layers : f->nlayers;
-	uint64_t c = 0, cap = f->params->capacity, x = f->params->expansion;
+	uint64_t c = 0, cap = f->params->capacity;
 
 	for (unsigned i = 0; i < n; i++) {
 		c = cap > UINT64_MAX - c ? UINT64_MAX : c + cap;
-		if (x) /* bf_filter_layer_capacity's, one layer on */
-			cap = cap > UINT64_MAX / x ? UINT64_MAX : cap * x;
+		cap = next_capacity(f->params, cap);
 	}
 	return c;
 }
