@@ -472,15 +472,16 @@ int bf_filter_page_out(struct bf_filter *f)
 	if (bf_filter_rare_get(f))
 		return -ENOMEM;
 
-	uint64_t cost = bf_filter_cost(f);
+	uint64_t cost = bf_filter_cost(f), items = bf_filter_items(f), bytes = bf_filter_bytes(f);
 
-	f->rare->paged_layers = f->nlayers;
-	f->rare->paged_items = bf_filter_items(f);
-	f->rare->paged_bytes = bf_filter_bytes(f);
 	for (unsigned i = 0; i < f->nlayers; i++)
 		bf_layer_free(&f->layers[i]);
 	layers_release(f);
+	f->paged_layers = f->nlayers;
 	f->nlayers = 0;
+	/* In the first layer's place, which it no longer has. */
+	f->paged_counts.items = items;
+	f->paged_counts.bytes = bytes;
 	bf_budget_release(f->budget, cost - bf_filter_cost(f));
 	f->paged = true;
 	f->rare->page_outs++;
@@ -542,14 +543,12 @@ uint64_t bf_filter_cost(const struct bf_filter *f)
 
 void bf_filter_stats_encode(const struct bf_filter *f, uint64_t out[BF_STATS_WORDS])
 {
-	const struct bf_stats *s = &f->stats;
-
-	out[0] = bf_stats_checks(s);
-	out[1] = s->check_hits;
-	out[2] = s->check_misses;
-	out[3] = bf_stats_sets(s);
-	out[4] = s->set_hits;
-	out[5] = s->set_misses;
+	out[0] = bf_filter_checks(f);
+	out[1] = bf_filter_stat(f, BF_STAT_CHECK_HITS);
+	out[2] = bf_filter_stat(f, BF_STAT_CHECK_MISSES);
+	out[3] = bf_filter_sets(f);
+	out[4] = bf_filter_stat(f, BF_STAT_SET_HITS);
+	out[5] = bf_filter_stat(f, BF_STAT_SET_MISSES);
 	out[6] = bf_filter_deletes(f);
 	out[7] = bf_filter_delete_hits(f);
 	out[8] = bf_filter_delete_misses(f);
@@ -558,16 +557,24 @@ void bf_filter_stats_encode(const struct bf_filter *f, uint64_t out[BF_STATS_WOR
 int bf_filter_stats_decode(struct bf_filter *f, const uint64_t in[BF_STATS_WORDS])
 {
 	uint64_t counted = in[4] + in[5];
-
-	if ((in[7] || in[8]) && bf_filter_rare_get(f))
-		return -ENOMEM;
-	f->stats = (struct bf_stats){
-	    .check_hits = in[1],
-	    .check_misses = in[2],
-	    .set_hits = in[4],
-	    .set_misses = in[5],
-	    .set_fails = in[3] > counted ? in[3] - counted : 0,
+	uint64_t v[BF_STAT_N] = {
+	    [BF_STAT_CHECK_HITS] = in[1],
+	    [BF_STAT_CHECK_MISSES] = in[2],
+	    [BF_STAT_SET_HITS] = in[4],
+	    [BF_STAT_SET_MISSES] = in[5],
+	    [BF_STAT_SET_FAILS] = in[3] > counted ? in[3] - counted : 0,
 	};
+	bool high = false;
+
+	for (int i = 0; i < BF_STAT_N; i++)
+		high = high || v[i] > UINT32_MAX;
+	if ((in[7] || in[8] || high) && bf_filter_rare_get(f))
+		return -ENOMEM;
+	for (int i = 0; i < BF_STAT_N; i++) {
+		f->stats.lo[i] = (uint32_t)v[i];
+		if (f->rare)
+			f->rare->stat_hi[i] = (uint32_t)(v[i] >> 32);
+	}
 	if (f->rare) {
 		f->rare->delete_hits = in[7];
 		f->rare->delete_misses = in[8];
@@ -575,11 +582,27 @@ int bf_filter_stats_decode(struct bf_filter *f, const uint64_t in[BF_STATS_WORDS
 	return 0;
 }
 
-/* Branch-free, for the reason given in bf_filter_paths.h. */
+/* Counter i passed 2^32: carry into its high half, in the rare part (made now if need be; if
+ * it cannot be, the counter stays at its highest until a later carry finds the memory). */
+static __attribute__((noinline, cold)) void stat_carry(struct bf_filter *f, enum bf_stat i)
+{
+	if (bf_filter_rare_get(f) || f->rare->stat_hi[i] == UINT32_MAX)
+		f->stats.lo[i] = UINT32_MAX;
+	else
+		f->rare->stat_hi[i]++;
+}
+
+static inline void stat_add(struct bf_filter *f, enum bf_stat i)
+{
+	if (__builtin_expect(++f->stats.lo[i] == 0, 0))
+		stat_carry(f, i);
+}
+
+/* Branch-free on the answer, for the reason given in bf_filter_paths.h (the carry's branch is
+ * all but never taken). */
 static inline void count_check(struct bf_filter *f, bool hit)
 {
-	f->stats.check_hits += hit;
-	f->stats.check_misses += !hit;
+	stat_add(f, (enum bf_stat)(BF_STAT_CHECK_HITS + !hit));
 }
 
 /*
@@ -667,8 +690,7 @@ static int add_counting(struct bf_filter *f, struct bf_hash h)
 	bool is_new = bf_layer_add(l, h);
 	l->items++;
 	f->changes++;
-	f->stats.set_hits += is_new;
-	f->stats.set_misses += !is_new;
+	stat_add(f, (enum bf_stat)(BF_STAT_SET_HITS + !is_new));
 	return is_new;
 }
 
@@ -693,7 +715,7 @@ static int add_hashed(struct bf_filter *f, struct bf_hash h)
 	if (full) {
 		rc = f->params->expansion == 0 ? -ENOSPC : grow(f, 0);
 		if (rc) {
-			f->stats.set_fails++;
+			stat_add(f, BF_STAT_SET_FAILS);
 			return rc;
 		}
 		top = &f->layers[f->nlayers - 1];
@@ -702,10 +724,10 @@ static int add_hashed(struct bf_filter *f, struct bf_hash h)
 		goto duplicate;
 	top->items++;
 	f->changes++;
-	f->stats.set_hits++;
+	stat_add(f, BF_STAT_SET_HITS);
 	return 1;
 duplicate:
-	f->stats.set_misses++;
+	stat_add(f, BF_STAT_SET_MISSES);
 	return 0;
 }
 
@@ -864,9 +886,13 @@ int bf_filter_copy_meta(struct bf_filter *c, const struct bf_filter *f)
 void bf_filter_copy_counts(struct bf_filter *c, const struct bf_filter *f)
 {
 	c->stats = f->stats;
+	/* f's rare part may be younger than c (a carry since bf_filter_copy_meta): best effort. */
+	if (f->rare && !c->rare)
+		(void)bf_filter_rare_get(c);
 	if (c->rare && f->rare) {
 		c->rare->delete_hits = f->rare->delete_hits;
 		c->rare->delete_misses = f->rare->delete_misses;
+		memcpy(c->rare->stat_hi, f->rare->stat_hi, sizeof(c->rare->stat_hi));
 	}
 	/* The layers c has (f may have grown since): the counts of those. */
 	for (unsigned i = 0; i < c->nlayers && i < f->nlayers; i++)
@@ -924,7 +950,7 @@ int bf_filter_clone(const struct bf_filter *f, struct bf_filter **out)
 uint64_t bf_filter_capacity(const struct bf_filter *f)
 {
 	/* Paged out: what its layers held. */
-	unsigned n = f->paged ? f->rare->paged_layers : f->nlayers;
+	unsigned n = f->paged ? f->paged_layers : f->nlayers;
 	uint64_t c = 0, cap = f->params->capacity;
 
 	for (unsigned i = 0; i < n; i++) {

@@ -68,16 +68,26 @@ uint64_t bf_budget_room(const struct bf_budget *b);
 void bf_budget_release(struct bf_budget *b, uint64_t bytes);
 
 /*
- * A filter's counters of checks and sets (its deletes are in struct bf_filter_rare). The totals
- * are not stored: checks are check_hits + check_misses, sets set_hits + set_misses + set_fails
- * (bf_stats_checks, bf_stats_sets), deletes delete_hits + delete_misses (bf_filter_deletes).
+ * A filter's counters of checks and sets (its deletes are in struct bf_filter_rare), read with
+ * bf_filter_stat. Each is 64 bits: the low 32 in struct bf_stats, the high 32 in the rare part
+ * (stat_hi), which the first carry makes (a counter whose carry finds no memory stays at its
+ * highest until one does): a filter pays 20 bytes for them, not 40. The totals are not stored:
+ * checks are check_hits + check_misses, sets set_hits + set_misses + set_fails
+ * (bf_filter_checks, bf_filter_sets), deletes delete_hits + delete_misses (bf_filter_deletes).
  * Snapshots keep all nine counters (BF_STATS_WORDS, in the order bf_filter_stats_encode writes
  * them), as the files always did.
  */
+enum bf_stat {
+	BF_STAT_CHECK_HITS,
+	BF_STAT_CHECK_MISSES,
+	BF_STAT_SET_HITS, /* the key was new */
+	BF_STAT_SET_MISSES,
+	BF_STAT_SET_FAILS, /* adds to a plain filter refused (full, or out of memory) */
+	BF_STAT_N
+};
+
 struct bf_stats {
-	uint64_t check_hits, check_misses;
-	uint64_t set_hits, set_misses; /* set_hits: the key was new */
-	uint64_t set_fails;	       /* adds to a plain filter refused (full, or out of memory) */
+	uint32_t lo[BF_STAT_N];
 };
 
 /*
@@ -91,20 +101,8 @@ struct bf_filter_rare {
 	uint64_t delete_hits, delete_misses;
 	uint32_t expire_pos; /* its place in its registry's expiry heap, from 1; 0: none */
 	uint32_t page_ins, page_outs;
-	uint16_t paged_layers; /* the layers it had when paged out (capacity, info) */
-	/* Its items and bytes when paged out, which its layers give otherwise. */
-	uint64_t paged_items, paged_bytes;
+	uint32_t stat_hi[BF_STAT_N]; /* the high halves of its counters (struct bf_stats) */
 };
-
-static inline uint64_t bf_stats_checks(const struct bf_stats *s)
-{
-	return s->check_hits + s->check_misses;
-}
-
-static inline uint64_t bf_stats_sets(const struct bf_stats *s)
-{
-	return s->set_hits + s->set_misses + s->set_fails;
-}
 
 /* The counters as snapshots hold them: checks, check_hits, check_misses, sets, set_hits,
  * set_misses, deletes, delete_hits, delete_misses. */
@@ -131,8 +129,7 @@ struct bf_filter {
 		       * snapshots */
 	uint64_t lsn; /* log sequence number of the last logged change to it (0: none) */
 	/* Its items and bytes are its layers' (bf_filter_items, bf_filter_bytes): not kept. */
-	uint64_t changes; /* bumped by every mutation, for snapshot scheduling */
-	struct bf_stats stats;
+	uint64_t changes;	     /* bumped by every mutation, for snapshot scheduling */
 	struct bf_filter_rare *rare; /* NULL until needed: see struct bf_filter_rare */
 	struct bf_budget *budget;    /* may be NULL: no accounting */
 	void *owner; /* the owner's own per-filter data (the server's snapshot entry); core never
@@ -143,9 +140,18 @@ struct bf_filter {
 	 * filter is therefore never copied by value or moved: layers may point into it.
 	 */
 	struct bf_layer *layers;
-	struct bf_layer layer0;
+	union {
+		struct bf_layer layer0;
+		/* Paged out (no layer): the items and bytes it had, which its layers give
+		 * otherwise. */
+		struct {
+			uint64_t items, bytes;
+		} paged_counts;
+	};
+	struct bf_stats stats;	  /* 32-bit halves, beside the other narrow fields */
 	uint32_t used_s;	  /* when it was last used, in the owner's clock (cold_interval) */
 	uint16_t nlayers;	  /* layers in use, at most BF_MAX_LAYERS */
+	uint16_t paged_layers;	  /* paged out: the layers it had (capacity, info) */
 	uint16_t layers_cap : 14; /* layers allocated (bf_filter_layers_reserve) */
 	/* bloomd's close: paged out, its layers only on disk (nlayers 0; bytes, items and stats
 	 * kept), loaded again on its next use (bf_filter_page_out / bf_filter_page_in). */
@@ -158,7 +164,7 @@ struct bf_filter {
 };
 
 _Static_assert(BF_MAX_LAYERS < (1 << 14) && BF_NAME_MAX < UINT8_MAX,
-	       "nlayers, layers_cap, rare->paged_layers, name_len and name_room are narrow");
+	       "nlayers, layers_cap, paged_layers, name_len and name_room are narrow");
 
 /* Adds that changed it (every add, if counting), minus deletes: the sum of its layers' counts
  * (a paged-out filter's, as it was). */
@@ -167,7 +173,7 @@ static inline uint64_t bf_filter_items(const struct bf_filter *f)
 	uint64_t n = 0;
 
 	if (f->paged)
-		return f->rare->paged_items;
+		return f->paged_counts.items;
 	for (unsigned i = 0; i < f->nlayers; i++)
 		n += f->layers[i].items;
 	return n;
@@ -180,10 +186,27 @@ static inline uint64_t bf_filter_bytes(const struct bf_filter *f)
 	uint64_t n = 0;
 
 	if (f->paged)
-		return f->rare->paged_bytes;
+		return f->paged_counts.bytes;
 	for (unsigned i = 0; i < f->nlayers; i++)
 		n += bf_layer_bytes(&f->layers[i]);
 	return n;
+}
+
+/* Its counter i (enum bf_stat), and the totals of its checks and sets. */
+static inline uint64_t bf_filter_stat(const struct bf_filter *f, enum bf_stat i)
+{
+	return (f->rare ? (uint64_t)f->rare->stat_hi[i] << 32 : 0) | f->stats.lo[i];
+}
+
+static inline uint64_t bf_filter_checks(const struct bf_filter *f)
+{
+	return bf_filter_stat(f, BF_STAT_CHECK_HITS) + bf_filter_stat(f, BF_STAT_CHECK_MISSES);
+}
+
+static inline uint64_t bf_filter_sets(const struct bf_filter *f)
+{
+	return bf_filter_stat(f, BF_STAT_SET_HITS) + bf_filter_stat(f, BF_STAT_SET_MISSES) +
+	       bf_filter_stat(f, BF_STAT_SET_FAILS);
 }
 
 /* Its expiry (Unix time in ms; 0: none), deletes and paging counts. */
@@ -237,7 +260,7 @@ int bf_filter_stats_decode(struct bf_filter *f, const uint64_t in[BF_STATS_WORDS
 /* Its layers (those it had, while paged out). */
 static inline unsigned bf_filter_nlayers(const struct bf_filter *f)
 {
-	return f->paged ? f->rare->paged_layers : f->nlayers;
+	return f->paged ? f->paged_layers : f->nlayers;
 }
 
 /*

@@ -586,8 +586,6 @@ static cJSON *filter_json(const struct bf_filter *f, bool detail)
 	ok = ok && cJSON_AddNumberToObject(j, "bytes", (double)bf_filter_bytes(f));
 	ok = ok && cJSON_AddNumberToObject(j, "layers", bf_filter_nlayers(f));
 	if (ok && detail) {
-		const struct bf_stats *s = &f->stats;
-
 		fpr = bf_filter_fpr(f);
 		ok = cJSON_AddNumberToObject(j, "initial_capacity", (double)f->params->capacity) &&
 		     cJSON_AddNumberToObject(j, "expansion", f->params->expansion) &&
@@ -595,12 +593,16 @@ static cJSON *filter_json(const struct bf_filter *f, bool detail)
 		     /* -0.0 for an empty filter would print as "-0" */
 		     cJSON_AddNumberToObject(j, "fpr_estimate", fpr > 0 ? fpr : 0) &&
 		     (st = cJSON_AddObjectToObject(j, "stats")) &&
-		     cJSON_AddNumberToObject(st, "checks", (double)bf_stats_checks(s)) &&
-		     cJSON_AddNumberToObject(st, "check_hits", (double)s->check_hits) &&
-		     cJSON_AddNumberToObject(st, "check_misses", (double)s->check_misses) &&
-		     cJSON_AddNumberToObject(st, "sets", (double)bf_stats_sets(s)) &&
-		     cJSON_AddNumberToObject(st, "set_hits", (double)s->set_hits) &&
-		     cJSON_AddNumberToObject(st, "set_misses", (double)s->set_misses) &&
+		     cJSON_AddNumberToObject(st, "checks", (double)bf_filter_checks(f)) &&
+		     cJSON_AddNumberToObject(st, "check_hits",
+					     (double)bf_filter_stat(f, BF_STAT_CHECK_HITS)) &&
+		     cJSON_AddNumberToObject(st, "check_misses",
+					     (double)bf_filter_stat(f, BF_STAT_CHECK_MISSES)) &&
+		     cJSON_AddNumberToObject(st, "sets", (double)bf_filter_sets(f)) &&
+		     cJSON_AddNumberToObject(st, "set_hits",
+					     (double)bf_filter_stat(f, BF_STAT_SET_HITS)) &&
+		     cJSON_AddNumberToObject(st, "set_misses",
+					     (double)bf_filter_stat(f, BF_STAT_SET_MISSES)) &&
 		     cJSON_AddNumberToObject(st, "deletes", (double)bf_filter_deletes(f)) &&
 		     cJSON_AddNumberToObject(st, "delete_hits", (double)bf_filter_delete_hits(f)) &&
 		     cJSON_AddNumberToObject(st, "delete_misses",

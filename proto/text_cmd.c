@@ -360,20 +360,19 @@ static void do_info(struct cmd_ctx *c, struct span args, struct proto_buf *out)
 	struct bf_filter *f;
 	if (!only_name(c, args, &name, out) || !(f = lookup(c, name, out)))
 		return;
-	const struct bf_stats *st = &f->stats;
 	proto_buf_append_str(out, "START\n");
 	/* bloomd's thirteen fields, in its order. */
 	append_u64_field(out, "capacity", bf_filter_capacity(f));
-	append_u64_field(out, "checks", bf_stats_checks(st));
-	append_u64_field(out, "check_hits", st->check_hits);
-	append_u64_field(out, "check_misses", st->check_misses);
+	append_u64_field(out, "checks", bf_filter_checks(f));
+	append_u64_field(out, "check_hits", bf_filter_stat(f, BF_STAT_CHECK_HITS));
+	append_u64_field(out, "check_misses", bf_filter_stat(f, BF_STAT_CHECK_MISSES));
 	append_u64_field(out, "in_memory", !f->paged);
 	append_u64_field(out, "page_ins", bf_filter_page_ins(f));
 	append_u64_field(out, "page_outs", bf_filter_page_outs(f));
 	proto_buf_append_fmt(out, "probability %f\n", f->params->error_rate);
-	append_u64_field(out, "sets", bf_stats_sets(st));
-	append_u64_field(out, "set_hits", st->set_hits);
-	append_u64_field(out, "set_misses", st->set_misses);
+	append_u64_field(out, "sets", bf_filter_sets(f));
+	append_u64_field(out, "set_hits", bf_filter_stat(f, BF_STAT_SET_HITS));
+	append_u64_field(out, "set_misses", bf_filter_stat(f, BF_STAT_SET_MISSES));
 	append_u64_field(out, "size", bf_filter_items(f));
 	append_u64_field(out, "storage", bf_filter_bytes(f));
 	/* Then blossomd's own. */

@@ -170,16 +170,16 @@ static void filter_sample(struct proto_buf *b, const struct bf_filter *f, enum f
 		proto_buf_append_fmt(b, "%.6g", fpr > 0 ? fpr : 0);
 		break;
 	case FF_CHECKS:
-		proto_buf_append_u64(b, bf_stats_checks(&f->stats));
+		proto_buf_append_u64(b, bf_filter_checks(f));
 		break;
 	case FF_CHECK_HITS:
-		proto_buf_append_u64(b, f->stats.check_hits);
+		proto_buf_append_u64(b, bf_filter_stat(f, BF_STAT_CHECK_HITS));
 		break;
 	case FF_SETS:
-		proto_buf_append_u64(b, bf_stats_sets(&f->stats));
+		proto_buf_append_u64(b, bf_filter_sets(f));
 		break;
 	default:
-		proto_buf_append_u64(b, f->stats.set_hits);
+		proto_buf_append_u64(b, bf_filter_stat(f, BF_STAT_SET_HITS));
 		break;
 	}
 	proto_buf_append_char(b, '\n');
