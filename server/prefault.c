@@ -25,12 +25,21 @@
 #define SRV_PREFAULT_PAD_SHARE 16
 /* The thread's nice value: behind the loop and the clients, as the snapshot workers. */
 #define SRV_PREFAULT_NICE 10
+/* srv_prefault_expect's room: at most this much. */
+#define SRV_PREFAULT_EXPECT_MAX (256u << 20)
+/* Populated in pieces of this much, from the heap's top down: the loop writes from the bottom
+ * of a new stretch up, so the two meet instead of faulting the same pages one after the other. */
+#define SRV_PREFAULT_STEP (2u << 20)
+/* glibc's own M_TOP_PAD (mallopt(3)): what a settled heap keeps past its top. */
+#define SRV_PREFAULT_PAD_SETTLED (128u << 10)
 struct srv_prefault {
 	uv_thread_t thread;
 	uv_mutex_t mu;
 	uv_cond_t cv;
 	bool stop;
 	bool poked;	 /* the heap grew since the thread last looked (under mu) */
+	bool settle;	 /* srv_prefault_settle was called (under mu) */
+	size_t expect;	 /* srv_prefault_expect's bytes (under mu) */
 	uintptr_t seen;	 /* loop only: the break at the last poke */
 	uintptr_t done;	 /* the heap's top when the thread was started: populated up to there */
 	uintptr_t start; /* where the heap begins (0: unknown) */
@@ -74,25 +83,42 @@ static void prefault_main(void *arg)
 
 	uv_mutex_lock(&pf->mu);
 	for (;;) {
-		while (!pf->poked && !pf->stop)
+		while (!pf->poked && !pf->settle && !pf->stop)
 			uv_cond_wait(&pf->cv, &pf->mu);
 		if (pf->stop)
 			break;
-		pf->poked = false;
+		bool settle = pf->settle;
+		size_t expect = pf->expect;
+
+		pf->poked = pf->settle = false;
 		uv_mutex_unlock(&pf->mu);
+		if (settle) {
+			/* The pad back to glibc's, and the top past it back to the system (free
+			 * memory only: what the loop holds is not touched). */
+			mallopt(M_TOP_PAD, SRV_PREFAULT_PAD_SETTLED);
+			malloc_trim(SRV_PREFAULT_PAD_SETTLED);
+			pad = SRV_PREFAULT_PAD_SETTLED;
+			done = prefault_brk();
+			uv_mutex_lock(&pf->mu);
+			continue;
+		}
 		uintptr_t top = prefault_brk();
 
-		if (top > done) {
-			uintptr_t from = done & ~(page - 1);
+		/* Populating what malloc has handed out already changes no byte of it; a stretch
+		 * given back meanwhile (trimmed) fails, and is skipped. */
+		for (uintptr_t from = done & ~(page - 1), hi = top; hi > from;) {
+			uintptr_t lo =
+			    hi - from > SRV_PREFAULT_STEP ? hi - SRV_PREFAULT_STEP : from;
 
-			/* Populating what malloc has handed out already changes no byte of it; a
-			 * stretch given back meanwhile (trimmed) fails, and is skipped. */
-			madvise((void *)from, top - from, MADV_POPULATE_WRITE);
+			madvise((void *)lo, hi - lo, MADV_POPULATE_WRITE);
+			hi = lo;
 		}
 		size_t want = start && top > start ? (top - start) / SRV_PREFAULT_PAD_SHARE : 0;
 
 		if (want > SRV_PREFAULT_PAD_MAX)
 			want = SRV_PREFAULT_PAD_MAX;
+		if (expect > want)
+			want = expect < SRV_PREFAULT_EXPECT_MAX ? expect : SRV_PREFAULT_EXPECT_MAX;
 		want &= ~(size_t)(page - 1);
 		/* M_TOP_PAD is read by malloc on the loop thread; mallopt() sets it under the
 		 * arena's lock. */
@@ -115,6 +141,28 @@ void srv_prefault_poke(struct srv_prefault *pf)
 	pf->seen = top;
 	uv_mutex_lock(&pf->mu);
 	pf->poked = true;
+	uv_cond_signal(&pf->cv);
+	uv_mutex_unlock(&pf->mu);
+}
+
+void srv_prefault_expect(struct srv_prefault *pf, size_t bytes)
+{
+	if (!pf)
+		return;
+	uv_mutex_lock(&pf->mu);
+	pf->expect = bytes;
+	pf->poked = true;
+	uv_cond_signal(&pf->cv);
+	uv_mutex_unlock(&pf->mu);
+}
+
+void srv_prefault_settle(struct srv_prefault *pf)
+{
+	if (!pf)
+		return;
+	uv_mutex_lock(&pf->mu);
+	pf->settle = true;
+	pf->expect = 0;
 	uv_cond_signal(&pf->cv);
 	uv_mutex_unlock(&pf->mu);
 }

@@ -817,7 +817,9 @@ int srv_new(const struct srv_options *opt, struct srv **out)
 	srv_notify_status("loading snapshots from %s", s->cfg.data_dir);
 	/* Every snapshot is loaded before the first client can connect. */
 	s->ctx.now_s = (uint32_t)(uv_now(&s->loop) / 1000);
-	rc = srv_snap_new(&s->loop, &s->cfg, &s->ctx, &s->snap);
+	/* From here on: the load is most of a start's new memory (prefault.h). */
+	s->prefault = srv_prefault_start();
+	rc = srv_snap_new(&s->loop, &s->cfg, &s->ctx, s->prefault, &s->snap);
 	if (rc)
 		goto fail_handles;
 	srv_snap_set_paged_in(s->snap, srv_paged_in, s);
@@ -827,6 +829,7 @@ int srv_new(const struct srv_options *opt, struct srv **out)
 	if (rc)
 		goto fail_handles;
 	srv_snap_load_end(s->snap); /* the replay found the filters it needed by id there */
+	srv_prefault_settle(s->prefault);
 	/* What expired while the daemon was down is gone before the first client comes. */
 	cmd_expire_due(&s->ctx, cmd_now_ms(), 0);
 	rc = srv_listen_all(s);
@@ -845,6 +848,7 @@ fail_handles:
 	journal_stop(s);
 	srv_drain_loop(s);
 	srv_snap_free(s->snap);
+	srv_prefault_stop(s->prefault);
 	free(s->listeners);
 	bf_registry_free(s->reg);
 fail_rbuf:
@@ -862,10 +866,7 @@ fail_free:
 
 int srv_run(struct srv *s)
 {
-	s->prefault = srv_prefault_start();
 	uv_run(&s->loop, UV_RUN_DEFAULT);
-	srv_prefault_stop(s->prefault);
-	s->prefault = NULL;
 	return srv_snap_final_failed(s->snap) ? -EIO : 0;
 }
 
@@ -892,6 +893,7 @@ int srv_free(struct srv *s)
 	}
 	free(s->listeners);
 	srv_snap_free(s->snap);
+	srv_prefault_stop(s->prefault);
 	bf_registry_free(s->reg);
 	cmd_ctx_free(&s->ctx);
 	free(s->rbuf);

@@ -202,7 +202,7 @@ struct srv {
 	LIST_HEAD(, srv_conn) yielded; /* connections whose slice ran out (srv_conn.yielded) */
 	uv_idle_t yield_idle;	       /* runs them on; active while the list is not empty */
 	uv_check_t turn_check;	       /* counts the loop's turns (turn) */
-	struct srv_prefault *prefault; /* while srv_run runs; NULL if it cannot run here */
+	struct srv_prefault *prefault; /* from the load on; NULL if it cannot run here */
 	uint64_t turn;
 	uint64_t yields; /* slices that ran out (/metrics) */
 	size_t nconns;

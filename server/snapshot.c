@@ -29,6 +29,8 @@
 #define SNAP_PREFAULT_MIN (2u << 20)
 /* A start's load fetches into the cache what the entry this many ahead will look up. */
 #define SNAP_LOAD_AHEAD 4
+/* ... and tells the prefault thread every this many entries whether the heap grew. */
+#define SNAP_LOAD_POKE 256
 /* Suffix of a file set aside at start; ".1" ... up to this many more are tried. */
 #define SNAP_CORRUPT_SUFFIX ".corrupt"
 #define SNAP_CORRUPT_TRIES  100
@@ -179,6 +181,7 @@ struct srv_snap {
 	uv_loop_t *loop;
 	const struct config *cfg;
 	struct cmd_ctx *ctx;
+	struct srv_prefault *prefault; /* the start's load pokes it (srv_snap_new) */
 	int dirfd;
 	char dir[sizeof(((struct config *)0)->data_dir)];
 
@@ -2670,6 +2673,8 @@ static int snap_load_pack(struct srv_snap *sn, int pack, struct bf_pack *buf, ui
 		return rc;
 	}
 	sn->st.loaded_bytes += pk.len;
+	/* Its filters take about as many bytes of heap as they have in the file. */
+	srv_prefault_expect(sn->prefault, pk.len);
 	if ((uint64_t)sb.st_mtime > *newest)
 		*newest = (uint64_t)sb.st_mtime;
 	/* Packs hold about as many each: size the tables for all of them once. */
@@ -2702,6 +2707,10 @@ static int snap_load_pack(struct srv_snap *sn, int pack, struct bf_pack *buf, ui
 			bf_registry_prefetch(sn->ctx->reg, next_name, next_len);
 		}
 
+		/* The heap grows by about a filter's size per entry: its new memory is faulted
+		 * in by the prefault thread, just ahead of the entries that will use it. */
+		if (i % SNAP_LOAD_POKE == 0)
+			srv_prefault_poke(sn->prefault);
 		rc = bf_pack_entry(&pk, i, UINT64_MAX, &f, &gen, why, sizeof(why));
 		if (rc == -EINVAL) {
 			const unsigned char *e;
@@ -2791,7 +2800,7 @@ static int snap_load_all(struct srv_snap *sn)
 }
 
 int srv_snap_new(uv_loop_t *loop, const struct config *cfg, struct cmd_ctx *ctx,
-		 struct srv_snap **out)
+		 struct srv_prefault *pf, struct srv_snap **out)
 {
 	struct srv_snap *sn;
 	int rc;
@@ -2807,6 +2816,7 @@ int srv_snap_new(uv_loop_t *loop, const struct config *cfg, struct cmd_ctx *ctx,
 	unsigned long round_max = round ? strtoul(round, NULL, 10) : 0;
 	sn->round_max = round_max ? round_max : SIZE_MAX;
 	sn->ctx = ctx;
+	sn->prefault = pf;
 	for (int i = 0; i < SNAP_PACKS; i++)
 		sn->packs[i].gone_lsn = UINT64_MAX;
 	snprintf(sn->dir, sizeof(sn->dir), "%s", cfg->data_dir);

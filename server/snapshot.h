@@ -60,6 +60,7 @@
 
 #include "conf/config.h"
 #include "proto/command.h"
+#include "server/prefault.h"
 
 /* Bytes copied per loop iteration when a plain filter is copied in slices. */
 #define SRV_SNAP_SLICE (4u << 20)
@@ -93,10 +94,12 @@ struct srv_snap_status {
  * Every problem is logged with the path and reason. Returns 0 with *out set, or a negative
  * errno: -EBUSY (data_dir locked by another process), -ENOMEM (allocation, or a filter that
  * does not fit in max_memory), or the errno of a failed mkdir/open/read; then nothing is left
- * behind except filters already adopted into ctx->reg (freed with the registry).
+ * behind except filters already adopted into ctx->reg (freed with the registry). pf (may be
+ * NULL) is poked as the load allocates, so that the heap's new memory is faulted in by its
+ * thread rather than the loading one.
  */
 int srv_snap_new(uv_loop_t *loop, const struct config *cfg, struct cmd_ctx *ctx,
-		 struct srv_snap **out);
+		 struct srv_prefault *pf, struct srv_snap **out);
 
 /*
  * Command-layer hooks (struct cmd_hooks): a filter was created / is about to be dropped

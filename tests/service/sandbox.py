@@ -129,7 +129,19 @@ class Session:
     def calls(self):
         """[(name, args text)] of every traced call."""
         out = []
+        # A call that another thread's call interrupts prints in two lines, "<unfinished ...>"
+        # then "<... name resumed>": put them back together, by thread.
+        unfinished = {}
         for line in read(self.trace).splitlines():
+            m = re.match(r"(\d+)\s+(\w+)\((.*) <unfinished \.\.\.>$", line)
+            if m:
+                unfinished[m.group(1)] = (m.group(2), m.group(3))
+                continue
+            m = re.match(r"(\d+)\s+<\.\.\. (\w+) resumed>(.*)", line)
+            if m and unfinished.get(m.group(1), ("",))[0] == m.group(2):
+                name, head = unfinished.pop(m.group(1))
+                out.append((name, head + m.group(3)))
+                continue
             m = re.match(r"\d+\s+(?:<\.\.\. )?(\w+)(?:\(| resumed>)(.*)", line)
             if m:
                 out.append((m.group(1), m.group(2)))
