@@ -15,6 +15,10 @@
 
 #include <stddef.h>
 
+/* Blocks from this size up get a mapping of their own, which free() gives back (glibc's
+ * M_MMAP_THRESHOLD, set by srv_new): only smaller ones come from the heap. */
+#define SRV_MMAP_THRESHOLD (128 * 1024)
+
 struct srv_prefault;
 
 /* Start the thread. NULL if it cannot run here (logged at debug level): nothing is lost but

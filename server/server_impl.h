@@ -17,6 +17,7 @@
 #include "conf/config.h"
 #include "proto/buf.h"
 #include "proto/command.h"
+#include "server/prefault.h"
 #include "proto/resp.h"
 #include "proto/text.h"
 #include "server/notify.h"
@@ -35,8 +36,7 @@ struct srv_snap;
  * 44 KiB); a larger command's are given back once it is done, as Redis trims a client's argv
  * to 1024 entries. */
 #define SRV_KEEP_ARGS 1024
-/* Blocks from this size up get a mapping of their own, which free() gives back (glibc). */
-#define SRV_MMAP_THRESHOLD (128 * 1024)
+/* SRV_MMAP_THRESHOLD: server/prefault.h. */
 /* Longest text line read from a client that has not authenticated (when max_line_bytes is
  * larger): `auth TOKEN` needs at most 4101 bytes. Redis's cap on an unauthenticated bulk. */
 #define SRV_UNAUTH_LINE PROTO_RESP_UNAUTH_MAX_BULK

@@ -2673,8 +2673,11 @@ static int snap_load_pack(struct srv_snap *sn, int pack, struct bf_pack *buf, ui
 		return rc;
 	}
 	sn->st.loaded_bytes += pk.len;
-	/* Its filters take about as many bytes of heap as they have in the file. */
-	srv_prefault_expect(sn->prefault, pk.len);
+	/* Its filters take about as many bytes of heap as they have in the file, if their layers
+	 * all come from the heap (not if packs hold layers big enough for mappings of their own:
+	 * the room would be populated for nothing). */
+	if (sn->cfg->snapshot_pack_bytes < SRV_MMAP_THRESHOLD)
+		srv_prefault_expect(sn->prefault, pk.len);
 	if ((uint64_t)sb.st_mtime > *newest)
 		*newest = (uint64_t)sb.st_mtime;
 	/* Packs hold about as many each: size the tables for all of them once. */

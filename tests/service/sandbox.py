@@ -130,17 +130,20 @@ class Session:
         """[(name, args text)] of every traced call."""
         out = []
         # A call that another thread's call interrupts prints in two lines, "<unfinished ...>"
-        # then "<... name resumed>": put them back together, by thread.
+        # then "<... name resumed>": it is listed where it began, and its arguments completed
+        # when it resumes (a thread has one call in flight; one that never resumes, cut short
+        # by the daemon's end, is listed with what it printed).
         unfinished = {}
         for line in read(self.trace).splitlines():
             m = re.match(r"(\d+)\s+(\w+)\((.*) <unfinished \.\.\.>$", line)
             if m:
-                unfinished[m.group(1)] = (m.group(2), m.group(3))
+                unfinished[m.group(1)] = len(out)
+                out.append((m.group(2), m.group(3)))
                 continue
             m = re.match(r"(\d+)\s+<\.\.\. (\w+) resumed>(.*)", line)
-            if m and unfinished.get(m.group(1), ("",))[0] == m.group(2):
-                name, head = unfinished.pop(m.group(1))
-                out.append((name, head + m.group(3)))
+            i = unfinished.pop(m.group(1), None) if m else None
+            if i is not None and out[i][0] == m.group(2):
+                out[i] = (out[i][0], out[i][1] + m.group(3))
                 continue
             m = re.match(r"\d+\s+(?:<\.\.\. )?(\w+)(?:\(| resumed>)(.*)", line)
             if m:
