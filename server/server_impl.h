@@ -17,10 +17,10 @@
 #include "conf/config.h"
 #include "proto/buf.h"
 #include "proto/command.h"
-#include "server/prefault.h"
 #include "proto/resp.h"
 #include "proto/text.h"
 #include "server/notify.h"
+#include "server/prefault.h"
 #include "server/server.h"
 
 struct http_server;

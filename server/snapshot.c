@@ -19,6 +19,7 @@
 #include "core/bf_hash.h"
 #include "core/bf_snapshot.h"
 #include "server/log.h"
+#include "server/prefault.h"
 
 #define SNAP_TICK_MS 1000
 /* Entries srv_snap_get_status() looks at per call for its count of changed filters. */

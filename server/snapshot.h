@@ -60,12 +60,12 @@
 
 #include "conf/config.h"
 #include "proto/command.h"
-#include "server/prefault.h"
 
 /* Bytes copied per loop iteration when a plain filter is copied in slices. */
 #define SRV_SNAP_SLICE (4u << 20)
 
 struct srv_snap;
+struct srv_prefault; /* server/prefault.h */
 
 /* What persistence has done, for logs, metrics and readiness. */
 struct srv_snap_status {
