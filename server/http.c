@@ -170,7 +170,9 @@ static void http_on_connection(void *cls, struct MHD_Connection *conn, void **so
 		ci = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
 		c->fd = ci ? ci->connect_fd : -1;
 		c->mhd = conn;
-		/* The first request must arrive within request_timeout of the connection. */
+		/* The first request must arrive within request_timeout of the connection (the
+		 * loop's time is brought up to now: the turn may have been long already). */
+		uv_update_time(h->loop);
 		c->request_ms = uv_now(h->loop);
 		proto_buf_init(&c->body);
 		LIST_INSERT_HEAD(&h->conns, c, link);

@@ -940,10 +940,11 @@ START_TEST(test_slow_clients)
 	int64_t t0;
 
 	start(CONF("request_timeout = 1\nidle_timeout = 4\n"), NULL);
-	/* Headers a few bytes at a time, forever: cut off after request_timeout. */
+	/* Headers a few bytes at a time, forever: cut off after request_timeout, which counts
+	 * from the connection (so t0 is taken before it). */
+	t0 = itest_now_ms();
 	slow = hc_open(0);
 	body = hc_open(1);
-	t0 = itest_now_ms();
 	hc_send_str(slow, "GET /healthz HTTP/1.1\r\n");
 	hc_send_str(body, "POST /v1/filters/f/add HTTP/1.1\r\nHost: t\r\n" CT_JSON
 			  "Content-Length: 100\r\n\r\n{\"keys\":");
