@@ -420,7 +420,7 @@ static int run_size(const struct opts *o, uint64_t n, const struct key *keys,
 
 	r->bd.bits_per_key = (double)bf_filter_bytes(f) * 8 / (double)n;
 	r->bd.mib = (double)bf_filter_bytes(f) / (1 << 20);
-	r->bd.k = 8u * f->layers[0].b;
+	r->bd.k = 8u * bf_filter_layers(f)[0].b;
 	r->lb.bits_per_key = (double)b.bytes * 8 / (double)n;
 	r->lb.mib = (double)b.bytes / (1 << 20);
 	r->lb.k = (unsigned)b.hashes;

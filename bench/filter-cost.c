@@ -49,18 +49,21 @@ int main(int argc, char **argv)
 			return 1;
 	}
 	size_t h1 = heap();
+	struct mallinfo2 mi = mallinfo2();
 	printf("bench/filter-cost: %zu filters of capacity 100 at 1 %%, names u0..u%zu\n\n", n,
 	       n - 1);
 	printf("heap per filter (core: filter, layers, bits, registry; free slivers included): "
-	       "%.1f B\n\n",
+	       "%.1f B\n",
 	       (double)(h1 - h0) / (double)n);
+	printf("of which free (slivers the heap could not reuse), in all: %.1f B per filter\n\n",
+	       (double)mi.fordblks / (double)n);
 	printf("| piece | bytes (as allocated) |\n|---|---:|\n");
 	printf("| struct bf_filter (sizeof %zu) | %zu |\n", sizeof(struct bf_filter), chunk(f));
 	printf("| (of which statistics, struct bf_stats) | (%zu) |\n", sizeof(struct bf_stats));
 	printf("| its params (struct bf_params %zu: one copy shared by the filters alike) | 0 |\n",
 	       sizeof(struct bf_params));
 	/* One layer is f->layer0, inside the structure; more are a heap array. */
-	const void *table = f->layers == &f->layer0 ? NULL : f->layers;
+	const void *table = f->layers_cap > 1 ? f->table : NULL;
 	printf("| its layer table (sizeof struct bf_layer %zu, x%u%s) | %zu |\n",
 	       sizeof(struct bf_layer), f->layers_cap, table ? "" : ", inside the structure",
 	       chunk(table));
@@ -69,7 +72,7 @@ int main(int argc, char **argv)
 	printf("| its bits (%llu bytes, 64-byte aligned, from a pool) | %zu |\n",
 	       (unsigned long long)bf_filter_bytes(f), bits);
 	printf("| its name (%u bytes: in the structure's allocation, above) | %zu |\n", f->name_len,
-	       f->name == (const char *)(f + 1) ? 0 : chunk(f->name));
+	       bf_filter_name(f) == (const char *)(f + 1) ? 0 : chunk(bf_filter_name(f)));
 	printf("| the rest (registry bucket slots, allocator slack) | %.1f |\n",
 	       (double)(h1 - h0) / (double)n - (double)(chunk(f) + chunk(table) + bits));
 	bf_registry_free(r);

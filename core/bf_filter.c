@@ -322,28 +322,52 @@ struct bf_filter *bf_filter_alloc(size_t name_len)
 	size_t room = name_len < BF_NAME_MAX ? name_len + 1 : BF_NAME_MAX + 1;
 	struct bf_filter *f = calloc(1, sizeof(*f) + room);
 
-	if (f) {
-		f->name = name_tail(f);
-		f->name_room = (uint8_t)room;
-	}
+	if (f)
+		f->name_room = (uint8_t)room; /* and the name there is empty */
 	return f;
 }
 
 int bf_filter_set_name(struct bf_filter *f, const char *name, size_t len)
 {
-	char *to = name_tail(f);
+	char *to = name_tail(f), *was = f->rare ? f->rare->name : NULL;
 
+	/* Too long for the room: a heap block of its own, which the rare part keeps. */
 	if (len >= f->name_room) {
+		if (bf_filter_rare_get(f))
+			return -ENOMEM;
 		to = malloc(len + 1);
 		if (!to)
 			return -ENOMEM;
 	}
 	memmove(to, name, len);
 	to[len] = '\0';
-	if (f->name != name_tail(f))
-		free(f->name);
-	f->name = to;
+	if (f->rare)
+		f->rare->name = to == name_tail(f) ? NULL : to;
+	free(was);
 	f->name_len = (uint8_t)len;
+	return 0;
+}
+
+int bf_filter_name_room(struct bf_filter **fp, size_t len)
+{
+	struct bf_filter *f = *fp;
+	char name[BF_NAME_MAX + 1];
+	size_t nlen = f->name_len;
+
+	if (f->budget)
+		return -EINVAL;
+	if (len < f->name_room || len > BF_NAME_MAX)
+		return 0;
+	/* Nothing in the structure points into it: it may move. */
+	memcpy(name, bf_filter_name(f), nlen);
+	f = realloc(f, sizeof(*f) + len + 1);
+	if (!f)
+		return -ENOMEM;
+	f->name_room = (uint8_t)(len + 1);
+	*fp = f;
+	/* A name in the rare part fits now: into the room, which cannot fail. */
+	if (nlen < f->name_room)
+		bf_filter_set_name(f, name, nlen);
 	return 0;
 }
 
@@ -355,23 +379,20 @@ int bf_filter_layers_reserve(struct bf_filter *f, unsigned n)
 		return -ENOMEM;
 	if (n == 1) {
 		memset(&f->layer0, 0, sizeof(f->layer0));
-		f->layers = &f->layer0;
 		f->layers_cap = 1;
 		return 0;
 	}
 	unsigned cap = f->layers_cap * 2 > n ? f->layers_cap * 2 : n;
 	if (cap > BF_MAX_LAYERS)
 		cap = BF_MAX_LAYERS;
-	bool inside = f->layers == &f->layer0;
-	struct bf_layer *l = realloc(inside ? NULL : f->layers, cap * sizeof(*l));
+	bool inside = f->layers_cap <= 1;
+	struct bf_layer *l = realloc(inside ? NULL : f->table, cap * sizeof(*l));
 	if (!l)
 		return -ENOMEM;
-	if (inside) {
+	if (inside && f->layers_cap)
 		l[0] = f->layer0;
-		memset(&f->layer0, 0, sizeof(f->layer0));
-	}
 	memset(l + f->layers_cap, 0, (cap - f->layers_cap) * sizeof(*l));
-	f->layers = l;
+	f->table = l; /* in layer0's place, copied into l[0] if it was in use */
 	f->layers_cap = (uint16_t)cap;
 	return 0;
 }
@@ -379,9 +400,9 @@ int bf_filter_layers_reserve(struct bf_filter *f, unsigned n)
 /* Free the layer table (not the layers' blocks): f has no layers after. */
 static void layers_release(struct bf_filter *f)
 {
-	if (f->layers != &f->layer0)
-		free(f->layers);
-	f->layers = NULL;
+	if (f->layers_cap > 1)
+		free(f->table);
+	memset(&f->layer0, 0, sizeof(f->layer0));
 	f->layers_cap = 0;
 }
 
@@ -420,7 +441,7 @@ static int grow(struct bf_filter *f, uint64_t extra)
 	rc = bf_budget_reserve(f->budget, charge);
 	if (rc)
 		return rc;
-	rc = bf_layer_alloc(&f->layers[f->nlayers], counting, nblocks, b);
+	rc = bf_layer_alloc(&bf_filter_layers(f)[f->nlayers], counting, nblocks, b);
 	if (rc) {
 		bf_budget_release(f->budget, charge);
 		return rc == -E2BIG ? -ENOMEM : rc;
@@ -475,7 +496,7 @@ int bf_filter_page_out(struct bf_filter *f)
 	uint64_t cost = bf_filter_cost(f), items = bf_filter_items(f), bytes = bf_filter_bytes(f);
 
 	for (unsigned i = 0; i < f->nlayers; i++)
-		bf_layer_free(&f->layers[i]);
+		bf_layer_free(&bf_filter_layers(f)[i]);
 	layers_release(f);
 	f->paged_layers = f->nlayers;
 	f->nlayers = 0;
@@ -500,16 +521,11 @@ int bf_filter_page_in(struct bf_filter *f, struct bf_filter *copy)
 	uint64_t more = bf_filter_cost(copy) - struct_cost(copy);
 	if (bf_budget_reserve(f->budget, more))
 		return -ENOMEM;
-	/* A single layer is copy's layer0: its entry moves into f's own. */
-	if (copy->layers == &copy->layer0) {
-		f->layer0 = copy->layer0;
-		f->layers = &f->layer0;
-	} else {
-		f->layers = copy->layers;
-	}
+	/* copy's layer table moves into f: its layer0 (with its one layer) or its heap table. */
+	f->layer0 = copy->layer0;
 	f->layers_cap = copy->layers_cap;
 	f->nlayers = copy->nlayers;
-	copy->layers = NULL;
+	memset(&copy->layer0, 0, sizeof(copy->layer0));
 	copy->layers_cap = copy->nlayers = 0;
 	bf_filter_free(copy);
 	f->paged = false;
@@ -523,11 +539,11 @@ void bf_filter_free(struct bf_filter *f)
 		return;
 	bf_budget_release(f->budget, bf_filter_cost(f));
 	for (unsigned i = 0; i < f->nlayers; i++)
-		bf_layer_free(&f->layers[i]);
+		bf_layer_free(&bf_filter_layers(f)[i]);
 	layers_release(f);
-	if (f->name != name_tail(f))
-		free(f->name);
 	shape_put(f->params);
+	if (f->rare)
+		free(f->rare->name);
 	free(f->rare);
 	free(f);
 }
@@ -537,7 +553,7 @@ uint64_t bf_filter_cost(const struct bf_filter *f)
 	uint64_t c = struct_cost(f) + table_cost(f->nlayers);
 
 	for (unsigned i = 0; i < f->nlayers; i++)
-		c += bf_layer_cost(bf_layer_bytes(&f->layers[i]));
+		c += bf_layer_cost(bf_layer_bytes(&bf_filter_layers(f)[i]));
 	return c;
 }
 
@@ -616,7 +632,7 @@ static inline struct bf_hash hash_and_prefetch(const struct bf_filter *f, const 
 	struct bf_hash h = bf_hash_key(key, len, f->seed);
 	__asm__("" : "+r"(h.lo), "+r"(h.hi));
 	for (unsigned l = 0; l < f->nlayers; l++)
-		bf_layer_prefetch(&f->layers[l], h);
+		bf_layer_prefetch(&bf_filter_layers(f)[l], h);
 	return h;
 }
 
@@ -674,17 +690,17 @@ static int add_counting(struct bf_filter *f, struct bf_hash h)
 	struct bf_layer *l = NULL;
 
 	for (unsigned i = f->nlayers; i-- > 0 && !l;)
-		if (bf_layer_check(&f->layers[i], h))
-			l = &f->layers[i];
+		if (bf_layer_check(&bf_filter_layers(f)[i], h))
+			l = &bf_filter_layers(f)[i];
 	if (!l) {
-		l = &f->layers[f->nlayers - 1];
+		l = &bf_filter_layers(f)[f->nlayers - 1];
 		if (l->items >= bf_filter_layer_capacity(f->params, f->nlayers - 1)) {
 			if (f->params->expansion == 0)
 				return -ENOSPC;
 			int rc = grow(f, 0);
 			if (rc)
 				return rc;
-			l = &f->layers[f->nlayers - 1];
+			l = &bf_filter_layers(f)[f->nlayers - 1];
 		}
 	}
 	bool is_new = bf_layer_add(l, h);
@@ -699,14 +715,14 @@ static int add_hashed(struct bf_filter *f, struct bf_hash h)
 	if (f->params->type == BF_TYPE_COUNTING)
 		return add_counting(f, h);
 
-	struct bf_layer *top = &f->layers[f->nlayers - 1];
+	struct bf_layer *top = &bf_filter_layers(f)[f->nlayers - 1];
 	bool full = top->items >= bf_filter_layer_capacity(f->params, f->nlayers - 1);
 	bool present = false;
 	int rc;
 
 	/* Older layers first; the top layer's add itself tells, unless it is full. */
 	for (unsigned i = 0; i + 1 < f->nlayers && !present; i++)
-		present = bf_layer_check(&f->layers[i], h);
+		present = bf_layer_check(&bf_filter_layers(f)[i], h);
 	if (!present && full)
 		present = bf_layer_check(top, h);
 	if (present)
@@ -718,7 +734,7 @@ static int add_hashed(struct bf_filter *f, struct bf_hash h)
 			stat_add(f, BF_STAT_SET_FAILS);
 			return rc;
 		}
-		top = &f->layers[f->nlayers - 1];
+		top = &bf_filter_layers(f)[f->nlayers - 1];
 	}
 	if (!bf_layer_add(top, h))
 		goto duplicate;
@@ -759,7 +775,7 @@ int bf_filter_delete_hash(struct bf_filter *f, struct bf_hash h)
 	struct bf_layer *l = NULL;
 
 	for (unsigned i = 0; i < f->nlayers; i++) {
-		if (!bf_layer_check(&f->layers[i], h))
+		if (!bf_layer_check(&bf_filter_layers(f)[i], h))
 			continue;
 		if (l) {
 			/* One of the two is a false positive, and taking the key out of that one
@@ -767,7 +783,7 @@ int bf_filter_delete_hash(struct bf_filter *f, struct bf_hash h)
 			f->rare->delete_misses++;
 			return -ENOTUNIQ;
 		}
-		l = &f->layers[i];
+		l = &bf_filter_layers(f)[i];
 	}
 	if (!l) {
 		f->rare->delete_misses++;
@@ -787,7 +803,7 @@ unsigned bf_filter_layers_with(const struct bf_filter *f, const void *key, size_
 	unsigned n = 0;
 
 	for (unsigned i = 0; i < f->nlayers; i++)
-		n += bf_layer_check(&f->layers[i], h);
+		n += bf_layer_check(&bf_filter_layers(f)[i], h);
 	return n;
 }
 
@@ -815,10 +831,10 @@ size_t bf_filter_add_batch(struct bf_filter *f, size_t n, const void *const *key
 static struct bf_layer *body_layer(const struct bf_filter *f, uint64_t off, uint64_t *in)
 {
 	for (unsigned i = 0; i < f->nlayers; i++) {
-		uint64_t n = bf_layer_bytes(&f->layers[i]);
+		uint64_t n = bf_layer_bytes(&bf_filter_layers(f)[i]);
 		if (off < n) {
 			*in = off;
-			return (struct bf_layer *)&f->layers[i];
+			return (struct bf_layer *)&bf_filter_layers(f)[i];
 		}
 		off -= n;
 	}
@@ -853,8 +869,8 @@ int bf_filter_copy_grow(struct bf_filter *c, const struct bf_filter *f)
 	if (bf_filter_layers_reserve(c, f->nlayers))
 		return -ENOMEM;
 	for (unsigned i = c->nlayers; i < f->nlayers; i++) {
-		const struct bf_layer *l = &f->layers[i];
-		int rc = bf_layer_alloc(&c->layers[i], l->counting, l->nblocks, l->b);
+		const struct bf_layer *l = &bf_filter_layers(f)[i];
+		int rc = bf_layer_alloc(&bf_filter_layers(c)[i], l->counting, l->nblocks, l->b);
 		if (rc)
 			return -ENOMEM;
 		c->nlayers = (uint16_t)(i + 1);
@@ -864,7 +880,7 @@ int bf_filter_copy_grow(struct bf_filter *c, const struct bf_filter *f)
 
 int bf_filter_copy_meta(struct bf_filter *c, const struct bf_filter *f)
 {
-	if (bf_filter_set_name(c, f->name, f->name_len))
+	if (bf_filter_set_name(c, bf_filter_name(f), f->name_len))
 		return -ENOMEM;
 	if (bf_filter_set_params(c, f->params))
 		return -ENOMEM;
@@ -896,7 +912,7 @@ void bf_filter_copy_counts(struct bf_filter *c, const struct bf_filter *f)
 	}
 	/* The layers c has (f may have grown since): the counts of those. */
 	for (unsigned i = 0; i < c->nlayers && i < f->nlayers; i++)
-		c->layers[i].items = f->layers[i].items;
+		bf_filter_layers(c)[i].items = bf_filter_layers(f)[i].items;
 }
 
 int bf_filter_copy_new(const struct bf_filter *f, struct bf_filter **out)
@@ -935,7 +951,7 @@ uint64_t bf_filter_copy_body(struct bf_filter *c, const struct bf_filter *f, uin
 void bf_filter_prefault(struct bf_filter *c)
 {
 	for (unsigned i = 0; i < c->nlayers; i++)
-		memset(c->layers[i].blocks, 0, bf_layer_bytes(&c->layers[i]));
+		memset(bf_filter_layers(c)[i].blocks, 0, bf_layer_bytes(&bf_filter_layers(c)[i]));
 }
 
 int bf_filter_clone(const struct bf_filter *f, struct bf_filter **out)
@@ -966,6 +982,6 @@ double bf_filter_fpr(const struct bf_filter *f)
 	double log_pass = 0;
 
 	for (unsigned i = 0; i < f->nlayers; i++)
-		log_pass += log1p(-bf_layer_fpr(&f->layers[i]));
+		log_pass += log1p(-bf_layer_fpr(&bf_filter_layers(f)[i]));
 	return log_pass == 0 ? 0 : -expm1(log_pass); /* -expm1(0) is -0, printed "-0" */
 }

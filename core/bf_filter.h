@@ -96,6 +96,9 @@ struct bf_stats {
  * counting filter always has it, and so does one that has an expiry or has been paged out.
  */
 struct bf_filter_rare {
+	/* Its name when it does not fit the room in its own allocation (renamed to a longer one:
+	 * see bf_filter_name), else NULL. */
+	char *name;
 	uint64_t expire_ms; /* Unix time in ms at which it expires (Redis's EXPIRE); 0: never.
 			     * Set only through bf_registry_set_expire */
 	uint64_t delete_hits, delete_misses;
@@ -116,9 +119,8 @@ struct bf_filter_rare {
 struct bf_filter {
 	/* Eight-byte fields first, then the narrower ones, so that the structure has no holes:
 	 * with a million small filters every byte here is a megabyte. */
-	char *name; /* NUL-terminated for logs; name_len is authoritative; in the filter's own
-		     * allocation, just past the structure (name_room bytes there), or heap */
-	/* The registry's own (core/bf_registry.c): the next filter in f's bucket of its hash
+	/* Its name is not kept here (bf_filter_name): nor is its layer table (bf_filter_layers).
+	 * The registry's own (core/bf_registry.c): the next filter in f's bucket of its hash
 	 * table, of which f is itself the entry. A copy does not carry it. */
 	struct bf_filter *reg_next;
 	/* One copy shared by every filter whose params are the same (a million filters made by
@@ -135,13 +137,13 @@ struct bf_filter {
 	void *owner; /* the owner's own per-filter data (the server's snapshot entry); core never
 		      * reads it, and a copy does not carry it */
 	/*
-	 * &layer0 while the filter has one layer (most filters never grow: a heap array of one
-	 * would cost a second allocation), else a heap array of layers_cap; NULL with none. A
-	 * filter is therefore never copied by value or moved: layers may point into it.
+	 * Its layers (bf_filter_layers): layer0 while there is room for one (most filters never
+	 * grow: a heap array of one would cost a second allocation), else `table`, a heap array
+	 * of layers_cap.
 	 */
-	struct bf_layer *layers;
 	union {
 		struct bf_layer layer0;
+		struct bf_layer *table; /* layers_cap > 1 */
 		/* Paged out (no layer): the items and bytes it had, which its layers give
 		 * otherwise. */
 		struct {
@@ -163,6 +165,22 @@ struct bf_filter {
 	uint8_t name_room; /* bytes for a name just past the structure (bf_filter_alloc) */
 };
 
+/*
+ * Its name, NUL-terminated (for logs; name_len is authoritative): just past the structure, in
+ * its own allocation, when it fits the room there (name_len < name_room), else rare->name.
+ */
+static inline const char *bf_filter_name(const struct bf_filter *f)
+{
+	return f->name_len < f->name_room ? (const char *)(f + 1) : f->rare->name;
+}
+
+/* Its layer table: entries 0 to nlayers - 1 are its layers, the oldest first. Writable in core
+ * only (as every field). */
+static inline struct bf_layer *bf_filter_layers(const struct bf_filter *f)
+{
+	return f->layers_cap > 1 ? f->table : (struct bf_layer *)&f->layer0;
+}
+
 _Static_assert(BF_MAX_LAYERS < (1 << 14) && BF_NAME_MAX < UINT8_MAX,
 	       "nlayers, layers_cap, paged_layers, name_len and name_room are narrow");
 
@@ -175,7 +193,7 @@ static inline uint64_t bf_filter_items(const struct bf_filter *f)
 	if (f->paged)
 		return f->paged_counts.items;
 	for (unsigned i = 0; i < f->nlayers; i++)
-		n += f->layers[i].items;
+		n += bf_filter_layers(f)[i].items;
 	return n;
 }
 
@@ -188,7 +206,7 @@ static inline uint64_t bf_filter_bytes(const struct bf_filter *f)
 	if (f->paged)
 		return f->paged_counts.bytes;
 	for (unsigned i = 0; i < f->nlayers; i++)
-		n += bf_layer_bytes(&f->layers[i]);
+		n += bf_layer_bytes(&bf_filter_layers(f)[i]);
 	return n;
 }
 
@@ -281,9 +299,17 @@ int bf_filter_set_params(struct bf_filter *f, const struct bf_params *p);
 int bf_filter_set_name(struct bf_filter *f, const char *name, size_t len);
 
 /*
- * Core only: make room for n layers (n <= BF_MAX_LAYERS) in f->layers, which may move (room for
- * one is f->layer0; for more, a heap array); the new entries are zeroed. 0 or -ENOMEM (nothing
- * changed).
+ * Room in *fp's own allocation for a name of len bytes (len <= BF_NAME_MAX), before it is
+ * adopted under it (a copy made elsewhere, named anew): a longer name would need the rare part
+ * and a heap block. *fp may move, so only while nothing else points to it (no budget yet).
+ * Keeps its name. 0, -EINVAL (it has a budget) or -ENOMEM (unchanged).
+ */
+int bf_filter_name_room(struct bf_filter **fp, size_t len);
+
+/*
+ * Core only: make room for n layers (n <= BF_MAX_LAYERS) in its table (bf_filter_layers), which
+ * may move (room for one is f->layer0; for more, a heap array); the new entries are zeroed. 0 or
+ * -ENOMEM (nothing changed).
  */
 int bf_filter_layers_reserve(struct bf_filter *f, unsigned n);
 

@@ -18,7 +18,7 @@ PATH_ATTR static inline bool PATH(chain_check)(const struct bf_filter *f, struct
 	bool hit = false;
 
 	for (unsigned i = 0; i < f->nlayers; i++) {
-		const struct bf_layer *l = &f->layers[i];
+		const struct bf_layer *l = &bf_filter_layers(f)[i];
 		hit |= l->counting ? bf_layer_check(l, h) : KERNEL_CHECK(l, h);
 	}
 	return hit;
@@ -44,7 +44,7 @@ PATH_ATTR static __attribute__((noinline)) int PATH(check_key)(struct bf_filter 
 							       size_t len)
 {
 	struct bf_hash h = bf_hash_key(key, len, f->seed);
-	const struct bf_layer *l = &f->layers[0];
+	const struct bf_layer *l = &bf_filter_layers(f)[0];
 	bool hit;
 
 	if (f->nlayers == 1 && !l->counting)

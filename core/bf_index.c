@@ -31,7 +31,7 @@ struct bf_index_gone {
 static int cmp(const struct bf_filter *f, const char *name, size_t len)
 {
 	size_t n = f->name_len < len ? f->name_len : len;
-	int c = memcmp(f->name, name, n);
+	int c = memcmp(bf_filter_name(f), name, n);
 
 	if (c)
 		return c;
@@ -164,7 +164,8 @@ static int batch_put(struct bf_index *ix, struct bf_filter *f)
 {
 	if (batch_room(ix))
 		return -ENOMEM;
-	ix->batch[ix->nbatch++] = (struct bf_index_item){name_key(f->name, f->name_len), f};
+	ix->batch[ix->nbatch++] =
+	    (struct bf_index_item){name_key(bf_filter_name(f), f->name_len), f};
 	ix->count++;
 	return 0;
 }
@@ -189,10 +190,10 @@ int bf_index_insert(struct bf_index *ix, struct bf_filter *f)
 		ix->count = 1;
 		return 0;
 	}
-	k = leaf_for(ix, f->name, f->name_len);
+	k = leaf_for(ix, bf_filter_name(f), f->name_len);
 	l = ix->leaves[k];
-	i = slot_for(l, f->name, f->name_len);
-	if (i < l->n && cmp(l->f[i], f->name, f->name_len) == 0)
+	i = slot_for(l, bf_filter_name(f), f->name_len);
+	if (i < l->n && cmp(l->f[i], bf_filter_name(f), f->name_len) == 0)
 		return -EEXIST;
 	if (l->n == BF_INDEX_LEAF) {
 		if (leaves_reserve(ix))
@@ -269,9 +270,9 @@ int bf_index_remove(struct bf_index *ix, const struct bf_filter *f)
 
 	if (!ix->nleaves)
 		return ix->deferring ? batch_remove(ix, f) : -ENOENT;
-	k = leaf_for(ix, f->name, f->name_len);
+	k = leaf_for(ix, bf_filter_name(f), f->name_len);
 	l = ix->leaves[k];
-	i = slot_for(l, f->name, f->name_len);
+	i = slot_for(l, bf_filter_name(f), f->name_len);
 	if (i >= l->n || l->f[i] != f)
 		return ix->deferring ? batch_remove(ix, f) : -ENOENT;
 	memmove(l->f + i, l->f + i + 1, (l->n - i - 1) * sizeof(*l->f));
@@ -375,7 +376,7 @@ static int item_cmp(const void *a, const void *b)
 {
 	const struct bf_index_item *x = a, *y = b;
 
-	return cmp(x->f, y->f->name, y->f->name_len);
+	return cmp(x->f, bf_filter_name(y->f), y->f->name_len);
 }
 
 int bf_index_flush(struct bf_index *ix)

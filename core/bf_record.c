@@ -39,7 +39,7 @@ size_t bf_record_create(const struct bf_filter *f, unsigned char *buf)
 	buf[36] = (unsigned char)f->params->type;
 	buf[37] = f->params->persist;
 	buf[38] = (unsigned char)f->name_len;
-	memcpy(buf + 39, f->name, f->name_len);
+	memcpy(buf + 39, bf_filter_name(f), f->name_len);
 	memcpy(buf + 39 + f->name_len, &f->params->ratio, 8);
 	memcpy(buf + 47 + f->name_len, &f->params->first, 8);
 	return 39 + f->name_len + 16;
@@ -328,7 +328,7 @@ static int replay_drop(struct bf_replay *rp, struct bf_filter *g, bool remove_fi
 		return -ENOMEM;
 	if (s->f == g)
 		s->f = NULL;
-	memcpy(name, g->name, nlen);
+	memcpy(name, bf_filter_name(g), nlen);
 	if (rp->dropping)
 		rp->dropping(rp->arg, g, remove_file);
 	bf_registry_drop(rp->reg, name, nlen);
@@ -373,7 +373,7 @@ static int replay_create(struct bf_replay *rp, uint64_t lsn, const unsigned char
 		rp->st.skipped += !rc;
 		return rc;
 	}
-	rc = bf_filter_new(&c.params, c.seed, NULL, &f);
+	rc = bf_filter_new_named(&c.params, c.name, c.name_len, c.seed, NULL, &f);
 	if (rc)
 		return rc == -ENOMEM ? rc : bad(why, whylen, "CREATE with bad parameters");
 	f->id = c.id;
@@ -416,7 +416,7 @@ static int replay_load(struct bf_replay *rp, uint64_t lsn, const unsigned char *
 	f->lsn = lsn;
 	char name[BF_NAME_MAX + 1];
 	size_t nlen = f->name_len;
-	memcpy(name, f->name, nlen);
+	memcpy(name, bf_filter_name(f), nlen);
 	rc = name_free(rp, lsn, name, nlen);
 	if (rc <= 0) {
 		bf_filter_free(f);
@@ -512,7 +512,7 @@ static int replay_rename(struct bf_replay *rp, uint64_t lsn, struct bf_filter *f
 	index_get(rp, f->id, f)->gone = false;
 	char from[BF_NAME_MAX];
 	size_t from_len = f->name_len;
-	memcpy(from, f->name, from_len);
+	memcpy(from, bf_filter_name(f), from_len);
 	rc = bf_registry_rename(rp->reg, f, name, len);
 	if (rc)
 		return rc == -ENOMEM ? rc : bad(why, whylen, "RENAME cannot be applied");

@@ -232,7 +232,7 @@ static struct bf_filter **find(const struct bf_registry *r, const char *name, si
 
 	for (; *pp; pp = &(*pp)->reg_next) {
 		const struct bf_filter *f = *pp;
-		if (f->name_len == len && memcmp(f->name, name, len) == 0)
+		if (f->name_len == len && memcmp(bf_filter_name(f), name, len) == 0)
 			break;
 	}
 	return pp;
@@ -247,7 +247,7 @@ static void rehash_step(struct bf_registry *r, size_t steps)
 		struct bf_filter **from = &r->t[0].b[r->rehash_pos];
 
 		for (struct bf_filter *f = *from, *next; f; f = next) {
-			uint64_t hash = name_hash(f->name, f->name_len);
+			uint64_t hash = name_hash(bf_filter_name(f), f->name_len);
 			struct bf_filter **to = &r->t[1].b[hash & (r->t[1].n - 1)];
 
 			next = f->reg_next;
@@ -334,7 +334,8 @@ struct bf_filter *bf_registry_get(const struct bf_registry *r, const char *name,
 static int insert(struct bf_registry *r, const char *name, size_t len, uint64_t hash,
 		  struct bf_filter *f)
 {
-	if ((f->name_len != len || memcmp(f->name, name, len)) && bf_filter_set_name(f, name, len))
+	if ((f->name_len != len || memcmp(bf_filter_name(f), name, len)) &&
+	    bf_filter_set_name(f, name, len))
 		return -ENOMEM;
 	if (bf_index_insert(&r->names, f))
 		return -ENOMEM;
@@ -390,6 +391,10 @@ int bf_registry_adopt(struct bf_registry *r, const char *name, size_t len, struc
 	uint64_t hash = name_hash(name, len);
 	if (*find(r, name, len, hash))
 		return -EEXIST;
+	/* A name longer than f's room is kept by its rare part: made now, so that its cost is
+	 * charged with f's (f has no budget yet). */
+	if (len >= f->name_room && bf_filter_rare_get(f))
+		return -ENOMEM;
 	uint64_t cost = bf_filter_cost(f) + r->entry_cost;
 	int rc = bf_budget_reserve(&r->budget, cost);
 	if (rc)
@@ -437,7 +442,8 @@ int bf_registry_rename(struct bf_registry *r, struct bf_filter *f, const char *n
 	uint64_t hash = name_hash(name, len);
 	if (*find(r, name, len, hash))
 		return -EEXIST;
-	struct bf_filter **pp = find(r, f->name, f->name_len, name_hash(f->name, f->name_len));
+	struct bf_filter **pp =
+	    find(r, bf_filter_name(f), f->name_len, name_hash(bf_filter_name(f), f->name_len));
 	if (*pp != f)
 		return -ENOENT;
 	/* Out of the index while the name changes; back in (under the new name, or the old one
@@ -459,7 +465,7 @@ int bf_registry_rename(struct bf_registry *r, struct bf_filter *f, const char *n
 
 static bool has_prefix(const struct bf_filter *f, const char *prefix, size_t plen)
 {
-	return f->name_len >= plen && memcmp(f->name, prefix, plen) == 0;
+	return f->name_len >= plen && memcmp(bf_filter_name(f), prefix, plen) == 0;
 }
 
 int bf_registry_list(const struct bf_registry *r, const char *prefix, size_t plen,

@@ -195,9 +195,9 @@ void bf_snapshot_header(const struct bf_filter *f, uint64_t generation, uint64_t
 	bf_filter_stats_encode(f, stats);
 	memcpy(h + OFF_STATS, stats, sizeof(stats));
 	put32(h, OFF_NAME_LEN, (uint32_t)f->name_len);
-	memcpy(h + OFF_NAME, f->name, f->name_len);
+	memcpy(h + OFF_NAME, bf_filter_name(f), f->name_len);
 	for (unsigned i = 0; i < f->nlayers; i++) {
-		const struct bf_layer *l = &f->layers[i];
+		const struct bf_layer *l = &bf_filter_layers(f)[i];
 		unsigned char *e = h + layer_off(i);
 		put64(e, 0, l->nblocks);
 		put_layer_target(e, f, i);
@@ -323,7 +323,7 @@ int bf_snapshot_write(const struct bf_filter *f, uint64_t generation, int dirfd,
 	}
 	XXH3_64bits_reset(&st);
 	for (unsigned i = 0; i < f->nlayers; i++) {
-		const struct bf_layer *l = &f->layers[i];
+		const struct bf_layer *l = &bf_filter_layers(f)[i];
 		XXH3_64bits_update(&st, l->blocks, bf_layer_bytes(l));
 		iov[1 + i] = (struct iovec){l->blocks, bf_layer_bytes(l)};
 	}
@@ -465,7 +465,7 @@ static int meta_build(const struct snap_meta *m, const struct bf_params *p, uint
 	}
 	for (unsigned i = 0; i < m->nlayers; i++) {
 		const unsigned char *e = meta_layer(m, i);
-		struct bf_layer *l = &f->layers[i];
+		struct bf_layer *l = &bf_filter_layers(f)[i];
 		rc = bf_layer_alloc(l, e[33], get64(e, 0), e[32]);
 		if (rc) {
 			bf_filter_free(f);
@@ -669,7 +669,7 @@ int bf_snapshot_read(int dirfd, const char *filename, struct bf_filter **out, ui
 	XXH3_64bits_reset(&st);
 	off_t off = (off_t)hlen;
 	for (unsigned i = 0; i < f->nlayers; i++) {
-		struct bf_layer *l = &f->layers[i];
+		struct bf_layer *l = &bf_filter_layers(f)[i];
 		rc = pread_all(fd, l->blocks, bf_layer_bytes(l), off);
 		if (rc) {
 			reason(why, whylen, rc, "cannot read layer %u: %s", i, strerror(-rc));
@@ -776,10 +776,10 @@ void bf_snapshot_entry_encode(const struct bf_filter *f, uint64_t generation, un
 	put64(out, E_EXPIRE, bf_filter_expire_ms(f));
 	putf64(out, E_RATIO, f->params->ratio);
 	putf64(out, E_FIRST, f->params->first);
-	memcpy(out + E_NAME, f->name, f->name_len);
+	memcpy(out + E_NAME, bf_filter_name(f), f->name_len);
 	p = out + E_NAME + pad8(f->name_len);
 	for (unsigned i = 0; i < f->nlayers; i++, p += LAYER_ENTRY) {
-		const struct bf_layer *l = &f->layers[i];
+		const struct bf_layer *l = &bf_filter_layers(f)[i];
 		put64(p, 0, l->nblocks);
 		put_layer_target(p, f, i);
 		put64(p, 16, l->items);
@@ -787,8 +787,8 @@ void bf_snapshot_entry_encode(const struct bf_filter *f, uint64_t generation, un
 		p[33] = l->counting;
 	}
 	for (unsigned i = 0; i < f->nlayers; i++) {
-		memcpy(p, f->layers[i].blocks, bf_layer_bytes(&f->layers[i]));
-		p += bf_layer_bytes(&f->layers[i]);
+		memcpy(p, bf_filter_layers(f)[i].blocks, bf_layer_bytes(&bf_filter_layers(f)[i]));
+		p += bf_layer_bytes(&bf_filter_layers(f)[i]);
 	}
 	put64(out, len - 8, XXH3_64bits(out, len - 8));
 }
@@ -855,8 +855,9 @@ static int entry_decode(const unsigned char *e, size_t len, uint32_t version, ui
 		return rc;
 	const unsigned char *body = m.layers + (size_t)m.nlayers * LAYER_ENTRY;
 	for (unsigned i = 0; i < f->nlayers; i++) {
-		memcpy(f->layers[i].blocks, body, bf_layer_bytes(&f->layers[i]));
-		body += bf_layer_bytes(&f->layers[i]);
+		memcpy(bf_filter_layers(f)[i].blocks, body,
+		       bf_layer_bytes(&bf_filter_layers(f)[i]));
+		body += bf_layer_bytes(&bf_filter_layers(f)[i]);
 	}
 	*generation = m.generation;
 	*out = f;

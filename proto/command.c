@@ -255,7 +255,7 @@ static void expire_now(struct cmd_ctx *c, struct bf_filter *f)
 
 		c->hooks.log(c->hooks.arg, BF_REC_DROP, rec, bf_record_id(f->id, rec));
 	}
-	memcpy(name, f->name, len);
+	memcpy(name, bf_filter_name(f), len);
 	c->expired++;
 	if (c->hooks.dropping)
 		c->hooks.dropping(c->hooks.arg, f, true);
@@ -290,7 +290,7 @@ enum cmd_status cmd_set_expire(struct cmd_ctx *c, struct bf_filter *f, uint64_t 
 	    !(expire_ms && expire_ms <= cmd_now_ms()))
 		return CMD_PAGED_OUT; /* its checkpoint would be written again */
 	if (expire_ms && expire_ms <= cmd_now_ms())
-		return cmd_drop(c, f->name, f->name_len, true);
+		return cmd_drop(c, bf_filter_name(f), f->name_len, true);
 	if (logged(c, f)) {
 		unsigned char rec[16];
 
@@ -380,7 +380,7 @@ enum cmd_status cmd_flushall(struct cmd_ctx *c, uint64_t *dropped)
 		char name[BF_NAME_MAX];
 		size_t len = f->name_len;
 
-		memcpy(name, f->name, len);
+		memcpy(name, bf_filter_name(f), len);
 		c->ops[CMD_OP_DROP]++;
 		if (c->hooks.dropping)
 			c->hooks.dropping(c->hooks.arg, f, true);
@@ -604,7 +604,9 @@ enum cmd_status cmd_load_header(struct cmd_ctx *c, const char *name, size_t len,
 		return CMD_LOG_FAILED;
 	}
 	bf_filter_detach(f); /* a copy: a new filter here, with an id of this instance's */
-	rc = bf_registry_adopt(c->reg, name, len, f);
+	rc = bf_filter_name_room(&f, len);
+	if (!rc)
+		rc = bf_registry_adopt(c->reg, name, len, f);
 	if (rc) {
 		bf_filter_free(f);
 		return cmd_status_from_errno(rc);

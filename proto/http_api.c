@@ -523,23 +523,23 @@ static bool add_name(cJSON *j, const struct bf_filter *f)
 	char fixed[BF_NAME_MAX * 3 + 1];
 	size_t o = 0;
 
-	if (http_api_utf8_valid(f->name, f->name_len))
-		return cJSON_AddStringToObject(j, "name", f->name) != NULL;
+	if (http_api_utf8_valid(bf_filter_name(f), f->name_len))
+		return cJSON_AddStringToObject(j, "name", bf_filter_name(f)) != NULL;
 	for (size_t i = 0; i < f->name_len;) {
 		size_t run = 1;
 
 		/* The longest valid sequence starting here (1 to 4 bytes), else one bad byte. */
 		for (size_t k = 4; k >= 1; k--) {
-			if (i + k <= f->name_len && http_api_utf8_valid(f->name + i, k)) {
+			if (i + k <= f->name_len && http_api_utf8_valid(bf_filter_name(f) + i, k)) {
 				run = k;
 				break;
 			}
 		}
-		if (run == 1 && (unsigned char)f->name[i] >= 0x80) {
+		if (run == 1 && (unsigned char)bf_filter_name(f)[i] >= 0x80) {
 			memcpy(fixed + o, "\xef\xbf\xbd", 3);
 			o += 3;
 		} else {
-			memcpy(fixed + o, f->name + i, run);
+			memcpy(fixed + o, bf_filter_name(f) + i, run);
 			o += run;
 		}
 		i += run;
@@ -550,7 +550,7 @@ static bool add_name(cJSON *j, const struct bf_filter *f)
 	bool ok;
 
 	proto_buf_init(&b64);
-	http_api_base64_encode(&b64, f->name, f->name_len);
+	http_api_base64_encode(&b64, bf_filter_name(f), f->name_len);
 	proto_buf_append_char(&b64, '\0');
 	ok = !b64.failed && cJSON_AddStringToObject(j, "name", fixed) &&
 	     cJSON_AddStringToObject(j, "name_b64", b64.data);
@@ -622,7 +622,7 @@ static void set_location(struct http_api_response *r, const struct bf_filter *f)
 	size_t o = strlen(strcpy(r->location, "/v1/filters/"));
 
 	for (size_t i = 0; i < f->name_len; i++) {
-		unsigned char c = (unsigned char)f->name[i];
+		unsigned char c = (unsigned char)bf_filter_name(f)[i];
 
 		if ((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||
 		    c == '.' || c == '_' || c == '~' || c == '-') {
@@ -1303,7 +1303,7 @@ static void do_rename(struct http_api *api, const struct http_api_request *req,
 		problem(r, P_BAD_REQUEST, "\"replace\" must be true or false");
 		goto out;
 	}
-	enum cmd_status st = cmd_rename(api->cmd, f->name, f->name_len, to->valuestring,
+	enum cmd_status st = cmd_rename(api->cmd, bf_filter_name(f), f->name_len, to->valuestring,
 					strlen(to->valuestring), !cJSON_IsTrue(replace));
 	if (st == CMD_EXISTS)
 		problem(r, P_FILTER_EXISTS,

@@ -645,8 +645,8 @@ static void keys_one(void *arg, struct bf_filter *f)
 	struct keys_acc *a = arg;
 
 	a->last = f;
-	if (!cmd_expired(f, a->now) && glob_match(a->g, f->name, f->name_len)) {
-		proto_resp_bulk(a->names, f->name, f->name_len);
+	if (!cmd_expired(f, a->now) && glob_match(a->g, bf_filter_name(f), f->name_len)) {
+		proto_resp_bulk(a->names, bf_filter_name(f), f->name_len);
 		a->count++;
 	}
 }
@@ -685,14 +685,14 @@ static void reply_names(struct cmd_ctx *c, struct cmd_session *s, struct proto_b
 				     CMD_LIST_STEP, keys_one, &a);
 	/* With no memory to go on later, it goes on now. */
 	while (more && !l && !(l = s->listing = calloc(1, sizeof(*l))))
-		more = bf_registry_walk(c->reg, pat, head, a.last->name, a.last->name_len,
+		more = bf_registry_walk(c->reg, pat, head, bf_filter_name(a.last), a.last->name_len,
 					CMD_LIST_STEP, keys_one, &a);
 	if (more) {
 		if (a.names == &local)
 			l->names = local;
 		l->count = a.count;
 		l->sent = SIZE_MAX;
-		memcpy(l->after, a.last->name, a.last->name_len);
+		memcpy(l->after, bf_filter_name(a.last), a.last->name_len);
 		l->alen = a.last->name_len;
 		c->again = true;
 		return;
@@ -753,7 +753,7 @@ static void scan_visit(void *arg, struct bf_filter *f)
 	struct scan_acc *a = arg;
 
 	if (a->failed || cmd_expired(f, a->now) ||
-	    (a->g && !glob_match(a->g, f->name, f->name_len)))
+	    (a->g && !glob_match(a->g, bf_filter_name(f), f->name_len)))
 		return;
 	if (a->n == a->cap) {
 		size_t cap = a->cap ? a->cap * 2 : 16;
@@ -822,7 +822,7 @@ void resp_server_scan(struct cmd_ctx *c, struct cmd_session *s, const struct pro
 	proto_resp_bulk(out, num, (size_t)nl);
 	proto_resp_array(out, none ? 0 : acc.n);
 	for (size_t i = 0; !none && i < acc.n; i++)
-		proto_resp_bulk(out, acc.found[i]->name, acc.found[i]->name_len);
+		proto_resp_bulk(out, bf_filter_name(acc.found[i]), acc.found[i]->name_len);
 	free(acc.found);
 }
 

@@ -211,7 +211,7 @@ static void list_line(void *arg, struct bf_filter *f)
 	a->last = f;
 	if (cmd_expired(f, a->now))
 		return;
-	proto_buf_append(a->out, f->name, f->name_len);
+	proto_buf_append(a->out, bf_filter_name(f), f->name_len);
 	proto_buf_append_fmt(a->out, " %f %llu %llu %llu\n", f->params->error_rate,
 			     (unsigned long long)bf_filter_bytes(f),
 			     (unsigned long long)bf_filter_capacity(f),
@@ -240,10 +240,10 @@ static void do_list(struct cmd_ctx *c, struct cmd_session *s, struct span args,
 				     CMD_LIST_STEP, list_line, &a);
 	/* With no memory to go on later, it goes on now. */
 	while (more && !l && !(l = s->listing = calloc(1, sizeof(*l))))
-		more = bf_registry_walk(c->reg, prefix.p, prefix.n, a.last->name, a.last->name_len,
-					CMD_LIST_STEP, list_line, &a);
+		more = bf_registry_walk(c->reg, prefix.p, prefix.n, bf_filter_name(a.last),
+					a.last->name_len, CMD_LIST_STEP, list_line, &a);
 	if (more) {
-		memcpy(l->after, a.last->name, a.last->name_len);
+		memcpy(l->after, bf_filter_name(a.last), a.last->name_len);
 		l->alen = a.last->name_len;
 		c->again = true;
 		return;

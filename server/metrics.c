@@ -147,7 +147,7 @@ static void filter_sample(struct proto_buf *b, const struct bf_filter *f, enum f
 	double fpr;
 
 	proto_buf_append_fmt(b, "blossomd_%s{filter=\"", filter_families[ff].name);
-	label_value(b, f->name, f->name_len);
+	label_value(b, bf_filter_name(f), f->name_len);
 	proto_buf_append_str(b, "\"} ");
 	switch (ff) {
 	case FF_ITEMS:
@@ -208,10 +208,10 @@ static void render_filters(const struct cmd_ctx *cmd, struct proto_buf *b)
 			return;
 		}
 		for (size_t i = 0; i < got; i++)
-			if (http_api_utf8_valid(page[i]->name, page[i]->name_len))
+			if (http_api_utf8_valid(bf_filter_name(page[i]), page[i]->name_len))
 				labels[labelled++] = page[i];
 		if (got) {
-			after = page[got - 1]->name;
+			after = bf_filter_name(page[got - 1]);
 			alen = page[got - 1]->name_len;
 		}
 		free(page);

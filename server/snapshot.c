@@ -68,7 +68,7 @@ struct snap_entry {
  * filter's name: an entry does not keep it). */
 static const char *snap_file(const struct snap_entry *e, char out[BF_SNAPSHOT_NAME_MAX])
 {
-	bf_snapshot_filename(e->f->name, e->f->name_len, out);
+	bf_snapshot_filename(bf_filter_name(e->f), e->f->name_len, out);
 	return out;
 }
 
@@ -316,7 +316,7 @@ static bool snap_packable(const struct srv_snap *sn, const struct bf_filter *f)
 /* The pack file a filter of this name goes in. */
 static int snap_pack_of(const struct bf_filter *f)
 {
-	return (int)(XXH3_64bits(f->name, f->name_len) % SNAP_PACKS);
+	return (int)(XXH3_64bits(bf_filter_name(f), f->name_len) % SNAP_PACKS);
 }
 
 static void snap_pack_name(int pack, char out[32])
@@ -404,7 +404,8 @@ static struct snap_entry *snap_track(struct srv_snap *sn, struct bf_filter *f)
 	sn->ents[sn->nents++] = e;
 	return e;
 nomem:
-	srv_log(SRV_LOG_CRIT, "filter '%s': out of memory; it will NOT be persisted", f->name);
+	srv_log(SRV_LOG_CRIT, "filter '%s': out of memory; it will NOT be persisted",
+		bf_filter_name(f));
 	return NULL;
 }
 
@@ -598,8 +599,8 @@ static void snap_apply(struct srv_snap *sn, struct snap_job *job)
 	if (job->applied)
 		return;
 	job->applied = true;
-	snap_record(sn, e, job->file, job->f->name, job->rc, job->step, job->cut, job->need,
-		    BF_SNAPSHOT_HEADER_LEN + bf_filter_bytes(job->f), job->write_ns,
+	snap_record(sn, e, job->file, bf_filter_name(job->f), job->rc, job->step, job->cut,
+		    job->need, BF_SNAPSHOT_HEADER_LEN + bf_filter_bytes(job->f), job->write_ns,
 		    sn->stopping ? "final" : "periodic");
 	if (job->rc == 0 && job->copy_ns)
 		sn->st.last_copy_pause_us = job->copy_max_ns / 1000;
@@ -607,7 +608,7 @@ static void snap_apply(struct srv_snap *sn, struct snap_job *job)
 		srv_log(SRV_LOG_DEBUG,
 			"snapshot of filter '%s': copy took %" PRIu64 " ms of loop time, longest "
 			"pause %" PRIu64 " us",
-			job->f->name, snap_ms(job->copy_ns), job->copy_max_ns / 1000);
+			bf_filter_name(job->f), snap_ms(job->copy_ns), job->copy_max_ns / 1000);
 	if (job->remove_after)
 		snap_unlink(sn, job->file, "filter dropped");
 	e->busy = false;
@@ -754,7 +755,8 @@ static int snap_copy_begin(struct srv_snap *sn, struct snap_job *job)
 	if (!rc)
 		rc = bf_filter_copy_meta(c, f);
 	if (rc) {
-		snap_record(sn, e, job->file, f->name, rc, "copy", 0, 0, 0, 0, "periodic");
+		snap_record(sn, e, job->file, bf_filter_name(f), rc, "copy", 0, 0, 0, 0,
+			    "periodic");
 		snap_job_drop(job);
 		return -1;
 	}
@@ -812,8 +814,8 @@ static int snap_start(struct srv_snap *sn, struct snap_entry *e)
 	if (!job) {
 		char file[BF_SNAPSHOT_NAME_MAX];
 
-		snap_record(sn, e, snap_file(e, file), f->name, -ENOMEM, "copy", 0, 0, 0, 0,
-			    "periodic");
+		snap_record(sn, e, snap_file(e, file), bf_filter_name(f), -ENOMEM, "copy", 0, 0, 0,
+			    0, "periodic");
 		return -1;
 	}
 	e->busy = true;
@@ -826,7 +828,8 @@ static int snap_start(struct srv_snap *sn, struct snap_entry *e)
 	job->owned = true;
 	rc = bf_filter_copy_new(f, &job->f);
 	if (rc) {
-		snap_record(sn, e, job->file, f->name, rc, "copy", 0, 0, 0, 0, "periodic");
+		snap_record(sn, e, job->file, bf_filter_name(f), rc, "copy", 0, 0, 0, 0,
+			    "periodic");
 		snap_job_drop(job);
 		return -1;
 	}
@@ -1192,7 +1195,7 @@ static bool snap_pjob_record(struct srv_snap *sn, struct snap_pjob *pj, uint64_t
 			if (e->failed)
 				srv_log(SRV_LOG_NOTICE,
 					"snapshot of filter '%s' (%s) written again after failures",
-					e->f->name, pj->file);
+					bf_filter_name(e->f), pj->file);
 			e->on_disk = true;
 			snap_set_failed(sn, e, false);
 			e->saved_changes = c->cut;
@@ -1613,7 +1616,8 @@ static bool snap_closes_step(struct srv_snap *sn)
 			int rc = bf_filter_page_out(e->f);
 
 			if (!rc)
-				srv_log(SRV_LOG_DEBUG, "filter '%s' paged out", e->f->name);
+				srv_log(SRV_LOG_DEBUG, "filter '%s' paged out",
+					bf_filter_name(e->f));
 			snap_close_end(sn, i, rc);
 		} else {
 			e->close_written = true;
@@ -1814,7 +1818,7 @@ static int snap_write_now(struct srv_snap *sn, struct snap_entry *e)
 	gen = snap_next_gen(sn);
 	t0 = uv_hrtime();
 	rc = bf_snapshot_write(f, gen, sn->dirfd, file, &step);
-	snap_record(sn, e, file, f->name, rc, step, f->changes, snap_need(sn, f),
+	snap_record(sn, e, file, bf_filter_name(f), rc, step, f->changes, snap_need(sn, f),
 		    BF_SNAPSHOT_HEADER_LEN + bf_filter_bytes(f), uv_hrtime() - t0, "flush");
 	return rc;
 }
@@ -1982,7 +1986,7 @@ int srv_snap_page_out(struct srv_snap *sn, struct bf_filter *f)
 	}
 	rc = bf_filter_page_out(f);
 	if (!rc)
-		srv_log(SRV_LOG_DEBUG, "filter '%s' paged out", f->name);
+		srv_log(SRV_LOG_DEBUG, "filter '%s' paged out", bf_filter_name(f));
 	if (restart)
 		snap_step(sn);
 	return rc;
@@ -2024,9 +2028,10 @@ static void snap_load_after(uv_work_t *req, int status)
 		if (rc) {
 			e->load_error = (int16_t)rc;
 			srv_log(SRV_LOG_ERR, "filter '%s': cannot load it from %s/%s: %s",
-				e->f->name, sn->dir, l->file, l->why);
+				bf_filter_name(e->f), sn->dir, l->file, l->why);
 		} else {
-			srv_log(SRV_LOG_DEBUG, "filter '%s' paged in from %s", e->f->name, l->file);
+			srv_log(SRV_LOG_DEBUG, "filter '%s' paged in from %s", bf_filter_name(e->f),
+				l->file);
 		}
 	}
 	bf_filter_free(l->copy);
@@ -2457,7 +2462,7 @@ static void snap_forget_older(struct srv_snap *sn, struct snap_entry *e, bool re
 	sn->ents[e->idx] = sn->ents[--sn->nents];
 	sn->ents[e->idx]->idx = e->idx;
 	free(e);
-	bf_registry_drop(sn->ctx->reg, f->name, f->name_len);
+	bf_registry_drop(sn->ctx->reg, bf_filter_name(f), f->name_len);
 	sn->st.loaded--;
 }
 
@@ -2468,7 +2473,7 @@ static void snap_skip_older(struct srv_snap *sn, struct bf_filter *f, uint64_t g
 	srv_log(SRV_LOG_NOTICE,
 		"filter '%s' (id %" PRIu64 "): %s/%s holds an older copy (generation %" PRIu64
 		", loaded %" PRIu64 "); %s",
-		f->name, f->id, sn->dir, file, gen, had,
+		bf_filter_name(f), f->id, sn->dir, file, gen, had,
 		pack < 0 ? "removed" : "dropped from the pack");
 	if (pack < 0)
 		snap_unlink(sn, file, "older copy");
@@ -2503,13 +2508,15 @@ static int snap_adopt(struct srv_snap *sn, struct bf_filter *f, uint64_t gen, co
 				"filter '%s' (id %" PRIu64
 				"): %s/%s holds a newer copy (generation "
 				"%" PRIu64 ") than '%s' loaded (%" PRIu64 ")",
-				f->name, f->id, sn->dir, file, gen, slot->e->f->name, slot->gen);
+				bf_filter_name(f), f->id, sn->dir, file, gen,
+				bf_filter_name(slot->e->f), slot->gen);
 			snap_forget_older(sn, slot->e, repack);
 			slot->e = NULL;
 		}
 	}
-	rc = bf_registry_adopt(sn->ctx->reg, f->name, f->name_len, f);
-	if (rc == -EEXIST && (old = bf_registry_get(sn->ctx->reg, f->name, f->name_len)) &&
+	rc = bf_registry_adopt(sn->ctx->reg, bf_filter_name(f), f->name_len, f);
+	if (rc == -EEXIST &&
+	    (old = bf_registry_get(sn->ctx->reg, bf_filter_name(f), f->name_len)) &&
 	    (e = snap_find(sn, old))) {
 		uint64_t had = snap_id_slot(sn, old->id)->gen;
 		if (gen <= had) {
@@ -2519,18 +2526,18 @@ static int snap_adopt(struct srv_snap *sn, struct bf_filter *f, uint64_t gen, co
 		srv_log(SRV_LOG_NOTICE,
 			"filter '%s': %s/%s holds a newer copy (generation %" PRIu64
 			") than the one loaded (%" PRIu64 ")",
-			f->name, sn->dir, file, gen, had);
+			bf_filter_name(f), sn->dir, file, gen, had);
 		if (e->f->id && e->f->id != f->id)
 			snap_id_slot(sn, e->f->id)->e = NULL;
 		snap_forget_older(sn, e, repack);
-		rc = bf_registry_adopt(sn->ctx->reg, f->name, f->name_len, f);
+		rc = bf_registry_adopt(sn->ctx->reg, bf_filter_name(f), f->name_len, f);
 	}
 	if (rc == -ENOMEM) {
 		srv_log(SRV_LOG_ERR,
 			"snapshot %s/%s: filter '%s' needs %" PRIu64 " bytes; with %" PRIu64
 			" loaded that passes max_memory (%" PRIu64
 			"); not starting (raise max_memory)",
-			sn->dir, file, f->name, bf_filter_bytes(f),
+			sn->dir, file, bf_filter_name(f), bf_filter_bytes(f),
 			bf_registry_memory(sn->ctx->reg), bf_registry_max_memory(sn->ctx->reg));
 		bf_filter_free(f);
 		return rc;
@@ -2538,7 +2545,7 @@ static int snap_adopt(struct srv_snap *sn, struct bf_filter *f, uint64_t gen, co
 	if (rc) {
 		char why[320];
 
-		snprintf(why, sizeof(why), "cannot add filter '%s': %s", f->name,
+		snprintf(why, sizeof(why), "cannot add filter '%s': %s", bf_filter_name(f),
 			 rc == -EEXIST ? "a filter of that name is already loaded" : strerror(-rc));
 		bf_filter_free(f);
 		if (pack >= 0) {
@@ -2599,10 +2606,10 @@ static int snap_load_one(struct srv_snap *sn, const char *file, uint64_t *newest
 			sn->dir, file, why);
 		return rc;
 	}
-	bf_snapshot_filename(f->name, f->name_len, expect);
+	bf_snapshot_filename(bf_filter_name(f), f->name_len, expect);
 	if (strcmp(expect, file)) {
-		snprintf(why, sizeof(why), "holds filter '%s', whose file name is %s", f->name,
-			 expect);
+		snprintf(why, sizeof(why), "holds filter '%s', whose file name is %s",
+			 bf_filter_name(f), expect);
 		bf_filter_free(f);
 		snap_set_aside(sn, file, why);
 		return 0;
@@ -2619,7 +2626,7 @@ static int snap_load_one(struct srv_snap *sn, const char *file, uint64_t *newest
 	}
 	srv_log(SRV_LOG_DEBUG,
 		"loaded filter '%s' from %s/%s (%" PRIu64 " bytes, generation %" PRIu64 ")",
-		f->name, sn->dir, file, bf_filter_bytes(f), gen);
+		bf_filter_name(f), sn->dir, file, bf_filter_bytes(f), gen);
 	return snap_adopt(sn, f, gen, file, -1, repack);
 }
 
@@ -2920,7 +2927,7 @@ void srv_snap_after_replay(struct srv_snap *sn, struct bf_registry *reg)
 		if (a->name)
 			found = bf_registry_get(reg, a->name, strlen(a->name));
 		for (size_t j = 0; a->file && j < n && !found; j++) {
-			bf_snapshot_filename(list[j]->name, list[j]->name_len, file);
+			bf_snapshot_filename(bf_filter_name(list[j]), list[j]->name_len, file);
 			if (!strcmp(file, a->file))
 				found = list[j];
 		}
@@ -2929,7 +2936,7 @@ void srv_snap_after_replay(struct srv_snap *sn, struct bf_registry *reg)
 			    SRV_LOG_NOTICE,
 			    "snapshot %s/%s was corrupt: filter '%s' rebuilt from the write-ahead "
 			    "log",
-			    sn->dir, a->label, found->name);
+			    sn->dir, a->label, bf_filter_name(found));
 		else if (!a->file && !a->name)
 			srv_log(SRV_LOG_ERR,
 				"snapshot %s/%s was corrupt: its filters that the write-ahead log "

@@ -248,8 +248,9 @@ START_TEST(replay_rebuilds_the_filters)
 		ck_assert_uint_eq(f->nlayers, g->nlayers);
 		ck_assert_uint_eq(f->id, g->id);
 		for (unsigned l = 0; l < f->nlayers; l++)
-			ck_assert_mem_eq(f->layers[l].blocks, g->layers[l].blocks,
-					 bf_layer_bytes(&f->layers[l]));
+			ck_assert_mem_eq(bf_filter_layers(f)[l].blocks,
+					 bf_filter_layers(g)[l].blocks,
+					 bf_layer_bytes(&bf_filter_layers(f)[l]));
 	}
 	ck_assert_uint_ge(bf_registry_get(r, "p", 1)->nlayers, 4);
 	bf_registry_free(r);

@@ -157,9 +157,9 @@ static void assert_layer_target(const struct bf_filter *f, unsigned i, double er
 	bf_filter_layer_target(f->params, i, &cap, &e);
 	ck_assert_double_eq(e, err);
 	ck_assert_uint_eq(bf_filter_layer_capacity(f->params, i), cap);
-	ck_assert_int_eq(bf_layer_plan(f->layers[i].counting, cap, err, &nblocks, &b), 0);
-	ck_assert_uint_eq(f->layers[i].nblocks, nblocks);
-	ck_assert_uint_eq(f->layers[i].b, b);
+	ck_assert_int_eq(bf_layer_plan(bf_filter_layers(f)[i].counting, cap, err, &nblocks, &b), 0);
+	ck_assert_uint_eq(bf_filter_layers(f)[i].nblocks, nblocks);
+	ck_assert_uint_eq(bf_filter_layers(f)[i].b, b);
 }
 
 START_TEST(chain_stops_at_max_layers)
@@ -291,12 +291,12 @@ START_TEST(counting_delete_absent_changes_nothing)
 	ck_assert_int_eq(bf_filter_new(&params, 8, NULL, &f), 0);
 	ck_assert_int_eq(add(f, 1), 1);
 	char before[16384];
-	size_t bytes = bf_layer_bytes(&f->layers[0]);
+	size_t bytes = bf_layer_bytes(&bf_filter_layers(f)[0]);
 	ck_assert_uint_le(bytes, sizeof(before));
-	memcpy(before, f->layers[0].blocks, bytes);
+	memcpy(before, bf_filter_layers(f)[0].blocks, bytes);
 	uint64_t items = bf_filter_items(f), changes = f->changes;
 	ck_assert_int_eq(bf_filter_delete(f, "absent", 6), 0);
-	ck_assert_mem_eq(before, f->layers[0].blocks, bytes);
+	ck_assert_mem_eq(before, bf_filter_layers(f)[0].blocks, bytes);
 	ck_assert_uint_eq(bf_filter_items(f), items);
 	ck_assert_uint_eq(f->changes, changes);
 	ck_assert_uint_eq(bf_filter_delete_misses(f), 1);
@@ -351,7 +351,8 @@ START_TEST(counting_delete_across_layers_loses_nothing)
 	ck_assert_uint_eq(bf_filter_delete_misses(f), refused);
 	/* An ambiguous delete happens about as often as a false positive in the newer layers
 	 * (their estimated rate at this fill), bounded like any false-positive count. */
-	double q = 1 - (1 - bf_layer_fpr(&f->layers[1])) * (1 - bf_layer_fpr(&f->layers[2]));
+	double q = 1 - (1 - bf_layer_fpr(&bf_filter_layers(f)[1])) *
+			   (1 - bf_layer_fpr(&bf_filter_layers(f)[2]));
 	ck_assert_double_le((double)refused, 10000 * q + 3 * sqrt(10000 * q) + 1);
 	ck_assert_uint_gt(refused, 0);
 	bf_filter_free(f);
@@ -594,8 +595,8 @@ START_TEST(batch_matches_single)
 	ck_assert_uint_eq(a->nlayers, b->nlayers);
 	ck_assert_uint_gt(a->nlayers, 1);
 	for (unsigned l = 0; l < a->nlayers; l++)
-		ck_assert_mem_eq(a->layers[l].blocks, b->layers[l].blocks,
-				 bf_layer_bytes(&a->layers[l]));
+		ck_assert_mem_eq(bf_filter_layers(a)[l].blocks, bf_filter_layers(b)[l].blocks,
+				 bf_layer_bytes(&bf_filter_layers(a)[l]));
 	bf_filter_check_batch(a, N, keys, lens, out);
 	size_t missing = 0;
 	for (size_t i = 0; i < N; i++)
@@ -632,22 +633,24 @@ START_TEST(first_layer_inside_the_structure)
 	struct bf_budget budget = {0};
 	struct bf_filter *f, *c;
 	ck_assert_int_eq(bf_filter_new(&params, 5, &budget, &f), 0);
-	ck_assert_ptr_eq(f->layers, &f->layer0);
+	ck_assert_ptr_eq(bf_filter_layers(f), &f->layer0);
+	ck_assert_uint_eq(f->layers_cap, 1);
 	add_range(f, 0, 50);
 	for (int round = 0; round < 2; round++) {
 		unsigned nlayers = f->nlayers;
 		ck_assert_int_eq(bf_filter_clone(f, &c), 0);
 		ck_assert_uint_eq(c->nlayers, nlayers);
-		ck_assert_int_eq(c->layers == &c->layer0, nlayers == 1);
+		ck_assert_int_eq(bf_filter_layers(c) == &c->layer0, nlayers == 1);
 		for (unsigned l = 0; l < nlayers; l++)
-			ck_assert_mem_eq(c->layers[l].blocks, f->layers[l].blocks,
-					 bf_layer_bytes(&f->layers[l]));
+			ck_assert_mem_eq(bf_filter_layers(c)[l].blocks,
+					 bf_filter_layers(f)[l].blocks,
+					 bf_layer_bytes(&bf_filter_layers(f)[l]));
 		uint64_t cost = bf_filter_cost(f), items = bf_filter_items(f);
 		uint64_t bytes = bf_filter_bytes(f);
 		ck_assert_uint_eq(budget.used, cost);
 		ck_assert_uint_gt(items, 0);
 		ck_assert_int_eq(bf_filter_page_out(f), 0);
-		ck_assert_ptr_null(f->layers);
+		ck_assert_uint_eq(f->layers_cap, 0);
 		/* Its items and bytes as they were, without its layers. */
 		ck_assert_uint_eq(bf_filter_items(f), items);
 		ck_assert_uint_eq(bf_filter_bytes(f), bytes);
@@ -656,7 +659,7 @@ START_TEST(first_layer_inside_the_structure)
 		ck_assert_ptr_nonnull(f->rare); /* its layer count and page-outs */
 		ck_assert_uint_eq(bf_filter_nlayers(f), nlayers);
 		ck_assert_int_eq(bf_filter_page_in(f, c), 0);
-		ck_assert_int_eq(f->layers == &f->layer0, nlayers == 1);
+		ck_assert_int_eq(bf_filter_layers(f) == &f->layer0, nlayers == 1);
 		ck_assert_uint_eq(f->nlayers, nlayers);
 		ck_assert_uint_eq(bf_filter_items(f), items);
 		ck_assert_uint_eq(bf_filter_bytes(f), bytes);
@@ -669,7 +672,8 @@ START_TEST(first_layer_inside_the_structure)
 		/* Grow past one layer: the entry moves to a heap array. */
 		add_range(f, 50, 150);
 		ck_assert_uint_gt(f->nlayers, 1);
-		ck_assert_ptr_ne(f->layers, &f->layer0);
+		ck_assert_ptr_ne(bf_filter_layers(f), &f->layer0);
+		ck_assert_uint_ge(f->layers_cap, f->nlayers);
 		ck_assert_uint_eq(budget.used, bf_filter_cost(f));
 		assert_all_present(f, 150);
 	}

@@ -130,7 +130,7 @@ static void checkpoint_one(struct bf_registry *c, const struct bf_filter *f)
 	struct bf_filter *g;
 
 	ck_assert_int_eq(bf_filter_clone(f, &g), 0);
-	ck_assert_int_eq(bf_registry_adopt(c, f->name, f->name_len, g), 0);
+	ck_assert_int_eq(bf_registry_adopt(c, bf_filter_name(f), f->name_len, g), 0);
 	ck_assert_uint_eq(g->id, f->id);
 	ck_assert_uint_eq(g->lsn, f->lsn);
 }
@@ -146,7 +146,8 @@ static struct bf_registry *checkpoint(struct bf_registry *r)
 	ck_assert_int_eq(bf_registry_list(r, "", 0, &list, &n), 0);
 	for (size_t i = 0; i < n; i++) {
 		ck_assert_int_eq(bf_filter_clone(list[i], &g), 0);
-		ck_assert_int_eq(bf_registry_adopt(c, list[i]->name, list[i]->name_len, g), 0);
+		ck_assert_int_eq(
+		    bf_registry_adopt(c, bf_filter_name(list[i]), list[i]->name_len, g), 0);
 		ck_assert_uint_eq(g->id, list[i]->id);
 	}
 	free(list);
@@ -167,7 +168,7 @@ static void renamed(void *arg, struct bf_filter *f, const char *from, size_t fro
 {
 	(void)arg;
 	renames_seen++;
-	snprintf(renamed_to, sizeof(renamed_to), "%s", f->name);
+	snprintf(renamed_to, sizeof(renamed_to), "%s", bf_filter_name(f));
 	snprintf(renamed_from, sizeof(renamed_from), "%.*s", (int)from_len, from);
 }
 
@@ -274,7 +275,7 @@ static void assert_same_registry(struct bf_registry *a, struct bf_registry *b)
 	ck_assert_uint_eq(sa, sb);
 	for (size_t i = 0; i < na; i++) {
 		const struct bf_filter *f = la[i], *g = lb[i];
-		ck_assert_str_eq(f->name, g->name);
+		ck_assert_str_eq(bf_filter_name(f), bf_filter_name(g));
 		ck_assert_uint_eq(f->id, g->id);
 		ck_assert_uint_eq(bf_filter_expire_ms(f), bf_filter_expire_ms(g));
 		ck_assert_uint_eq(EXPIRE_POS(f) != 0, EXPIRE_POS(g) != 0);
@@ -282,9 +283,11 @@ static void assert_same_registry(struct bf_registry *a, struct bf_registry *b)
 		ck_assert_uint_eq(bf_filter_items(f), bf_filter_items(g));
 		ck_assert_uint_eq(f->nlayers, g->nlayers);
 		for (unsigned l = 0; l < f->nlayers; l++) {
-			ck_assert_uint_eq(f->layers[l].items, g->layers[l].items);
-			ck_assert_mem_eq(f->layers[l].blocks, g->layers[l].blocks,
-					 bf_layer_bytes(&f->layers[l]));
+			ck_assert_uint_eq(bf_filter_layers(f)[l].items,
+					  bf_filter_layers(g)[l].items);
+			ck_assert_mem_eq(bf_filter_layers(f)[l].blocks,
+					 bf_filter_layers(g)[l].blocks,
+					 bf_layer_bytes(&bf_filter_layers(f)[l]));
 		}
 	}
 	free(la);

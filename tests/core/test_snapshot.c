@@ -57,7 +57,7 @@ static struct bf_filter *make(const char *name, struct bf_params p, uint64_t nke
 static void assert_same(const struct bf_filter *a, const struct bf_filter *b)
 {
 	ck_assert_uint_eq(a->name_len, b->name_len);
-	ck_assert_mem_eq(a->name, b->name, a->name_len);
+	ck_assert_mem_eq(bf_filter_name(a), bf_filter_name(b), a->name_len);
 	ck_assert_uint_eq(a->params->capacity, b->params->capacity);
 	ck_assert_double_eq(a->params->error_rate, b->params->error_rate);
 	ck_assert_int_eq(a->params->type, b->params->type);
@@ -74,10 +74,10 @@ static void assert_same(const struct bf_filter *a, const struct bf_filter *b)
 	ck_assert_uint_eq(bf_filter_delete_misses(a), bf_filter_delete_misses(b));
 	ck_assert_uint_eq(a->nlayers, b->nlayers);
 	for (unsigned i = 0; i < a->nlayers; i++) {
-		ck_assert_uint_eq(a->layers[i].items, b->layers[i].items);
-		ck_assert_uint_eq(a->layers[i].nblocks, b->layers[i].nblocks);
-		ck_assert_mem_eq(a->layers[i].blocks, b->layers[i].blocks,
-				 bf_layer_bytes(&a->layers[i]));
+		ck_assert_uint_eq(bf_filter_layers(a)[i].items, bf_filter_layers(b)[i].items);
+		ck_assert_uint_eq(bf_filter_layers(a)[i].nblocks, bf_filter_layers(b)[i].nblocks);
+		ck_assert_mem_eq(bf_filter_layers(a)[i].blocks, bf_filter_layers(b)[i].blocks,
+				 bf_layer_bytes(&bf_filter_layers(a)[i]));
 	}
 }
 
@@ -132,7 +132,7 @@ START_TEST(round_trip_every_kind)
 			(void)bf_filter_delete(f, "absent", 6);
 			ck_assert_uint_eq(bf_filter_deletes(f), 2);
 		}
-		bf_snapshot_filename(f->name, f->name_len, file);
+		bf_snapshot_filename(bf_filter_name(f), f->name_len, file);
 		const char *step = NULL;
 		ck_assert_int_eq(bf_snapshot_write(f, 7 + i, dirfd_, file, &step), 0);
 		uint64_t gen = 0;
@@ -684,8 +684,8 @@ static void assert_same_entry(const struct bf_filter *a, const struct bf_filter 
 	ck_assert_uint_eq(a->id, b->id);
 	ck_assert_uint_eq(a->lsn, b->lsn);
 	for (unsigned i = 0; i < a->nlayers; i++) {
-		ck_assert_uint_eq(a->layers[i].b, b->layers[i].b);
-		ck_assert_int_eq(a->layers[i].counting, b->layers[i].counting);
+		ck_assert_uint_eq(bf_filter_layers(a)[i].b, bf_filter_layers(b)[i].b);
+		ck_assert_int_eq(bf_filter_layers(a)[i].counting, bf_filter_layers(b)[i].counting);
 	}
 	ck_assert_ptr_null(b->budget);
 }
@@ -697,10 +697,10 @@ static void assert_keys(const struct bf_filter *f, struct bf_filter *g, uint64_t
 	for (uint64_t j = 0; j < nkeys + 1000; j++) {
 		int n = snprintf(k, sizeof(k), "key%llu", (unsigned long long)j);
 		if (j < nkeys && bf_filter_check(g, k, (size_t)n) != 1)
-			ck_abort_msg("%.20s: added key %s missing", g->name, k);
+			ck_abort_msg("%.20s: added key %s missing", bf_filter_name(g), k);
 		if (bf_filter_layers_with(f, k, (size_t)n) !=
 		    bf_filter_layers_with(g, k, (size_t)n))
-			ck_abort_msg("%.20s: answers differ at %s", g->name, k);
+			ck_abort_msg("%.20s: answers differ at %s", bf_filter_name(g), k);
 	}
 }
 
@@ -1058,7 +1058,7 @@ START_TEST(pack_entry_corruption_is_local)
 			} else if (strncmp(spots[k].what, "name", 4) != 0) {
 				ck_assert_msg(named, "entry %u %s", t, spots[k].what);
 				ck_assert_uint_eq(nlen, s.f[t]->name_len);
-				ck_assert_mem_eq(name, s.f[t]->name, nlen);
+				ck_assert_mem_eq(name, bf_filter_name(s.f[t]), nlen);
 			}
 			bf_pack_close(&pk);
 		}
@@ -1441,7 +1441,7 @@ START_TEST(entry_inconsistent_fields_refused)
 	ck_assert_msg(bf_snapshot_entry_decode(c, clen, UINT64_MAX, &g, &gen, why, sizeof(why)) ==
 			  0,
 		      "%s", why);
-	ck_assert_uint_eq(g->layers[0].items, over);
+	ck_assert_uint_eq(bf_filter_layers(g)[0].items, over);
 	bf_filter_free(g);
 
 	/* Fields no rule constrains are carried as they are. */
@@ -1480,7 +1480,7 @@ START_TEST(entry_name_best_effort)
 		name = NULL;
 		ck_assert(bf_snapshot_entry_name(e, len, &name, &nlen));
 		ck_assert_uint_eq(nlen, s.f[i]->name_len);
-		ck_assert_mem_eq(name, s.f[i]->name, nlen);
+		ck_assert_mem_eq(name, bf_filter_name(s.f[i]), nlen);
 
 		/* A body that fails its checksum still names its filter. */
 		e[entry_body(e)] ^= 0x01;
@@ -1493,7 +1493,7 @@ START_TEST(entry_name_best_effort)
 		name = NULL;
 		ck_assert(bf_snapshot_entry_name(e, len, &name, &nlen));
 		ck_assert_uint_eq(nlen, s.f[i]->name_len);
-		ck_assert_mem_eq(name, s.f[i]->name, nlen);
+		ck_assert_mem_eq(name, bf_filter_name(s.f[i]), nlen);
 
 		/* Framing that does not hold, or a name no filter may have: no name. */
 		ck_assert(!bf_snapshot_entry_name(e, len - 8, &name, &nlen));
