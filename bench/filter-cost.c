@@ -3,7 +3,8 @@
  * bench/filter-cost: where the bytes of a small filter go (issue 13: "measure where the bytes
  * go"). Creates N filters of capacity 100 at 1 % (names "u<i>") in a registry, as BF.RESERVE
  * does, and reports the bytes per filter the heap took from the system (mallinfo2()), then each
- * piece's size as the allocator hands it out (malloc_usable_size + its 8-byte chunk header).
+ * piece's size as the allocator hands it out (malloc_usable_size + its 8-byte chunk header; a
+ * pool's piece, core/bf_pool.h, has no header).
  *
  *   build-bench/bench/filter-cost [N]     (default 100000)
  *
@@ -58,7 +59,11 @@ int main(int argc, char **argv)
 	printf("of which free (slivers the heap could not reuse), in all: %.1f B per filter\n\n",
 	       (double)mi.fordblks / (double)n);
 	printf("| piece | bytes (as allocated) |\n|---|---:|\n");
-	printf("| struct bf_filter (sizeof %zu) | %zu |\n", sizeof(struct bf_filter), chunk(f));
+	/* The structure and its name's room are a piece of a pool. */
+	size_t own = sizeof(*f) + f->name_room;
+	printf(
+	    "| struct bf_filter (sizeof %zu) and the room for its name (%u), from a pool | %zu |\n",
+	    sizeof(struct bf_filter), f->name_room, own);
 	printf("| (of which statistics, struct bf_stats) | (%zu) |\n", sizeof(struct bf_stats));
 	printf("| its params (struct bf_params %zu: one copy shared by the filters alike) | 0 |\n",
 	       sizeof(struct bf_params));
@@ -71,10 +76,10 @@ int main(int argc, char **argv)
 	size_t bits = bf_layer_cost(bf_filter_bytes(f));
 	printf("| its bits (%llu bytes, 64-byte aligned, from a pool) | %zu |\n",
 	       (unsigned long long)bf_filter_bytes(f), bits);
-	printf("| its name (%u bytes: in the structure's allocation, above) | %zu |\n", f->name_len,
+	printf("| its name (%u bytes: in that room, above) | %zu |\n", f->name_len,
 	       bf_filter_name(f) == (const char *)(f + 1) ? 0 : chunk(bf_filter_name(f)));
 	printf("| the rest (registry bucket slots, allocator slack) | %.1f |\n",
-	       (double)(h1 - h0) / (double)n - (double)(chunk(f) + chunk(table) + bits));
+	       (double)(h1 - h0) / (double)n - (double)(own + chunk(table) + bits));
 	bf_registry_free(r);
 	return 0;
 }

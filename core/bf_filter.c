@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 #include "core/bf_filter.h"
 #include "core/bf_kernels.h"
+#include "core/bf_pool.h"
 
 #include <errno.h>
 #include <math.h>
@@ -192,12 +193,12 @@ static void shapes_grow(void)
 /* What a filter's rare part takes from the heap, charged to it. */
 #define RARE_COST (sizeof(struct bf_filter_rare) + 16)
 
-/* The filter's own allocation, as the heap holds it: the structure (its first layer's entry,
- * f->layer0, included) and the room for its name just past it, with the allocator's header;
- * and its params' shared copy if it made it. */
+/* The filter's own allocation, a pool's piece: the structure (its first layer's entry,
+ * f->layer0, included) and the room for its name just past it; and its params' shared copy if
+ * it made it, and its rare part. */
 static uint64_t struct_cost(const struct bf_filter *f)
 {
-	return sizeof(*f) + f->name_room + 16 + (f->params_charged ? SHAPE_COST : 0) +
+	return sizeof(*f) + f->name_room + (f->params_charged ? SHAPE_COST : 0) +
 	       (f->rare ? RARE_COST : 0);
 }
 
@@ -317,13 +318,37 @@ static char *name_tail(struct bf_filter *f)
 	return (char *)(f + 1);
 }
 
-struct bf_filter *bf_filter_alloc(size_t name_len)
+/*
+ * A filter's own allocation (the structure and the room for its name just past it) is a piece
+ * of a pool (core/bf_pool.h), one per size in steps of 8 bytes: no allocator header, and the
+ * room for the name is what the piece has past the structure.
+ */
+#define FILTER_STEP  8
+#define FILTER_POOLS ((sizeof(struct bf_filter) + BF_NAME_MAX + 1) / FILTER_STEP + 2)
+#define FP(i)	     {.size = (i)*FILTER_STEP, .align = FILTER_STEP},
+#define FP8(i)	     FP(i) FP(i + 1) FP(i + 2) FP(i + 3) FP(i + 4) FP(i + 5) FP(i + 6) FP(i + 7)
+_Static_assert(_Alignof(struct bf_filter) <= FILTER_STEP, "a filter's piece is aligned enough");
+_Static_assert(FILTER_POOLS <= 48, "filter_pools lists enough sizes");
+_Static_assert(FILTER_POOLS *FILTER_STEP - sizeof(struct bf_filter) <= UINT8_MAX,
+	       "name_room holds the room past the structure");
+
+static struct bf_pool filter_pools[48] = {FP8(0) FP8(8) FP8(16) FP8(24) FP8(32) FP8(40)};
+
+/* The pool of pieces for a structure with room for a name of name_len bytes. */
+static struct bf_pool *filter_pool(size_t name_len)
 {
 	size_t room = name_len < BF_NAME_MAX ? name_len + 1 : BF_NAME_MAX + 1;
-	struct bf_filter *f = calloc(1, sizeof(*f) + room);
 
-	if (f)
-		f->name_room = (uint8_t)room; /* and the name there is empty */
+	return &filter_pools[(sizeof(struct bf_filter) + room + FILTER_STEP - 1) / FILTER_STEP];
+}
+
+struct bf_filter *bf_filter_alloc(size_t name_len)
+{
+	struct bf_pool *p = filter_pool(name_len);
+	struct bf_filter *f = bf_pool_get(p);
+
+	if (f) /* and the name there is empty */
+		f->name_room = (uint8_t)(p->size - sizeof(*f));
 	return f;
 }
 
@@ -360,10 +385,13 @@ int bf_filter_name_room(struct bf_filter **fp, size_t len)
 		return 0;
 	/* Nothing in the structure points into it: it may move. */
 	memcpy(name, bf_filter_name(f), nlen);
-	f = realloc(f, sizeof(*f) + len + 1);
+	f = bf_filter_alloc(len);
 	if (!f)
 		return -ENOMEM;
-	f->name_room = (uint8_t)(len + 1);
+	uint8_t room = f->name_room;
+	memcpy(f, *fp, sizeof(*f));
+	f->name_room = room;
+	bf_pool_put(*fp);
 	*fp = f;
 	/* A name in the rare part fits now: into the room, which cannot fail. */
 	if (nlen < f->name_room)
@@ -545,7 +573,7 @@ void bf_filter_free(struct bf_filter *f)
 	if (f->rare)
 		free(f->rare->name);
 	free(f->rare);
-	free(f);
+	bf_pool_put(f);
 }
 
 uint64_t bf_filter_cost(const struct bf_filter *f)

@@ -2,9 +2,9 @@
 #include "core/bf_kernels.h"
 #include "core/bf_layer_impl.h"
 #include "core/bf_model.h"
+#include "core/bf_pool.h"
 
 #include <errno.h>
-#include <pthread.h>
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
@@ -88,177 +88,18 @@ static void *map_huge(size_t bytes)
 
 /*
  * Small layers (at most POOL_MAX_BLOCKS blocks: a filter per user is one of these) come from
- * pools, one per size: slabs of SLAB_BYTES, whose first block is the header and whose other
- * blocks are cut into equal pieces with no header each. A million small filters then cost their
- * bits and nothing else; malloc would add its header and up to 48 bytes of alignment to each
- * (64 bytes on 192, bench/filter-cost), and glibc's aligned_alloc leaves the ends it cuts off
- * unused (112 bytes). An empty slab goes back to the heap at once. Layers are made and freed on
- * the loop and on the threadpool (snapshot loads): one lock, held for a few instructions.
- *
- * A slab is a plain heap block (with the slack to align its first block), and the slabs are
- * listed by address, so that a piece given back finds its slab by a binary search (a piece is
- * given back when its filter goes: rarely). Slabs aligned to their size, for a piece to find
- * its slab from its own address, made the heap advance in whole multiples of that size: the
- * filters' structures, allocated between the slabs, filled the gaps only as far as they
- * happened to, and a smaller structure saved nothing (bench/filter-cost: 394 bytes of heap per
- * filter with a structure of 176 bytes and with one of 160).
+ * pools (core/bf_pool.h), one per size: a million small filters then cost their bits and
+ * nothing else; malloc would add its header and up to 48 bytes of alignment to each (64 bytes
+ * on 192, bench/filter-cost), and glibc's aligned_alloc leaves the ends it cuts off unused (112
+ * bytes).
  */
-#define SLAB_BYTES	(32u << 10)
 #define POOL_MAX_BLOCKS 8
+#define LAYER_POOL(n)	[n] = {.size = (n)*BF_BLOCK_BYTES, .align = BF_BLOCK_BYTES}
 
-struct slab {
-	struct slab *prev, *next; /* in its pool's list of slabs with room */
-	void *free;		  /* pieces given back, linked through their first word */
-	uint32_t used;		  /* pieces handed out */
-	uint32_t fresh;		  /* pieces from here on were never handed out */
-	uint32_t pieces;	  /* how many fit */
-	uint32_t nblocks;	  /* blocks per piece: its pool */
-	uint32_t off;		  /* the slab - the pointer malloc gave */
+static struct bf_pool pools[POOL_MAX_BLOCKS + 1] = {
+    LAYER_POOL(1), LAYER_POOL(2), LAYER_POOL(3), LAYER_POOL(4),
+    LAYER_POOL(5), LAYER_POOL(6), LAYER_POOL(7), LAYER_POOL(8),
 };
-
-_Static_assert(sizeof(struct slab) <= BF_BLOCK_BYTES, "a slab's header is its first block");
-
-static struct {
-	pthread_mutex_t mu;
-	struct slab *room[POOL_MAX_BLOCKS + 1]; /* per piece size: slabs with a piece free */
-	struct slab **all;			/* every slab, by address */
-	size_t n, cap;
-} pools = {.mu = PTHREAD_MUTEX_INITIALIZER};
-
-static bool slab_has_room(const struct slab *s)
-{
-	return s->free || s->fresh < s->pieces;
-}
-
-static void slab_list(struct slab *s)
-{
-	s->prev = NULL;
-	s->next = pools.room[s->nblocks];
-	if (s->next)
-		s->next->prev = s;
-	pools.room[s->nblocks] = s;
-}
-
-static void slab_unlist(struct slab *s)
-{
-	if (s->prev)
-		s->prev->next = s->next;
-	else
-		pools.room[s->nblocks] = s->next;
-	if (s->next)
-		s->next->prev = s->prev;
-	s->prev = s->next = NULL;
-}
-
-/* The number of slabs in pools.all below address p. */
-static size_t slab_rank(const void *p)
-{
-	size_t lo = 0, hi = pools.n;
-
-	while (lo < hi) {
-		size_t mid = lo + (hi - lo) / 2;
-
-		if ((uintptr_t)pools.all[mid] < (uintptr_t)p)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	return lo;
-}
-
-/* A new empty slab for pieces of nblocks blocks, listed in pools.all; NULL if out of memory. */
-static struct slab *slab_new(unsigned nblocks)
-{
-	const size_t slack = BF_BLOCK_BYTES - _Alignof(max_align_t);
-
-	if (pools.n == pools.cap) {
-		size_t cap = pools.cap ? pools.cap * 2 : 64;
-		struct slab **all = realloc(pools.all, cap * sizeof(*all));
-
-		if (!all)
-			return NULL;
-		pools.all = all;
-		pools.cap = cap;
-	}
-	char *raw = malloc(SLAB_BYTES + slack);
-	if (!raw)
-		return NULL;
-	struct slab *s = (struct slab *)(((uintptr_t)raw + BF_BLOCK_BYTES - 1) &
-					 ~(uintptr_t)(BF_BLOCK_BYTES - 1));
-	*s = (struct slab){
-	    .pieces =
-		(uint32_t)((SLAB_BYTES - BF_BLOCK_BYTES) / ((size_t)nblocks * BF_BLOCK_BYTES)),
-	    .nblocks = nblocks,
-	    .off = (uint32_t)((char *)s - raw),
-	};
-	size_t at = slab_rank(s);
-
-	memmove(pools.all + at + 1, pools.all + at, (pools.n - at) * sizeof(*pools.all));
-	pools.all[at] = s;
-	pools.n++;
-	return s;
-}
-
-/* Take the empty slab s out of pools.all (freed with the last slab: nothing is left at exit);
- * returns the block to free, out of the lock. */
-static void *slab_remove(struct slab *s)
-{
-	size_t at = slab_rank(s);
-
-	memmove(pools.all + at, pools.all + at + 1, (pools.n - at - 1) * sizeof(*pools.all));
-	if (--pools.n == 0) {
-		free(pools.all);
-		pools.all = NULL;
-		pools.cap = 0;
-	}
-	return (char *)s - s->off;
-}
-
-/* A zeroed piece of nblocks blocks (1..POOL_MAX_BLOCKS), block-aligned; NULL if out of memory. */
-static void *pool_get(unsigned nblocks)
-{
-	size_t size = (size_t)nblocks * BF_BLOCK_BYTES;
-	char *p = NULL;
-
-	pthread_mutex_lock(&pools.mu);
-	struct slab *s = pools.room[nblocks];
-	if (!s && (s = slab_new(nblocks)))
-		slab_list(s);
-	if (s) {
-		if (s->free) {
-			p = s->free;
-			s->free = *(void **)p;
-		} else {
-			p = (char *)s + BF_BLOCK_BYTES + (size_t)s->fresh++ * size;
-		}
-		s->used++;
-		if (!slab_has_room(s))
-			slab_unlist(s);
-	}
-	pthread_mutex_unlock(&pools.mu);
-	if (p)
-		memset(p, 0, size);
-	return p;
-}
-
-static void pool_put(void *p)
-{
-	void *raw = NULL;
-
-	pthread_mutex_lock(&pools.mu);
-	/* Its slab: the last that begins below it. */
-	struct slab *s = pools.all[slab_rank(p) - 1];
-	if (!slab_has_room(s))
-		slab_list(s);
-	*(void **)p = s->free;
-	s->free = p;
-	if (--s->used == 0) {
-		slab_unlist(s);
-		raw = slab_remove(s);
-	}
-	pthread_mutex_unlock(&pools.mu);
-	free(raw);
-}
 
 /*
  * Zeroed heap memory for a layer too large for a pool and too small to map, aligned to a
@@ -298,7 +139,7 @@ int bf_layer_alloc(struct bf_layer *l, bool counting, uint64_t nblocks, unsigned
 	bool mapped = bytes >= MMAP_THRESHOLD;
 	uint8_t off = 0;
 	void *mem = mapped			 ? map_huge(bytes)
-		    : nblocks <= POOL_MAX_BLOCKS ? pool_get((unsigned)nblocks)
+		    : nblocks <= POOL_MAX_BLOCKS ? bf_pool_get(&pools[nblocks])
 						 : heap_blocks(bytes, &off);
 	if (!mem)
 		return -ENOMEM;
@@ -331,7 +172,7 @@ void bf_layer_free(struct bf_layer *l)
 	if (l->mapped)
 		munmap(l->blocks, bf_layer_bytes(l));
 	else if (l->nblocks <= POOL_MAX_BLOCKS)
-		pool_put(l->blocks);
+		bf_pool_put(l->blocks);
 	else
 		free((char *)l->blocks - l->align_off);
 	l->blocks = NULL;
