@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "core/bf_hash.h"
+#include "core/bf_pool.h"
 #include "core/bf_snapshot.h"
 #include "server/log.h"
 #include "server/prefault.h"
@@ -63,6 +64,14 @@ struct snap_entry {
 	bool closing : 1;	/* a close waits for its write (listed in sn->closes) */
 	bool close_written : 1; /* ... and that write has been started */
 };
+
+/* Entries come from a pool (core/bf_pool.h): a million filters have a million of them, and
+ * malloc would add a header and round each up to 48 bytes. */
+static struct bf_pool snap_entries = {.size = sizeof(struct snap_entry),
+				      .align = _Alignof(struct snap_entry)};
+_Static_assert(sizeof(struct snap_entry) % _Alignof(struct snap_entry) == 0 &&
+		   _Alignof(struct snap_entry) >= sizeof(void *),
+	       "pool pieces are whole multiples of their alignment and hold a pointer");
 
 /* The name of the file of its own the live entry e's filter has or would have (from the
  * filter's name: an entry does not keep it). */
@@ -389,7 +398,7 @@ static struct snap_entry *snap_track(struct srv_snap *sn, struct bf_filter *f)
 	}
 	if (sn->nents == UINT32_MAX)
 		goto nomem;
-	e = calloc(1, sizeof(*e));
+	e = bf_pool_get(&snap_entries);
 	if (!e)
 		goto nomem;
 	e->f = f;
@@ -397,7 +406,7 @@ static struct snap_entry *snap_track(struct srv_snap *sn, struct bf_filter *f)
 	e->idx = (uint32_t)sn->nents;
 	e->pack = -1;
 	if (snap_packable(sn, f) && snap_pack_join(sn, e, snap_pack_of(f))) {
-		free(e);
+		bf_pool_put(e);
 		goto nomem;
 	}
 	f->owner = e;
@@ -413,7 +422,7 @@ nomem:
 static void snap_release(struct snap_entry *e)
 {
 	if (!e->f && !e->busy && !e->queued && !e->packing && !e->loading && !e->closing)
-		free(e);
+		bf_pool_put(e);
 }
 
 static void snap_unlink(struct srv_snap *sn, const char *file, const char *why)
@@ -2461,7 +2470,7 @@ static void snap_forget_older(struct srv_snap *sn, struct snap_entry *e, bool re
 	}
 	sn->ents[e->idx] = sn->ents[--sn->nents];
 	sn->ents[e->idx]->idx = e->idx;
-	free(e);
+	bf_pool_put(e);
 	bf_registry_drop(sn->ctx->reg, bf_filter_name(f), f->name_len);
 	sn->st.loaded--;
 }
@@ -2833,8 +2842,7 @@ int srv_snap_new(uv_loop_t *loop, const struct config *cfg, struct cmd_ctx *ctx,
 	snprintf(sn->dir, sizeof(sn->dir), "%s", cfg->data_dir);
 	/* Each filter's entry here (and its slots in ents and pending) counts against max_memory.
 	 */
-	bf_registry_set_entry_overhead(ctx->reg,
-				       sizeof(struct snap_entry) + 16 + 3 * sizeof(void *));
+	bf_registry_set_entry_overhead(ctx->reg, sizeof(struct snap_entry) + 3 * sizeof(void *));
 
 	rc = snap_mkdirs(sn->dir);
 	if (rc) {
@@ -2878,7 +2886,7 @@ fail_fd:
 fail:
 	free(sn->ids);
 	for (size_t i = 0; i < sn->nents; i++)
-		free(sn->ents[i]);
+		bf_pool_put(sn->ents[i]);
 	free(sn->ents);
 	for (int i = 0; i < SNAP_PACKS; i++)
 		free(sn->packs[i].members);
@@ -2975,7 +2983,7 @@ void srv_snap_free(struct srv_snap *sn)
 	snap_closes_clear(sn);
 	srv_snap_load_end(sn);
 	for (size_t i = 0; i < sn->nents; i++)
-		free(sn->ents[i]);
+		bf_pool_put(sn->ents[i]);
 	free(sn->ents);
 	free(sn->pending);
 	free(sn->closes);
