@@ -743,14 +743,14 @@ static int add_hashed(struct bf_filter *f, struct bf_hash h)
 	if (f->params->type == BF_TYPE_COUNTING)
 		return add_counting(f, h);
 
-	struct bf_layer *top = &bf_filter_layers(f)[f->nlayers - 1];
+	struct bf_layer *ls = bf_filter_layers(f), *top = &ls[f->nlayers - 1];
 	bool full = top->items >= bf_filter_layer_capacity(f->params, f->nlayers - 1);
 	bool present = false;
 	int rc;
 
 	/* Older layers first; the top layer's add itself tells, unless it is full. */
 	for (unsigned i = 0; i + 1 < f->nlayers && !present; i++)
-		present = bf_layer_check(&bf_filter_layers(f)[i], h);
+		present = bf_layer_check(&ls[i], h);
 	if (!present && full)
 		present = bf_layer_check(top, h);
 	if (present)

@@ -44,10 +44,10 @@ PATH_ATTR static __attribute__((noinline)) int PATH(check_key)(struct bf_filter 
 							       size_t len)
 {
 	struct bf_hash h = bf_hash_key(key, len, f->seed);
-	const struct bf_layer *l = &bf_filter_layers(f)[0];
+	const struct bf_layer *l = &f->layer0; /* its layer if it has room for one only */
 	bool hit;
 
-	if (f->nlayers == 1 && !l->counting)
+	if (f->nlayers == 1 && f->layers_cap == 1 && !l->counting)
 		hit = KERNEL_CHECK(l, h);
 	else
 		hit = PATH(chain_check_cold)(f, h);

@@ -310,7 +310,7 @@ double bf_layer_fpr(const struct bf_layer *l)
 
 uint64_t bf_layer_popcount(const struct bf_layer *l)
 {
-	uint64_t n = 0, words = l->nblocks * BF_BLOCK_WORDS;
+	uint64_t n = 0, words = (uint64_t)l->nblocks * BF_BLOCK_WORDS;
 
 	for (uint64_t i = 0; i < words; i++) {
 		uint64_t w = l->blocks[i];

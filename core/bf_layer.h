@@ -18,17 +18,20 @@
 
 /* Layers larger than this are sized with the model's max_blocks (1 TiB of blocks). */
 #define BF_LAYER_MAX_BLOCKS (UINT64_C(1) << 34)
+_Static_assert(BF_LAYER_MAX_BLOCKS < (UINT64_C(1) << 40), "struct bf_layer's nblocks holds it");
 
 struct bf_layer {
 	uint64_t *blocks; /* nblocks * 8 words, 64-byte aligned, zeroed at init */
-	uint64_t nblocks;
-	uint64_t items; /* keys added to this layer (adds that reported "new") */
+	uint64_t items;	  /* keys added to this layer (adds that reported "new") */
 	/* Its capacity and its error target at capacity are not kept: its filter's params give
-	 * them (bf_filter_layer_target), as they gave its size. */
-	uint8_t b; /* positions per word */
-	bool counting;
-	bool mapped;	   /* blocks come from mmap (large layers) rather than the heap */
-	uint8_t align_off; /* heap layers: blocks - the pointer malloc gave (bf_layer_alloc) */
+	 * them (bf_filter_layer_target), as they gave its size. The rest shares one word (the
+	 * first layer's entry is inside every filter's structure). */
+	uint64_t nblocks : 40; /* at most BF_LAYER_MAX_BLOCKS */
+	uint64_t b : 8;	       /* positions per word */
+	uint64_t counting : 1; /* a counting layer */
+	uint64_t mapped : 1;   /* blocks come from mmap (large layers) rather than the heap */
+	uint64_t
+	    align_off : 14; /* heap layers: blocks - the pointer malloc gave (bf_layer_alloc) */
 };
 
 /*
