@@ -329,7 +329,7 @@ static char *name_tail(struct bf_filter *f)
 #define FP8(i)	     FP(i) FP(i + 1) FP(i + 2) FP(i + 3) FP(i + 4) FP(i + 5) FP(i + 6) FP(i + 7)
 _Static_assert(_Alignof(struct bf_filter) <= FILTER_STEP, "a filter's piece is aligned enough");
 _Static_assert(FILTER_POOLS <= 48, "filter_pools lists enough sizes");
-_Static_assert(FILTER_POOLS *FILTER_STEP - sizeof(struct bf_filter) <= UINT8_MAX,
+_Static_assert((FILTER_POOLS * FILTER_STEP) - sizeof(struct bf_filter) <= UINT8_MAX,
 	       "name_room holds the room past the structure");
 
 static struct bf_pool filter_pools[48] = {FP8(0) FP8(8) FP8(16) FP8(24) FP8(32) FP8(40)};
