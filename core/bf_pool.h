@@ -39,8 +39,7 @@ void *bf_pool_get(struct bf_pool *p);
 /* Give back a piece bf_pool_get gave (of any pool). NULL is ignored. */
 void bf_pool_put(void *piece);
 
-/* The slabs of all pools there are now, and the bytes they take from the heap (theirs and the
- * list of them). */
-size_t bf_pool_slabs(size_t *bytes);
+/* The slabs of all pools there are now (the list of them is freed with the last). */
+size_t bf_pool_slabs(void);
 
 #endif
