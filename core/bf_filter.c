@@ -611,13 +611,13 @@ int bf_filter_stats_decode(struct bf_filter *f, const uint64_t in[BF_STATS_WORDS
 	bool high = false;
 
 	for (int i = 0; i < BF_STAT_N; i++)
-		high = high || v[i] > UINT32_MAX;
+		high = high || v[i] > UINT16_MAX;
 	if ((in[7] || in[8] || high) && bf_filter_rare_get(f))
 		return -ENOMEM;
 	for (int i = 0; i < BF_STAT_N; i++) {
-		f->stats.lo[i] = (uint32_t)v[i];
+		f->stats.lo[i] = (uint16_t)v[i];
 		if (f->rare)
-			f->rare->stat_hi[i] = (uint32_t)(v[i] >> 32);
+			f->rare->stat_hi[i] = v[i] >> 16;
 	}
 	if (f->rare) {
 		f->rare->delete_hits = in[7];
@@ -626,12 +626,12 @@ int bf_filter_stats_decode(struct bf_filter *f, const uint64_t in[BF_STATS_WORDS
 	return 0;
 }
 
-/* Counter i passed 2^32: carry into its high half, in the rare part (made now if need be; if
- * it cannot be, the counter stays at its highest until a later carry finds the memory). */
+/* Counter i's low 16 bits wrapped: carry into the rest, in the rare part (made now if need be;
+ * if it cannot be, the counter stays at its highest until a later carry finds the memory). */
 static __attribute__((noinline, cold)) void stat_carry(struct bf_filter *f, enum bf_stat i)
 {
-	if (bf_filter_rare_get(f) || f->rare->stat_hi[i] == UINT32_MAX)
-		f->stats.lo[i] = UINT32_MAX;
+	if (bf_filter_rare_get(f) || f->rare->stat_hi[i] == UINT64_MAX >> 16)
+		f->stats.lo[i] = UINT16_MAX;
 	else
 		f->rare->stat_hi[i]++;
 }

@@ -69,10 +69,11 @@ void bf_budget_release(struct bf_budget *b, uint64_t bytes);
 
 /*
  * A filter's counters of checks and sets (its deletes are in struct bf_filter_rare), read with
- * bf_filter_stat. Each is 64 bits: the low 32 in struct bf_stats, the high 32 in the rare part
+ * bf_filter_stat. Each is 64 bits: the low 16 in struct bf_stats, the rest in the rare part
  * (stat_hi), which the first carry makes (a counter whose carry finds no memory stays at its
- * highest until one does): a filter pays 20 bytes for them, not 40. The totals are not stored:
- * checks are check_hits + check_misses, sets set_hits + set_misses + set_fails
+ * highest until one does): a filter pays 10 bytes for them, not 40, and one checked or set
+ * 65,536 times, which pays for a rare part, is not a small filter's cost any more. The totals are
+ * not stored: checks are check_hits + check_misses, sets set_hits + set_misses + set_fails
  * (bf_filter_checks, bf_filter_sets), deletes delete_hits + delete_misses (bf_filter_deletes).
  * Snapshots keep all nine counters (BF_STATS_WORDS, in the order bf_filter_stats_encode writes
  * them), as the files always did.
@@ -87,7 +88,7 @@ enum bf_stat {
 };
 
 struct bf_stats {
-	uint32_t lo[BF_STAT_N];
+	uint16_t lo[BF_STAT_N];
 };
 
 /*
@@ -104,7 +105,8 @@ struct bf_filter_rare {
 	uint64_t delete_hits, delete_misses;
 	uint32_t expire_pos; /* its place in its registry's expiry heap, from 1; 0: none */
 	uint32_t page_ins, page_outs;
-	uint32_t stat_hi[BF_STAT_N]; /* the high halves of its counters (struct bf_stats) */
+	uint64_t stat_hi[BF_STAT_N]; /* its counters but their low 16 bits (struct bf_stats),
+				      * shifted down */
 };
 
 /* The counters as snapshots hold them: checks, check_hits, check_misses, sets, set_hits,
@@ -150,7 +152,7 @@ struct bf_filter {
 			uint64_t items, bytes;
 		} paged_counts;
 	};
-	struct bf_stats stats;	  /* 32-bit halves, beside the other narrow fields */
+	struct bf_stats stats;	  /* 16-bit low parts, beside the other narrow fields */
 	uint32_t used_s;	  /* when it was last used, in the owner's clock (cold_interval) */
 	uint16_t nlayers;	  /* layers in use, at most BF_MAX_LAYERS */
 	uint16_t paged_layers;	  /* paged out: the layers it had (capacity, info) */
@@ -213,7 +215,7 @@ static inline uint64_t bf_filter_bytes(const struct bf_filter *f)
 /* Its counter i (enum bf_stat), and the totals of its checks and sets. */
 static inline uint64_t bf_filter_stat(const struct bf_filter *f, enum bf_stat i)
 {
-	return (f->rare ? (uint64_t)f->rare->stat_hi[i] << 32 : 0) | f->stats.lo[i];
+	return (f->rare ? f->rare->stat_hi[i] << 16 : 0) | f->stats.lo[i];
 }
 
 static inline uint64_t bf_filter_checks(const struct bf_filter *f)
