@@ -158,6 +158,9 @@ static uint64_t table_cost(unsigned nlayers)
  */
 struct shape {
 	struct bf_params p; /* first: f->params is &shape->p; padding zeroed (hashed as bytes) */
+	/* The budget its filters are charged to (bf_filter_budget), part of its key: a filter
+	 * keeps no pointer of its own to it. */
+	struct bf_budget *budget;
 	struct shape *next; /* in its bucket */
 	uint64_t hash;
 	size_t refs;
@@ -215,18 +218,24 @@ int bf_filter_rare_get(struct bf_filter *f)
 {
 	if (f->rare)
 		return 0;
-	if (bf_budget_reserve(f->budget, RARE_COST))
+	if (bf_budget_reserve(bf_filter_budget(f), RARE_COST))
 		return -ENOMEM;
 	f->rare = calloc(1, sizeof(*f->rare));
 	if (!f->rare) {
-		bf_budget_release(f->budget, RARE_COST);
+		bf_budget_release(bf_filter_budget(f), RARE_COST);
 		return -ENOMEM;
 	}
 	return 0;
 }
 
-/* The shared copy of *p with one more holder (*made: it is new); NULL if out of memory. */
-static const struct bf_params *shape_get(const struct bf_params *p, bool *made)
+struct bf_budget *bf_filter_budget(const struct bf_filter *f)
+{
+	return f->params ? ((const struct shape *)(const void *)f->params)->budget : NULL;
+}
+
+/* The shared copy of *p under budget b with one more holder (*made: it is new); NULL if out
+ * of memory. */
+static const struct bf_params *shape_get(const struct bf_params *p, struct bf_budget *b, bool *made)
 {
 	struct bf_params key;
 
@@ -238,7 +247,7 @@ static const struct bf_params *shape_get(const struct bf_params *p, bool *made)
 	key.persist = p->persist;
 	key.ratio = p->ratio;
 	key.first = p->first;
-	uint64_t hash = XXH3_64bits(&key, sizeof(key));
+	uint64_t hash = XXH3_64bits_withSeed(&key, sizeof(key), (uint64_t)(uintptr_t)b);
 	struct shape *s = NULL;
 
 	*made = false;
@@ -248,11 +257,11 @@ static const struct bf_params *shape_get(const struct bf_params *p, bool *made)
 	if (shapes.nbuckets) {
 		struct shape **head = &shapes.buckets[hash & (shapes.nbuckets - 1)];
 		for (s = *head; s; s = s->next)
-			if (s->hash == hash && !memcmp(&s->p, &key, sizeof(key)))
+			if (s->hash == hash && s->budget == b && !memcmp(&s->p, &key, sizeof(key)))
 				break;
 		if (!s && (s = malloc(sizeof(*s)))) {
 			*made = true;
-			*s = (struct shape){.next = *head, .hash = hash};
+			*s = (struct shape){.budget = b, .next = *head, .hash = hash};
 			memcpy(&s->p, &key, sizeof(key));
 			*head = s;
 			shapes.count++;
@@ -286,26 +295,60 @@ static void shape_put(const struct bf_params *p)
 	pthread_mutex_unlock(&shapes.mu);
 }
 
-int bf_filter_set_params(struct bf_filter *f, const struct bf_params *p)
+/*
+ * Give f the shared copy of *p under budget b, charging b the copy if it is new and `charge`
+ * (else the caller charges it with the rest of f's cost). 0 or -ENOMEM (nothing changed).
+ */
+static int set_shape(struct bf_filter *f, const struct bf_params *p, struct bf_budget *b,
+		     bool charge)
 {
+	struct bf_budget *was = bf_filter_budget(f);
 	bool made;
-	const struct bf_params *s = shape_get(p, &made);
+	const struct bf_params *s = shape_get(p, b, &made);
 
 	if (!s)
 		return -ENOMEM;
-	if (made && bf_budget_reserve(f->budget, SHAPE_COST)) {
+	charge = charge && made;
+	if (charge && bf_budget_reserve(b, SHAPE_COST)) {
 		shape_put(s);
 		return -ENOMEM;
 	}
 	/* A counting filter counts its deletes in f->rare. */
 	if (s->type == BF_TYPE_COUNTING && bf_filter_rare_get(f)) {
-		if (made)
-			bf_budget_release(f->budget, SHAPE_COST);
+		if (charge)
+			bf_budget_release(b, SHAPE_COST);
 		shape_put(s);
 		return -ENOMEM;
 	}
 	if (f->params_charged)
-		bf_budget_release(f->budget, SHAPE_COST);
+		bf_budget_release(was, SHAPE_COST);
+	shape_put(f->params);
+	f->params = s;
+	f->params_charged = made;
+	return 0;
+}
+
+int bf_filter_set_params(struct bf_filter *f, const struct bf_params *p)
+{
+	return set_shape(f, p, bf_filter_budget(f), true);
+}
+
+int bf_filter_join_budget(struct bf_filter *f, struct bf_budget *b, uint64_t extra)
+{
+	bool made;
+
+	if (!f->params || bf_filter_budget(f))
+		return -EINVAL;
+	const struct bf_params *s = shape_get(f->params, b, &made);
+	if (!s)
+		return -ENOMEM;
+	/* Its cost under b: the same but for the shared copy, charged to f if f makes it. */
+	uint64_t cost = bf_filter_cost(f) - (f->params_charged ? SHAPE_COST : 0) +
+			(made ? SHAPE_COST : 0) + extra;
+	if (bf_budget_reserve(b, cost)) {
+		shape_put(s);
+		return -ENOMEM;
+	}
 	shape_put(f->params);
 	f->params = s;
 	f->params_charged = made;
@@ -379,7 +422,7 @@ int bf_filter_name_room(struct bf_filter **fp, size_t len)
 	char name[BF_NAME_MAX + 1];
 	size_t nlen = f->name_len;
 
-	if (f->budget)
+	if (bf_filter_budget(f))
 		return -EINVAL;
 	if (len < f->name_room || len > BF_NAME_MAX)
 		return 0;
@@ -455,7 +498,7 @@ static int grow(struct bf_filter *f, uint64_t extra)
 	 * never hold before the model runs: sizing a capacity of 2^64 is work for nothing.
 	 */
 	double least = (double)cap * -log2(err) / 8 * (counting ? 4 : 1);
-	if (least + (double)extra > (double)bf_budget_room(f->budget) ||
+	if (least + (double)extra > (double)bf_budget_room(bf_filter_budget(f)) ||
 	    least > (double)BF_LAYER_MAX_BLOCKS * BF_BLOCK_BYTES)
 		return -ENOMEM;
 	int rc = bf_layer_plan(counting, cap, err, &nblocks, &b);
@@ -466,16 +509,29 @@ static int grow(struct bf_filter *f, uint64_t extra)
 		return -ENOMEM;
 	uint64_t charge =
 	    bf_layer_cost(bytes) + table_cost(f->nlayers + 1) - table_cost(f->nlayers) + extra;
-	rc = bf_budget_reserve(f->budget, charge);
+	rc = bf_budget_reserve(bf_filter_budget(f), charge);
 	if (rc)
 		return rc;
 	rc = bf_layer_alloc(&bf_filter_layers(f)[f->nlayers], counting, nblocks, b);
 	if (rc) {
-		bf_budget_release(f->budget, charge);
+		bf_budget_release(bf_filter_budget(f), charge);
 		return rc == -E2BIG ? -ENOMEM : rc;
 	}
 	f->nlayers++;
 	return 0;
+}
+
+/* Free f and all it holds, releasing nothing from its budget. */
+static void destroy(struct bf_filter *f)
+{
+	for (unsigned i = 0; i < f->nlayers; i++)
+		bf_layer_free(&bf_filter_layers(f)[i]);
+	layers_release(f);
+	shape_put(f->params);
+	if (f->rare)
+		free(f->rare->name);
+	free(f->rare);
+	bf_pool_put(f);
 }
 
 int bf_filter_new(const struct bf_params *p, uint64_t seed, struct bf_budget *budget,
@@ -500,16 +556,14 @@ int bf_filter_new_named(const struct bf_params *p, const char *name, size_t len,
 		own.first = BF_FIRST_SHARE;
 	if (!own.ratio)
 		own.ratio = bf_filter_choose_ratio(p->type, p->error_rate, p->expansion, own.first);
-	if (bf_filter_set_params(f, &own)) {
-		bf_filter_free(f);
+	if (set_shape(f, &own, budget, false)) {
+		destroy(f);
 		return -ENOMEM;
 	}
 	f->seed = seed;
-	f->budget = budget;
 	rc = grow(f, struct_cost(f));
 	if (rc) {
-		f->budget = NULL; /* nothing was charged */
-		bf_filter_free(f);
+		destroy(f); /* nothing was charged */
 		return rc;
 	}
 	*out = f;
@@ -531,7 +585,7 @@ int bf_filter_page_out(struct bf_filter *f)
 	/* In the first layer's place, which it no longer has. */
 	f->paged_counts.items = items;
 	f->paged_counts.bytes = bytes;
-	bf_budget_release(f->budget, cost - bf_filter_cost(f));
+	bf_budget_release(bf_filter_budget(f), cost - bf_filter_cost(f));
 	f->paged = true;
 	f->rare->page_outs++;
 	return 0;
@@ -547,7 +601,7 @@ int bf_filter_page_in(struct bf_filter *f, struct bf_filter *copy)
 	    copy->params->ratio != f->params->ratio || bf_filter_bytes(copy) != bf_filter_bytes(f))
 		return -EINVAL;
 	uint64_t more = bf_filter_cost(copy) - struct_cost(copy);
-	if (bf_budget_reserve(f->budget, more))
+	if (bf_budget_reserve(bf_filter_budget(f), more))
 		return -ENOMEM;
 	/* copy's layer table moves into f: its layer0 (with its one layer) or its heap table. */
 	f->layer0 = copy->layer0;
@@ -565,15 +619,8 @@ void bf_filter_free(struct bf_filter *f)
 {
 	if (!f)
 		return;
-	bf_budget_release(f->budget, bf_filter_cost(f));
-	for (unsigned i = 0; i < f->nlayers; i++)
-		bf_layer_free(&bf_filter_layers(f)[i]);
-	layers_release(f);
-	shape_put(f->params);
-	if (f->rare)
-		free(f->rare->name);
-	free(f->rare);
-	bf_pool_put(f);
+	bf_budget_release(bf_filter_budget(f), bf_filter_cost(f));
+	destroy(f);
 }
 
 uint64_t bf_filter_cost(const struct bf_filter *f)

@@ -135,7 +135,7 @@ struct bf_filter {
 	/* Its items and bytes are its layers' (bf_filter_items, bf_filter_bytes): not kept. */
 	uint64_t changes;	     /* bumped by every mutation, for snapshot scheduling */
 	struct bf_filter_rare *rare; /* NULL until needed: see struct bf_filter_rare */
-	struct bf_budget *budget;    /* may be NULL: no accounting */
+	/* Its budget is not kept here: its params' shared copy names it (bf_filter_budget). */
 	void *owner; /* the owner's own per-filter data (the server's snapshot entry); core never
 		      * reads it, and a copy does not carry it */
 	/*
@@ -259,6 +259,16 @@ static inline uint32_t bf_filter_page_outs(const struct bf_filter *f)
 {
 	return f->rare ? f->rare->page_outs : 0;
 }
+
+/* The budget f's cost is charged to (NULL: none). Filters of one registry share one: it is
+ * kept with their shared params (a filter's params and budget are one copy, one pointer). */
+struct bf_budget *bf_filter_budget(const struct bf_filter *f);
+
+/*
+ * Core only: charge f (which has params and no budget) and `extra` bytes to budget b, which f
+ * then has. 0, or -ENOMEM (allocation or b's limit; nothing changed).
+ */
+int bf_filter_join_budget(struct bf_filter *f, struct bf_budget *b, uint64_t extra);
 
 /* Core only: f->rare, allocated and charged to f's budget if f had none. 0 or -ENOMEM. */
 int bf_filter_rare_get(struct bf_filter *f);

@@ -350,6 +350,18 @@ static int insert(struct bf_registry *r, const char *name, size_t len, uint64_t 
 	return 0;
 }
 
+/* Take *pp (an inserted filter, from find) out of the table and the name index: insert
+ * undone. Returns it. */
+static struct bf_filter *unlink_filter(struct bf_registry *r, struct bf_filter **pp)
+{
+	struct bf_filter *f = *pp;
+
+	*pp = f->reg_next;
+	bf_index_remove(&r->names, f);
+	r->count--;
+	return f;
+}
+
 int bf_registry_create(struct bf_registry *r, const char *name, size_t len,
 		       const struct bf_params *p, uint64_t seed, struct bf_filter **out)
 {
@@ -386,7 +398,7 @@ int bf_registry_create(struct bf_registry *r, const char *name, size_t len,
 
 int bf_registry_adopt(struct bf_registry *r, const char *name, size_t len, struct bf_filter *f)
 {
-	if (!bf_name_valid(name, len) || f->budget)
+	if (!bf_name_valid(name, len) || bf_filter_budget(f))
 		return -EINVAL;
 	uint64_t hash = name_hash(name, len);
 	if (*find(r, name, len, hash))
@@ -395,26 +407,24 @@ int bf_registry_adopt(struct bf_registry *r, const char *name, size_t len, struc
 	 * charged with f's (f has no budget yet). */
 	if (len >= f->name_room && bf_filter_rare_get(f))
 		return -ENOMEM;
-	uint64_t cost = bf_filter_cost(f) + r->entry_cost;
-	int rc = bf_budget_reserve(&r->budget, cost);
-	if (rc)
-		return rc;
 	if (f->rare)
 		f->rare->expire_pos = 0;
-	rc = bf_filter_expire_ms(f) ? heap_add(r, f) : 0;
+	int rc = bf_filter_expire_ms(f) ? heap_add(r, f) : 0;
 	if (!rc)
 		rc = insert(r, name, len, hash, f);
+	/* Last, as it cannot be undone: f and its share of the registry charged to the registry's
+	 * budget, which f then has. */
+	if (!rc && (rc = bf_filter_join_budget(f, &r->budget, r->entry_cost)))
+		unlink_filter(r, find(r, name, len, hash));
 	if (rc) {
 		if (f->rare && f->rare->expire_pos)
 			heap_remove(r, f);
-		bf_budget_release(&r->budget, cost);
 		return rc;
 	}
 	if (!f->id)
 		f->id = r->next_id++;
 	else if (f->id >= r->next_id)
 		r->next_id = f->id + 1;
-	f->budget = &r->budget;
 	return 0;
 }
 
@@ -422,16 +432,13 @@ int bf_registry_drop(struct bf_registry *r, const char *name, size_t len)
 {
 	rehash_step(r, REHASH_STEP);
 	struct bf_filter **pp = find(r, name, len, name_hash(name, len));
-	struct bf_filter *f = *pp;
-	if (!f)
+	if (!*pp)
 		return -ENOENT;
-	*pp = f->reg_next;
-	bf_index_remove(&r->names, f);
+	struct bf_filter *f = unlink_filter(r, pp);
 	if (f->rare && f->rare->expire_pos)
 		heap_remove(r, f);
 	bf_filter_free(f);
 	bf_budget_release(&r->budget, r->entry_cost);
-	r->count--;
 	return 0;
 }
 

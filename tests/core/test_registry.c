@@ -39,11 +39,11 @@ START_TEST(create_get_drop)
 {
 	struct bf_registry *r;
 	struct bf_filter *f = NULL, *g = NULL;
+	ck_assert_int_eq(bf_registry_new(0, &r), 0);
 	/* A filter made first holds the params' shared copy (and is charged it), so that those
 	 * below cost alike. */
-	struct bf_filter *holder;
-	ck_assert_int_eq(bf_filter_new(&small, 0, NULL, &holder), 0);
-	ck_assert_int_eq(bf_registry_new(0, &r), 0);
+	ck_assert_int_eq(bf_registry_create(r, S("holder"), &small, 0, NULL), 0);
+	uint64_t base = bf_registry_memory(r);
 	ck_assert_ptr_null(bf_registry_get(r, S("x")));
 	ck_assert_int_eq(bf_registry_create(r, S("x"), &small, 1, &f), 0);
 	ck_assert_ptr_nonnull(f);
@@ -51,26 +51,27 @@ START_TEST(create_get_drop)
 	ck_assert_ptr_eq(bf_registry_get(r, S("x")), f);
 	ck_assert_int_eq(bf_registry_create(r, S("x"), &small, 2, &g), -EEXIST);
 	ck_assert_ptr_eq(g, f);
-	ck_assert_uint_eq(bf_registry_count(r), 1);
+	ck_assert_uint_eq(bf_registry_count(r), 2);
 	/* Everything a filter costs is counted: its structure, its bits with the allocator's
 	 * overhead, its entry (issue 17 item 10: only the bits were). */
 	ck_assert_uint_ge(bf_filter_cost(f), sizeof(*f) + bf_filter_bytes(f));
-	ck_assert_uint_gt(bf_registry_memory(r), bf_filter_cost(f));
-	ck_assert_uint_le(bf_registry_memory(r), bf_filter_cost(f) + 128);
-	uint64_t one = bf_registry_memory(r);
+	uint64_t one = bf_registry_memory(r) - base;
+	ck_assert_uint_gt(one, bf_filter_cost(f));
+	ck_assert_uint_le(one, bf_filter_cost(f) + 128);
 	bf_registry_set_entry_overhead(r, 1000);
-	ck_assert_uint_eq(bf_registry_memory(r), one + 1000);
+	ck_assert_uint_eq(bf_registry_memory(r), 2 * 1000 + base + one);
 	ck_assert_int_eq(bf_registry_create(r, S("y"), &small, 1, NULL), 0);
-	ck_assert_uint_eq(bf_registry_memory(r), 2 * (one + 1000));
+	ck_assert_uint_eq(bf_registry_memory(r), 3 * 1000 + base + 2 * one);
 	ck_assert_int_eq(bf_registry_drop(r, S("y")), 0);
-	ck_assert_uint_eq(bf_registry_memory(r), one + 1000);
+	ck_assert_uint_eq(bf_registry_memory(r), 2 * 1000 + base + one);
 	ck_assert_int_eq(bf_registry_drop(r, S("x")), 0);
 	ck_assert_int_eq(bf_registry_drop(r, S("x")), -ENOENT);
 	ck_assert_ptr_null(bf_registry_get(r, S("x")));
-	ck_assert_uint_eq(bf_registry_count(r), 0);
+	ck_assert_uint_eq(bf_registry_count(r), 1);
+	ck_assert_uint_eq(bf_registry_memory(r), 1000 + base);
+	ck_assert_int_eq(bf_registry_drop(r, S("holder")), 0);
 	ck_assert_uint_eq(bf_registry_memory(r), 0);
 	bf_registry_free(r);
-	bf_filter_free(holder);
 }
 END_TEST
 
@@ -143,20 +144,21 @@ END_TEST
 START_TEST(memory_limit_refuses_and_changes_nothing)
 {
 	struct bf_registry *r;
-	struct bf_filter *f, *holder;
-	/* The params' shared copy is held (and charged) here: the filters below cost alike. */
-	ck_assert_int_eq(bf_filter_new(&small, 0, NULL, &holder), 0);
+	struct bf_filter *f;
 	ck_assert_int_eq(bf_registry_new(0, &r), 0);
+	/* The params' shared copy is held (and charged) here: the filters below cost alike. */
+	ck_assert_int_eq(bf_registry_create(r, S("holder"), &small, 0, NULL), 0);
+	uint64_t base = bf_registry_memory(r);
 	ck_assert_int_eq(bf_registry_create(r, S("a"), &small, 1, &f), 0);
-	uint64_t one = bf_registry_memory(r);
-	bf_registry_set_max_memory(r, 2 * one); /* exactly two filters fit */
-	ck_assert_uint_eq(bf_registry_max_memory(r), 2 * one);
+	uint64_t one = bf_registry_memory(r) - base;
+	bf_registry_set_max_memory(r, base + 2 * one); /* exactly two filters fit */
+	ck_assert_uint_eq(bf_registry_max_memory(r), base + 2 * one);
 	ck_assert_int_eq(bf_registry_create(r, S("b"), &small, 1, NULL), 0);
-	ck_assert_uint_eq(bf_registry_memory(r), 2 * one);
+	ck_assert_uint_eq(bf_registry_memory(r), base + 2 * one);
 	ck_assert_int_eq(bf_registry_create(r, S("c"), &small, 1, NULL), -ENOMEM);
 	ck_assert_ptr_null(bf_registry_get(r, S("c")));
-	ck_assert_uint_eq(bf_registry_count(r), 2);
-	ck_assert_uint_eq(bf_registry_memory(r), 2 * one);
+	ck_assert_uint_eq(bf_registry_count(r), 3);
+	ck_assert_uint_eq(bf_registry_memory(r), base + 2 * one);
 	/* Growth is refused too. */
 	uint64_t i = 0;
 	char k[32];
@@ -170,7 +172,6 @@ START_TEST(memory_limit_refuses_and_changes_nothing)
 	ck_assert_int_eq(bf_registry_drop(r, S("b")), 0);
 	ck_assert_int_eq(bf_registry_create(r, S("c"), &small, 1, NULL), 0);
 	bf_registry_free(r);
-	bf_filter_free(holder);
 }
 END_TEST
 
@@ -184,12 +185,30 @@ START_TEST(adopt)
 	ck_assert_int_eq(bf_registry_adopt(r, S("loaded"), f), 0);
 	ck_assert_ptr_eq(bf_registry_get(r, S("loaded")), f);
 	ck_assert_uint_gt(bf_registry_memory(r), bf_filter_cost(f));
+	ck_assert_ptr_eq(bf_filter_budget(f), bf_filter_budget(bf_registry_get(r, S("loaded"))));
+	ck_assert_ptr_nonnull(bf_filter_budget(f));
 	ck_assert_int_eq(bf_filter_new(&small, 1, NULL, &g), 0);
 	ck_assert_int_eq(bf_registry_adopt(r, S("loaded"), g), -EEXIST);
-	bf_registry_set_max_memory(r, bf_registry_memory(r) + bf_filter_cost(g));
+	/* What an adoption charges: g and its entry (the params' copy is f's). */
+	uint64_t before = bf_registry_memory(r);
+	ck_assert_int_eq(bf_registry_adopt(r, S("other"), g), 0);
+	uint64_t charge = bf_registry_memory(r) - before;
+	ck_assert_uint_eq(charge, bf_registry_charge(r, g));
+	ck_assert_int_eq(bf_registry_drop(r, S("other")), 0);
+	ck_assert_uint_eq(bf_registry_memory(r), before);
+	/* A byte short: refused, and nothing changes (g stays outside, charged to nothing). */
+	ck_assert_int_eq(bf_filter_new(&small, 1, NULL, &g), 0);
+	bf_registry_set_max_memory(r, before + charge - 1);
 	ck_assert_int_eq(bf_registry_adopt(r, S("other"), g), -ENOMEM);
 	ck_assert_uint_eq(bf_registry_count(r), 1);
-	bf_filter_free(g);
+	ck_assert_ptr_null(bf_registry_get(r, S("other")));
+	ck_assert_uint_eq(bf_registry_memory(r), before);
+	ck_assert_ptr_null(bf_filter_budget(g));
+	/* Exactly enough: taken. */
+	bf_registry_set_max_memory(r, before + charge);
+	ck_assert_int_eq(bf_registry_adopt(r, S("other"), g), 0);
+	ck_assert_uint_eq(bf_registry_memory(r), before + charge);
+	ck_assert_uint_eq(bf_registry_count(r), 2);
 	bf_registry_free(r);
 }
 END_TEST
