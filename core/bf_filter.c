@@ -580,7 +580,7 @@ int bf_filter_page_out(struct bf_filter *f)
 	for (unsigned i = 0; i < f->nlayers; i++)
 		bf_layer_free(&bf_filter_layers(f)[i]);
 	layers_release(f);
-	f->paged_layers = f->nlayers;
+	f->rare->paged_layers = f->nlayers;
 	f->nlayers = 0;
 	/* In the first layer's place, which it no longer has. */
 	f->paged_counts.items = items;
@@ -1041,7 +1041,7 @@ int bf_filter_clone(const struct bf_filter *f, struct bf_filter **out)
 uint64_t bf_filter_capacity(const struct bf_filter *f)
 {
 	/* Paged out: what its layers held. */
-	unsigned n = f->paged ? f->paged_layers : f->nlayers;
+	unsigned n = bf_filter_nlayers(f);
 	uint64_t c = 0, cap = f->params->capacity;
 
 	for (unsigned i = 0; i < n; i++) {

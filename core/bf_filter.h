@@ -105,6 +105,7 @@ struct bf_filter_rare {
 	uint64_t delete_hits, delete_misses;
 	uint32_t expire_pos; /* its place in its registry's expiry heap, from 1; 0: none */
 	uint32_t page_ins, page_outs;
+	uint16_t paged_layers;	     /* paged out: the layers it had (capacity, info) */
 	uint64_t stat_hi[BF_STAT_N]; /* its counters but their low 16 bits (struct bf_stats),
 				      * shifted down */
 };
@@ -129,11 +130,17 @@ struct bf_filter {
 	 * one BF.RESERVE line hold one): set only by bf_filter_set_params, read only. */
 	const struct bf_params *params;
 	uint64_t seed;
-	uint64_t id;  /* names the filter in log records; given by the registry, kept by
-		       * snapshots */
-	uint64_t lsn; /* log sequence number of the last logged change to it (0: none) */
+	/* Names the filter in log records (1 to BF_ID_MAX); given by the registry, kept by
+	 * snapshots. Its name's length and room share the word. */
+	uint64_t id : 48;
+	uint64_t name_len : 8;	/* at most BF_NAME_MAX */
+	uint64_t name_room : 8; /* bytes for a name just past the structure (bf_filter_alloc) */
+	uint64_t lsn;		/* log sequence number of the last logged change to it (0: none) */
 	/* Its items and bytes are its layers' (bf_filter_items, bf_filter_bytes): not kept. */
-	uint64_t changes;	     /* bumped by every mutation, for snapshot scheduling */
+	/* Bumped by every mutation, for snapshot scheduling: changed since a cut c if changes !=
+	 * c (it wraps after 2^48, a year of ten million adds a second to one filter). */
+	uint64_t changes : 48;
+	uint64_t nlayers : 16;	     /* layers in use, at most BF_MAX_LAYERS */
 	struct bf_filter_rare *rare; /* NULL until needed: see struct bf_filter_rare */
 	/* Its budget is not kept here: its params' shared copy names it (bf_filter_budget). */
 	void *owner; /* the owner's own per-filter data (the server's snapshot entry); core never
@@ -152,10 +159,8 @@ struct bf_filter {
 			uint64_t items, bytes;
 		} paged_counts;
 	};
-	struct bf_stats stats;	  /* 16-bit low parts, beside the other narrow fields */
 	uint32_t used_s;	  /* when it was last used, in the owner's clock (cold_interval) */
-	uint16_t nlayers;	  /* layers in use, at most BF_MAX_LAYERS */
-	uint16_t paged_layers;	  /* paged out: the layers it had (capacity, info) */
+	struct bf_stats stats;	  /* 16-bit low parts, beside the other narrow fields */
 	uint16_t layers_cap : 14; /* layers allocated (bf_filter_layers_reserve) */
 	/* bloomd's close: paged out, its layers only on disk (nlayers 0; bytes, items and stats
 	 * kept), loaded again on its next use (bf_filter_page_out / bf_filter_page_in). */
@@ -163,8 +168,6 @@ struct bf_filter {
 	/* Its params were new when it was given them: their shared copy is part of its cost
 	 * (bf_filter_cost), even once other filters hold it too. */
 	bool params_charged : 1;
-	uint8_t name_len;  /* at most BF_NAME_MAX */
-	uint8_t name_room; /* bytes for a name just past the structure (bf_filter_alloc) */
 };
 
 /*
@@ -184,7 +187,16 @@ static inline struct bf_layer *bf_filter_layers(const struct bf_filter *f)
 }
 
 _Static_assert(BF_MAX_LAYERS < (1 << 14) && BF_NAME_MAX < UINT8_MAX,
-	       "nlayers, layers_cap, paged_layers, name_len and name_room are narrow");
+	       "nlayers, layers_cap, name_len and name_room are narrow");
+
+/* A small filter's fixed cost is mostly this structure (bench/filter-cost): keep it at 104
+ * bytes, 13 words, on 64-bit machines. */
+_Static_assert(sizeof(void *) != 8 || sizeof(struct bf_filter) == 104,
+	       "struct bf_filter grew: a million filters pay for every byte");
+
+/* The largest id a filter can have: a registry refuses creates past it (a million a second
+ * for 8 years), and a snapshot or log record naming a larger one is corrupt. */
+#define BF_ID_MAX ((UINT64_C(1) << 48) - 1)
 
 /* Adds that changed it (every add, if counting), minus deletes: the sum of its layers' counts
  * (a paged-out filter's, as it was). */
@@ -290,7 +302,7 @@ int bf_filter_stats_decode(struct bf_filter *f, const uint64_t in[BF_STATS_WORDS
 /* Its layers (those it had, while paged out). */
 static inline unsigned bf_filter_nlayers(const struct bf_filter *f)
 {
-	return f->paged ? f->paged_layers : f->nlayers;
+	return f->paged ? f->rare->paged_layers : f->nlayers;
 }
 
 /*

@@ -53,6 +53,13 @@ size_t bf_record_rename(uint64_t id, const char *name, size_t len, unsigned char
 	return 9 + len;
 }
 
+/* A record's filter id, at p: false if it is none a filter can have (0, or past BF_ID_MAX). */
+static bool read_id(const unsigned char *p, uint64_t *id)
+{
+	*id = get64(p);
+	return *id && *id <= BF_ID_MAX;
+}
+
 size_t bf_record_expire(uint64_t id, uint64_t expire_ms, unsigned char *buf)
 {
 	put64(buf, id);
@@ -62,7 +69,7 @@ size_t bf_record_expire(uint64_t id, uint64_t expire_ms, unsigned char *buf)
 
 int bf_record_read_expire(const unsigned char *p, size_t len, uint64_t *id, uint64_t *expire_ms)
 {
-	if (len != 16 || !(*id = get64(p)))
+	if (len != 16 || !read_id(p, id))
 		return -EINVAL;
 	*expire_ms = get64(p + 8);
 	return 0;
@@ -109,9 +116,9 @@ int bf_record_read_create(const unsigned char *p, size_t len, struct bf_record_c
 		memcpy(&out->params.ratio, p + 39 + out->name_len, 8);
 	if (len > 47 + out->name_len)
 		memcpy(&out->params.first, p + 47 + out->name_len, 8);
-	if (!out->id || p[36] > BF_TYPE_COUNTING || p[37] > 1 || !(out->params.ratio > 0) ||
-	    !(out->params.first > 0) || !bf_name_valid(out->name, out->name_len) ||
-	    bf_params_validate(&out->params))
+	if (!out->id || out->id > BF_ID_MAX || p[36] > BF_TYPE_COUNTING || p[37] > 1 ||
+	    !(out->params.ratio > 0) || !(out->params.first > 0) ||
+	    !bf_name_valid(out->name, out->name_len) || bf_params_validate(&out->params))
 		return -EINVAL;
 	return 0;
 }
@@ -120,7 +127,7 @@ int bf_record_read_keys(const unsigned char *p, size_t len, uint64_t *id,
 			const unsigned char **hashes, size_t *n)
 {
 	if (len < BF_RECORD_KEYS_HEAD + BF_RECORD_HASH_BYTES ||
-	    (len - BF_RECORD_KEYS_HEAD) % BF_RECORD_HASH_BYTES || !(*id = get64(p)))
+	    (len - BF_RECORD_KEYS_HEAD) % BF_RECORD_HASH_BYTES || !read_id(p, id))
 		return -EINVAL;
 	*hashes = p + BF_RECORD_KEYS_HEAD;
 	*n = (len - BF_RECORD_KEYS_HEAD) / BF_RECORD_HASH_BYTES;
@@ -129,7 +136,7 @@ int bf_record_read_keys(const unsigned char *p, size_t len, uint64_t *id,
 
 int bf_record_read_id(const unsigned char *p, size_t len, uint64_t *id)
 {
-	if (len != 8 || !(*id = get64(p)))
+	if (len != 8 || !read_id(p, id))
 		return -EINVAL;
 	return 0;
 }
@@ -137,7 +144,7 @@ int bf_record_read_id(const unsigned char *p, size_t len, uint64_t *id)
 int bf_record_read_rename(const unsigned char *p, size_t len, uint64_t *id, const char **name,
 			  size_t *name_len)
 {
-	if (len < 9 || len != 9 + (size_t)p[8] || !(*id = get64(p)))
+	if (len < 9 || len != 9 + (size_t)p[8] || !read_id(p, id))
 		return -EINVAL;
 	*name = (const char *)p + 9;
 	*name_len = p[8];
@@ -149,7 +156,7 @@ int bf_record_read_blob(const unsigned char *p, size_t len, int type, uint64_t *
 {
 	size_t head = type == BF_REC_BODY ? 16 : 8;
 
-	if (len < head || !(*id = get64(p)))
+	if (len < head || !read_id(p, id))
 		return -EINVAL;
 	if (off)
 		*off = type == BF_REC_BODY ? get64(p + 8) : 0;

@@ -376,6 +376,8 @@ int bf_registry_create(struct bf_registry *r, const char *name, size_t len,
 	}
 
 	struct bf_filter *f;
+	if (r->next_id > BF_ID_MAX)
+		return -ENOMEM; /* out of ids: as good as out of memory */
 	int rc = bf_budget_reserve(&r->budget, r->entry_cost);
 	if (rc)
 		return rc;
@@ -400,6 +402,8 @@ int bf_registry_adopt(struct bf_registry *r, const char *name, size_t len, struc
 {
 	if (!bf_name_valid(name, len) || bf_filter_budget(f))
 		return -EINVAL;
+	if (!f->id && r->next_id > BF_ID_MAX)
+		return -ENOMEM;
 	uint64_t hash = name_hash(name, len);
 	if (*find(r, name, len, hash))
 		return -EEXIST;

@@ -404,6 +404,9 @@ static int check_meta(const struct snap_meta *m, struct bf_params *p, char *why,
 		return reason(why, whylen, -EINVAL, "bad layer count %u", m->nlayers);
 	if (!bf_name_valid((const char *)m->name, m->name_len))
 		return reason(why, whylen, -EINVAL, "bad filter name");
+	if (m->id > BF_ID_MAX)
+		return reason(why, whylen, -EINVAL, "filter id %llu out of range",
+			      (unsigned long long)m->id);
 
 	/* Each layer must be exactly what the sizing model builds for its place in the chain. */
 	uint64_t body = 0, items = 0;

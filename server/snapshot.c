@@ -2482,7 +2482,7 @@ static void snap_skip_older(struct srv_snap *sn, struct bf_filter *f, uint64_t g
 	srv_log(SRV_LOG_NOTICE,
 		"filter '%s' (id %" PRIu64 "): %s/%s holds an older copy (generation %" PRIu64
 		", loaded %" PRIu64 "); %s",
-		bf_filter_name(f), f->id, sn->dir, file, gen, had,
+		bf_filter_name(f), (uint64_t)f->id, sn->dir, file, gen, had,
 		pack < 0 ? "removed" : "dropped from the pack");
 	if (pack < 0)
 		snap_unlink(sn, file, "older copy");
@@ -2517,7 +2517,7 @@ static int snap_adopt(struct srv_snap *sn, struct bf_filter *f, uint64_t gen, co
 				"filter '%s' (id %" PRIu64
 				"): %s/%s holds a newer copy (generation "
 				"%" PRIu64 ") than '%s' loaded (%" PRIu64 ")",
-				bf_filter_name(f), f->id, sn->dir, file, gen,
+				bf_filter_name(f), (uint64_t)f->id, sn->dir, file, gen,
 				bf_filter_name(slot->e->f), slot->gen);
 			snap_forget_older(sn, slot->e, repack);
 			slot->e = NULL;

@@ -330,6 +330,11 @@ START_TEST(create_round_trip_and_malformed)
 	buf[36] = 1;
 	memset(buf, 0, 8); /* id 0 */
 	ck_assert_int_eq(bf_record_read_create(buf, len, &c), -EINVAL);
+	bf_record_id(BF_ID_MAX + 1, buf); /* past the largest id */
+	ck_assert_int_eq(bf_record_read_create(buf, len, &c), -EINVAL);
+	bf_record_id(BF_ID_MAX, buf);
+	ck_assert_int_eq(bf_record_read_create(buf, len, &c), 0);
+	ck_assert_uint_eq(c.id, BF_ID_MAX);
 
 	uint64_t id;
 	const unsigned char *h;
@@ -341,6 +346,10 @@ START_TEST(create_round_trip_and_malformed)
 	ck_assert_uint_eq(n, 1);
 	ck_assert_int_eq(bf_record_read_keys(buf, 8 + 17, &id, &h, &n), -EINVAL);
 	ck_assert_int_eq(bf_record_read_id(buf, 9, &id), -EINVAL);
+	ck_assert_int_eq(bf_record_read_id(buf, 8, &id), 0);
+	bf_record_id(BF_ID_MAX + 1, buf);
+	ck_assert_int_eq(bf_record_read_id(buf, 8, &id), -EINVAL);
+	ck_assert_int_eq(bf_record_read_keys(buf, 8 + 16, &id, &h, &n), -EINVAL);
 	bf_registry_free(r);
 	log_free();
 }
@@ -563,10 +572,10 @@ START_TEST(rename_round_trip_and_malformed)
 	/* The longest name fills BF_RECORD_RENAME_MAX. */
 	memset(n200, 'n', BF_NAME_MAX);
 	n200[BF_NAME_MAX] = '\0';
-	len = bf_record_rename(UINT64_MAX, n200, BF_NAME_MAX, buf);
+	len = bf_record_rename(BF_ID_MAX, n200, BF_NAME_MAX, buf);
 	ck_assert_uint_eq(len, BF_RECORD_RENAME_MAX);
 	ck_assert_int_eq(bf_record_read_rename(buf, len, &id, &name, &nlen), 0);
-	ck_assert_uint_eq(id, UINT64_MAX);
+	ck_assert_uint_eq(id, BF_ID_MAX);
 	ck_assert_uint_eq(nlen, BF_NAME_MAX);
 	ck_assert_mem_eq(name, n200, BF_NAME_MAX);
 
@@ -582,8 +591,10 @@ START_TEST(rename_round_trip_and_malformed)
 	ck_assert_int_eq(bf_record_read_rename(buf, len, &id, &name, &nlen), -EINVAL);
 	len = bf_record_rename(7, "a\0b", 3, buf);
 	ck_assert_int_eq(bf_record_read_rename(buf, len, &id, &name, &nlen), -EINVAL);
-	/* Id 0 is no filter's. */
+	/* Id 0 is no filter's, nor one past BF_ID_MAX. */
 	len = bf_record_rename(0, "ok", 2, buf);
+	ck_assert_int_eq(bf_record_read_rename(buf, len, &id, &name, &nlen), -EINVAL);
+	len = bf_record_rename(BF_ID_MAX + 1, "ok", 2, buf);
 	ck_assert_int_eq(bf_record_read_rename(buf, len, &id, &name, &nlen), -EINVAL);
 
 	/* A malformed RENAME stops a replay and changes nothing. */

@@ -213,6 +213,32 @@ START_TEST(adopt)
 }
 END_TEST
 
+/* Ids run out at BF_ID_MAX: the create that would pass it is refused and changes nothing. */
+START_TEST(ids_run_out_at_the_largest)
+{
+	struct bf_registry *r;
+	struct bf_filter *f, *g;
+	ck_assert_int_eq(bf_registry_new(0, &r), 0);
+	ck_assert_int_eq(bf_filter_new(&small, 1, NULL, &f), 0);
+	f->id = BF_ID_MAX - 1; /* as a load's */
+	ck_assert_int_eq(bf_registry_adopt(r, S("loaded"), f), 0);
+	ck_assert_int_eq(bf_registry_create(r, S("last"), &small, 1, &g), 0);
+	ck_assert_uint_eq(g->id, BF_ID_MAX);
+	uint64_t used = bf_registry_memory(r);
+	ck_assert_int_eq(bf_registry_create(r, S("past"), &small, 1, NULL), -ENOMEM);
+	ck_assert_ptr_null(bf_registry_get(r, S("past")));
+	ck_assert_uint_eq(bf_registry_count(r), 2);
+	ck_assert_uint_eq(bf_registry_memory(r), used);
+	/* A load's filter that has its id is still taken; one that needs a new one is not. */
+	ck_assert_int_eq(bf_filter_new(&small, 1, NULL, &g), 0);
+	ck_assert_int_eq(bf_registry_adopt(r, S("new"), g), -ENOMEM);
+	g->id = 7;
+	ck_assert_int_eq(bf_registry_adopt(r, S("new"), g), 0);
+	ck_assert_uint_eq(bf_registry_count(r), 3);
+	bf_registry_free(r);
+}
+END_TEST
+
 /* What a scan saw: how many times each "base:N" name, and anything else. */
 static unsigned seen[2000];
 static unsigned seen_other;
@@ -1054,6 +1080,7 @@ static Suite *registry_suite(void)
 	tcase_add_test(tc, many_names_and_prefix_list);
 	tcase_add_test(tc, memory_limit_refuses_and_changes_nothing);
 	tcase_add_test(tc, adopt);
+	tcase_add_test(tc, ids_run_out_at_the_largest);
 	tcase_add_test(tc, scan_visits_each_once_while_changing);
 	tcase_add_test(tc, changes_during_a_rehash);
 	tcase_add_test(tc, pages_in_name_order);

@@ -483,6 +483,36 @@ START_TEST(valid_checksum_but_wrong_geometry_refused)
 }
 END_TEST
 
+START_TEST(id_past_the_largest_refused)
+{
+	/* A header that checks out but names an id no filter can have (BF_ID_MAX + 1). */
+	char why[128];
+	write_sample("s.bsnap");
+	int fd = openat(dirfd_, "s.bsnap", O_RDWR);
+	unsigned char h[BF_SNAPSHOT_HEADER_LEN];
+	ck_assert_int_eq(pread(fd, h, sizeof(h), 0), (ssize_t)sizeof(h));
+	uint64_t id = BF_ID_MAX + 1;
+	memcpy(h + 1648, &id, 8);
+	uint64_t sum = XXH3_64bits(h, 1688);
+	memcpy(h + 1688, &sum, 8);
+	ck_assert_int_eq(pwrite(fd, h, sizeof(h), 0), (ssize_t)sizeof(h));
+	ck_assert_int_eq(load("s.bsnap", why, sizeof(why)), -EINVAL);
+	ck_assert_str_eq(why, "filter id 281474976710656 out of range");
+	/* The largest one loads. */
+	id = BF_ID_MAX;
+	memcpy(h + 1648, &id, 8);
+	sum = XXH3_64bits(h, 1688);
+	memcpy(h + 1688, &sum, 8);
+	ck_assert_int_eq(pwrite(fd, h, sizeof(h), 0), (ssize_t)sizeof(h));
+	close(fd);
+	struct bf_filter *g = NULL;
+	uint64_t gen;
+	ck_assert_int_eq(bf_snapshot_read(dirfd_, "s.bsnap", &g, &gen, why, sizeof(why)), 0);
+	ck_assert_uint_eq(g->id, BF_ID_MAX);
+	bf_filter_free(g);
+}
+END_TEST
+
 START_TEST(missing_file)
 {
 	char why[128];
@@ -1701,6 +1731,7 @@ static Suite *snapshot_suite(void)
 	tcase_add_test(tc, version_3_still_read);
 	tcase_add_test(tc, long_chain_round_trips);
 	tcase_add_test(tc, valid_checksum_but_wrong_geometry_refused);
+	tcase_add_test(tc, id_past_the_largest_refused);
 	tcase_add_test(tc, missing_file);
 	tcase_add_test(tc, failed_write_keeps_old_and_removes_temp);
 	tcase_add_test(tc, clone_is_exact_and_independent);
