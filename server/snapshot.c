@@ -39,21 +39,13 @@
 
 /*
  * What this module knows about one persistent filter: one per filter, so it is kept small
- * (flags in bits, 32-bit places: snap_track refuses a 2^32nd entry, which would take over a
- * terabyte of filters anyway).
+ * (32 bytes: flags in bits, 32-bit places: snap_track refuses a 2^32nd entry, which would take
+ * over a terabyte of filters anyway).
  */
 struct snap_entry {
-	struct bf_filter *f;	/* NULL once the filter is gone ("dead", no longer in ents) */
-	uint64_t saved_changes; /* f->changes that the snapshot on disk holds, if on_disk */
-	uint64_t need_lsn;	/* the oldest log record a replay needs for this filter: the one
-				 * after what its snapshot holds, or its first if it has none */
-	uint32_t idx;		/* its place in sn->ents while live */
-	uint32_t pidx;		/* its place in its pack's members */
-	int16_t load_error;	/* the last load failed (told once to srv_snap_page_in): a
-				 * negative errno or UV_E* code, all of which fit */
-	int16_t close_error;	/* a close's write failed (told once to srv_snap_page_out) */
-	int8_t pack;		/* the pack file it is a member of (< SNAP_PACKS), or -1: a file
-				 * of its own */
+	struct bf_filter *f; /* NULL once the filter is gone ("dead", no longer in ents) */
+	/* f->changes that the snapshot on disk holds, if on_disk (48 bits, as f->changes). */
+	uint64_t saved_changes : 48;
 	bool on_disk : 1;	/* a snapshot of this filter (as it is now, bar changes) exists */
 	bool failed : 1;	/* the latest write failed */
 	bool queued : 1;	/* listed in sn->pending */
@@ -63,7 +55,18 @@ struct snap_entry {
 	bool loading : 1;	/* paged out, its file being read on the threadpool */
 	bool closing : 1;	/* a close waits for its write (listed in sn->closes) */
 	bool close_written : 1; /* ... and that write has been started */
+	/* The pack file it is a member of (< SNAP_PACKS), or -1: a file of its own. A pack keeps
+	 * no list of its members: ents, walked, gives them (snap_pjob_gather). */
+	signed int pack : 6;
+	uint64_t need_lsn;   /* the oldest log record a replay needs for this filter: the one
+			      * after what its snapshot holds, or its first if it has none */
+	uint32_t idx;	     /* its place in sn->ents while live */
+	int16_t load_error;  /* the last load failed (told once to srv_snap_page_in): a
+			      * negative errno or UV_E* code, all of which fit */
+	int16_t close_error; /* a close's write failed (told once to srv_snap_page_out) */
 };
+_Static_assert(sizeof(void *) != 8 || sizeof(struct snap_entry) == 32,
+	       "a snapshot entry is 32 bytes: a million filters pay for every byte");
 
 /* Entries come from a pool (core/bf_pool.h): a million filters have a million of them, and
  * malloc would add a header and round each up to 48 bytes. */
@@ -83,7 +86,7 @@ static const char *snap_file(const struct snap_entry *e, char out[BF_SNAPSHOT_NA
 
 /* Packed snapshots (DESIGN.md §6): small filters share SNAP_PACKS files, by name hash. */
 #define SNAP_PACKS 16
-_Static_assert(SNAP_PACKS <= INT8_MAX, "struct snap_entry keeps its pack in 8 bits");
+_Static_assert(SNAP_PACKS < 32, "struct snap_entry keeps its pack in 6 signed bits");
 /* A pack's entries are encoded on the loop in rounds of this much time at most. */
 #define SNAP_PACK_ROUND_NS 500000
 /* A written pack's members are recorded in rounds of this much loop time at most. */
@@ -94,8 +97,7 @@ _Static_assert(SNAP_PACKS <= INT8_MAX, "struct snap_entry keeps its pack in 8 bi
 #define SNAP_ROUND_ENV "BLOSSOMD_SNAP_ROUND_ENTRIES"
 
 struct snap_pack {
-	struct snap_entry **members;
-	size_t n, cap;
+	size_t n;	   /* its members (entries whose ->pack is this pack) */
 	bool dirty;	   /* must be written even if no member is (one left, one was bad) */
 	uint64_t gone_lsn; /* the oldest log record that a member dropped or cleared since the
 			    * file was last written needs kept (UINT64_MAX: none) */
@@ -133,7 +135,8 @@ struct snap_pjob {
 	int pack;
 	char file[32];
 	/* The members when the job began (each ->packing), gathered in rounds while gathering:
-	 * members at gpos and above are in ents (snap_pjob_gather); room for ncap. */
+	 * the live entries (sn->ents) below gpos are still to be walked (snap_pjob_gather); room
+	 * for ncap. */
 	struct snap_entry **ents;
 	size_t n, pos; /* encoded up to pos */
 	bool gathering;
@@ -333,25 +336,12 @@ static void snap_pack_name(int pack, char out[32])
 	snprintf(out, 32, "pack-%02d%s", pack, BF_PACK_SUFFIX);
 }
 
-/* Make e a member of pack. 0 or -ENOMEM. */
-static int snap_pack_join(struct srv_snap *sn, struct snap_entry *e, int pack)
+/* Make e a member of pack. */
+static void snap_pack_join(struct srv_snap *sn, struct snap_entry *e, int pack)
 {
-	struct snap_pack *pk = &sn->packs[pack];
-
-	if (pk->n == pk->cap) {
-		size_t cap = pk->cap ? pk->cap * 2 : 64;
-		struct snap_entry **m = realloc(pk->members, cap * sizeof(*m));
-
-		if (!m)
-			return -ENOMEM;
-		pk->members = m;
-		pk->cap = cap;
-	}
-	e->pack = (int8_t)pack;
-	e->pidx = (uint32_t)pk->n;
-	pk->members[pk->n++] = e;
-	pk->dirty = true;
-	return 0;
+	e->pack = pack;
+	sn->packs[pack].n++;
+	sn->packs[pack].dirty = true;
 }
 
 /*
@@ -365,8 +355,7 @@ static void snap_pack_leave(struct srv_snap *sn, struct snap_entry *e, uint64_t 
 	if (e->pack < 0)
 		return;
 	pk = &sn->packs[e->pack];
-	pk->members[e->pidx] = pk->members[--pk->n];
-	pk->members[e->pidx]->pidx = e->pidx;
+	pk->n--;
 	pk->dirty = true;
 	if (need < pk->gone_lsn)
 		pk->gone_lsn = need;
@@ -405,10 +394,8 @@ static struct snap_entry *snap_track(struct srv_snap *sn, struct bf_filter *f)
 	f->used_s = sn->ctx->now_s;
 	e->idx = (uint32_t)sn->nents;
 	e->pack = -1;
-	if (snap_packable(sn, f) && snap_pack_join(sn, e, snap_pack_of(f))) {
-		bf_pool_put(e);
-		goto nomem;
-	}
+	if (snap_packable(sn, f))
+		snap_pack_join(sn, e, snap_pack_of(f));
 	f->owner = e;
 	sn->ents[sn->nents++] = e;
 	return e;
@@ -930,7 +917,7 @@ static bool snap_pmem_ask(struct srv_snap *sn, int pack)
 {
 	const struct snap_pack *pk = &sn->packs[pack];
 	struct snap_pmem *pm = calloc(1, sizeof(*pm));
-	size_t each = 0, k = pk->n < 16 ? pk->n : 16;
+	size_t each = 0, k = 0;
 
 	if (!pm)
 		return false;
@@ -940,8 +927,11 @@ static bool snap_pmem_ask(struct srv_snap *sn, int pack)
 	/* Room for members that join meanwhile; the bytes of the last write, or a guess from a
 	 * few members the first time (too little is grown on the loop, as before). */
 	pm->ncap = pk->n + pk->n / 8 + 64;
-	for (size_t i = 0; i < k; i++)
-		each += bf_snapshot_entry_size(pk->members[i * pk->n / k]->f);
+	for (size_t i = 0; !pk->last_len && i < sn->nents && i < 4096 && k < 16; i++)
+		if (sn->ents[i]->pack == pack) {
+			each += bf_snapshot_entry_size(sn->ents[i]->f);
+			k++;
+		}
 	pm->cap = pk->last_len ? pk->last_len + pk->last_len / 8
 			       : (k ? each / k : 0) * pm->ncap + (64u << 10);
 	if (uv_queue_work(sn->loop, &pm->req, snap_pmem_work, snap_pmem_after)) {
@@ -1017,7 +1007,7 @@ static struct snap_pjob *snap_pjob_new(struct srv_snap *sn, int pack)
 	pj->req.data = pj;
 	snap_pack_name(pack, pj->file);
 	pj->gathering = true;
-	pj->gpos = pk->n;
+	pj->gpos = sn->nents;
 	pj->gone_lsn = pk->gone_lsn;
 	pk->gone_lsn = UINT64_MAX;
 	pk->dirty = false;
@@ -1068,28 +1058,29 @@ static bool snap_round_over(const struct srv_snap *sn, size_t *k, size_t pos, ui
 }
 
 /*
- * Gather the pack's members into the job, walking them down from gpos, for about budget_ns of
- * loop time (0: all; a pack of 62,500 took about 2 ms). A member that leaves meanwhile has the
- * last one moved into its place: below the walk (met there, and taken once: ->packing), or
- * within what was walked (taken already, or one that joined since, which the pack's next write
- * takes: a join makes it dirty). So every member from the job's start to the walk's end is
- * taken, once. Returns 1 while more remain, 0 once all are, or -ENOMEM.
+ * Gather the pack's members into the job, walking the live entries (ents) down from gpos and
+ * taking those in the pack, for about budget_ns of loop time (0: all). An entry that goes
+ * meanwhile has the last one moved into its place: below the walk (met there, and taken once:
+ * ->packing), or within what was walked (taken already, or one that came since, which the
+ * pack's next write takes: a join makes it dirty). An entry that leaves the pack before the
+ * walk meets it is not taken (the leave made the pack dirty), and one that joins it below the
+ * walk is. So every member from the job's start to the walk's end is taken, once. Returns 1
+ * while more remain, 0 once all are, or -ENOMEM.
  */
 static int snap_pjob_gather(struct srv_snap *sn, struct snap_pjob *pj, uint64_t budget_ns)
 {
-	const struct snap_pack *pk = &sn->packs[pj->pack];
 	uint64_t t0 = uv_hrtime();
 	size_t k = 0;
 
 	while (pj->gpos > 0) {
 		struct snap_entry *e;
 
-		if (pj->gpos > pk->n) {
-			pj->gpos = pk->n; /* members left past the walk */
+		if (pj->gpos > sn->nents) {
+			pj->gpos = sn->nents; /* entries went past the walk */
 			continue;
 		}
-		e = pk->members[--pj->gpos];
-		if (!e->packing) {
+		e = sn->ents[--pj->gpos];
+		if (e->pack == pj->pack && !e->packing) {
 			if (pj->n == pj->ncap && snap_pjob_grow(pj))
 				return -ENOMEM;
 			pj->ents[pj->n++] = e;
@@ -1451,8 +1442,8 @@ static bool snap_pack_claim(struct srv_snap *sn, struct snap_entry *e)
 {
 	if (!snap_packable(sn, e->f))
 		return false;
-	if (e->pack < 0 && snap_pack_join(sn, e, snap_pack_of(e->f)))
-		return false;
+	if (e->pack < 0)
+		snap_pack_join(sn, e, snap_pack_of(e->f));
 	sn->packs[e->pack].dirty = true;
 	return true;
 }
@@ -2842,7 +2833,7 @@ int srv_snap_new(uv_loop_t *loop, const struct config *cfg, struct cmd_ctx *ctx,
 	snprintf(sn->dir, sizeof(sn->dir), "%s", cfg->data_dir);
 	/* Each filter's entry here (and its slots in ents and pending) counts against max_memory.
 	 */
-	bf_registry_set_entry_overhead(ctx->reg, sizeof(struct snap_entry) + 3 * sizeof(void *));
+	bf_registry_set_entry_overhead(ctx->reg, sizeof(struct snap_entry) + 2 * sizeof(void *));
 
 	rc = snap_mkdirs(sn->dir);
 	if (rc) {
@@ -2888,8 +2879,6 @@ fail:
 	for (size_t i = 0; i < sn->nents; i++)
 		bf_pool_put(sn->ents[i]);
 	free(sn->ents);
-	for (int i = 0; i < SNAP_PACKS; i++)
-		free(sn->packs[i].members);
 	snap_aside_free(sn);
 	free(sn);
 	return rc;
@@ -2987,8 +2976,6 @@ void srv_snap_free(struct srv_snap *sn)
 	free(sn->ents);
 	free(sn->pending);
 	free(sn->closes);
-	for (int i = 0; i < SNAP_PACKS; i++)
-		free(sn->packs[i].members);
 	close(sn->dirfd);
 	free(sn);
 }
