@@ -8,8 +8,9 @@
  *
  *   build-bench/bench/filter-cost [N]     (default 100000)
  *
- * The server adds its own per-filter bookkeeping, not counted here: its snapshot entry (40
- * bytes, a piece of a pool) and its slots in the entry and pack lists (8 bytes each);
+ * The server adds its own per-filter bookkeeping, not counted here: its snapshot entry (32
+ * bytes, a piece of a pool) and its slot in the entry list (8 bytes; the cycle's list of
+ * filters to write has room for one more, touched only for filters with files of their own);
  * bench/many-filters measures the whole daemon's RSS.
  */
 #include <malloc.h>

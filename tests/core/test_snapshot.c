@@ -462,6 +462,14 @@ START_TEST(version_3_still_read)
 }
 END_TEST
 
+/* Set the header's u64 at off to v, and its checksum to match. */
+static void header_put(unsigned char h[BF_SNAPSHOT_HEADER_LEN], size_t off, uint64_t v)
+{
+	memcpy(h + off, &v, 8);
+	uint64_t sum = XXH3_64bits(h, 1688);
+	memcpy(h + 1688, &sum, 8);
+}
+
 START_TEST(valid_checksum_but_wrong_geometry_refused)
 {
 	/* A header that checks out but claims a layer the model would not build. */
@@ -472,10 +480,7 @@ START_TEST(valid_checksum_but_wrong_geometry_refused)
 	ck_assert_int_eq(pread(fd, h, sizeof(h), 0), (ssize_t)sizeof(h));
 	uint64_t nblocks;
 	memcpy(&nblocks, h + 368, 8);
-	nblocks += 1;
-	memcpy(h + 368, &nblocks, 8);
-	uint64_t sum = XXH3_64bits(h, 1688);
-	memcpy(h + 1688, &sum, 8);
+	header_put(h, 368, nblocks + 1);
 	ck_assert_int_eq(pwrite(fd, h, sizeof(h), 0), (ssize_t)sizeof(h));
 	close(fd);
 	ck_assert_int_eq(load("s.bsnap", why, sizeof(why)), -EINVAL);
@@ -491,18 +496,12 @@ START_TEST(id_past_the_largest_refused)
 	int fd = openat(dirfd_, "s.bsnap", O_RDWR);
 	unsigned char h[BF_SNAPSHOT_HEADER_LEN];
 	ck_assert_int_eq(pread(fd, h, sizeof(h), 0), (ssize_t)sizeof(h));
-	uint64_t id = BF_ID_MAX + 1;
-	memcpy(h + 1648, &id, 8);
-	uint64_t sum = XXH3_64bits(h, 1688);
-	memcpy(h + 1688, &sum, 8);
+	header_put(h, 1648, BF_ID_MAX + 1);
 	ck_assert_int_eq(pwrite(fd, h, sizeof(h), 0), (ssize_t)sizeof(h));
 	ck_assert_int_eq(load("s.bsnap", why, sizeof(why)), -EINVAL);
 	ck_assert_str_eq(why, "filter id 281474976710656 out of range");
 	/* The largest one loads. */
-	id = BF_ID_MAX;
-	memcpy(h + 1648, &id, 8);
-	sum = XXH3_64bits(h, 1688);
-	memcpy(h + 1688, &sum, 8);
+	header_put(h, 1648, BF_ID_MAX);
 	ck_assert_int_eq(pwrite(fd, h, sizeof(h), 0), (ssize_t)sizeof(h));
 	close(fd);
 	struct bf_filter *g = NULL;
