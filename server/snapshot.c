@@ -1080,12 +1080,17 @@ static int snap_pjob_gather(struct srv_snap *sn, struct snap_pjob *pj, uint64_t 
 			continue;
 		}
 		e = sn->ents[--pj->gpos];
-		if (e->pack == pj->pack && !e->packing) {
-			if (pj->n == pj->ncap && snap_pjob_grow(pj))
-				return -ENOMEM;
-			pj->ents[pj->n++] = e;
-			e->packing = true;
+		if (e->pack != pj->pack || e->packing) {
+			/* Passed over: not a step of the round (a round of round_max steps takes
+			 * that many members), but the clock is read now and then. */
+			if (budget_ns && (pj->gpos & 1023) == 0 && uv_hrtime() - t0 >= budget_ns)
+				break;
+			continue;
 		}
+		if (pj->n == pj->ncap && snap_pjob_grow(pj))
+			return -ENOMEM;
+		pj->ents[pj->n++] = e;
+		e->packing = true;
 		if (snap_round_over(sn, &k, pj->gpos, t0, budget_ns))
 			break;
 	}
