@@ -2487,6 +2487,24 @@ static void snap_skip_older(struct srv_snap *sn, struct bf_filter *f, uint64_t g
 	bf_filter_free(f);
 }
 
+/*
+ * e's filter was loaded from pack, where it no longer belongs (it grew past
+ * snapshot_pack_bytes, or that is smaller now). Its pack is the only durable copy of it, and the
+ * log may no longer hold it: it stays a member of that pack until a durable file holds it
+ * elsewhere. One too large for a pack is dirty, so the next checkpoint (or the stop) writes it
+ * as a file of its own; snap_record() then takes it out of the pack, which is written again
+ * without it after that. One small enough stays in that pack.
+ */
+static void snap_adopt_stay(struct srv_snap *sn, struct snap_entry *e, int pack)
+{
+	if (e->pack >= 0)
+		sn->packs[e->pack].n--;
+	e->pack = pack;
+	sn->packs[pack].n++;
+	if (!snap_packable(sn, e->f))
+		e->on_disk = false;
+}
+
 static int snap_adopt(struct srv_snap *sn, struct bf_filter *f, uint64_t gen, const char *file,
 		      int pack, bool repack[SNAP_PACKS])
 {
@@ -2582,11 +2600,12 @@ static int snap_adopt(struct srv_snap *sn, struct bf_filter *f, uint64_t gen, co
 	slot->id = f->id;
 	slot->e = e;
 	slot->gen = gen;
-	/* Packed where it was not (a file of its own, or another pack): both are written. */
-	if (e->pack >= 0 && e->pack != pack)
-		repack[e->pack] = true;
 	if (pack >= 0 && e->pack != pack)
-		repack[pack] = true;
+		snap_adopt_stay(sn, e, pack);
+	/* Packed where it was a file of its own: its pack is written with it, and only then
+	 * is the file removed (snap_pjob_record). */
+	else if (e->pack >= 0 && pack < 0)
+		repack[e->pack] = true;
 	return 0;
 }
 
