@@ -14,8 +14,8 @@
 #include <unistd.h>
 
 #include "tests/check_main.h"
-#define ITEST_T		 20000 /* checkpoints of many filters under valgrind take a while */
-#define ITEST_STOP_MS	 60000
+#define ITEST_T		  20000 /* checkpoints of many filters under valgrind take a while */
+#define ITEST_STOP_MS	  60000
 #define ITEST_START_READY 1
 #include "tests/integration/itest_case.h"
 
