@@ -204,6 +204,7 @@ int journal_start(struct srv *s)
 	    .on_durable = journal_on_durable,
 	    .on_unlink_error = journal_on_unlink_error,
 	    .arg = s,
+	    .accept_missing = s->accept_missing_files,
 	};
 	struct journal_replay jr = {.s = s};
 	struct wal_replay_stats st;
@@ -240,6 +241,11 @@ int journal_start(struct srv *s)
 		srv_log(SRV_LOG_ERR,
 			"write-ahead log %s: %s; not starting (start once with "
 			"--wal-truncate-corrupt to cut the log there, losing what follows)",
+			dir, why);
+	else if (rc == -ENOENT && why[0])
+		srv_log(SRV_LOG_ERR,
+			"write-ahead log %s: %s; not starting (put the segments back, or start "
+			"once with --accept-missing-files to go on without them)",
 			dir, why);
 	else if (rc)
 		srv_log(SRV_LOG_ERR, "write-ahead log %s: replay: %s", dir,

@@ -22,6 +22,7 @@
 enum {
 	OPT_HTTP_PORT = 256,
 	OPT_WAL_TRUNCATE,
+	OPT_ACCEPT_MISSING,
 };
 
 static const struct option main_options[] = {
@@ -33,6 +34,7 @@ static const struct option main_options[] = {
     {"log-level", required_argument, NULL, 'l'},
     {"test-config", no_argument, NULL, 't'},
     {"wal-truncate-corrupt", no_argument, NULL, OPT_WAL_TRUNCATE},
+    {"accept-missing-files", no_argument, NULL, OPT_ACCEPT_MISSING},
     {"version", no_argument, NULL, 'V'},
     {"help", no_argument, NULL, 'h'},
     {NULL, 0, NULL, 0},
@@ -54,6 +56,8 @@ static void main_usage(FILE *f)
 	    "  -t, --test-config     check the configuration, print the result and exit\n"
 	    "      --wal-truncate-corrupt  cut the write-ahead log at a corrupt record instead of\n"
 	    "                        refusing to start (what follows it is lost)\n"
+	    "      --accept-missing-files  start although write-ahead log segments are missing\n"
+	    "                        instead of refusing to (what they held is lost)\n"
 	    "  -V, --version         print the version and exit\n"
 	    "  -h, --help            print this help and exit\n"
 	    "\n"
@@ -122,6 +126,9 @@ int main(int argc, char **argv)
 			break;
 		case OPT_WAL_TRUNCATE:
 			opts.wal_truncate_corrupt = true;
+			break;
+		case OPT_ACCEPT_MISSING:
+			opts.accept_missing_files = true;
 			break;
 		case 'V':
 			printf("blossomd %s\n", BLOSSOMD_VERSION);

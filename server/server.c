@@ -824,6 +824,7 @@ int srv_new(const struct srv_options *opt, struct srv **out)
 		goto fail_handles;
 	srv_snap_set_paged_in(s->snap, srv_paged_in, s);
 	s->wal_truncate_corrupt = opt->wal_truncate_corrupt;
+	s->accept_missing_files = opt->accept_missing_files;
 	srv_notify_status("replaying the write-ahead log");
 	rc = journal_start(s);
 	if (rc)

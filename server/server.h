@@ -71,6 +71,9 @@ struct srv_options {
 	/* --wal-truncate-corrupt: a corrupt record in the log is cut there (what follows is lost)
 	 * instead of refusing to start. */
 	bool wal_truncate_corrupt;
+	/* --accept-missing-files: missing segments at the start of the log are reported and
+	 * started without, instead of refusing to start. */
+	bool accept_missing_files;
 };
 
 /*

@@ -226,6 +226,7 @@ struct srv {
 				   * sleeps in poll */
 	bool wal_check_init;
 	bool wal_truncate_corrupt; /* --wal-truncate-corrupt: cut a corrupt log at the bad record */
+	bool accept_missing_files; /* --accept-missing-files: start without missing segments */
 	uint64_t wal_release_ms;   /* last look for segments to delete */
 	uint64_t wal_replay_records, wal_replay_ns; /* the replay at start, for /metrics */
 

@@ -57,6 +57,7 @@ struct wal_unlink {
 	uv_work_t req;
 	struct wal *w;
 	int dirfd;
+	uint64_t keep; /* the first LSN of the first segment kept: the log's start from now on */
 	size_t n;
 	struct {
 		uint64_t first;
@@ -105,6 +106,7 @@ struct wal {
 	unsigned retry_ms;
 	void (*on_durable)(void *arg, uint64_t durable_lsn);
 	void (*on_unlink_error)(void *arg, const char *segment, int err);
+	bool accept_missing; /* wal_options' */
 	void *arg;
 	ssize_t (*pwrite_fn)(int fd, const void *buf, size_t n, off_t off);
 	int (*fdatasync_fn)(int fd);
@@ -836,13 +838,65 @@ static void wal_unref(struct wal *w)
 	}
 }
 
-/* Threadpool: delete the files. */
+/* The file recording where the log starts (wal_replay() tells missing segments by it). */
+#define WAL_START_FILE "start"
+#define WAL_START_TEMP "start.tmp"
+
+/* Record durably that the log starts at lsn: a temporary file written and fsync'ed, renamed
+ * over the record, the directory fsync'ed. 0 or -errno. */
+static int write_start(int dirfd, uint64_t lsn)
+{
+	char text[32];
+	int len = snprintf(text, sizeof(text), "%" PRIu64 "\n", lsn), err = 0;
+	int fd = openat(dirfd, WAL_START_TEMP, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+
+	if (fd < 0)
+		return -errno;
+	if (write(fd, text, (size_t)len) != len || fsync(fd) != 0)
+		err = errno ? -errno : -EIO;
+	close(fd);
+	if (!err && renameat(dirfd, WAL_START_TEMP, dirfd, WAL_START_FILE) != 0)
+		err = -errno;
+	if (!err && fsync(dirfd) != 0)
+		err = -errno;
+	if (err)
+		unlinkat(dirfd, WAL_START_TEMP, 0);
+	return err;
+}
+
+/* Where the log starts, as recorded: 0, -ENOENT if there is no record, -EBADMSG if it is not
+ * a number, or another -errno. */
+static int read_start(int dirfd, uint64_t *lsn)
+{
+	char text[32], *end;
+	int fd = openat(dirfd, WAL_START_FILE, O_RDONLY | O_CLOEXEC);
+	ssize_t n;
+
+	if (fd < 0)
+		return -errno;
+	n = read(fd, text, sizeof(text) - 1);
+	close(fd);
+	if (n < 0)
+		return -errno;
+	text[n] = '\0';
+	errno = 0;
+	*lsn = strtoull(text, &end, 10);
+	if (errno || end == text || *end != '\n' || !*lsn)
+		return -EBADMSG;
+	return 0;
+}
+
+/* Threadpool: record the log's new start, then delete the files (none if it could not be
+ * recorded: the next start would take them for missing). */
 static void unlink_work(uv_work_t *req)
 {
 	struct wal_unlink *u = req->data;
 	char name[WAL_SEGMENT_NAME_MAX];
+	int err = write_start(u->dirfd, u->keep);
 
-	for (size_t i = 0; i < u->n; i++) {
+	for (size_t i = 0; i < u->n && err; i++)
+		u->seg[i].err = err;
+	for (size_t i = 0; i < u->n && !err; i++) {
 		wal_segment_name(u->seg[i].first, name);
 		u->seg[i].err = unlinkat(u->dirfd, name, 0) != 0 && errno != ENOENT ? -errno : 0;
 	}
@@ -900,6 +954,7 @@ int wal_release(struct wal *w, uint64_t lsn)
 	}
 	u->w = w;
 	u->n = 0;
+	u->keep = w->segs[n].first;
 	u->req.data = u;
 	for (size_t i = 0; i < n; i++)
 		if (!w->segs[i].unlinking)
@@ -1014,6 +1069,7 @@ int wal_open(const struct wal_options *o, struct wal **out, char *why, size_t wh
 	w->prealloc = o->prealloc_bytes;
 	w->on_durable = o->on_durable;
 	w->on_unlink_error = o->on_unlink_error;
+	w->accept_missing = o->accept_missing;
 	w->arg = o->arg;
 	w->pwrite_fn = o->pwrite_fn ? o->pwrite_fn : real_pwrite;
 	w->fdatasync_fn = o->fdatasync_fn ? o->fdatasync_fn : real_fdatasync;
@@ -1263,6 +1319,59 @@ static int truncate_file(struct wal *w, const char *name, uint64_t len)
 	return err;
 }
 
+/*
+ * Before the replay: are segments missing at the start of the log? The recorded start against
+ * the first segment present (none present: the log was emptied, since a release always keeps
+ * the newest segment). 0, with a warning in why if the operator accepts the loss or the log has
+ * no record of its start yet (one is written); -ENOENT with why naming what is missing; or the
+ * -errno of reading or writing the record.
+ */
+static int check_start(struct wal *w, char *why, size_t whylen)
+{
+	uint64_t start = 0, first = w->nsegs ? w->segs[0].first : 0;
+	int err = read_start(w->dirfd, &start);
+
+	if (err == -ENOENT) {
+		/* A new log, or one kept before the record was: it starts where it starts. */
+		if (w->nsegs && first > 1)
+			set_why(
+			    why, whylen,
+			    "no record of where the log starts (%s/%s): taken to be LSN %" PRIu64
+			    ", its first segment's",
+			    w->dir, WAL_START_FILE, first);
+		err = write_start(w->dirfd, w->nsegs ? first : 1);
+		if (err)
+			set_why(why, whylen, "write %s/%s: %s", w->dir, WAL_START_FILE,
+				strerror(-err));
+		return err;
+	}
+	if (err) {
+		set_why(why, whylen, "read %s/%s: %s", w->dir, WAL_START_FILE,
+			err == -EBADMSG ? "not an LSN" : strerror(-err));
+		return err;
+	}
+	if (w->nsegs && first <= start)
+		return 0;
+	char lost[224];
+	if (w->nsegs)
+		snprintf(lost, sizeof(lost),
+			 "the segments holding LSNs %" PRIu64 " to %" PRIu64
+			 " are missing (the log starts at LSN %" PRIu64
+			 ", its first segment left at %" PRIu64 ")",
+			 start, first - 1, start, first);
+	else
+		snprintf(lost, sizeof(lost),
+			 "every segment is missing (the log starts at LSN %" PRIu64 ")", start);
+	if (!w->accept_missing) {
+		set_why(why, whylen,
+			"%s: the changes they held since the last checkpoint would be lost", lost);
+		return -ENOENT;
+	}
+	set_why(why, whylen, "%s: going on without them, as asked; the changes they held are lost",
+		lost);
+	return write_start(w->dirfd, w->nsegs ? first : start);
+}
+
 int wal_replay(struct wal *w, uint64_t from_lsn, bool truncate_corrupt, wal_replay_fn fn, void *arg,
 	       struct wal_replay_stats *st, char *why, size_t whylen)
 {
@@ -1278,8 +1387,13 @@ int wal_replay(struct wal *w, uint64_t from_lsn, bool truncate_corrupt, wal_repl
 	uint64_t t0 = uv_hrtime();
 	if (from_lsn == 0)
 		from_lsn = 1;
-	int err = 0;
 	char name[WAL_SEGMENT_NAME_MAX];
+	char warned[256] = "";
+	int err = check_start(w, warned, sizeof(warned));
+	if (err) {
+		set_why(why, whylen, "%s", warned);
+		return err;
+	}
 	struct reader r = {.fd = -1, .cap = WAL_READ_CHUNK};
 	r.buf = malloc(r.cap);
 	if (!r.buf)
@@ -1550,6 +1664,8 @@ int wal_replay(struct wal *w, uint64_t from_lsn, bool truncate_corrupt, wal_repl
 	w->ready = true;
 	st->next_lsn = expected;
 	st->ns = uv_hrtime() - t0;
+	if (warned[0] && !(why && whylen && why[0]))
+		set_why(why, whylen, "%s", warned);
 	return 0;
 
 read_fail:

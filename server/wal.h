@@ -114,6 +114,9 @@ struct wal_options {
 	 * that long. NULL = not told. */
 	void (*on_unlink_error)(void *arg, const char *segment, int err);
 	void *arg;
+	/* Go on when segments at the start of the log are missing (--accept-missing-files): the
+	 * replay warns, in why, instead of failing with -ENOENT. */
+	bool accept_missing;
 	/* Fault injection for tests: replacements for pwrite(2) (loop thread) and fdatasync(2)
 	 * (sync thread, and the caller's thread in wal_replay()/wal_close()), with the same
 	 * contract (-1 and errno on failure). NULL = the real ones. */
@@ -198,13 +201,20 @@ int wal_open(const struct wal_options *o, struct wal **out, char *why, size_t wh
  * later segment is deleted, the directory fsync'ed, what was dropped is reported in st and
  * why, and the replay succeeds with the records before the bad one.
  *
+ * The log records where it starts in the file "start" (written before a release deletes
+ * segments, and when the log is created): segments missing from there to the first one
+ * present fail the replay with -ENOENT, naming the LSNs lost, unless accept_missing. A log with
+ * no such record (made before it was kept) is taken to start at its first segment, and the
+ * record is written.
+ *
  * On success the last segment is opened for appends and fdatasync'ed (so what was replayed is
  * durable whatever mode wrote it); with no segment at all, "0000000000000001.wal" is created.
  * The next wal_append() gets st->next_lsn: the LSN after the last good record. why is left
  * empty unless something was cut.
- * Returns 0; -EBADMSG (see above); the callback's negative return (why says at which LSN);
- * -EINVAL if called twice; -errno of open/read/ftruncate/fdatasync/unlink, -ENOMEM, with why.
- * On any failure the log accepts no appends (close it).
+ * Returns 0; -EBADMSG (see above); -ENOENT (missing segments, see above); the callback's negative
+ * return (why says at which LSN); -EINVAL if called twice; -errno of
+ * open/read/ftruncate/fdatasync/unlink, -ENOMEM, with why. On any failure the log accepts no
+ * appends (close it).
  */
 int wal_replay(struct wal *w, uint64_t from_lsn, bool truncate_corrupt, wal_replay_fn fn, void *arg,
 	       struct wal_replay_stats *st, char *why, size_t whylen);

@@ -8,6 +8,7 @@
  */
 #include <check.h>
 #include <dirent.h>
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -161,6 +162,58 @@ START_TEST(test_grown_packed_filters_survive_sigkill)
 }
 END_TEST
 
+/* Start on case_dir with extra arguments; it must refuse, saying needle. */
+static void start_refused(const char *conf, const char *arg, const char *needle)
+{
+	const char *extra[] = {"--data-dir", case_dir, arg, NULL};
+	int rc = itest_start(&d, conf, extra);
+
+	ck_assert_msg(rc == -ECHILD, "started: %d\n%s", rc, itest_log(&d));
+	ck_assert_msg(strstr(itest_log(&d), needle), "no '%s' in:\n%s", needle, itest_log(&d));
+	itest_stop(&d, T);
+}
+
+/* Issue 30 item 2: a segment deleted from the start of the log stops the start, naming the
+ * LSNs lost, unless --accept-missing-files; a log kept whole starts as before. */
+START_TEST(test_missing_first_segment_refused)
+{
+	const char *conf = CONF("wal_segment_bytes = 4096\nsnapshot_interval = 0\n");
+	const char *extra[] = {"--data-dir", case_dir, "--accept-missing-files", NULL};
+	int fd;
+
+	data_dir_new();
+	start_in(conf);
+	fd = conn();
+	RX(fd, "BF.RESERVE w 0.01 1000", "+OK\r\n");
+	add_keys(fd, "w", "k", 600);
+	close(fd);
+	kill9();
+	ck_assert(exists("wal/start"));
+	ck_assert(exists("wal/0000000000000001.wal"));
+	ck_assert_int_eq(unlink(path_in("wal/0000000000000001.wal")), 0);
+	start_refused(conf, NULL, "the segments holding LSNs 1 to ");
+	start_refused(conf, NULL,
+		      "are missing (the log starts at LSN 1, its first segment left at ");
+	start_refused(conf, NULL,
+		      "not starting (put the segments back, or start once with "
+		      "--accept-missing-files");
+
+	ck_assert_int_eq(itest_start(&d, conf, extra), 0);
+	ck_assert(itest_log_wait(&d,
+				 "going on without them, as asked; the changes they held "
+				 "are lost",
+				 T));
+	fd = conn();
+	call(fd, "PING");
+	close(fd);
+	stop();
+	/* Told once: the log starts where it is now. */
+	start_in(conf);
+	ck_assert(!strstr(itest_log(&d), "missing"));
+	stop();
+}
+END_TEST
+
 static Suite *recovery_suite(void)
 {
 	Suite *s = suite_create("recovery");
@@ -170,6 +223,11 @@ static Suite *recovery_suite(void)
 	tcase_add_test(grown, test_grown_packed_filters_survive_sigterm);
 	tcase_add_test(grown, test_grown_packed_filters_survive_sigkill);
 	suite_add_tcase(s, grown);
+
+	TCase *missing = tcase_create("missing");
+	tcase_set_timeout(missing, 120);
+	tcase_add_test(missing, test_missing_first_segment_refused);
+	suite_add_tcase(s, missing);
 	return s;
 }
 
