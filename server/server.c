@@ -819,7 +819,8 @@ int srv_new(const struct srv_options *opt, struct srv **out)
 	s->ctx.now_s = (uint32_t)(uv_now(&s->loop) / 1000);
 	/* From here on: the load is most of a start's new memory (prefault.h). */
 	s->prefault = srv_prefault_start();
-	rc = srv_snap_new(&s->loop, &s->cfg, &s->ctx, s->prefault, &s->snap);
+	rc = srv_snap_new(&s->loop, &s->cfg, &s->ctx, s->prefault, opt->accept_missing_files,
+			  &s->snap);
 	if (rc)
 		goto fail_handles;
 	srv_snap_set_paged_in(s->snap, srv_paged_in, s);

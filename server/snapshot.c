@@ -147,6 +147,7 @@ struct snap_pjob {
 	uint64_t *ends; /* entry i of the file ends at ends[i]; freed with buf */
 	uint32_t count;
 	uint64_t gone_lsn; /* the pack's gone_lsn when the job began */
+	uint32_t record;   /* the packs record to write once the pack is (0: it lists it already) */
 	uint64_t copy_ns, copy_max_ns;
 	/* The worker's result, read by the loop after after_work or once done (under lock). */
 	uv_mutex_t lock;
@@ -240,9 +241,11 @@ struct srv_snap {
 	} need;
 
 	struct snap_pack packs[SNAP_PACKS];
-	int pack_pos;		/* the cycle's next pack to consider */
-	struct snap_pjob *pjob; /* encoding (pencoding) or writing */
-	struct snap_pmem *pmem; /* the next pack job's memory, being readied or ready */
+	uint32_t packs_recorded; /* bit i: pack i's file is in the packs record (SNAP_RECORD) */
+	bool accept_missing;	 /* --accept-missing-files */
+	int pack_pos;		 /* the cycle's next pack to consider */
+	struct snap_pjob *pjob;	 /* encoding (pencoding) or writing */
+	struct snap_pmem *pmem;	 /* the next pack job's memory, being readied or ready */
 	bool pencoding;
 	uv_idle_t pidle;
 
@@ -334,6 +337,78 @@ static int snap_pack_of(const struct bf_filter *f)
 static void snap_pack_name(int pack, char out[32])
 {
 	snprintf(out, 32, "pack-%02d%s", pack, BF_PACK_SUFFIX);
+}
+
+/*
+ * The packs record: which pack files exist, one name a line. A pack file is never removed once
+ * written (one whose members all left is written empty), so a pack the record lists and the
+ * data directory lacks was lost outside the daemon: the start refuses (snap_packs_check). A
+ * pack joins the record once its first write is durable.
+ */
+#define SNAP_RECORD	 "packs"
+#define SNAP_RECORD_TEMP "packs.tmp"
+
+/* Write the record of the packs in mask, crash-safe (temp file, fsync, rename, fsync of the
+ * directory). 0 or -errno. */
+static int snap_record_write(int dirfd, uint32_t mask)
+{
+	char text[SNAP_PACKS * 32], file[32];
+	size_t len = 0;
+	int fd, err = 0;
+
+	for (int i = 0; i < SNAP_PACKS; i++)
+		if (mask & (1u << i)) {
+			snap_pack_name(i, file);
+			len += (size_t)snprintf(text + len, sizeof(text) - len, "%s\n", file);
+		}
+	fd = openat(dirfd, SNAP_RECORD_TEMP, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	if (fd < 0)
+		return -errno;
+	if (write(fd, text, len) != (ssize_t)len || fsync(fd) != 0)
+		err = errno ? -errno : -EIO;
+	close(fd);
+	if (!err && renameat(dirfd, SNAP_RECORD_TEMP, dirfd, SNAP_RECORD) != 0)
+		err = -errno;
+	if (!err && fsync(dirfd) != 0)
+		err = -errno;
+	if (err)
+		unlinkat(dirfd, SNAP_RECORD_TEMP, 0);
+	return err;
+}
+
+/* Read the record into *mask. 0, -ENOENT (none), -EBADMSG (a line that names no pack), or
+ * another -errno. */
+static int snap_record_read(int dirfd, uint32_t *mask)
+{
+	char text[SNAP_PACKS * 32 + 1], file[32];
+	int fd = openat(dirfd, SNAP_RECORD, O_RDONLY | O_CLOEXEC);
+	ssize_t n;
+
+	*mask = 0;
+	if (fd < 0)
+		return -errno;
+	n = read(fd, text, sizeof(text) - 1);
+	close(fd);
+	if (n < 0)
+		return -errno;
+	text[n] = '\0';
+	for (char *line = text, *nl; *line; line = nl + 1) {
+		int i = 0;
+
+		nl = strchr(line, '\n');
+		if (!nl)
+			return -EBADMSG;
+		*nl = '\0';
+		for (; i < SNAP_PACKS; i++) {
+			snap_pack_name(i, file);
+			if (!strcmp(line, file))
+				break;
+		}
+		if (i == SNAP_PACKS)
+			return -EBADMSG;
+		*mask |= 1u << i;
+	}
+	return 0;
 }
 
 /* Make e a member of pack. */
@@ -1009,6 +1084,8 @@ static struct snap_pjob *snap_pjob_new(struct srv_snap *sn, int pack)
 	pj->gathering = true;
 	pj->gpos = sn->nents;
 	pj->gone_lsn = pk->gone_lsn;
+	if (!(sn->packs_recorded & (1u << pack)))
+		pj->record = sn->packs_recorded | 1u << pack;
 	pk->gone_lsn = UINT64_MAX;
 	pk->dirty = false;
 	/* Room for about what it held last time: growing a buffer of megabytes by doubling would
@@ -1177,6 +1254,7 @@ static bool snap_pjob_record(struct srv_snap *sn, struct snap_pjob *pj, uint64_t
 			    : "the previous pack is kept");
 	} else if (!pj->applied) {
 		pj->applied = true;
+		sn->packs_recorded |= pj->record;
 		sn->st.saves++;
 		sn->st.saved_bytes += pj->len;
 		pk->last_len = pj->len;
@@ -1240,6 +1318,8 @@ static void snap_pjob_work(uv_work_t *req)
 	snap_worker_nice();
 	t0 = uv_hrtime();
 	rc = bf_pack_write(pj->sn->dirfd, pj->file, pj->buf, pj->ends, pj->count, &step);
+	if (!rc && pj->record && (rc = snap_record_write(pj->sn->dirfd, pj->record)))
+		step = "write the packs record";
 	/* Freed here, not on the loop (megabytes unmapped); the loop reads neither any more. */
 	free(pj->buf);
 	free(pj->ends);
@@ -1432,6 +1512,8 @@ static int snap_pack_write_now(struct srv_snap *sn, int pack)
 		t0 = uv_hrtime();
 		pj->rc =
 		    bf_pack_write(sn->dirfd, pj->file, pj->buf, pj->ends, pj->count, &pj->step);
+		if (!pj->rc && pj->record && (pj->rc = snap_record_write(sn->dirfd, pj->record)))
+			pj->step = "write the packs record";
 		pj->write_ns = uv_hrtime() - t0;
 	}
 	int rc = pj->rc;
@@ -2786,6 +2868,63 @@ static int snap_load_pack(struct srv_snap *sn, int pack, struct bf_pack *buf, ui
 	return rc;
 }
 
+/* True if pack's file is in the data directory. */
+static bool snap_pack_exists(const struct srv_snap *sn, int pack)
+{
+	char file[32];
+	struct stat sb;
+
+	snap_pack_name(pack, file);
+	return fstatat(sn->dirfd, file, &sb, AT_SYMLINK_NOFOLLOW) == 0;
+}
+
+/*
+ * Before the load: every pack the record lists is there, or was set aside as corrupt by an
+ * earlier start (reported then). A missing one stops the start, naming it, unless the operator
+ * accepts the loss (--accept-missing-files): then it leaves the record. A data directory
+ * without a record (new, or from before it was kept) gets one listing the packs it has. 0, or
+ * -ENOENT (missing), or the -errno of reading or writing the record.
+ */
+static int snap_packs_check(struct srv_snap *sn)
+{
+	uint32_t mask, missing = 0;
+	char file[32], aside[48];
+	struct stat sb;
+	int rc = snap_record_read(sn->dirfd, &mask);
+
+	if (rc == -ENOENT) {
+		for (int i = 0; i < SNAP_PACKS; i++)
+			mask |= snap_pack_exists(sn, i) ? 1u << i : 0;
+		rc = mask ? snap_record_write(sn->dirfd, mask) : 0;
+	}
+	if (rc) {
+		srv_log(SRV_LOG_ERR, "%s/%s: %s; not starting", sn->dir, SNAP_RECORD,
+			rc == -EBADMSG ? "names a file that is no pack" : strerror(-rc));
+		return rc;
+	}
+	for (int i = 0; i < SNAP_PACKS; i++) {
+		if (!(mask & (1u << i)) || snap_pack_exists(sn, i))
+			continue;
+		snap_pack_name(i, file);
+		snprintf(aside, sizeof(aside), "%s" SNAP_CORRUPT_SUFFIX, file);
+		if (fstatat(sn->dirfd, aside, &sb, AT_SYMLINK_NOFOLLOW) == 0)
+			continue;
+		missing |= 1u << i;
+		srv_log(sn->accept_missing ? SRV_LOG_WARNING : SRV_LOG_ERR,
+			"snapshot %s/%s is missing (%s/%s lists it): the small filters it held "
+			"are lost, but for those the write-ahead log holds from their creation%s",
+			sn->dir, file, sn->dir, SNAP_RECORD,
+			sn->accept_missing ? "; going on without it, as asked" : "");
+	}
+	if (missing && !sn->accept_missing) {
+		srv_log(SRV_LOG_ERR, "not starting (put the files back, or start once with "
+				     "--accept-missing-files to go on without them)");
+		return -ENOENT;
+	}
+	sn->packs_recorded = mask & ~missing;
+	return missing ? snap_record_write(sn->dirfd, sn->packs_recorded) : 0;
+}
+
 static int snap_load_all(struct srv_snap *sn)
 {
 	uint64_t t0 = uv_hrtime(), newest = 0, ns;
@@ -2798,6 +2937,9 @@ static int snap_load_all(struct srv_snap *sn)
 		srv_log(SRV_LOG_ERR, "data_dir %s: cannot list: %s", sn->dir, strerror(-rc));
 		return rc;
 	}
+	rc = snap_packs_check(sn);
+	if (rc)
+		goto out;
 	bool repack[SNAP_PACKS] = {false};
 	/* A million names into the index one by one were a third of the load. */
 	bf_registry_defer_names(sn->ctx->reg);
@@ -2812,6 +2954,7 @@ static int snap_load_all(struct srv_snap *sn)
 			sn->dir);
 		rc = -ENOMEM;
 	}
+out:
 	for (i = 0; i < n; i++)
 		free(names[i]);
 	free(names);
@@ -2835,7 +2978,7 @@ static int snap_load_all(struct srv_snap *sn)
 }
 
 int srv_snap_new(uv_loop_t *loop, const struct config *cfg, struct cmd_ctx *ctx,
-		 struct srv_prefault *pf, struct srv_snap **out)
+		 struct srv_prefault *pf, bool accept_missing, struct srv_snap **out)
 {
 	struct srv_snap *sn;
 	int rc;
@@ -2847,6 +2990,7 @@ int srv_snap_new(uv_loop_t *loop, const struct config *cfg, struct cmd_ctx *ctx,
 	}
 	sn->loop = loop;
 	sn->cfg = cfg;
+	sn->accept_missing = accept_missing;
 	const char *round = getenv(SNAP_ROUND_ENV);
 	unsigned long round_max = round ? strtoul(round, NULL, 10) : 0;
 	sn->round_max = round_max ? round_max : SIZE_MAX;

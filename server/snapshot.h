@@ -43,7 +43,10 @@
  * is logged with its name and the reason and renamed to NAME.bsnap.corrupt (or .corrupt.1 ...
  * .corrupt.99 if taken), and the others load. Anything that is not a property of the file
  * (cannot read it, out of memory, the filter does not fit in max_memory) stops the start
- * instead: starting without an intact snapshot would lose acknowledged keys.
+ * instead: starting without an intact snapshot would lose acknowledged keys. The pack files
+ * that exist are recorded in data_dir/packs (a pack is never removed once written): one listed
+ * there and missing stops the start with -ENOENT, naming it, unless accept_missing
+ * (--accept-missing-files), which logs the loss and goes on.
  *
  * Dropping a filter removes its file (after the write in flight, if any, has finished);
  * clear keeps it, so the filter comes back at the next start, as in bloomd.
@@ -99,7 +102,7 @@ struct srv_snap_status {
  * thread rather than the loading one.
  */
 int srv_snap_new(uv_loop_t *loop, const struct config *cfg, struct cmd_ctx *ctx,
-		 struct srv_prefault *pf, struct srv_snap **out);
+		 struct srv_prefault *pf, bool accept_missing, struct srv_snap **out);
 
 /*
  * Command-layer hooks (struct cmd_hooks): a filter was created / is about to be dropped

@@ -214,6 +214,61 @@ START_TEST(test_missing_first_segment_refused)
 }
 END_TEST
 
+/* Issue 30 item 2: a pack file deleted outside the daemon stops the start, naming it, unless
+ * --accept-missing-files; so does one deleted after a restart recorded it. */
+START_TEST(test_missing_pack_refused)
+{
+	/* Without the log, the pack alone holds its filters. */
+	const char *conf = CONF("snapshot_interval = 0\nwal = off\n");
+	const char *extra[] = {"--data-dir", case_dir, "--accept-missing-files", NULL};
+	char name[32], needle[160];
+	const char *file;
+	int fd;
+
+	data_dir_new();
+	start_in(conf);
+	fd = conn();
+	for (int i = 0; i < 20; i++) {
+		snprintf(name, sizeof(name), "BF.ADD s%d x", i);
+		RX(fd, name, ":1\r\n");
+	}
+	RX(fd, "SAVE", "+OK\r\n");
+	close(fd);
+	stop();
+	ck_assert(exists("packs"));
+	file = pack_with("s7");
+	ck_assert_ptr_nonnull(file);
+	snprintf(name, sizeof(name), "%s", file);
+	ck_assert_int_eq(unlink(path_in(name)), 0);
+	snprintf(needle, sizeof(needle), "/%s is missing (", name);
+	start_refused(conf, NULL, needle);
+	start_refused(conf, NULL,
+		      "not starting (put the files back, or start once with "
+		      "--accept-missing-files");
+
+	ck_assert_int_eq(itest_start(&d, conf, extra), 0);
+	ck_assert(itest_log_wait(&d, "; going on without it, as asked", T));
+	fd = conn();
+	RX(fd, "EXISTS s7", ":0\r\n");
+	RX(fd, "BF.EXISTS s8 x", ":1\r\n");
+	close(fd);
+	stop();
+	/* Told once; and a pack written since is listed again. */
+	start_in(conf);
+	ck_assert(!strstr(itest_log(&d), "missing"));
+	fd = conn();
+	RX(fd, "BF.ADD s7 y", ":1\r\n");
+	RX(fd, "SAVE", "+OK\r\n");
+	close(fd);
+	stop();
+	file = pack_with("s7");
+	ck_assert_ptr_nonnull(file);
+	snprintf(name, sizeof(name), "%s", file);
+	ck_assert_int_eq(unlink(path_in(name)), 0);
+	start_refused(conf, NULL, needle);
+}
+END_TEST
+
 static Suite *recovery_suite(void)
 {
 	Suite *s = suite_create("recovery");
@@ -227,6 +282,7 @@ static Suite *recovery_suite(void)
 	TCase *missing = tcase_create("missing");
 	tcase_set_timeout(missing, 120);
 	tcase_add_test(missing, test_missing_first_segment_refused);
+	tcase_add_test(missing, test_missing_pack_refused);
 	suite_add_tcase(s, missing);
 	return s;
 }
