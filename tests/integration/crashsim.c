@@ -13,9 +13,10 @@
  * command line it prints (timing may still differ: a request in flight at a kill). The daemon's
  * logs of the whole run are kept in a file whose path is printed.
  *
- *	crashsim [--seed S | --seeds a,b,c] [--ops N] [--seconds N] [--tap]
+ *	crashsim [--seed S | --seeds a,b,c] [--ops N] [--seconds N] [--tap] [--without K,...]
  *
- * --seconds bounds the whole run (split evenly over the seeds); --ops bounds each seed.
+ * --seconds bounds the whole run (split evenly over the seeds); --ops bounds each seed;
+ * --without leaves out kinds of step (a BF.MADD instead), to find which a failure needs.
  * It prints, per seed and in total, the operations, restarts, kills, SIGTERMs and
  * configuration changes. Exit status 0 if every seed passed, 1 otherwise.
  *
@@ -109,8 +110,9 @@ static struct sim {
 } S;
 
 static char *argv0 = "crashsim";
-static bool tap;	   /* --tap: TAP lines for meson */
-static unsigned tap_index; /* the TAP test (seed) running */
+static bool tap;	      /* --tap: TAP lines for meson */
+static unsigned tap_index;    /* the TAP test (seed) running */
+static char without_arg[600]; /* " --without LIST" for the replay line, or "" */
 
 /* ---------------------------------------------------------------------------------------- */
 /* Randomness: splitmix64 */
@@ -183,13 +185,14 @@ __attribute__((format(printf, 1, 2), noreturn)) static void fail(const char *fmt
 	}
 	fprintf(stderr, "all daemon logs of this seed: %s\ndata directory kept: %s\n", S.all_log,
 		S.data_dir);
-	fprintf(stderr, "replay: %s --seed %" PRIu64 " --ops %lu\n", argv0, S.seed, S.st.ops);
+	fprintf(stderr, "replay: %s --seed %" PRIu64 " --ops %lu%s\n", argv0, S.seed, S.st.ops,
+		without_arg);
 	fflush(stderr);
 	if (tap)
 		printf("not ok %u - seed %" PRIu64 " (replay: %s --seed %" PRIu64 " --ops %lu)\n",
 		       tap_index, S.seed, argv0, S.seed, S.st.ops);
 	print_stats("failed seed", &S.st);
-	if (S.running)
+	if (S.running && S.d.pid > 0) /* never kill(0): that is this whole process group */
 		kill(S.d.pid, SIGKILL);
 	exit(1);
 }
@@ -468,6 +471,8 @@ static void stop(int sig)
 {
 	int st;
 
+	if (S.d.pid <= 0)
+		fail("no daemon to signal");
 	kill(S.d.pid, sig);
 	st = itest_wait_exit(&S.d, PATIENCE_MS);
 	if (st < 0)
@@ -1123,50 +1128,147 @@ static void restart(int sig, bool in_flight)
 	check_all();
 }
 
+enum kind {
+	OP_CREATE,
+	OP_MADD,
+	OP_HTTP_ADD,
+	OP_TEXT_ADD,
+	OP_DELETE,
+	OP_RENAME,
+	OP_DEL,
+	OP_EXPIRE,
+	OP_FLUSHALL,
+	OP_CLOSE,
+	OP_COPY,
+	OP_SAVE,
+	OP_SLEEP,
+	OP_KILL,
+	OP_KILL_IN_FLIGHT,
+	OP_TERM,
+	OP_KINDS
+};
+
+/* Each kind's name (for --without) and its share of the steps, in thousandths. */
+static const struct {
+	const char *name;
+	unsigned weight;
+} kinds[OP_KINDS] = {
+    [OP_CREATE] = {"create", 90},
+    [OP_MADD] = {"madd", 310},
+    [OP_HTTP_ADD] = {"http-add", 70},
+    [OP_TEXT_ADD] = {"text-add", 30},
+    [OP_DELETE] = {"delete", 60},
+    [OP_RENAME] = {"rename", 50},
+    [OP_DEL] = {"del", 40},
+    [OP_EXPIRE] = {"expire", 40},
+    [OP_FLUSHALL] = {"flushall", 5},
+    [OP_CLOSE] = {"close", 45},
+    [OP_COPY] = {"copy", 30},
+    [OP_SAVE] = {"save", 50},
+    [OP_SLEEP] = {"sleep", 20},
+    [OP_KILL] = {"kill", 60},
+    [OP_KILL_IN_FLIGHT] = {"kill-in-flight", 40},
+    [OP_TERM] = {"term", 60},
+};
+
+static bool without[OP_KINDS]; /* --without: kinds not run (a madd instead) */
+
+static enum kind pick_kind(void)
+{
+	unsigned r = below(1000);
+	enum kind k = OP_CREATE;
+
+	while (k + 1 < OP_KINDS && r >= kinds[k].weight)
+		r -= kinds[k++].weight;
+	return without[k] ? OP_MADD : k;
+}
+
 /* One random step. */
 static void step(void)
 {
-	unsigned r = below(1000);
+	enum kind k = pick_kind();
 	int i = name_in(N_PRESENT);
 
 	S.st.ops++;
-	if (i < 0 && any_cleared()) /* creates wait for the cleared filters to come back */
+	if (i < 0 && any_cleared()) { /* creates wait for the cleared filters to come back */
 		restart(SIGTERM, false);
-	else if (r < 90 || i < 0)
+		return;
+	}
+	if (i < 0)
+		k = OP_CREATE;
+	switch (k) {
+	case OP_CREATE:
 		op_create(false);
-	else if (r < 400)
-		op_madd(i, false);
-	else if (r < 470)
+		break;
+	case OP_MADD:
+		if (without[OP_MADD])
+			op_save();
+		else
+			op_madd(i, false);
+		break;
+	case OP_HTTP_ADD:
 		op_http_add(i, false);
-	else if (r < 500)
+		break;
+	case OP_TEXT_ADD:
 		op_text_add(i);
-	else if (r < 560)
+		break;
+	case OP_DELETE:
 		op_delete(i, false);
-	else if (r < 610)
+		break;
+	case OP_RENAME:
 		op_rename(false);
-	else if (r < 650)
+		break;
+	case OP_DEL:
 		op_del(false);
-	else if (r < 690)
+		break;
+	case OP_EXPIRE:
 		op_expire();
-	else if (r < 695)
+		break;
+	case OP_FLUSHALL:
 		op_flushall(false);
-	else if (r < 740)
+		break;
+	case OP_CLOSE:
 		op_close();
-	else if (r < 770)
+		break;
+	case OP_COPY:
 		op_copy(false);
-	else if (r < 820)
+		break;
+	case OP_SAVE:
 		op_save();
-	else if (r < 840) {
+		break;
+	case OP_SLEEP:
 		note("sleep 1.2 s (a checkpoint, paging out)");
 		itest_sleep_ms(1200);
-	} else if (r < 900)
+		break;
+	case OP_KILL:
 		restart(SIGKILL, false);
-	else if (r < 940)
+		break;
+	case OP_KILL_IN_FLIGHT:
 		restart(SIGKILL, true);
-	else if (r < 970)
+		break;
+	case OP_TERM:
+	case OP_KINDS:
 		restart(SIGTERM, false);
-	else
-		restart(SIGTERM, false); /* most SIGTERMs meet busy filters */
+		break;
+	}
+}
+
+/* --without a,b,c: 0, or -1 for an unknown kind. */
+static int parse_without(const char *list)
+{
+	char buf[512], *save = NULL;
+
+	snprintf(buf, sizeof(buf), "%s", list);
+	for (char *w = strtok_r(buf, ",", &save); w; w = strtok_r(NULL, ",", &save)) {
+		enum kind k = OP_CREATE;
+
+		while (k < OP_KINDS && strcmp(kinds[k].name, w))
+			k++;
+		if (k == OP_KINDS)
+			return -1;
+		without[k] = true;
+	}
+	return 0;
 }
 
 /* ---------------------------------------------------------------------------------------- */
@@ -1246,6 +1348,8 @@ int main(int argc, char **argv)
 			S.op_limit = strtoul(v, NULL, 10);
 		else if (!strcmp(a, "--seconds"))
 			seconds = strtol(v, NULL, 10);
+		else if (!strcmp(a, "--without") && !parse_without(v))
+			snprintf(without_arg, sizeof(without_arg), " --without %s", v);
 		else
 			goto usage;
 	}
@@ -1289,7 +1393,12 @@ int main(int argc, char **argv)
 	print_stats("total", &total);
 	return 0;
 usage:
-	fprintf(stderr, "usage: %s [--seed S | --seeds a,b,c] [--ops N] [--seconds N] [--tap]\n",
+	fprintf(stderr,
+		"usage: %s [--seed S | --seeds a,b,c] [--ops N] [--seconds N] [--tap] "
+		"[--without KIND,...]\nkinds:",
 		argv[0]);
+	for (int k = 0; k < OP_KINDS; k++)
+		fprintf(stderr, " %s", kinds[k].name);
+	fprintf(stderr, "\n");
 	return 2;
 }
