@@ -9,6 +9,7 @@
 #endif
 
 #include "conf/config.h"
+#include "core/bf_filter.h" /* BF_MIN_ERROR_RATE */
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -89,7 +90,10 @@ static const char *const conf_level_names[] = {
 
 #define CONF_LEVEL_HINT "expected emerg, alert, crit, err, warning, notice, info, debug or 0-7"
 #define CONF_ADDRS_HINT "expected comma-separated IPv4/IPv6 addresses"
-#define CONF_RATE_HINT	"must be greater than 0 and less than 1"
+/* Room for every bind item: the field holds 255 bytes, and the shortest item ("::") takes 3
+ * with its comma, so at most 86 items. */
+#define CONF_MAX_BIND  86
+#define CONF_RATE_HINT "must be greater than 0 and less than 1"
 
 __attribute__((format(printf, 3, 4))) static void conf_errf(char *err, size_t errlen,
 							    const char *fmt, ...)
@@ -274,25 +278,63 @@ static int conf_parse_level(const char *s, int *out)
 	return -EINVAL;
 }
 
-/* "a,b,c", each item an IPv4 or IPv6 literal. */
-static bool conf_addrs_ok(const char *s)
+/* One bind item as its family and bytes, so that two spellings of one address compare equal. */
+struct conf_addr {
+	int family;
+	unsigned char bytes[sizeof(struct in6_addr)];
+};
+
+static bool conf_addr_parse(const char *item, struct conf_addr *a)
 {
-	unsigned char addr[sizeof(struct in6_addr)];
-	char item[INET6_ADDRSTRLEN];
+	memset(a, 0, sizeof(*a));
+	a->family = AF_INET;
+	if (inet_pton(AF_INET, item, a->bytes) == 1)
+		return true;
+	a->family = AF_INET6;
+	return inet_pton(AF_INET6, item, a->bytes) == 1;
+}
+
+/*
+ * "a,b,c", each item an IPv4 or IPv6 literal, no address twice: the second listener on one
+ * address would fail at start with "address in use" after --test-config passed. Returns 0,
+ * or -EINVAL with the message in err.
+ */
+static int conf_check_addrs(const struct conf_key *k, const char *s, char *err, size_t errlen)
+{
+	struct conf_addr seen[CONF_MAX_BIND];
+	char item[INET6_ADDRSTRLEN], first[INET6_ADDRSTRLEN];
+	const char *all = s;
+	size_t nseen = 0;
 
 	for (;;) {
 		size_t n = strcspn(s, ",");
+		struct conf_addr a;
 
 		if (n == 0 || n >= sizeof(item))
-			return false;
+			goto bad;
 		memcpy(item, s, n);
 		item[n] = '\0';
-		if (inet_pton(AF_INET, item, addr) != 1 && inet_pton(AF_INET6, item, addr) != 1)
-			return false;
+		if (!conf_addr_parse(item, &a))
+			goto bad;
+		for (size_t i = 0; i < nseen; i++) {
+			if (memcmp(&seen[i], &a, sizeof(a)))
+				continue;
+			inet_ntop(a.family, a.bytes, first, sizeof(first));
+			conf_errf(err, errlen,
+				  "bad value for %s: '%s' (address %s is given twice: a second "
+				  "listener on it could not bind)",
+				  k->name, all, first);
+			return -EINVAL;
+		}
+		if (nseen < CONF_MAX_BIND)
+			seen[nseen++] = a;
 		if (!s[n])
-			return true;
+			return 0;
 		s += n + 1;
 	}
+bad:
+	conf_errf(err, errlen, "bad value for %s: '%s' (" CONF_ADDRS_HINT ")", k->name, all);
+	return -EINVAL;
 }
 
 static int conf_range_err(const struct conf_key *k, const char *shown, char *err, size_t errlen)
@@ -319,6 +361,14 @@ static int conf_check_rate(const struct conf_key *k, double v, const char *shown
 			  shown);
 		return -EINVAL;
 	}
+	/* Below the core's floor every create that takes this default would fail. */
+	if (v < BF_MIN_ERROR_RATE) {
+		conf_errf(err, errlen,
+			  "bad value for %s: '%s' (must be at least %g, the smallest error rate "
+			  "a filter can be created with)",
+			  k->name, shown, BF_MIN_ERROR_RATE);
+		return -EINVAL;
+	}
 	return 0;
 }
 
@@ -329,10 +379,8 @@ static int conf_check_string(const struct conf_key *k, const char *s, char *err,
 		conf_errf(err, errlen, "bad value for %s: '%s' (must not be empty)", k->name, s);
 		return -EINVAL;
 	}
-	if (k->type == CONF_ADDRS && !conf_addrs_ok(s)) {
-		conf_errf(err, errlen, "bad value for %s: '%s' (" CONF_ADDRS_HINT ")", k->name, s);
-		return -EINVAL;
-	}
+	if (k->type == CONF_ADDRS)
+		return conf_check_addrs(k, s, err, errlen);
 	return 0;
 }
 

@@ -530,6 +530,42 @@ START_TEST(test_error_rate_values)
 }
 END_TEST
 
+/*
+ * A default rate below the core's floor (BF_MIN_ERROR_RATE, 1e-12) passed the config check and
+ * start, then made every create that takes the default fail. 1e-12 itself is accepted; just
+ * below it is refused by every default_*_error_rate key, with the line.
+ */
+START_TEST(test_error_rate_floor)
+{
+	static const char *const keys[] = {"default_error_rate", "text_default_error_rate",
+					   "resp_default_error_rate"};
+	struct config c;
+	char err[512] = "", msg[512], text[256];
+
+	for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++) {
+		conf_defaults(&c);
+		ck_assert_msg(conf_set(&c, keys[i], "1e-12", err, sizeof(err)) == 0, "%s", err);
+		expect_valid(&c);
+		snprintf(msg, sizeof(msg),
+			 "bad value for %s: '9.99e-13' (must be at least 1e-12, the smallest error "
+			 "rate a filter can be created with)",
+			 keys[i]);
+		expect_set_error(keys[i], "9.99e-13", msg);
+		snprintf(text, sizeof(text), "[blossomd]\n\n%s = 1e-13\n", keys[i]);
+		snprintf(msg, sizeof(msg),
+			 "bad value for %s: '1e-13' (must be at least 1e-12, the smallest error "
+			 "rate a filter can be created with)",
+			 keys[i]);
+		expect_load_error(text, 3, msg);
+	}
+	/* conf_validate (a config built in code, as --test-config and SIGHUP use it) too. */
+	conf_defaults(&c);
+	c.default_error_rate = 1e-13;
+	expect_invalid(&c, "bad value for default_error_rate: '1e-13' (must be at least 1e-12, the "
+			   "smallest error rate a filter can be created with)");
+}
+END_TEST
+
 /* The write-ahead log's keys: words for the modes, the smallest segment (4096 bytes). */
 START_TEST(test_wal_values)
 {
@@ -616,6 +652,39 @@ START_TEST(test_bind_values)
 		expect_set_error("bind", bad[i], msg);
 	}
 	expect_set_error("bind", "", "bad value for bind: '' (must not be empty)");
+}
+END_TEST
+
+/*
+ * One address given twice passed the config check, then the start failed with "address in
+ * use". Refused when read, also in another spelling of the same address.
+ */
+START_TEST(test_bind_duplicates)
+{
+	static const struct {
+		const char *value, *addr;
+	} dup[] = {{"127.0.0.1,127.0.0.1", "127.0.0.1"},
+		   {"::1,10.0.0.1,0:0:0:0:0:0:0:1", "::1"},
+		   {"fe80::1,FE80:0::0001", "fe80::1"},
+		   {"10.0.0.1,::,10.0.0.2,::", "::"}};
+	struct config c;
+	char err[512] = "", msg[512];
+
+	for (size_t i = 0; i < sizeof(dup) / sizeof(dup[0]); i++) {
+		snprintf(msg, sizeof(msg),
+			 "bad value for bind: '%s' (address %s is given twice: a second listener "
+			 "on it could not bind)",
+			 dup[i].value, dup[i].addr);
+		expect_set_error("bind", dup[i].value, msg);
+	}
+	expect_load_error("[blossomd]\nbind = 127.0.0.1,127.0.0.1\n", 2,
+			  "bad value for bind: '127.0.0.1,127.0.0.1' (address 127.0.0.1 is given "
+			  "twice: a second listener on it could not bind)");
+	/* Neighbours are distinct. */
+	conf_defaults(&c);
+	ck_assert_msg(conf_set(&c, "bind", "127.0.0.1,127.0.0.2,::1,::2", err, sizeof(err)) == 0,
+		      "%s", err);
+	expect_valid(&c);
 }
 END_TEST
 
@@ -1020,9 +1089,11 @@ static Suite *conf_suite(void)
 	tcase_add_test(tc, test_bad_numbers);
 	tcase_add_test(tc, test_ports);
 	tcase_add_test(tc, test_error_rate_values);
+	tcase_add_test(tc, test_error_rate_floor);
 	tcase_add_test(tc, test_log_level_values);
 	tcase_add_test(tc, test_wal_values);
 	tcase_add_test(tc, test_bind_values);
+	tcase_add_test(tc, test_bind_duplicates);
 	tcase_add_test(tc, test_string_values);
 	tcase_add_test(tc, test_set_unknown_key);
 	tcase_add_test(tc, test_error_buffer_is_bounded);
