@@ -530,6 +530,24 @@ static int replay_rename(struct bf_replay *rp, uint64_t lsn, struct bf_filter *f
 	return 0;
 }
 
+/*
+ * A RENAME at lsn of f to name that f's checkpoint already holds (or of a filter gone since,
+ * f NULL): it still dropped the filter that held the name then. One that holds it now with an older state (rebuilt from older records
+ * of this log, or loaded from a file not yet removed) is that filter: dropped for good. 0 or
+ * -ENOMEM.
+ */
+static int replay_renamed_over(struct bf_replay *rp, uint64_t lsn, const struct bf_filter *f,
+			       const char *name, size_t len)
+{
+	struct bf_filter *g = bf_registry_get(rp->reg, name, len);
+	int rc;
+
+	if (!g || g == f || g->lsn >= lsn)
+		return 0;
+	rc = index_room(rp, 1);
+	return rc ? rc : replay_drop(rp, g, true);
+}
+
 int bf_replay_apply(struct bf_replay *rp, uint64_t lsn, int type, const unsigned char *p,
 		    size_t len, char *why, size_t whylen)
 {
@@ -577,10 +595,18 @@ int bf_replay_apply(struct bf_replay *rp, uint64_t lsn, int type, const unsigned
 	}
 	f = find(rp, id);
 	if (!f) {
+		/* Gone since (its later drop is in the log, or was checkpointed): the rename
+		 * still dropped the filter that held the name then. */
+		if (type == BF_REC_RENAME &&
+		    (rc = replay_renamed_over(rp, lsn, NULL, (const char *)data, n)))
+			return rc;
 		rp->st.unknown++;
 		return 0;
 	}
 	if (lsn <= f->lsn) {
+		if (type == BF_REC_RENAME &&
+		    (rc = replay_renamed_over(rp, lsn, f, (const char *)data, n)))
+			return rc;
 		rp->st.skipped++;
 		return 0;
 	}
