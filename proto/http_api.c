@@ -1756,12 +1756,27 @@ static void stream_line(struct http_api *api, struct http_api_stream *st, const 
 		}
 		proto_buf_append(&st->batch, p, n);
 	} else {
+		const char *end = NULL;
 		cJSON *j;
 
+		/* One JSON value, with JSON whitespace around it; a line of only whitespace is
+		 * skipped as an empty one is. */
+		while (n && (*p == ' ' || *p == '\t' || *p == '\r')) {
+			p++;
+			n--;
+		}
+		while (n && (p[n - 1] == ' ' || p[n - 1] == '\t' || p[n - 1] == '\r'))
+			n--;
 		if (!n)
 			return;
 		json_alloc_failed = false;
-		j = cJSON_ParseWithLength(p, n);
+		/* A string begins with its quote (cJSON would skip control bytes before it) and
+		 * nothing may follow it: "a" "b", "a", "a"] are not one string. */
+		j = *p == '"' ? cJSON_ParseWithLengthOpts(p, n, &end, 0) : NULL;
+		if (j && end != p + n) {
+			cJSON_Delete(j);
+			j = NULL;
+		}
 		if (!cJSON_IsString(j)) {
 			cJSON_Delete(j);
 			stream_fail(api, st, json_alloc_failed ? CMD_NO_MEMORY : CMD_OK,

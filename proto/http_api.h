@@ -190,10 +190,11 @@ void http_api_init(struct http_api *api, struct cmd_ctx *cmd, const struct http_
 /*
  * Streaming bulk load: POST /v1/filters/{name}/add with a text/plain body (one key per line;
  * "\r\n" ends a line too; empty lines are skipped) or application/x-ndjson (one JSON string per
- * line), optionally Content-Encoding: gzip. The body is not bounded by max_body_bytes and is not
- * kept: keys are added in batches as its bytes arrive, in memory bounded by the longest key
- * (max_key_bytes) and a batch. The answer, once the body has ended:
- * 200 {"added":N,"present":M} (added: new keys; present: keys already there), or the problem
+ * line, optional spaces, tabs or \r around it and nothing else after it; empty and
+ * whitespace-only lines are skipped), optionally Content-Encoding: gzip. The body is not
+ * bounded by max_body_bytes and is not kept: keys are added in batches as its bytes arrive, in
+ * memory bounded by the longest key (max_key_bytes) and a batch. The answer, once the body has
+ * ended: 200 {"added":N,"present":M} (added: new keys; present: keys already there), or the problem
  * that stopped it (the rest of the body is read and dropped; the keys before it stay added; a
  * body that is not ndjson or gzip says how many in its detail). The caller holds the answer
  * until cmd->wait_lsn is durable.

@@ -1453,6 +1453,33 @@ START_TEST(stream_ndjson_and_errors)
 }
 END_TEST
 
+/* An ndjson line holds one JSON string, with JSON whitespace around it, and nothing else; a line
+ * of whitespace only is skipped as an empty one is. */
+START_TEST(stream_ndjson_one_value_a_line)
+{
+	static const char *const junk[] = {"\"a\" \"b\"", "\"a\",",    "\"a\"]", "\"a\"garbage",
+					   "\"a\" 5",	  "\x01\"a\"", "[\"a\"]"};
+	static const char ok[] = "\"k\"\n \t \r\n\t\"x\" \r\n   \n \"y\"\t\n";
+	char body[64];
+
+	for (size_t i = 0; i < sizeof(junk) / sizeof(junk[0]); i++) {
+		fresh_s();
+		int n = snprintf(body, sizeof(body), "\"k\"\n%s\n\"z\"\n", junk[i]);
+		ck_assert_str_eq(
+		    stream_run("application/x-ndjson", NULL, body, (size_t)n, 3),
+		    BAD("a line of the body is not a JSON string (line 2); added before "
+			"it: 1, present: 0") "\n");
+		ck_assert_uint_eq(resp.status, 400);
+		ck_assert(s_has("k") && !s_has("a") && !s_has("z"));
+	}
+	fresh_s();
+	ck_assert_str_eq(stream_run("application/x-ndjson", NULL, ok, sizeof(ok) - 1, 2),
+			 "{\"added\":3,\"present\":0}\n");
+	ck_assert_uint_eq(resp.status, 200);
+	ck_assert(s_has("k") && s_has("x") && s_has("y"));
+}
+END_TEST
+
 /* What is streamed, and what is refused before any byte of the body. */
 START_TEST(stream_wanted_and_refused)
 {
@@ -1681,6 +1708,7 @@ static Suite *http_api_suite(void)
 	tcase_add_test(tc, stream_text_any_pieces);
 	tcase_add_test(tc, stream_many_keys_and_gzip);
 	tcase_add_test(tc, stream_ndjson_and_errors);
+	tcase_add_test(tc, stream_ndjson_one_value_a_line);
 	tcase_add_test(tc, stream_wanted_and_refused);
 	tcase_add_test(tc, rename_route);
 	tcase_add_test(tc, rename_names);
