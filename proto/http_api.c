@@ -428,70 +428,95 @@ static void problem_partial(struct http_api_response *r, enum problem p, const i
 	va_end(ap);
 }
 
-/* The problem for a failed command-layer call. */
-static void problem_status(struct http_api *api, struct http_api_response *r, enum cmd_status st,
-			   const int *results, size_t done)
+/*
+ * The problem for a failed command-layer call, its detail in d (len bytes). partial: an add or
+ * delete that stopped part way, done keys answered before it.
+ */
+static enum problem status_problem(struct http_api *api, enum cmd_status st, bool partial,
+				   size_t done, char *d, size_t len)
 {
 	switch (st) {
 	case CMD_NOT_FOUND:
-		problem(r, P_FILTER_NOT_FOUND, "no filter of that name");
-		break;
+		snprintf(d, len, "no filter of that name");
+		return P_FILTER_NOT_FOUND;
 	case CMD_EXISTS:
-		problem(r, P_FILTER_EXISTS, "a filter of that name exists");
-		break;
+		snprintf(d, len, "a filter of that name exists");
+		return P_FILTER_EXISTS;
 	case CMD_BAD_NAME:
-		problem(r, P_INVALID_NAME,
-			"a filter name is 1 to %d bytes of printable characters, no spaces",
-			BF_NAME_MAX);
-		break;
+		snprintf(d, len,
+			 "a filter name is 1 to %d bytes of printable characters, no spaces",
+			 BF_NAME_MAX);
+		return P_INVALID_NAME;
 	case CMD_BAD_ARGS:
-		problem(r, P_BAD_REQUEST, "bad filter parameters");
-		break;
+		snprintf(d, len, "bad filter parameters");
+		return P_BAD_REQUEST;
 	case CMD_RATE_TOO_LOW:
-		problem(r, P_BAD_REQUEST, "\"error_rate\" below 1e-12 is not supported");
-		break;
+		snprintf(d, len, "\"error_rate\" below 1e-12 is not supported");
+		return P_BAD_REQUEST;
 	case CMD_KEY_TOO_LONG:
-		problem(r, P_KEY_TOO_LONG, "a key is longer than max_key_bytes (%zu)",
-			api->cmd->max_key_bytes);
-		break;
+		snprintf(d, len, "a key is longer than max_key_bytes (%zu)",
+			 api->cmd->max_key_bytes);
+		return P_KEY_TOO_LONG;
 	case CMD_FULL:
-		problem_partial(r, P_FILTER_FULL, results, done,
-				"the filter is full (non-scaling, or %d layers); keys answered "
-				"before it: %zu",
-				BF_MAX_LAYERS, done);
-		break;
-	case CMD_NO_MEMORY:
-		if (results)
-			problem_partial(r, P_NO_MEMORY, results, done,
-					"growing the filter would pass max_memory; keys answered "
-					"before it: %zu",
-					done);
+		if (partial)
+			snprintf(
+			    d, len,
+			    "the filter is full (non-scaling, or %d layers); keys answered before "
+			    "it: %zu",
+			    BF_MAX_LAYERS, done);
 		else
-			problem(r, P_NO_MEMORY, "the filter would pass max_memory");
-		break;
+			snprintf(d, len, "the filter is full (non-scaling, or %d layers)",
+				 BF_MAX_LAYERS);
+		return P_FILTER_FULL;
+	case CMD_NO_MEMORY:
+		if (partial)
+			snprintf(
+			    d, len,
+			    "growing the filter would pass max_memory; keys answered before it: "
+			    "%zu",
+			    done);
+		else
+			snprintf(d, len, "the filter would pass max_memory");
+		return P_NO_MEMORY;
 	case CMD_NOT_COUNTING:
-		problem(r, P_NOT_COUNTING, "delete needs a counting filter");
-		break;
+		snprintf(d, len, "delete needs a counting filter");
+		return P_NOT_COUNTING;
 	case CMD_PAGED_OUT:
-		problem(r, P_INTERNAL,
-			"the filter is paged out and could not be loaded (see the server log)");
-		break;
+		snprintf(d, len,
+			 "the filter is paged out and could not be loaded (see the server log)");
+		return P_INTERNAL;
 	case CMD_LOG_FAILED:
-		problem(r, P_LOG_UNAVAILABLE,
-			"the write-ahead log cannot be written; changes are refused until it can "
-			"(see the server log)");
-		break;
+		snprintf(
+		    d, len,
+		    "the write-ahead log cannot be written; changes are refused until it can (see "
+		    "the server log)");
+		return P_LOG_UNAVAILABLE;
 	case CMD_AMBIGUOUS:
-		problem_partial(r, P_AMBIGUOUS_DELETE, results, done,
-				"a key tests present in more than one layer of this filter, so "
-				"deleting it could remove another key; it and the keys after it "
-				"were not deleted; keys answered before it: %zu",
-				done);
-		break;
+		snprintf(
+		    d, len,
+		    "a key tests present in more than one layer of this filter, so deleting it "
+		    "could remove another key; it and the keys after it were not deleted; keys "
+		    "answered before it: %zu",
+		    done);
+		return P_AMBIGUOUS_DELETE;
 	default:
-		problem(r, P_INTERNAL, "internal error; see the server log");
-		break;
+		snprintf(d, len, "internal error; see the server log");
+		return P_INTERNAL;
 	}
+}
+
+/* The problem for a failed command-layer call; results (may be NULL) answer the first done
+ * keys. */
+static void problem_status(struct http_api *api, struct http_api_response *r, enum cmd_status st,
+			   const int *results, size_t done)
+{
+	char d[256];
+	enum problem p = status_problem(api, st, results != NULL, done, d, sizeof(d));
+
+	/* Only an add or delete stopped part way carries the answers before it. */
+	if (st != CMD_FULL && st != CMD_NO_MEMORY && st != CMD_AMBIGUOUS)
+		results = NULL;
+	problem_partial(r, p, results, done, "%s", d);
 }
 
 /* {"<field>":[true,false,...]} or {"<field>":bool} for one answer (array false). */
@@ -1894,12 +1919,17 @@ void http_api_stream_end(struct http_api *api, struct http_api_stream *st,
 	resp_reset(resp);
 	if (st->gzip && !st->why && !st->zdone)
 		stream_fail(api, st, CMD_OK, "the gzip body ends before its end");
+	/* Whatever stopped it, the keys before it stay added: the detail says how many. */
 	if (st->why) {
 		problem(resp, P_BAD_REQUEST, "%s (line %llu); added before it: %llu, present: %llu",
 			st->why, (unsigned long long)st->lineno, (unsigned long long)st->added,
 			(unsigned long long)st->present);
 	} else if (st->st != CMD_OK) {
-		problem_status(api, resp, st->st, NULL, 0);
+		char d[200];
+		enum problem p = status_problem(api, st->st, false, 0, d, sizeof(d));
+
+		problem(resp, p, "%s; added before it: %llu, present: %llu", d,
+			(unsigned long long)st->added, (unsigned long long)st->present);
 	} else {
 		resp->content_type = CT_JSON;
 		proto_buf_append_fmt(&resp->body, "{\"added\":%llu,\"present\":%llu}",

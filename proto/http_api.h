@@ -195,9 +195,9 @@ void http_api_init(struct http_api *api, struct cmd_ctx *cmd, const struct http_
  * bounded by max_body_bytes and is not kept: keys are added in batches as its bytes arrive, in
  * memory bounded by the longest key (max_key_bytes) and a batch. The answer, once the body has
  * ended: 200 {"added":N,"present":M} (added: new keys; present: keys already there), or the problem
- * that stopped it (the rest of the body is read and dropped; the keys before it stay added; a
- * body that is not ndjson or gzip says how many in its detail). The caller holds the answer
- * until cmd->wait_lsn is durable.
+ * that stopped it (the rest of the body is read and dropped; the keys before it stay added,
+ * and every such problem's detail ends with "added before it: N, present: M"). The caller holds the
+ * answer until cmd->wait_lsn is durable.
  */
 struct http_api_stream;
 
