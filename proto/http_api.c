@@ -801,6 +801,14 @@ static cJSON *parse_body(struct http_api *api, const struct http_api_request *re
 		problem(r, P_MEDIA_TYPE, "the body must be application/json");
 		return NULL;
 	}
+	/* Only a streamed add inflates its body: a gzip'd JSON body is refused as such, not
+	 * read as JSON holding NUL bytes. */
+	if (req->content_encoding && strcasecmp(req->content_encoding, "identity") != 0) {
+		problem(r, P_MEDIA_TYPE,
+			"an application/json body is not compressed (Content-Encoding: gzip is for "
+			"a text/plain or application/x-ndjson add)");
+		return NULL;
+	}
 	for (size_t i = 0; i < n; i++) {
 		char c = p[i];
 
@@ -1099,16 +1107,60 @@ static bool parse_params(struct http_api *api, const struct http_api_request *re
  * "more": whether others follow (the next page: after= the last name). ?detail=true: DETAIL
  * objects (each estimate is a model sum per layer, hence the smaller bound on limit).
  */
+/*
+ * A query argument holding (the start of) a filter name, percent-decoded into out (room for
+ * BF_NAME_MAX bytes): its length, or -1 with a 400 in r. A malformed escape, or a byte no name
+ * can hold (bf_name_valid: a control byte, a space or DEL), is refused rather than matching
+ * nothing in silence.
+ */
+static long name_arg(struct http_api_response *r, const char *field, const char *v, char *out)
+{
+	char buf[BF_NAME_MAX * 3 + 1];
+	size_t n = v ? strlen(v) : 0;
+	long len;
+
+	if (n > sizeof(buf)) {
+		problem(r, P_BAD_REQUEST, "\"%s\" is longer than a filter name (%d bytes)", field,
+			BF_NAME_MAX);
+		return -1;
+	}
+	len = pct_decode(v ? v : "", n, buf);
+	if (len < 0) {
+		problem(r, P_BAD_REQUEST, "\"%s\": malformed percent-encoding", field);
+		return -1;
+	}
+	if (len > BF_NAME_MAX) {
+		problem(r, P_BAD_REQUEST, "\"%s\" is longer than a filter name (%d bytes)", field,
+			BF_NAME_MAX);
+		return -1;
+	}
+	for (long i = 0; i < len; i++) {
+		unsigned char c = (unsigned char)buf[i];
+
+		if (c <= 0x20 || c == 0x7f) {
+			problem(r, P_BAD_REQUEST,
+				"\"%s\" holds a byte no filter name can (a control byte, space or "
+				"DEL)",
+				field);
+			return -1;
+		}
+	}
+	memcpy(out, buf, (size_t)len);
+	return len;
+}
+
 static void do_list(struct http_api *api, const struct http_api_request *req,
 		    struct http_api_response *r)
 {
-	const char *prefix = req->q_prefix ? req->q_prefix : "";
-	const char *after = req->q_after ? req->q_after : "";
+	char prefix[BF_NAME_MAX], after[BF_NAME_MAX];
+	long prefix_len = name_arg(r, "prefix", req->q_prefix, prefix), after_len;
 	struct bf_filter **list;
 	cJSON *j, *arr;
 	size_t n, limit = SIZE_MAX;
 	bool more = false, detail = false;
 
+	if (prefix_len < 0 || (after_len = name_arg(r, "after", req->q_after, after)) < 0)
+		return;
 	if (req->q_detail) {
 		detail = strcmp(req->q_detail, "true") == 0;
 		if (!detail && strcmp(req->q_detail, "false") != 0) {
@@ -1133,8 +1185,8 @@ static void do_list(struct http_api *api, const struct http_api_request *req,
 			HTTP_API_LIST_DETAIL_MAX);
 		return;
 	}
-	if (bf_registry_page(api->cmd->reg, prefix, strlen(prefix), after, strlen(after), limit,
-			     &list, &n, &more)) {
+	if (bf_registry_page(api->cmd->reg, prefix, (size_t)prefix_len, after, (size_t)after_len,
+			     limit, &list, &n, &more)) {
 		resp_oom(r);
 		return;
 	}
@@ -1254,7 +1306,14 @@ static void do_snapshot(struct http_api *api, struct http_api_response *r, struc
 		return;
 	}
 	r->content_type = CT_JSON;
-	proto_buf_append_str(&r->body, "{\"flushed\":true}");
+	/* A memory-only filter is never written (text flush says Done for it too): not
+	 * claimed as flushed. */
+	if (!f->params->persist)
+		proto_buf_append_str(&r->body, "{\"flushed\":false,\"reason\":\"the filter is "
+					       "memory-only (persist false): it is never "
+					       "snapshotted\"}");
+	else
+		proto_buf_append_str(&r->body, "{\"flushed\":true}");
 }
 
 /* PATCH /v1/filters/{name} {"ttl_seconds":N|null}: set or clear the expiry. */
@@ -1367,7 +1426,15 @@ static bool refused(const struct http_api *api, const struct http_api_request *r
 		return true;
 	}
 	if (!api->token || !api->token[0] || route == HTTP_ROUTE_HEALTHZ ||
-	    route == HTTP_ROUTE_READYZ || auth_ok(req->authorization, api->token))
+	    route == HTTP_ROUTE_READYZ)
+		return false;
+	/* Authorization is a singleton field (RFC 9110 11.6.2): which of two counts is not for
+	 * us to guess. */
+	if (req->authorization_repeated) {
+		problem(r, P_BAD_REQUEST, "more than one Authorization header");
+		return true;
+	}
+	if (auth_ok(req->authorization, api->token))
 		return false;
 	problem(r, P_UNAUTHORIZED, "send \"Authorization: Bearer <token>\"");
 	r->www_authenticate = "Bearer";

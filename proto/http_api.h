@@ -28,7 +28,9 @@
  *	POST   /v1/filters/{name}/delete         200 {"results":[...]} (true = removed; counting)
  *	GET    /v1/filters/{name}/keys/{key}     200 {"present":bool}
  *	PUT    /v1/filters/{name}/keys/{key}     200 {"added":bool}
- *	POST   /v1/filters/{name}/snapshot       200 {"flushed":true} once the snapshot is durable
+ *	POST   /v1/filters/{name}/snapshot       200 {"flushed":true} once the snapshot is durable;
+ *	                                         {"flushed":false,"reason":...} for a memory-only
+ *	                                         filter (never written)
  *	POST   /v1/filters/{name}/rename         200 DETAIL (of the filter under its new name),
  *	                                         body {"to":NAME, "replace":bool}: as RESP's
  *	                                         RENAME (replace true) or RENAMENX (false, the
@@ -141,10 +143,11 @@ struct http_api_request {
 	const char *content_type;     /* the Content-Type header, or NULL */
 	const char *content_encoding; /* the Content-Encoding header, or NULL */
 	const char *authorization;    /* the Authorization header, or NULL */
+	bool authorization_repeated;  /* more than one Authorization header (refused: 400) */
 	const char *body;	      /* may be NULL when body_len is 0 */
 	size_t body_len;
-	/* GET /v1/filters?prefix=&after=&limit=&detail= (decoded query arguments), NULL if
-	 * absent. */
+	/* GET /v1/filters?prefix=&after=&limit=&detail= (query arguments as sent: prefix and
+	 * after are percent-decoded here), NULL if absent. */
 	const char *q_prefix, *q_after, *q_limit, *q_detail;
 };
 
