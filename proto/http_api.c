@@ -428,70 +428,95 @@ static void problem_partial(struct http_api_response *r, enum problem p, const i
 	va_end(ap);
 }
 
-/* The problem for a failed command-layer call. */
-static void problem_status(struct http_api *api, struct http_api_response *r, enum cmd_status st,
-			   const int *results, size_t done)
+/*
+ * The problem for a failed command-layer call, its detail in d (len bytes). partial: an add or
+ * delete that stopped part way, done keys answered before it.
+ */
+static enum problem status_problem(struct http_api *api, enum cmd_status st, bool partial,
+				   size_t done, char *d, size_t len)
 {
 	switch (st) {
 	case CMD_NOT_FOUND:
-		problem(r, P_FILTER_NOT_FOUND, "no filter of that name");
-		break;
+		snprintf(d, len, "no filter of that name");
+		return P_FILTER_NOT_FOUND;
 	case CMD_EXISTS:
-		problem(r, P_FILTER_EXISTS, "a filter of that name exists");
-		break;
+		snprintf(d, len, "a filter of that name exists");
+		return P_FILTER_EXISTS;
 	case CMD_BAD_NAME:
-		problem(r, P_INVALID_NAME,
-			"a filter name is 1 to %d bytes of printable characters, no spaces",
-			BF_NAME_MAX);
-		break;
+		snprintf(d, len,
+			 "a filter name is 1 to %d bytes of printable characters, no spaces",
+			 BF_NAME_MAX);
+		return P_INVALID_NAME;
 	case CMD_BAD_ARGS:
-		problem(r, P_BAD_REQUEST, "bad filter parameters");
-		break;
+		snprintf(d, len, "bad filter parameters");
+		return P_BAD_REQUEST;
 	case CMD_RATE_TOO_LOW:
-		problem(r, P_BAD_REQUEST, "\"error_rate\" below 1e-12 is not supported");
-		break;
+		snprintf(d, len, "\"error_rate\" below 1e-12 is not supported");
+		return P_BAD_REQUEST;
 	case CMD_KEY_TOO_LONG:
-		problem(r, P_KEY_TOO_LONG, "a key is longer than max_key_bytes (%zu)",
-			api->cmd->max_key_bytes);
-		break;
+		snprintf(d, len, "a key is longer than max_key_bytes (%zu)",
+			 api->cmd->max_key_bytes);
+		return P_KEY_TOO_LONG;
 	case CMD_FULL:
-		problem_partial(r, P_FILTER_FULL, results, done,
-				"the filter is full (non-scaling, or %d layers); keys answered "
-				"before it: %zu",
-				BF_MAX_LAYERS, done);
-		break;
-	case CMD_NO_MEMORY:
-		if (results)
-			problem_partial(r, P_NO_MEMORY, results, done,
-					"growing the filter would pass max_memory; keys answered "
-					"before it: %zu",
-					done);
+		if (partial)
+			snprintf(
+			    d, len,
+			    "the filter is full (non-scaling, or %d layers); keys answered before "
+			    "it: %zu",
+			    BF_MAX_LAYERS, done);
 		else
-			problem(r, P_NO_MEMORY, "the filter would pass max_memory");
-		break;
+			snprintf(d, len, "the filter is full (non-scaling, or %d layers)",
+				 BF_MAX_LAYERS);
+		return P_FILTER_FULL;
+	case CMD_NO_MEMORY:
+		if (partial)
+			snprintf(
+			    d, len,
+			    "growing the filter would pass max_memory; keys answered before it: "
+			    "%zu",
+			    done);
+		else
+			snprintf(d, len, "the filter would pass max_memory");
+		return P_NO_MEMORY;
 	case CMD_NOT_COUNTING:
-		problem(r, P_NOT_COUNTING, "delete needs a counting filter");
-		break;
+		snprintf(d, len, "delete needs a counting filter");
+		return P_NOT_COUNTING;
 	case CMD_PAGED_OUT:
-		problem(r, P_INTERNAL,
-			"the filter is paged out and could not be loaded (see the server log)");
-		break;
+		snprintf(d, len,
+			 "the filter is paged out and could not be loaded (see the server log)");
+		return P_INTERNAL;
 	case CMD_LOG_FAILED:
-		problem(r, P_LOG_UNAVAILABLE,
-			"the write-ahead log cannot be written; changes are refused until it can "
-			"(see the server log)");
-		break;
+		snprintf(
+		    d, len,
+		    "the write-ahead log cannot be written; changes are refused until it can (see "
+		    "the server log)");
+		return P_LOG_UNAVAILABLE;
 	case CMD_AMBIGUOUS:
-		problem_partial(r, P_AMBIGUOUS_DELETE, results, done,
-				"a key tests present in more than one layer of this filter, so "
-				"deleting it could remove another key; it and the keys after it "
-				"were not deleted; keys answered before it: %zu",
-				done);
-		break;
+		snprintf(
+		    d, len,
+		    "a key tests present in more than one layer of this filter, so deleting it "
+		    "could remove another key; it and the keys after it were not deleted; keys "
+		    "answered before it: %zu",
+		    done);
+		return P_AMBIGUOUS_DELETE;
 	default:
-		problem(r, P_INTERNAL, "internal error; see the server log");
-		break;
+		snprintf(d, len, "internal error; see the server log");
+		return P_INTERNAL;
 	}
+}
+
+/* The problem for a failed command-layer call; results (may be NULL) answer the first done
+ * keys. */
+static void problem_status(struct http_api *api, struct http_api_response *r, enum cmd_status st,
+			   const int *results, size_t done)
+{
+	char d[256];
+	enum problem p = status_problem(api, st, results != NULL, done, d, sizeof(d));
+
+	/* Only an add or delete stopped part way carries the answers before it. */
+	if (st != CMD_FULL && st != CMD_NO_MEMORY && st != CMD_AMBIGUOUS)
+		results = NULL;
+	problem_partial(r, p, results, done, "%s", d);
 }
 
 /* {"<field>":[true,false,...]} or {"<field>":bool} for one answer (array false). */
@@ -774,6 +799,14 @@ static cJSON *parse_body(struct http_api *api, const struct http_api_request *re
 
 	if (!is_json_type(req->content_type)) {
 		problem(r, P_MEDIA_TYPE, "the body must be application/json");
+		return NULL;
+	}
+	/* Only a streamed add inflates its body: a gzip'd JSON body is refused as such, not
+	 * read as JSON holding NUL bytes. */
+	if (req->content_encoding && strcasecmp(req->content_encoding, "identity") != 0) {
+		problem(r, P_MEDIA_TYPE,
+			"an application/json body is not compressed (Content-Encoding: gzip is for "
+			"a text/plain or application/x-ndjson add)");
 		return NULL;
 	}
 	for (size_t i = 0; i < n; i++) {
@@ -1074,16 +1107,60 @@ static bool parse_params(struct http_api *api, const struct http_api_request *re
  * "more": whether others follow (the next page: after= the last name). ?detail=true: DETAIL
  * objects (each estimate is a model sum per layer, hence the smaller bound on limit).
  */
+/*
+ * A query argument holding (the start of) a filter name, percent-decoded into out (room for
+ * BF_NAME_MAX bytes): its length, or -1 with a 400 in r. A malformed escape, or a byte no name
+ * can hold (bf_name_valid: a control byte, a space or DEL), is refused rather than matching
+ * nothing in silence.
+ */
+static long name_arg(struct http_api_response *r, const char *field, const char *v, char *out)
+{
+	char buf[BF_NAME_MAX * 3 + 1];
+	size_t n = v ? strlen(v) : 0;
+	long len;
+
+	if (n > sizeof(buf)) {
+		problem(r, P_BAD_REQUEST, "\"%s\" is longer than a filter name (%d bytes)", field,
+			BF_NAME_MAX);
+		return -1;
+	}
+	len = pct_decode(v ? v : "", n, buf);
+	if (len < 0) {
+		problem(r, P_BAD_REQUEST, "\"%s\": malformed percent-encoding", field);
+		return -1;
+	}
+	if (len > BF_NAME_MAX) {
+		problem(r, P_BAD_REQUEST, "\"%s\" is longer than a filter name (%d bytes)", field,
+			BF_NAME_MAX);
+		return -1;
+	}
+	for (long i = 0; i < len; i++) {
+		unsigned char c = (unsigned char)buf[i];
+
+		if (c <= 0x20 || c == 0x7f) {
+			problem(r, P_BAD_REQUEST,
+				"\"%s\" holds a byte no filter name can (a control byte, space or "
+				"DEL)",
+				field);
+			return -1;
+		}
+	}
+	memcpy(out, buf, (size_t)len);
+	return len;
+}
+
 static void do_list(struct http_api *api, const struct http_api_request *req,
 		    struct http_api_response *r)
 {
-	const char *prefix = req->q_prefix ? req->q_prefix : "";
-	const char *after = req->q_after ? req->q_after : "";
+	char prefix[BF_NAME_MAX], after[BF_NAME_MAX];
+	long prefix_len = name_arg(r, "prefix", req->q_prefix, prefix), after_len;
 	struct bf_filter **list;
 	cJSON *j, *arr;
 	size_t n, limit = SIZE_MAX;
 	bool more = false, detail = false;
 
+	if (prefix_len < 0 || (after_len = name_arg(r, "after", req->q_after, after)) < 0)
+		return;
 	if (req->q_detail) {
 		detail = strcmp(req->q_detail, "true") == 0;
 		if (!detail && strcmp(req->q_detail, "false") != 0) {
@@ -1108,8 +1185,8 @@ static void do_list(struct http_api *api, const struct http_api_request *req,
 			HTTP_API_LIST_DETAIL_MAX);
 		return;
 	}
-	if (bf_registry_page(api->cmd->reg, prefix, strlen(prefix), after, strlen(after), limit,
-			     &list, &n, &more)) {
+	if (bf_registry_page(api->cmd->reg, prefix, (size_t)prefix_len, after, (size_t)after_len,
+			     limit, &list, &n, &more)) {
 		resp_oom(r);
 		return;
 	}
@@ -1229,7 +1306,14 @@ static void do_snapshot(struct http_api *api, struct http_api_response *r, struc
 		return;
 	}
 	r->content_type = CT_JSON;
-	proto_buf_append_str(&r->body, "{\"flushed\":true}");
+	/* A memory-only filter is never written (text flush says Done for it too): not
+	 * claimed as flushed. */
+	if (!f->params->persist)
+		proto_buf_append_str(&r->body, "{\"flushed\":false,\"reason\":\"the filter is "
+					       "memory-only (persist false): it is never "
+					       "snapshotted\"}");
+	else
+		proto_buf_append_str(&r->body, "{\"flushed\":true}");
 }
 
 /* PATCH /v1/filters/{name} {"ttl_seconds":N|null}: set or clear the expiry. */
@@ -1342,7 +1426,15 @@ static bool refused(const struct http_api *api, const struct http_api_request *r
 		return true;
 	}
 	if (!api->token || !api->token[0] || route == HTTP_ROUTE_HEALTHZ ||
-	    route == HTTP_ROUTE_READYZ || auth_ok(req->authorization, api->token))
+	    route == HTTP_ROUTE_READYZ)
+		return false;
+	/* Authorization is a singleton field (RFC 9110 11.6.2): which of two counts is not for
+	 * us to guess. */
+	if (req->authorization_repeated) {
+		problem(r, P_BAD_REQUEST, "more than one Authorization header");
+		return true;
+	}
+	if (auth_ok(req->authorization, api->token))
 		return false;
 	problem(r, P_UNAUTHORIZED, "send \"Authorization: Bearer <token>\"");
 	r->www_authenticate = "Bearer";
@@ -1756,12 +1848,27 @@ static void stream_line(struct http_api *api, struct http_api_stream *st, const 
 		}
 		proto_buf_append(&st->batch, p, n);
 	} else {
+		const char *end = NULL;
 		cJSON *j;
 
+		/* One JSON value, with JSON whitespace around it; a line of only whitespace is
+		 * skipped as an empty one is. */
+		while (n && (*p == ' ' || *p == '\t' || *p == '\r')) {
+			p++;
+			n--;
+		}
+		while (n && (p[n - 1] == ' ' || p[n - 1] == '\t' || p[n - 1] == '\r'))
+			n--;
 		if (!n)
 			return;
 		json_alloc_failed = false;
-		j = cJSON_ParseWithLength(p, n);
+		/* A string begins with its quote (cJSON would skip control bytes before it) and
+		 * nothing may follow it: "a" "b", "a", "a"] are not one string. */
+		j = *p == '"' ? cJSON_ParseWithLengthOpts(p, n, &end, 0) : NULL;
+		if (j && end != p + n) {
+			cJSON_Delete(j);
+			j = NULL;
+		}
 		if (!cJSON_IsString(j)) {
 			cJSON_Delete(j);
 			stream_fail(api, st, json_alloc_failed ? CMD_NO_MEMORY : CMD_OK,
@@ -1879,12 +1986,17 @@ void http_api_stream_end(struct http_api *api, struct http_api_stream *st,
 	resp_reset(resp);
 	if (st->gzip && !st->why && !st->zdone)
 		stream_fail(api, st, CMD_OK, "the gzip body ends before its end");
+	/* Whatever stopped it, the keys before it stay added: the detail says how many. */
 	if (st->why) {
 		problem(resp, P_BAD_REQUEST, "%s (line %llu); added before it: %llu, present: %llu",
 			st->why, (unsigned long long)st->lineno, (unsigned long long)st->added,
 			(unsigned long long)st->present);
 	} else if (st->st != CMD_OK) {
-		problem_status(api, resp, st->st, NULL, 0);
+		char d[200];
+		enum problem p = status_problem(api, st->st, false, 0, d, sizeof(d));
+
+		problem(resp, p, "%s; added before it: %llu, present: %llu", d,
+			(unsigned long long)st->added, (unsigned long long)st->present);
 	} else {
 		resp->content_type = CT_JSON;
 		proto_buf_append_fmt(&resp->body, "{\"added\":%llu,\"present\":%llu}",

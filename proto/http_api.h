@@ -28,7 +28,9 @@
  *	POST   /v1/filters/{name}/delete         200 {"results":[...]} (true = removed; counting)
  *	GET    /v1/filters/{name}/keys/{key}     200 {"present":bool}
  *	PUT    /v1/filters/{name}/keys/{key}     200 {"added":bool}
- *	POST   /v1/filters/{name}/snapshot       200 {"flushed":true} once the snapshot is durable
+ *	POST   /v1/filters/{name}/snapshot       200 {"flushed":true} once the snapshot is durable;
+ *	                                         {"flushed":false,"reason":...} for a memory-only
+ *	                                         filter (never written)
  *	POST   /v1/filters/{name}/rename         200 DETAIL (of the filter under its new name),
  *	                                         body {"to":NAME, "replace":bool}: as RESP's
  *	                                         RENAME (replace true) or RENAMENX (false, the
@@ -141,10 +143,11 @@ struct http_api_request {
 	const char *content_type;     /* the Content-Type header, or NULL */
 	const char *content_encoding; /* the Content-Encoding header, or NULL */
 	const char *authorization;    /* the Authorization header, or NULL */
+	bool authorization_repeated;  /* more than one Authorization header (refused: 400) */
 	const char *body;	      /* may be NULL when body_len is 0 */
 	size_t body_len;
-	/* GET /v1/filters?prefix=&after=&limit=&detail= (decoded query arguments), NULL if
-	 * absent. */
+	/* GET /v1/filters?prefix=&after=&limit=&detail= (query arguments as sent: prefix and
+	 * after are percent-decoded here), NULL if absent. */
 	const char *q_prefix, *q_after, *q_limit, *q_detail;
 };
 
@@ -190,13 +193,14 @@ void http_api_init(struct http_api *api, struct cmd_ctx *cmd, const struct http_
 /*
  * Streaming bulk load: POST /v1/filters/{name}/add with a text/plain body (one key per line;
  * "\r\n" ends a line too; empty lines are skipped) or application/x-ndjson (one JSON string per
- * line), optionally Content-Encoding: gzip. The body is not bounded by max_body_bytes and is not
- * kept: keys are added in batches as its bytes arrive, in memory bounded by the longest key
- * (max_key_bytes) and a batch. The answer, once the body has ended:
- * 200 {"added":N,"present":M} (added: new keys; present: keys already there), or the problem
- * that stopped it (the rest of the body is read and dropped; the keys before it stay added; a
- * body that is not ndjson or gzip says how many in its detail). The caller holds the answer
- * until cmd->wait_lsn is durable.
+ * line, optional spaces, tabs or \r around it and nothing else after it; empty and
+ * whitespace-only lines are skipped), optionally Content-Encoding: gzip. The body is not
+ * bounded by max_body_bytes and is not kept: keys are added in batches as its bytes arrive, in
+ * memory bounded by the longest key (max_key_bytes) and a batch. The answer, once the body has
+ * ended: 200 {"added":N,"present":M} (added: new keys; present: keys already there), or the problem
+ * that stopped it (the rest of the body is read and dropped; the keys before it stay added,
+ * and every such problem's detail ends with "added before it: N, present: M"). The caller holds the
+ * answer until cmd->wait_lsn is durable.
  */
 struct http_api_stream;
 

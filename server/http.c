@@ -329,11 +329,28 @@ static enum MHD_Result http_send(struct MHD_Connection *conn, const struct http_
 	return ret;
 }
 
+static enum MHD_Result http_count_authorization(void *cls, enum MHD_ValueKind kind, const char *key,
+						const char *value)
+{
+	unsigned *n = cls;
+
+	(void)kind;
+	(void)value;
+	if (strcasecmp(key, MHD_HTTP_HEADER_AUTHORIZATION) == 0)
+		(*n)++;
+	return MHD_YES;
+}
+
 /* The request as the API sees it, without its body. */
 static struct http_api_request http_request(struct MHD_Connection *conn, const char *url,
 					    const char *method)
 {
+	unsigned auth = 0;
+
+	/* libmicrohttpd keeps every field line; its lookup gives the first of a kind. */
+	MHD_get_connection_values(conn, MHD_HEADER_KIND, http_count_authorization, &auth);
 	return (struct http_api_request){
+	    .authorization_repeated = auth > 1,
 	    .method = method,
 	    .path = url,
 	    .path_len = strlen(url),

@@ -1453,6 +1453,120 @@ START_TEST(stream_ndjson_and_errors)
 }
 END_TEST
 
+/* An ndjson line holds one JSON string, with JSON whitespace around it, and nothing else; a line
+ * of whitespace only is skipped as an empty one is. */
+START_TEST(stream_ndjson_one_value_a_line)
+{
+	static const char *const junk[] = {"\"a\" \"b\"", "\"a\",",    "\"a\"]", "\"a\"garbage",
+					   "\"a\" 5",	  "\x01\"a\"", "[\"a\"]"};
+	static const char ok[] = "\"k\"\n \t \r\n\t\"x\" \r\n   \n \"y\"\t\n";
+	char body[64];
+
+	for (size_t i = 0; i < sizeof(junk) / sizeof(junk[0]); i++) {
+		fresh_s();
+		int n = snprintf(body, sizeof(body), "\"k\"\n%s\n\"z\"\n", junk[i]);
+		ck_assert_str_eq(
+		    stream_run("application/x-ndjson", NULL, body, (size_t)n, 3),
+		    BAD("a line of the body is not a JSON string (line 2); added before "
+			"it: 1, present: 0") "\n");
+		ck_assert_uint_eq(resp.status, 400);
+		ck_assert(s_has("k") && !s_has("a") && !s_has("z"));
+	}
+	fresh_s();
+	ck_assert_str_eq(stream_run("application/x-ndjson", NULL, ok, sizeof(ok) - 1, 2),
+			 "{\"added\":3,\"present\":0}\n");
+	ck_assert_uint_eq(resp.status, 200);
+	ck_assert(s_has("k") && s_has("x") && s_has("y"));
+}
+END_TEST
+
+/* Begin a streaming add of text/plain to "s" (answer in stream_finish). */
+static struct http_api_stream *stream_open(void)
+{
+	struct http_api_request req = {.method = "POST",
+				       .path = "/v1/filters/s/add",
+				       .path_len = 17,
+				       .content_type = "text/plain"};
+	struct http_api_stream *st = NULL;
+
+	ck_assert_int_eq(http_api_stream_begin(&api, &req, &resp, &st), 0);
+	return st;
+}
+
+/* Keys k<from> .. k<to - 1>, one line each. */
+static void stream_keys(struct http_api_stream *st, int from, int to)
+{
+	char line[24];
+
+	for (int i = from; i < to; i++) {
+		int n = snprintf(line, sizeof(line), "k%d\n", i);
+		http_api_stream_feed(&api, st, line, (size_t)n);
+	}
+}
+
+static const char *stream_finish(struct http_api_stream *st)
+{
+	http_api_stream_end(&api, st, &resp);
+	snprintf(got, sizeof(got), "%.*s", (int)resp.len, resp.data);
+	return got;
+}
+
+/* Every failure of a stream says how many keys went in before it, as a bad ndjson line does:
+ * a key too long, the filter deleted (or renamed) under it, max_memory. */
+START_TEST(stream_failure_counts_added)
+{
+	struct http_api_stream *st;
+	char want[512];
+
+	fresh_s();
+	ck_assert_str_eq(
+	    stream_run("text/plain", NULL, "before\n0123456789abcdefg\nafter\n", 31, 4),
+	    PROBLEM("key_too_long", "Key too long", 400,
+		    "a key is longer than max_key_bytes (16); added before it: 1, "
+		    "present: 0") "\n");
+	ck_assert_uint_eq(resp.status, 400);
+
+	/* Deleted after its first batch (4096 keys) went in (no false positive among them). */
+	struct bf_params big = {100000, 1e-6, BF_TYPE_BLOOM, 2, true, 0, 0};
+	cmd_drop(&ctx, "s", 1, true);
+	ck_assert_int_eq(cmd_create(&ctx, "s", 1, &big, NULL), CMD_OK);
+	st = stream_open();
+	stream_keys(st, 0, 5000);
+	ck_assert_int_eq(cmd_drop(&ctx, "s", 1, true), CMD_OK);
+	stream_keys(st, 5000, 6000);
+	ck_assert_str_eq(stream_finish(st),
+			 PROBLEM("filter_not_found", "Filter not found", 404,
+				 "no filter of that name; added before it: 4096, present: 0") "\n");
+	ck_assert_uint_eq(resp.status, 404);
+
+	/* max_memory: the filter cannot grow past its first layer. */
+	fresh_s();
+	bf_registry_set_max_memory(reg, bf_registry_memory(reg) + 64);
+	st = stream_open();
+	stream_keys(st, 0, 3000);
+	stream_finish(st);
+	struct bf_filter *f = bf_registry_get(reg, "s", 1);
+	unsigned long long added, present;
+	ck_assert_uint_eq(resp.status, 507);
+	ck_assert_int_eq(sscanf(got,
+				PROBLEM("insufficient_memory", "Insufficient memory", 507,
+					"the filter would pass max_memory; added before it: %llu, "
+					"present: %llu"),
+				&added, &present),
+			 2);
+	ck_assert_uint_eq(added, bf_filter_items(f));
+	ck_assert_uint_gt(added, 900);
+	ck_assert_uint_lt(added + present, 3000);
+	snprintf(
+	    want, sizeof(want),
+	    PROBLEM("insufficient_memory", "Insufficient memory", 507,
+		    "the filter would pass max_memory; added before it: %llu, present: %llu") "\n",
+	    added, present);
+	ck_assert_str_eq(got, want);
+	bf_registry_set_max_memory(reg, 0);
+}
+END_TEST
+
 /* What is streamed, and what is refused before any byte of the body. */
 START_TEST(stream_wanted_and_refused)
 {
@@ -1681,6 +1795,8 @@ static Suite *http_api_suite(void)
 	tcase_add_test(tc, stream_text_any_pieces);
 	tcase_add_test(tc, stream_many_keys_and_gzip);
 	tcase_add_test(tc, stream_ndjson_and_errors);
+	tcase_add_test(tc, stream_ndjson_one_value_a_line);
+	tcase_add_test(tc, stream_failure_counts_added);
 	tcase_add_test(tc, stream_wanted_and_refused);
 	tcase_add_test(tc, rename_route);
 	tcase_add_test(tc, rename_names);

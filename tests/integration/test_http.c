@@ -1251,6 +1251,110 @@ START_TEST(test_streaming_bulk_load)
 }
 END_TEST
 
+#define I30_TOKEN "issue-30-token-issue-30-token-0123456789"
+#define I30_AUTH  "Authorization: Bearer " I30_TOKEN "\r\n"
+
+/* As rq, with the token. */
+static int rq_auth(struct hconn *c, const char *method, const char *path, const char *body)
+{
+	return rq_with(c, method, path, body ? I30_AUTH CT_JSON : I30_AUTH, body,
+		       body ? strlen(body) : 0);
+}
+
+/*
+ * Issue 30 item 9: a repeated Authorization is refused (RFC 9110: a singleton field); prefix
+ * and after are percent-decoded, a malformed escape or a byte no name holds being a 400; a
+ * gzip'd JSON body is a 415, not "NUL"; a snapshot of a memory-only filter does not claim it
+ * was flushed.
+ */
+START_TEST(test_query_auth_and_snapshot)
+{
+	char dir[] = "/tmp/blossomd-itest-i30-XXXXXX", tok[64], conf[160];
+	static const unsigned char gz[] = {0x1f, 0x8b, 8, 0, 0, 0, 0, 0, 0, 3,
+					   3,	 0,    0, 0, 0, 0, 0, 0, 0, 0};
+	struct hconn *c;
+
+	ck_assert_ptr_nonnull(mkdtemp(dir));
+	snprintf(tok, sizeof(tok), "%s/token", dir);
+	ck_assert_int_eq(itest_write_file(tok, I30_TOKEN "\n"), 0);
+	snprintf(conf, sizeof(conf), CONF("auth_token_file = %s\n"), tok);
+	start(conf, NULL);
+	c = hc_open(0);
+	rq_with(c, "GET", "/v1/filters", I30_AUTH "Authorization: Bearer wrong\r\n", NULL, 0);
+	EXPECT(400, CT_PROBLEM,
+	       PROBLEM("bad_request", "Bad request", 400, "more than one Authorization header"));
+	rq_with(c, "GET", "/v1/filters", "Authorization: Bearer wrong\r\n" I30_AUTH, NULL, 0);
+	EXPECT(400, CT_PROBLEM,
+	       PROBLEM("bad_request", "Bad request", 400, "more than one Authorization header"));
+	rq_with(c, "GET", "/v1/filters", I30_AUTH I30_AUTH, NULL, 0);
+	EXPECT(400, CT_PROBLEM,
+	       PROBLEM("bad_request", "Bad request", 400, "more than one Authorization header"));
+	rq_with(c, "POST", "/v1/filters/x/add", I30_AUTH I30_AUTH "Content-Type: text/plain\r\n",
+		"k\n", 2);
+	EXPECT(400, CT_PROBLEM,
+	       PROBLEM("bad_request", "Bad request", 400, "more than one Authorization header"));
+	hc_close(c); /* refused before its body: the connection is closed */
+	c = hc_open(0);
+	rq_auth(c, "GET", "/v1/filters", NULL);
+	EXPECT(200, CT_JSON, "{\"filters\":[]}");
+
+	rq_auth(c, "PUT", "/v1/filters/x%2Fy", "{\"capacity\":100}");
+	ck_assert_int_eq(R.status, 201);
+	rq_auth(c, "PUT", "/v1/filters/x%FF", "{\"capacity\":100,\"persist\":false}");
+	ck_assert_int_eq(R.status, 201);
+	rq_auth(c, "GET", "/v1/filters?prefix=x%2F", NULL);
+	ck_assert_int_eq(R.status, 200);
+	ck_assert_msg(strstr(R.body, "\"name\":\"x/y\"") && !strstr(R.body, "name_b64"), "%s",
+		      R.body);
+	rq_auth(c, "GET", "/v1/filters?after=x%2Fy", NULL);
+	ck_assert_int_eq(R.status, 200);
+	ck_assert_msg(strstr(R.body, "\"name_b64\":\"eP8=\"") && !strstr(R.body, "x/y"), "%s",
+		      R.body);
+	rq_auth(c, "GET", "/v1/filters?after=x%FF", NULL);
+	EXPECT(200, CT_JSON, "{\"filters\":[]}");
+	static const char *const malformed[] = {"prefix=%ZZ", "after=%ZZ", "prefix=x%2", "after=%"};
+	for (size_t i = 0; i < sizeof(malformed) / sizeof(malformed[0]); i++) {
+		char path[64], want[256];
+
+		snprintf(path, sizeof(path), "/v1/filters?%s", malformed[i]);
+		snprintf(want, sizeof(want),
+			 PROBLEM("bad_request", "Bad request", 400,
+				 "\\\"%.*s\\\": malformed percent-encoding"),
+			 (int)strcspn(malformed[i], "="), malformed[i]);
+		rq_auth(c, "GET", path, NULL);
+		EXPECT(400, CT_PROBLEM, want);
+	}
+	rq_auth(c, "GET", "/v1/filters?prefix=a%20b", NULL);
+	EXPECT(400, CT_PROBLEM,
+	       PROBLEM("bad_request", "Bad request", 400,
+		       "\\\"prefix\\\" holds a byte no filter name can (a control byte, space or "
+		       "DEL)"));
+	rq_auth(c, "GET", "/v1/filters?after=a%7F", NULL);
+	EXPECT(400, CT_PROBLEM,
+	       PROBLEM("bad_request", "Bad request", 400,
+		       "\\\"after\\\" holds a byte no filter name can (a control byte, space or "
+		       "DEL)"));
+
+	rq_with(c, "POST", "/v1/filters/x%2Fy/add", I30_AUTH CT_JSON "Content-Encoding: gzip\r\n",
+		(const char *)gz, sizeof(gz));
+	EXPECT(415, CT_PROBLEM,
+	       PROBLEM("unsupported_media_type", "Unsupported media type", 415,
+		       "an application/json body is not compressed (Content-Encoding: gzip is for "
+		       "a text/plain or application/x-ndjson add)"));
+
+	rq_auth(c, "POST", "/v1/filters/x%2Fy/snapshot", NULL);
+	EXPECT(200, CT_JSON, "{\"flushed\":true}");
+	rq_auth(c, "POST", "/v1/filters/x%FF/snapshot", NULL);
+	EXPECT(200, CT_JSON,
+	       "{\"flushed\":false,\"reason\":\"the filter is memory-only (persist false): it is "
+	       "never snapshotted\"}");
+	hc_close(c);
+	stop();
+	unlink(tok);
+	rmdir(dir);
+}
+END_TEST
+
 static Suite *http_suite(void)
 {
 	Suite *s = suite_create("http");
@@ -1276,6 +1380,7 @@ static Suite *http_suite(void)
 	tcase_add_test(tc, test_sigterm_with_open_requests);
 	tcase_add_test(tc, test_streaming_bulk_load);
 	tcase_add_test(tc, test_changes_answered_at_once);
+	tcase_add_test(tc, test_query_auth_and_snapshot);
 	suite_add_tcase(s, tc);
 	return s;
 }
