@@ -528,8 +528,11 @@ enum cmd_status cmd_check(struct cmd_ctx *c, struct bf_filter *f, size_t n, cons
 	else
 		bf_filter_check_batch(f, n, keys, lens, out);
 	/* A "present" may owe it to a change not yet durable: then the reply waits for it. An
-	 * all-"absent" answer, or one about a filter whose changes are all durable, never waits. */
-	if (c->hooks.log && f->lsn > c->durable_lsn) {
+	 * all-"absent" answer, or one about a filter whose changes are all durable, never waits.
+	 * Nor does any while the log cannot write: the wait would end only in the log-failure
+	 * error, and reads are served from memory then, as Redis serves them under MISCONF (a
+	 * change that ran before the failure is in the log's buffer, written at the recovery). */
+	if (c->hooks.log && !c->log_failed && f->lsn > c->durable_lsn) {
 		for (size_t i = 0; i < n; i++) {
 			if (out[i] == 1) {
 				wait_for(c, f->lsn);

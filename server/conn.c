@@ -663,6 +663,10 @@ static int conn_process_text(struct srv_conn *c, const char *data, size_t len, s
 			c->text_skip = true;
 			continue;
 		}
+		if (linelen == 0) {
+			off += (size_t)n; /* a blank line: ignored, as RESP ignores it */
+			continue;
+		}
 		size_t start = c->out.len;
 
 		s->ctx.paging = NULL;
@@ -792,16 +796,34 @@ static void conn_on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
 	buf->len = c->in_cap - c->in_len;
 }
 
-/*
- * A connection's protocol, from its first bytes (DESIGN.md §4): '*' is RESP; a first line whose
- * first word is a Redis command blossomd has and the text protocol does not ("BF.ADD users u1",
- * as redis-cli --pipe sends plain lines; "DBSIZE" typed in telnet) is RESP, inline; anything
- * else is the text protocol. CONN_UNKNOWN while the first word may still be incomplete.
- */
-static enum conn_proto conn_detect(const char *data, size_t len)
+/* The blank lines ("\r\n", "\n") at the front of data[0, len): bytes to skip. */
+static size_t conn_blank_prefix(const char *data, size_t len)
 {
 	size_t n = 0;
 
+	while (n < len &&
+	       (data[n] == '\n' || (data[n] == '\r' && n + 1 < len && data[n + 1] == '\n')))
+		n++;
+	return n;
+}
+
+/*
+ * A connection's protocol, from its first bytes (DESIGN.md §4), past any blank lines (ignored,
+ * as Redis ignores them: a person in telnet presses Enter first): '*' is RESP; a first line
+ * whose first word is a Redis command blossomd has and the text protocol does not ("BF.ADD
+ * users u1", as redis-cli --pipe sends plain lines; "DBSIZE" typed in telnet) is RESP, inline;
+ * anything else is the text protocol. CONN_UNKNOWN while only blank lines came, or the first
+ * word may still be incomplete.
+ */
+static enum conn_proto conn_detect(const char *data, size_t len)
+{
+	size_t n = conn_blank_prefix(data, len);
+
+	data += n;
+	len -= n;
+	n = 0;
+	if (len == 0 || (len == 1 && data[0] == '\r'))
+		return CONN_UNKNOWN; /* no command yet ("\r": its '\n' is in the next read) */
 	if (data[0] == '*')
 		return CONN_RESP;
 	while (n < len && data[n] != ' ' && data[n] != '\t' && data[n] != '\r' && data[n] != '\n')
@@ -892,9 +914,11 @@ static void conn_feed(struct srv_conn *c, const char *data, size_t len, bool sha
 		c->slice_turn = s->turn;
 		c->slice_t0 = uv_hrtime();
 	}
-	if (c->proto == CONN_UNKNOWN)
-		rc = 0; /* the first word goes on in the next read: keep it all */
-	else if (c->proto == CONN_RESP)
+	if (c->proto == CONN_UNKNOWN) {
+		/* The first word goes on in the next read: keep it, drop the blank lines before. */
+		used = conn_blank_prefix(data, len);
+		rc = 0;
+	} else if (c->proto == CONN_RESP)
 		rc = conn_process_resp(c, data, len, &used, &done);
 	else
 		rc = conn_process_text(c, data, len, &used, &done);

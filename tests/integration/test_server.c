@@ -290,6 +290,44 @@ START_TEST(test_protocol_detection)
 }
 END_TEST
 
+/*
+ * Blank lines are ignored, as Redis ignores them (redis-cli --pipe ends with one; a person in
+ * telnet presses Enter first): before the protocol is known, also in reads of their own, and
+ * between text commands. Before, a connection that opened with one was taken as text and a
+ * RESP command after it got text errors; an empty text line got "Command not supported".
+ */
+START_TEST(test_blank_lines_ignored)
+{
+	int fd;
+
+	start(NULL, NULL);
+	fd = conn();
+	EXCHANGE(fd, "\r\n\n*1\r\n$4\r\nPING\r\n", "+PONG\r\n");
+	EXCHANGE(fd, "\r\n*3\r\n$6\r\nBF.ADD\r\n$1\r\nr\r\n$1\r\na\r\n", ":1\r\n");
+	close(fd);
+	/* Blank lines alone in a read: the protocol is still open, and nothing is answered. */
+	fd = conn();
+	ck_assert_int_eq(itest_send_str(fd, "\r\n\r\n\n"), 0);
+	ck_assert(itest_quiet(fd, 100));
+	EXCHANGE(fd, "*2\r\n$9\r\nBF.EXISTS\r\n$1\r\nr\r\n",
+		 "-ERR wrong number of arguments for 'bf.exists' command\r\n");
+	close(fd);
+	fd = conn();
+	ck_assert_int_eq(itest_send_str(fd, "\n"), 0);
+	ck_assert(itest_quiet(fd, 100));
+	EXCHANGE(fd, "BF.EXISTS r a\r\n\r\nBF.EXISTS r b\r\n", ":1\r\n:0\r\n");
+	close(fd);
+	/* Text: before the first command and between commands. */
+	fd = conn();
+	EXCHANGE(fd, "\r\n\ncreate t\n\n\r\nset t k\n\ncheck t k\r\n", "Done\nYes\nYes\n");
+	ck_assert_int_eq(itest_send_str(fd, "\n\n"), 0);
+	ck_assert(itest_quiet(fd, 100));
+	EXCHANGE(fd, "check t z\n", "No\n");
+	close(fd);
+	stop();
+}
+END_TEST
+
 /* Replies of a pipelined burst, in order. */
 static void build_text_burst(char **req, size_t *reqlen, char **rep_out, size_t *replen, int n)
 {
@@ -1398,6 +1436,7 @@ static Suite *server_suite(void)
 	tcase_add_test(proto, test_text_basic);
 	tcase_add_test(proto, test_resp_basic);
 	tcase_add_test(proto, test_protocol_detection);
+	tcase_add_test(proto, test_blank_lines_ignored);
 	tcase_add_test(proto, test_pipeline_text);
 	tcase_add_test(proto, test_pipeline_split);
 	tcase_add_test(proto, test_pipeline_resp);
