@@ -28,6 +28,7 @@
 #include "server/metrics.h"
 #include "server/prefault.h"
 #include "server/snapshot.h"
+#include "server/wal.h"
 #include "proto/buf.h"
 #include "proto/command.h"
 #include "proto/resp.h"
@@ -433,10 +434,24 @@ static void srv_created(void *arg, struct bf_filter *f)
 	srv_snap_created(s->snap, f);
 }
 
+/*
+ * Log first: a drop's, FLUSHALL's or RENAME's record (appended just before these hooks run) goes
+ * to the log file before a file is removed or a checkpoint holding the change is written. Else a
+ * SIGKILL between them left the files gone without the record: the packed filters of a FLUSHALL
+ * came back while the others were gone, and a checkpoint held an LSN the log never reached.
+ * While the log switches segments the record waits for the switch (rare).
+ */
+static void srv_log_first(struct srv *s)
+{
+	if (s->wal)
+		(void)wal_flush(s->wal);
+}
+
 static void srv_renamed(void *arg, struct bf_filter *f, const char *from, size_t from_len)
 {
 	struct srv *s = arg;
 
+	srv_log_first(s);
 	/* A failure is logged; the next cycle retries. */
 	(void)srv_snap_renamed(s->snap, f, from, from_len);
 }
@@ -469,6 +484,7 @@ static int srv_dropping(void *arg, struct bf_filter *f, bool remove_file)
 {
 	struct srv *s = arg;
 
+	srv_log_first(s);
 	return srv_snap_dropping(s->snap, f, remove_file);
 }
 
