@@ -532,9 +532,9 @@ static int replay_rename(struct bf_replay *rp, uint64_t lsn, struct bf_filter *f
 
 /*
  * A RENAME at lsn of f to name that f's checkpoint already holds (or of a filter gone since,
- * f NULL): it still dropped the filter that held the name then. One that holds it now with an older state (rebuilt from older records
- * of this log, or loaded from a file not yet removed) is that filter: dropped for good. 0 or
- * -ENOMEM.
+ * f NULL): it still dropped the filter that held the name then. One that holds it now with an older
+ * state (rebuilt from older records of this log, or loaded from a file not yet removed) is that
+ * filter: dropped for good. 0 or -ENOMEM.
  */
 static int replay_renamed_over(struct bf_replay *rp, uint64_t lsn, const struct bf_filter *f,
 			       const char *name, size_t len)
