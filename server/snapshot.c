@@ -1962,12 +1962,14 @@ int srv_snap_dropping(struct srv_snap *sn, struct bf_filter *f, bool remove_file
 		if (rc)
 			return rc;
 	}
-	bool packed = e->pack >= 0;
 	char file[BF_SNAPSHOT_NAME_MAX];
 	snap_file(e, file);
 	restart = snap_detach(sn, e);
 	e->f = NULL;
-	if (remove_file && (e->own_file || !packed))
+	/* Also when packed: a write of a file of its own may be in flight (one that grew past
+	 * snapshot_pack_bytes stays in its pack until that write is done), and would leave the
+	 * dropped filter to come back at the next start (snap_remove_file removes it then). */
+	if (remove_file)
 		snap_remove_file(sn, file, "filter dropped");
 	snap_release(e);
 	if (restart)
@@ -1978,12 +1980,11 @@ int srv_snap_dropping(struct srv_snap *sn, struct bf_filter *f, bool remove_file
 int srv_snap_renamed(struct srv_snap *sn, struct bf_filter *f, const char *from, size_t from_len)
 {
 	struct snap_entry *e, *n;
-	bool packed, restart;
+	bool restart;
 	int rc;
 
 	if (!f->params->persist || !(e = snap_find(sn, f)))
 		return 0;
-	packed = e->pack >= 0;
 	restart = snap_detach(sn, e);
 	e->f = NULL; /* what follows may settle jobs that hold e: it is gone */
 	/* The new name's file is written now, so that the old copy (its file or its pack entry,
@@ -1996,8 +1997,9 @@ int srv_snap_renamed(struct srv_snap *sn, struct bf_filter *f, const char *from,
 		rc = -ENOMEM;
 	}
 	/* Failed: the old copy stays (the log covers the rest, and a start loads the copy with
-	 * the higher generation); the filter is written at the next cycle. */
-	if (!rc && (e->own_file || !packed)) {
+	 * the higher generation); the filter is written at the next cycle. Written: the old
+	 * name's file goes, also when the filter was packed (a write of it may be in flight). */
+	if (!rc) {
 		char file[BF_SNAPSHOT_NAME_MAX];
 
 		bf_snapshot_filename(from, from_len, file);
