@@ -1672,11 +1672,15 @@ struct http_api_stream {
 	char name[BF_NAME_MAX];
 	size_t name_len;
 	bool ndjson, gzip, zinit, zdone, skipping;
+	/* waiting: its filter was paged out under it (cold_interval, a close) and is loading;
+	 * the batch is kept, and grows by what the connection's current piece of body holds,
+	 * until it is loaded. add_failed: the filter refused the keys (nothing more is added). */
+	bool waiting, add_failed;
 	z_stream z;
 	struct proto_buf line;	/* the line being read (bounded: see stream_line) */
 	struct proto_buf batch; /* the keys of the batch, back to back */
-	size_t nkeys;
-	size_t ends[STREAM_BATCH_KEYS];
+	size_t nkeys, ends_cap;
+	size_t *ends; /* where each key of the batch ends in it */
 	uint64_t added, present, wait_lsn;
 	enum cmd_status st; /* the first failure; CMD_OK while going on */
 	const char *why;    /* a failure of the body itself (bad ndjson, bad gzip) */
@@ -1712,6 +1716,7 @@ void http_api_stream_free(struct http_api_stream *st)
 		inflateEnd(&st->z);
 	proto_buf_free(&st->line);
 	proto_buf_free(&st->batch);
+	free(st->ends);
 	free(st);
 }
 
@@ -1756,6 +1761,14 @@ int http_api_stream_begin(struct http_api *api, const struct http_api_request *r
 		return 1;
 	}
 	st = calloc(1, sizeof(*st));
+	if (st) {
+		st->ends_cap = STREAM_BATCH_KEYS;
+		st->ends = malloc(st->ends_cap * sizeof(*st->ends));
+		if (!st->ends) {
+			free(st);
+			st = NULL;
+		}
+	}
 	if (!st) {
 		resp_oom(resp);
 		finish(api, resp, route);
@@ -1770,6 +1783,7 @@ int http_api_stream_begin(struct http_api *api, const struct http_api_request *r
 	if (st->gzip) {
 		/* 16 + MAX_WBITS: a gzip stream (header and trailer checked by zlib). */
 		if (inflateInit2(&st->z, 16 + MAX_WBITS) != Z_OK) {
+			free(st->ends);
 			free(st);
 			resp_oom(resp);
 			finish(api, resp, route);
@@ -1781,18 +1795,48 @@ int http_api_stream_begin(struct http_api *api, const struct http_api_request *r
 	return 0;
 }
 
-/* Add the batch's keys. */
+/* The filter refused the batch (status): nothing more is added. */
+static void stream_refused(struct http_api_stream *st, enum cmd_status status)
+{
+	st->add_failed = true;
+	if (st->st == CMD_OK && !st->why)
+		st->st = status;
+}
+
+/*
+ * Add the batch's keys. Its filter paged out under the stream (cold_interval, or a close from
+ * another client) is paged in first, as any command's is: the batch is kept (st->waiting,
+ * cmd->paging set) and added by the call after the load.
+ */
 static void stream_flush(struct http_api *api, struct http_api_stream *st)
 {
 	struct cmd_ctx *c = api->cmd;
 	struct cmd_session *s = &api->sess;
 	struct bf_filter *f;
+	enum cmd_status rc;
 	size_t done = 0, start = 0;
 
-	if (!st->nkeys || st->st != CMD_OK)
+	st->waiting = false;
+	if (!st->nkeys || st->add_failed)
 		goto out;
+	f = cmd_lookup(c, st->name, st->name_len);
+	if (!f) {
+		stream_refused(st, CMD_NOT_FOUND);
+		goto out;
+	}
+	if (f->paged) {
+		rc = cmd_ready(c, st->name, st->name_len);
+		if (rc != CMD_OK) {
+			stream_refused(st, rc); /* its load failed (logged by the load) */
+			goto out;
+		}
+		if (c->paging) {
+			st->waiting = true;
+			return;
+		}
+	}
 	if (cmd_session_reserve(s, st->nkeys)) {
-		st->st = CMD_NO_MEMORY;
+		stream_refused(st, CMD_NO_MEMORY);
 		goto out;
 	}
 	for (size_t i = 0; i < st->nkeys; i++) {
@@ -1800,13 +1844,10 @@ static void stream_flush(struct http_api *api, struct http_api_stream *st)
 		s->lens[i] = st->ends[i] - start;
 		start = st->ends[i];
 	}
-	f = cmd_lookup(c, st->name, st->name_len);
-	if (!f) {
-		st->st = CMD_NOT_FOUND;
-		goto out;
-	}
 	c->wait_lsn = 0;
-	st->st = cmd_add(c, f, st->nkeys, s->keys, s->lens, s->results, &done);
+	rc = cmd_add(c, f, st->nkeys, s->keys, s->lens, s->results, &done);
+	if (rc != CMD_OK)
+		stream_refused(st, rc);
 	if (c->wait_lsn > st->wait_lsn)
 		st->wait_lsn = c->wait_lsn;
 	for (size_t i = 0; i < done; i++) {
@@ -1892,12 +1933,20 @@ static void stream_line(struct http_api *api, struct http_api_stream *st, const 
 		proto_buf_append(&st->batch, j->valuestring, kl);
 		cJSON_Delete(j);
 	}
-	if (st->batch.failed) {
-		st->st = CMD_NO_MEMORY;
+	if (!st->batch.failed && st->nkeys == st->ends_cap) {
+		size_t *e = realloc(st->ends, 2 * st->ends_cap * sizeof(*e));
+
+		if (e) {
+			st->ends = e;
+			st->ends_cap *= 2;
+		}
+	}
+	if (st->batch.failed || st->nkeys == st->ends_cap) {
+		stream_refused(st, CMD_NO_MEMORY); /* the batch is lost: none of it is added */
 		return;
 	}
 	st->ends[st->nkeys++] = st->batch.len;
-	if (st->nkeys == STREAM_BATCH_KEYS || st->batch.len >= STREAM_BATCH_BYTES)
+	if (!st->waiting && (st->nkeys >= STREAM_BATCH_KEYS || st->batch.len >= STREAM_BATCH_BYTES))
 		stream_flush(api, st);
 }
 
@@ -1942,6 +1991,9 @@ void http_api_stream_feed(struct http_api *api, struct http_api_stream *st, cons
 {
 	unsigned char out[64 * 1024];
 
+	api->cmd->paging = NULL;
+	if (st->waiting)
+		stream_flush(api, st); /* its filter is loaded now (or loading again) */
 	if (!st->gzip) {
 		stream_bytes(api, st, data, n);
 		return;
@@ -1973,16 +2025,19 @@ void http_api_stream_feed(struct http_api *api, struct http_api_stream *st, cons
 	}
 }
 
-void http_api_stream_end(struct http_api *api, struct http_api_stream *st,
-			 struct http_api_response *resp)
+int http_api_stream_end(struct http_api *api, struct http_api_stream *st,
+			struct http_api_response *resp)
 {
 	struct cmd_ctx *c = api->cmd;
 
+	c->paging = NULL;
 	if (st->line.len && !st->skipping) {
 		stream_line(api, st, st->line.data, st->line.len);
 		proto_buf_reset(&st->line);
 	}
 	stream_flush(api, st);
+	if (st->waiting)
+		return 1; /* its filter is loading: called again once it is loaded */
 	resp_reset(resp);
 	if (st->gzip && !st->why && !st->zdone)
 		stream_fail(api, st, CMD_OK, "the gzip body ends before its end");
@@ -2006,4 +2061,5 @@ void http_api_stream_end(struct http_api *api, struct http_api_stream *st,
 	c->wait_lsn = st->wait_lsn;
 	finish(api, resp, HTTP_ROUTE_ADD);
 	http_api_stream_free(st);
+	return 0;
 }

@@ -214,13 +214,20 @@ bool http_api_stream_wanted(const struct http_api_request *req);
  */
 int http_api_stream_begin(struct http_api *api, const struct http_api_request *req,
 			  struct http_api_response *resp, struct http_api_stream **out);
-/* n more bytes of body. */
+/*
+ * n more bytes of body, all taken. With cmd->paging set after it, the filter was paged out
+ * under the stream (cold_interval, or a close) and is loading: read no more of the body until
+ * it is loaded (the keys taken meanwhile wait in st), then go on feeding.
+ */
 void http_api_stream_feed(struct http_api *api, struct http_api_stream *st, const char *data,
 			  size_t n);
-/* The body has ended: the answer into resp, counted as a request; cmd->wait_lsn is what it
- * must wait for. Then free st. */
-void http_api_stream_end(struct http_api *api, struct http_api_stream *st,
-			 struct http_api_response *resp);
+/*
+ * The body has ended: 0, the answer in resp, counted as a request (cmd->wait_lsn is what it
+ * must wait for), and st freed; or 1 with cmd->paging set: its filter is loading, call again
+ * once it is loaded.
+ */
+int http_api_stream_end(struct http_api *api, struct http_api_stream *st,
+			struct http_api_response *resp);
 void http_api_stream_free(struct http_api_stream *st);
 
 /*

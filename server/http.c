@@ -860,6 +860,9 @@ static enum MHD_Result http_on_request(void *cls, struct MHD_Connection *conn, c
 		c->body_bytes += n;
 		if (c->stream) {
 			http_api_stream_feed(&h->api, c->stream, upload_data, n);
+			/* Its filter was paged out under it: the rest of the body waits for it. */
+			if (h->cmd->paging)
+				return http_suspend_paging(h, conn, c);
 			return MHD_YES;
 		}
 		if (c->too_large || c->no_memory)
@@ -882,7 +885,9 @@ static enum MHD_Result http_on_request(void *cls, struct MHD_Connection *conn, c
 	c->out_mark = c->bytes_out;
 	c->responding = true;
 	if (c->stream) {
-		http_api_stream_end(&h->api, c->stream, &h->resp);
+		/* Its filter is loading: called again (here) once it is loaded. */
+		if (http_api_stream_end(&h->api, c->stream, &h->resp))
+			return http_suspend_paging(h, conn, c);
 		c->stream = NULL;
 		return http_reply(h, conn, c);
 	}
