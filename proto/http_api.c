@@ -1684,6 +1684,10 @@ struct http_api_stream {
 	uint64_t added, present, wait_lsn;
 	enum cmd_status st; /* the first failure; CMD_OK while going on */
 	const char *why;    /* a failure of the body itself (bad ndjson, bad gzip) */
+	/* gzip: bytes decoded, compressed bytes received, and those of them the last feed
+	 * did not take (given again first). */
+	uint64_t decoded, received;
+	size_t left;
 	uint64_t lineno;
 };
 
@@ -1986,29 +1990,49 @@ static void stream_bytes(struct http_api *api, struct http_api_stream *st, const
 	}
 }
 
-void http_api_stream_feed(struct http_api *api, struct http_api_stream *st, const char *data,
-			  size_t n)
+static const char gzip_too_many_bytes[] = "max_gzip_bytes";
+static const char gzip_too_high_ratio[] = "max_gzip_ratio";
+
+/* Whether n more decoded bytes pass a bound: refused then (413 at the end, the keys before it
+ * added). */
+static bool stream_gzip_past(struct http_api *api, struct http_api_stream *st, size_t n)
+{
+	uint64_t x = st->decoded + n, ratio = api->gzip_max_ratio;
+
+	if (api->gzip_max_bytes && x > api->gzip_max_bytes) {
+		stream_fail(api, st, CMD_OK, gzip_too_many_bytes);
+		return true;
+	}
+	/* x > ratio * received, without overflow. */
+	if (ratio && x && (x - 1) / ratio >= st->received) {
+		stream_fail(api, st, CMD_OK, gzip_too_high_ratio);
+		return true;
+	}
+	st->decoded = x;
+	return false;
+}
+
+/* Inflate what data holds, at most HTTP_API_STREAM_SLICE decoded bytes: the bytes taken. */
+static size_t stream_inflate(struct http_api *api, struct http_api_stream *st, const char *data,
+			     size_t n)
 {
 	unsigned char out[64 * 1024];
+	size_t sliced = 0;
 
-	api->cmd->paging = NULL;
-	if (st->waiting)
-		stream_flush(api, st); /* its filter is loaded now (or loading again) */
-	if (!st->gzip) {
-		stream_bytes(api, st, data, n);
-		return;
-	}
-	if (st->why)
-		return;
 	st->z.next_in = (unsigned char *)(uintptr_t)data;
 	st->z.avail_in = (uInt)n;
-	while (st->z.avail_in) {
+	while (sliced < HTTP_API_STREAM_SLICE && !st->why) {
+		size_t got;
 		int rc;
 
 		st->z.next_out = out;
 		st->z.avail_out = sizeof(out);
 		rc = inflate(&st->z, Z_NO_FLUSH);
-		stream_bytes(api, st, (const char *)out, sizeof(out) - st->z.avail_out);
+		got = sizeof(out) - st->z.avail_out;
+		sliced += got;
+		if (stream_gzip_past(api, st, got))
+			break;
+		stream_bytes(api, st, (const char *)out, got);
 		st->zdone = rc == Z_STREAM_END;
 		if (rc == Z_STREAM_END) {
 			/* Concatenated gzip members (as gzip -c a b makes) go on. */
@@ -2018,11 +2042,35 @@ void http_api_stream_feed(struct http_api *api, struct http_api_stream *st, cons
 		}
 		if (rc != Z_OK && rc != Z_BUF_ERROR) {
 			stream_fail(api, st, CMD_OK, "the body is not valid gzip");
-			return;
+			break;
 		}
-		if (rc == Z_BUF_ERROR && st->z.avail_out)
+		/* All input taken and no output room asked for: the next piece goes on. */
+		if (!st->z.avail_in && st->z.avail_out)
 			break;
 	}
+	/* A refused body is read to its end and dropped. */
+	return st->why ? n : n - st->z.avail_in;
+}
+
+size_t http_api_stream_feed(struct http_api *api, struct http_api_stream *st, const char *data,
+			    size_t n)
+{
+	size_t took;
+
+	api->cmd->paging = NULL;
+	if (st->waiting)
+		stream_flush(api, st); /* its filter is loaded now (or loading again) */
+	if (!st->gzip) {
+		stream_bytes(api, st, data, n);
+		return n;
+	}
+	if (st->why)
+		return n;
+	/* data begins with the st->left bytes the last call did not take. */
+	st->received += n - st->left;
+	took = stream_inflate(api, st, data, n);
+	st->left = n - took;
+	return took;
 }
 
 int http_api_stream_end(struct http_api *api, struct http_api_stream *st,
@@ -2031,6 +2079,14 @@ int http_api_stream_end(struct http_api *api, struct http_api_stream *st,
 	struct cmd_ctx *c = api->cmd;
 
 	c->paging = NULL;
+	/* What zlib still holds of the input taken (a few bytes' worth at most). */
+	while (st->gzip && !st->why && !st->zdone && !st->waiting) {
+		uint64_t before = st->decoded;
+
+		stream_inflate(api, st, "", 0);
+		if (st->decoded == before)
+			break;
+	}
 	if (st->line.len && !st->skipping) {
 		stream_line(api, st, st->line.data, st->line.len);
 		proto_buf_reset(&st->line);
@@ -2042,7 +2098,20 @@ int http_api_stream_end(struct http_api *api, struct http_api_stream *st,
 	if (st->gzip && !st->why && !st->zdone)
 		stream_fail(api, st, CMD_OK, "the gzip body ends before its end");
 	/* Whatever stopped it, the keys before it stay added: the detail says how many. */
-	if (st->why) {
+	if (st->why == gzip_too_many_bytes) {
+		problem(
+		    resp, P_TOO_LARGE,
+		    "the gzip body decodes to more than max_gzip_bytes (%llu); added before it: "
+		    "%llu, present: %llu",
+		    (unsigned long long)api->gzip_max_bytes, (unsigned long long)st->added,
+		    (unsigned long long)st->present);
+	} else if (st->why == gzip_too_high_ratio) {
+		problem(resp, P_TOO_LARGE,
+			"the gzip body decodes to more than max_gzip_ratio (%llu) times the bytes "
+			"received; added before it: %llu, present: %llu",
+			(unsigned long long)api->gzip_max_ratio, (unsigned long long)st->added,
+			(unsigned long long)st->present);
+	} else if (st->why) {
 		problem(resp, P_BAD_REQUEST, "%s (line %llu); added before it: %llu, present: %llu",
 			st->why, (unsigned long long)st->lineno, (unsigned long long)st->added,
 			(unsigned long long)st->present);

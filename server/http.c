@@ -60,6 +60,9 @@ struct http_conn {
 	uint64_t wait_lsn;
 	bool waiting, resumed;
 	bool paging; /* suspended in h->paging (wait_link) until its filter is loaded */
+	/* A streamed gzip body inflated a slice: suspended in h->slicing (wait_link) until the
+	 * next loop turn, when the rest of its piece is given again (http_resume_slicing). */
+	bool slicing;
 	bool repeat; /* its request is answered again on the next call (it was paging) */
 	LIST_ENTRY(http_conn) wait_link;
 	struct MHD_Connection *mhd;
@@ -109,6 +112,7 @@ struct http_server {
 	LIST_HEAD(, http_conn) conns;
 	LIST_HEAD(, http_conn) waiting; /* suspended until the log has their changes */
 	LIST_HEAD(, http_conn) paging;	/* suspended until a paged-out filter is loaded */
+	LIST_HEAD(, http_conn) slicing; /* suspended until the next loop turn (a gzip slice) */
 	struct metrics_conns stats;	/* bytes_in/out: of closed connections only */
 	uint64_t warned_at;
 	bool warned;
@@ -187,7 +191,7 @@ static void http_on_connection(void *cls, struct MHD_Connection *conn, void **so
 	h->stats.bytes_in += c->bytes_in;
 	h->stats.bytes_out += c->bytes_out;
 	LIST_REMOVE(c, link);
-	if (c->waiting || c->paging)
+	if (c->waiting || c->paging || c->slicing)
 		LIST_REMOVE(c, wait_link);
 	if (c->held)
 		MHD_destroy_response(c->held);
@@ -500,6 +504,8 @@ static enum MHD_Result http_stream_start(struct http_server *h, struct MHD_Conne
 	struct http_api_request req = http_request(conn, url, method);
 
 	h->api.token = h->cmd->token;
+	h->api.gzip_max_bytes = h->cfg->max_gzip_bytes;
+	h->api.gzip_max_ratio = h->cfg->max_gzip_ratio;
 	c->stream_begin = false;
 	if (http_api_stream_begin(&h->api, &req, &h->resp, &c->stream) == 0)
 		return MHD_YES;
@@ -859,10 +865,20 @@ static enum MHD_Result http_on_request(void *cls, struct MHD_Connection *conn, c
 		*upload_data_size = 0;
 		c->body_bytes += n;
 		if (c->stream) {
-			http_api_stream_feed(&h->api, c->stream, upload_data, n);
+			size_t took = http_api_stream_feed(&h->api, c->stream, upload_data, n);
+
+			/* What it did not take, libmicrohttpd keeps and gives again first. */
+			*upload_data_size = n - took;
 			/* Its filter was paged out under it: the rest of the body waits for it. */
 			if (h->cmd->paging)
 				return http_suspend_paging(h, conn, c);
+			/* A gzip slice done: the rest of the piece on the next loop turn, other
+			 * clients served meanwhile. */
+			if (took < n) {
+				c->slicing = true;
+				LIST_INSERT_HEAD(&h->slicing, c, wait_link);
+				MHD_suspend_connection(conn);
+			}
 			return MHD_YES;
 		}
 		if (c->too_large || c->no_memory)
@@ -958,11 +974,27 @@ static void http_run(struct http_listener *l)
 {
 	struct http_server *h = l->srv;
 	MHD_UNSIGNED_LONG_LONG ms;
+	struct http_conn *c;
 	bool timeout;
 
+	/* The streams that inflated a slice on an earlier turn take their next one now. */
+	while ((c = LIST_FIRST(&h->slicing))) {
+		LIST_REMOVE(c, wait_link);
+		c->slicing = false;
+		MHD_resume_connection(c->mhd);
+	}
 	h->closed = false;
 	MHD_run(l->mhd);
 	timeout = MHD_get_timeout(l->mhd, &ms) == MHD_YES;
+	if (!LIST_EMPTY(&h->slicing)) {
+		/* Every daemon runs on the next turn: one of them holds each resumed stream. */
+		for (size_t i = 0; i < h->nls; i++)
+			if (h->ls[i].handles) {
+				uv_timer_stop(&h->ls[i].timer);
+				uv_idle_start(&h->ls[i].idle, http_on_idle);
+			}
+		return;
+	}
 	if (h->closed || (timeout && ms == 0)) {
 		uv_timer_stop(&l->timer);
 		uv_idle_start(&l->idle, http_on_idle);
@@ -1124,6 +1156,12 @@ void http_server_stop(struct http_server *h)
 		LIST_REMOVE(c, wait_link);
 		c->paging = false;
 		c->repeat = false;
+		MHD_resume_connection(c->mhd);
+	}
+	while (!LIST_EMPTY(&h->slicing)) {
+		struct http_conn *c = LIST_FIRST(&h->slicing);
+		LIST_REMOVE(c, wait_link);
+		c->slicing = false;
 		MHD_resume_connection(c->mhd);
 	}
 	for (size_t i = 0; i < h->nls; i++) {
