@@ -61,8 +61,9 @@ struct http_conn {
 	bool waiting, resumed;
 	bool paging; /* suspended in h->paging (wait_link) until its filter is loaded */
 	/* A streamed gzip body inflated a slice: suspended in h->slicing (wait_link) until the
-	 * next loop turn, when the rest of its piece is given again (http_resume_slicing). */
+	 * next loop turn, when the rest of its piece is given again (http_run). */
 	bool slicing;
+	bool fed;    /* its stream took body bytes since the last sweep: not stalled */
 	bool repeat; /* its request is answered again on the next call (it was paging) */
 	LIST_ENTRY(http_conn) wait_link;
 	struct MHD_Connection *mhd;
@@ -869,6 +870,7 @@ static enum MHD_Result http_on_request(void *cls, struct MHD_Connection *conn, c
 
 			/* What it did not take, libmicrohttpd keeps and gives again first. */
 			*upload_data_size = n - took;
+			c->fed = true;
 			/* Its filter was paged out under it: the rest of the body waits for it. */
 			if (h->cmd->paging)
 				return http_suspend_paging(h, conn, c);
@@ -1088,7 +1090,12 @@ static void http_on_sweep(uv_timer_t *t)
 		if (c->cut)
 			continue;
 		tcp_ok = http_conn_tcp(c);
-		if (spinning && http_conn_stalled(c, tcp_ok)) {
+		/* A stream inflating its gzip a slice a turn reads its socket only as its buffer
+		 * empties, which under a slow decode can take seconds: it is not stalled. */
+		if (c->fed) {
+			c->fed = false;
+			c->stalled = false;
+		} else if (spinning && http_conn_stalled(c, tcp_ok)) {
 			srv_log(SRV_LOG_INFO,
 				"http: a request libmicrohttpd does not read further "
 				"(a line longer than its buffer?); closing the connection");
