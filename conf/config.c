@@ -73,6 +73,8 @@ static const struct conf_key conf_keys[] = {
     {"max_args", CONF_UINT, CONF_FIELD(max_args), 1, UINT32_MAX, NULL},
     {"max_key_bytes", CONF_SIZE, CONF_FIELD(max_key_bytes), 1, UINT32_MAX, NULL},
     {"max_body_bytes", CONF_SIZE, CONF_FIELD(max_body_bytes), 1, UINT64_MAX, NULL},
+    {"max_gzip_bytes", CONF_SIZE, CONF_FIELD(max_gzip_bytes), 1, UINT64_MAX, NULL},
+    {"max_gzip_ratio", CONF_UINT, CONF_FIELD(max_gzip_ratio), 1, UINT32_MAX, NULL},
     {"max_connections", CONF_UINT, CONF_FIELD(max_connections), 1, UINT32_MAX, NULL},
     {"idle_timeout", CONF_UINT, CONF_FIELD(idle_timeout), 0, UINT32_MAX, NULL},
     {"request_timeout", CONF_UINT, CONF_FIELD(request_timeout), 0, UINT32_MAX, NULL},
@@ -133,6 +135,8 @@ void conf_defaults(struct config *c)
 	c->max_args = 1048576;
 	c->max_key_bytes = UINT32_C(64) << 10;
 	c->max_body_bytes = UINT64_C(16) << 20;
+	c->max_gzip_bytes = UINT64_C(64) << 30;
+	c->max_gzip_ratio = 100;
 	c->max_connections = 10000;
 	c->idle_timeout = 300;
 	c->request_timeout = 30;

@@ -52,6 +52,8 @@ struct config {
 	uint32_t max_args;		/* arguments per command (RESP and text), default 1048576 */
 	uint32_t max_key_bytes;	    /* default 64 KiB, <= max_line_bytes and <= max_bulk_bytes */
 	uint64_t max_body_bytes;    /* HTTP request body, default 16 MiB */
+	uint64_t max_gzip_bytes;    /* a gzip'd streamed add decodes to, default 64 GiB */
+	uint32_t max_gzip_ratio;    /* its decoded per compressed byte, default 100 */
 	uint32_t max_connections;   /* default 10000 */
 	uint32_t idle_timeout;	    /* seconds, default 300; 0 = none */
 	uint32_t request_timeout;   /* seconds a partial command/request may take, default 30;
@@ -117,7 +119,8 @@ int conf_validate(const struct config *c, char *err, size_t errlen);
  *   counts, ports, seconds   decimal digits only ("0".."N"; no sign, spaces or "0x")
  *   byte sizes               decimal digits with an optional suffix k/K, m/M, g/G (x1024^n):
  *                            max_memory, max_line_bytes, max_bulk_bytes, max_key_bytes,
- *                            max_body_bytes, max_output_bytes, max_client_memory
+ *                            max_body_bytes, max_gzip_bytes, max_output_bytes,
+ *                            max_client_memory
  *   default_error_rate       a decimal number, 0 < p < 1 ("0.01", "1e-3")
  *   log_level                emerg alert crit err error warning notice info debug
  *                            (any case) or one digit 0-7

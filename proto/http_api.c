@@ -1672,14 +1672,22 @@ struct http_api_stream {
 	char name[BF_NAME_MAX];
 	size_t name_len;
 	bool ndjson, gzip, zinit, zdone, skipping;
+	/* waiting: its filter was paged out under it (cold_interval, a close) and is loading;
+	 * the batch is kept, and grows by what the connection's current piece of body holds,
+	 * until it is loaded. add_failed: the filter refused the keys (nothing more is added). */
+	bool waiting, add_failed;
 	z_stream z;
 	struct proto_buf line;	/* the line being read (bounded: see stream_line) */
 	struct proto_buf batch; /* the keys of the batch, back to back */
-	size_t nkeys;
-	size_t ends[STREAM_BATCH_KEYS];
+	size_t nkeys, ends_cap;
+	size_t *ends; /* where each key of the batch ends in it */
 	uint64_t added, present, wait_lsn;
 	enum cmd_status st; /* the first failure; CMD_OK while going on */
 	const char *why;    /* a failure of the body itself (bad ndjson, bad gzip) */
+	/* gzip: bytes decoded, compressed bytes received, and those of them the last feed
+	 * did not take (given again first). */
+	uint64_t decoded, received;
+	size_t left;
 	uint64_t lineno;
 };
 
@@ -1712,6 +1720,7 @@ void http_api_stream_free(struct http_api_stream *st)
 		inflateEnd(&st->z);
 	proto_buf_free(&st->line);
 	proto_buf_free(&st->batch);
+	free(st->ends);
 	free(st);
 }
 
@@ -1756,6 +1765,14 @@ int http_api_stream_begin(struct http_api *api, const struct http_api_request *r
 		return 1;
 	}
 	st = calloc(1, sizeof(*st));
+	if (st) {
+		st->ends_cap = STREAM_BATCH_KEYS;
+		st->ends = malloc(st->ends_cap * sizeof(*st->ends));
+		if (!st->ends) {
+			free(st);
+			st = NULL;
+		}
+	}
 	if (!st) {
 		resp_oom(resp);
 		finish(api, resp, route);
@@ -1770,6 +1787,7 @@ int http_api_stream_begin(struct http_api *api, const struct http_api_request *r
 	if (st->gzip) {
 		/* 16 + MAX_WBITS: a gzip stream (header and trailer checked by zlib). */
 		if (inflateInit2(&st->z, 16 + MAX_WBITS) != Z_OK) {
+			free(st->ends);
 			free(st);
 			resp_oom(resp);
 			finish(api, resp, route);
@@ -1781,18 +1799,48 @@ int http_api_stream_begin(struct http_api *api, const struct http_api_request *r
 	return 0;
 }
 
-/* Add the batch's keys. */
+/* The filter refused the batch (status): nothing more is added. */
+static void stream_refused(struct http_api_stream *st, enum cmd_status status)
+{
+	st->add_failed = true;
+	if (st->st == CMD_OK && !st->why)
+		st->st = status;
+}
+
+/*
+ * Add the batch's keys. Its filter paged out under the stream (cold_interval, or a close from
+ * another client) is paged in first, as any command's is: the batch is kept (st->waiting,
+ * cmd->paging set) and added by the call after the load.
+ */
 static void stream_flush(struct http_api *api, struct http_api_stream *st)
 {
 	struct cmd_ctx *c = api->cmd;
 	struct cmd_session *s = &api->sess;
 	struct bf_filter *f;
+	enum cmd_status rc;
 	size_t done = 0, start = 0;
 
-	if (!st->nkeys || st->st != CMD_OK)
+	st->waiting = false;
+	if (!st->nkeys || st->add_failed)
 		goto out;
+	f = cmd_lookup(c, st->name, st->name_len);
+	if (!f) {
+		stream_refused(st, CMD_NOT_FOUND);
+		goto out;
+	}
+	if (f->paged) {
+		rc = cmd_ready(c, st->name, st->name_len);
+		if (rc != CMD_OK) {
+			stream_refused(st, rc); /* its load failed (logged by the load) */
+			goto out;
+		}
+		if (c->paging) {
+			st->waiting = true;
+			return;
+		}
+	}
 	if (cmd_session_reserve(s, st->nkeys)) {
-		st->st = CMD_NO_MEMORY;
+		stream_refused(st, CMD_NO_MEMORY);
 		goto out;
 	}
 	for (size_t i = 0; i < st->nkeys; i++) {
@@ -1800,13 +1848,10 @@ static void stream_flush(struct http_api *api, struct http_api_stream *st)
 		s->lens[i] = st->ends[i] - start;
 		start = st->ends[i];
 	}
-	f = cmd_lookup(c, st->name, st->name_len);
-	if (!f) {
-		st->st = CMD_NOT_FOUND;
-		goto out;
-	}
 	c->wait_lsn = 0;
-	st->st = cmd_add(c, f, st->nkeys, s->keys, s->lens, s->results, &done);
+	rc = cmd_add(c, f, st->nkeys, s->keys, s->lens, s->results, &done);
+	if (rc != CMD_OK)
+		stream_refused(st, rc);
 	if (c->wait_lsn > st->wait_lsn)
 		st->wait_lsn = c->wait_lsn;
 	for (size_t i = 0; i < done; i++) {
@@ -1892,12 +1937,20 @@ static void stream_line(struct http_api *api, struct http_api_stream *st, const 
 		proto_buf_append(&st->batch, j->valuestring, kl);
 		cJSON_Delete(j);
 	}
-	if (st->batch.failed) {
-		st->st = CMD_NO_MEMORY;
+	if (!st->batch.failed && st->nkeys == st->ends_cap) {
+		size_t *e = realloc(st->ends, 2 * st->ends_cap * sizeof(*e));
+
+		if (e) {
+			st->ends = e;
+			st->ends_cap *= 2;
+		}
+	}
+	if (st->batch.failed || st->nkeys == st->ends_cap) {
+		stream_refused(st, CMD_NO_MEMORY); /* the batch is lost: none of it is added */
 		return;
 	}
 	st->ends[st->nkeys++] = st->batch.len;
-	if (st->nkeys == STREAM_BATCH_KEYS || st->batch.len >= STREAM_BATCH_BYTES)
+	if (!st->waiting && (st->nkeys >= STREAM_BATCH_KEYS || st->batch.len >= STREAM_BATCH_BYTES))
 		stream_flush(api, st);
 }
 
@@ -1937,26 +1990,49 @@ static void stream_bytes(struct http_api *api, struct http_api_stream *st, const
 	}
 }
 
-void http_api_stream_feed(struct http_api *api, struct http_api_stream *st, const char *data,
-			  size_t n)
+static const char gzip_too_many_bytes[] = "max_gzip_bytes";
+static const char gzip_too_high_ratio[] = "max_gzip_ratio";
+
+/* Whether n more decoded bytes pass a bound: refused then (413 at the end, the keys before it
+ * added). */
+static bool stream_gzip_past(struct http_api *api, struct http_api_stream *st, size_t n)
+{
+	uint64_t x = st->decoded + n, ratio = api->gzip_max_ratio;
+
+	if (api->gzip_max_bytes && x > api->gzip_max_bytes) {
+		stream_fail(api, st, CMD_OK, gzip_too_many_bytes);
+		return true;
+	}
+	/* x > ratio * received, without overflow. */
+	if (ratio && x && (x - 1) / ratio >= st->received) {
+		stream_fail(api, st, CMD_OK, gzip_too_high_ratio);
+		return true;
+	}
+	st->decoded = x;
+	return false;
+}
+
+/* Inflate what data holds, at most HTTP_API_STREAM_SLICE decoded bytes: the bytes taken. */
+static size_t stream_inflate(struct http_api *api, struct http_api_stream *st, const char *data,
+			     size_t n)
 {
 	unsigned char out[64 * 1024];
+	size_t sliced = 0;
 
-	if (!st->gzip) {
-		stream_bytes(api, st, data, n);
-		return;
-	}
-	if (st->why)
-		return;
 	st->z.next_in = (unsigned char *)(uintptr_t)data;
 	st->z.avail_in = (uInt)n;
-	while (st->z.avail_in) {
+	while (sliced < HTTP_API_STREAM_SLICE && !st->why) {
+		size_t got;
 		int rc;
 
 		st->z.next_out = out;
 		st->z.avail_out = sizeof(out);
 		rc = inflate(&st->z, Z_NO_FLUSH);
-		stream_bytes(api, st, (const char *)out, sizeof(out) - st->z.avail_out);
+		got = sizeof(out) - st->z.avail_out;
+		sliced += got;
+		if (stream_gzip_past(api, st, got))
+			break;
+		stream_bytes(api, st, (const char *)out, got);
 		st->zdone = rc == Z_STREAM_END;
 		if (rc == Z_STREAM_END) {
 			/* Concatenated gzip members (as gzip -c a b makes) go on. */
@@ -1966,28 +2042,76 @@ void http_api_stream_feed(struct http_api *api, struct http_api_stream *st, cons
 		}
 		if (rc != Z_OK && rc != Z_BUF_ERROR) {
 			stream_fail(api, st, CMD_OK, "the body is not valid gzip");
-			return;
+			break;
 		}
-		if (rc == Z_BUF_ERROR && st->z.avail_out)
+		/* All input taken and no output room asked for: the next piece goes on. */
+		if (!st->z.avail_in && st->z.avail_out)
 			break;
 	}
+	/* A refused body is read to its end and dropped. */
+	return st->why ? n : n - st->z.avail_in;
 }
 
-void http_api_stream_end(struct http_api *api, struct http_api_stream *st,
-			 struct http_api_response *resp)
+size_t http_api_stream_feed(struct http_api *api, struct http_api_stream *st, const char *data,
+			    size_t n)
+{
+	size_t took;
+
+	api->cmd->paging = NULL;
+	if (st->waiting)
+		stream_flush(api, st); /* its filter is loaded now (or loading again) */
+	if (!st->gzip) {
+		stream_bytes(api, st, data, n);
+		return n;
+	}
+	if (st->why)
+		return n;
+	/* data begins with the st->left bytes the last call did not take. */
+	st->received += n - st->left;
+	took = stream_inflate(api, st, data, n);
+	st->left = n - took;
+	return took;
+}
+
+int http_api_stream_end(struct http_api *api, struct http_api_stream *st,
+			struct http_api_response *resp)
 {
 	struct cmd_ctx *c = api->cmd;
 
+	c->paging = NULL;
+	/* What zlib still holds of the input taken (a few bytes' worth at most). */
+	while (st->gzip && !st->why && !st->zdone && !st->waiting) {
+		uint64_t before = st->decoded;
+
+		stream_inflate(api, st, "", 0);
+		if (st->decoded == before)
+			break;
+	}
 	if (st->line.len && !st->skipping) {
 		stream_line(api, st, st->line.data, st->line.len);
 		proto_buf_reset(&st->line);
 	}
 	stream_flush(api, st);
+	if (st->waiting)
+		return 1; /* its filter is loading: called again once it is loaded */
 	resp_reset(resp);
 	if (st->gzip && !st->why && !st->zdone)
 		stream_fail(api, st, CMD_OK, "the gzip body ends before its end");
 	/* Whatever stopped it, the keys before it stay added: the detail says how many. */
-	if (st->why) {
+	if (st->why == gzip_too_many_bytes) {
+		problem(
+		    resp, P_TOO_LARGE,
+		    "the gzip body decodes to more than max_gzip_bytes (%llu); added before it: "
+		    "%llu, present: %llu",
+		    (unsigned long long)api->gzip_max_bytes, (unsigned long long)st->added,
+		    (unsigned long long)st->present);
+	} else if (st->why == gzip_too_high_ratio) {
+		problem(resp, P_TOO_LARGE,
+			"the gzip body decodes to more than max_gzip_ratio (%llu) times the bytes "
+			"received; added before it: %llu, present: %llu",
+			(unsigned long long)api->gzip_max_ratio, (unsigned long long)st->added,
+			(unsigned long long)st->present);
+	} else if (st->why) {
 		problem(resp, P_BAD_REQUEST, "%s (line %llu); added before it: %llu, present: %llu",
 			st->why, (unsigned long long)st->lineno, (unsigned long long)st->added,
 			(unsigned long long)st->present);
@@ -2006,4 +2130,5 @@ void http_api_stream_end(struct http_api *api, struct http_api_stream *st,
 	c->wait_lsn = st->wait_lsn;
 	finish(api, resp, HTTP_ROUTE_ADD);
 	http_api_stream_free(st);
+	return 0;
 }

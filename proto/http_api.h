@@ -98,6 +98,9 @@
 #include "proto/buf.h"
 #include "proto/command.h"
 
+/* The most decoded bytes of a gzip'd streamed add taken in one call (a few ms of work). */
+#define HTTP_API_STREAM_SLICE (512 * 1024)
+
 /* The longest ttl_seconds taken (about 285 million years: its ms fit a JSON integer). */
 #define HTTP_API_TTL_MAX 9007199254740.0
 
@@ -180,6 +183,10 @@ struct http_api {
 	struct http_api_hooks hooks;
 	/* Bearer token every route but /healthz and /readyz requires; NULL or "": none. */
 	const char *token;
+	/* A gzip'd streamed add: the most bytes it may decode to, and decoded bytes per
+	 * compressed byte received (at any point); past either, 413. 0: no bound. */
+	uint64_t gzip_max_bytes;
+	uint32_t gzip_max_ratio;
 	/* Scratch of the multi-key routes (the loop thread serves one request at a time). */
 	struct cmd_session sess;
 	struct proto_buf path; /* percent-decoded segments */
@@ -214,13 +221,23 @@ bool http_api_stream_wanted(const struct http_api_request *req);
  */
 int http_api_stream_begin(struct http_api *api, const struct http_api_request *req,
 			  struct http_api_response *resp, struct http_api_stream **out);
-/* n more bytes of body. */
-void http_api_stream_feed(struct http_api *api, struct http_api_stream *st, const char *data,
-			  size_t n);
-/* The body has ended: the answer into resp, counted as a request; cmd->wait_lsn is what it
- * must wait for. Then free st. */
-void http_api_stream_end(struct http_api *api, struct http_api_stream *st,
-			 struct http_api_response *resp);
+/*
+ * n more bytes of body (data begins with what the last call left): how many it took. A gzip'd
+ * body is inflated in slices of at most HTTP_API_STREAM_SLICE decoded bytes a call, so one
+ * call holds the loop a few milliseconds at most: fewer than n taken, call again (on a later
+ * loop turn) with the rest first. With cmd->paging set after it, the filter was paged out
+ * under the stream (cold_interval, or a close) and is loading: read no more of the body until
+ * it is loaded (the keys taken meanwhile wait in st), then go on feeding.
+ */
+size_t http_api_stream_feed(struct http_api *api, struct http_api_stream *st, const char *data,
+			    size_t n);
+/*
+ * The body has ended: 0, the answer in resp, counted as a request (cmd->wait_lsn is what it
+ * must wait for), and st freed; or 1 with cmd->paging set: its filter is loading, call again
+ * once it is loaded.
+ */
+int http_api_stream_end(struct http_api *api, struct http_api_stream *st,
+			struct http_api_response *resp);
 void http_api_stream_free(struct http_api_stream *st);
 
 /*

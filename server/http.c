@@ -60,6 +60,10 @@ struct http_conn {
 	uint64_t wait_lsn;
 	bool waiting, resumed;
 	bool paging; /* suspended in h->paging (wait_link) until its filter is loaded */
+	/* A streamed gzip body inflated a slice: suspended in h->slicing (wait_link) until the
+	 * next loop turn, when the rest of its piece is given again (http_run). */
+	bool slicing;
+	bool fed;    /* its stream took body bytes since the last sweep: not stalled */
 	bool repeat; /* its request is answered again on the next call (it was paging) */
 	LIST_ENTRY(http_conn) wait_link;
 	struct MHD_Connection *mhd;
@@ -109,6 +113,7 @@ struct http_server {
 	LIST_HEAD(, http_conn) conns;
 	LIST_HEAD(, http_conn) waiting; /* suspended until the log has their changes */
 	LIST_HEAD(, http_conn) paging;	/* suspended until a paged-out filter is loaded */
+	LIST_HEAD(, http_conn) slicing; /* suspended until the next loop turn (a gzip slice) */
 	struct metrics_conns stats;	/* bytes_in/out: of closed connections only */
 	uint64_t warned_at;
 	bool warned;
@@ -187,7 +192,7 @@ static void http_on_connection(void *cls, struct MHD_Connection *conn, void **so
 	h->stats.bytes_in += c->bytes_in;
 	h->stats.bytes_out += c->bytes_out;
 	LIST_REMOVE(c, link);
-	if (c->waiting || c->paging)
+	if (c->waiting || c->paging || c->slicing)
 		LIST_REMOVE(c, wait_link);
 	if (c->held)
 		MHD_destroy_response(c->held);
@@ -500,6 +505,8 @@ static enum MHD_Result http_stream_start(struct http_server *h, struct MHD_Conne
 	struct http_api_request req = http_request(conn, url, method);
 
 	h->api.token = h->cmd->token;
+	h->api.gzip_max_bytes = h->cfg->max_gzip_bytes;
+	h->api.gzip_max_ratio = h->cfg->max_gzip_ratio;
 	c->stream_begin = false;
 	if (http_api_stream_begin(&h->api, &req, &h->resp, &c->stream) == 0)
 		return MHD_YES;
@@ -859,7 +866,21 @@ static enum MHD_Result http_on_request(void *cls, struct MHD_Connection *conn, c
 		*upload_data_size = 0;
 		c->body_bytes += n;
 		if (c->stream) {
-			http_api_stream_feed(&h->api, c->stream, upload_data, n);
+			size_t took = http_api_stream_feed(&h->api, c->stream, upload_data, n);
+
+			/* What it did not take, libmicrohttpd keeps and gives again first. */
+			*upload_data_size = n - took;
+			c->fed = true;
+			/* Its filter was paged out under it: the rest of the body waits for it. */
+			if (h->cmd->paging)
+				return http_suspend_paging(h, conn, c);
+			/* A gzip slice done: the rest of the piece on the next loop turn, other
+			 * clients served meanwhile. */
+			if (took < n) {
+				c->slicing = true;
+				LIST_INSERT_HEAD(&h->slicing, c, wait_link);
+				MHD_suspend_connection(conn);
+			}
 			return MHD_YES;
 		}
 		if (c->too_large || c->no_memory)
@@ -882,7 +903,9 @@ static enum MHD_Result http_on_request(void *cls, struct MHD_Connection *conn, c
 	c->out_mark = c->bytes_out;
 	c->responding = true;
 	if (c->stream) {
-		http_api_stream_end(&h->api, c->stream, &h->resp);
+		/* Its filter is loading: called again (here) once it is loaded. */
+		if (http_api_stream_end(&h->api, c->stream, &h->resp))
+			return http_suspend_paging(h, conn, c);
 		c->stream = NULL;
 		return http_reply(h, conn, c);
 	}
@@ -953,11 +976,27 @@ static void http_run(struct http_listener *l)
 {
 	struct http_server *h = l->srv;
 	MHD_UNSIGNED_LONG_LONG ms;
+	struct http_conn *c;
 	bool timeout;
 
+	/* The streams that inflated a slice on an earlier turn take their next one now. */
+	while ((c = LIST_FIRST(&h->slicing))) {
+		LIST_REMOVE(c, wait_link);
+		c->slicing = false;
+		MHD_resume_connection(c->mhd);
+	}
 	h->closed = false;
 	MHD_run(l->mhd);
 	timeout = MHD_get_timeout(l->mhd, &ms) == MHD_YES;
+	if (!LIST_EMPTY(&h->slicing)) {
+		/* Every daemon runs on the next turn: one of them holds each resumed stream. */
+		for (size_t i = 0; i < h->nls; i++)
+			if (h->ls[i].handles) {
+				uv_timer_stop(&h->ls[i].timer);
+				uv_idle_start(&h->ls[i].idle, http_on_idle);
+			}
+		return;
+	}
 	if (h->closed || (timeout && ms == 0)) {
 		uv_timer_stop(&l->timer);
 		uv_idle_start(&l->idle, http_on_idle);
@@ -1051,7 +1090,12 @@ static void http_on_sweep(uv_timer_t *t)
 		if (c->cut)
 			continue;
 		tcp_ok = http_conn_tcp(c);
-		if (spinning && http_conn_stalled(c, tcp_ok)) {
+		/* A stream inflating its gzip a slice a turn reads its socket only as its buffer
+		 * empties, which under a slow decode can take seconds: it is not stalled. */
+		if (c->fed) {
+			c->fed = false;
+			c->stalled = false;
+		} else if (spinning && http_conn_stalled(c, tcp_ok)) {
 			srv_log(SRV_LOG_INFO,
 				"http: a request libmicrohttpd does not read further "
 				"(a line longer than its buffer?); closing the connection");
@@ -1119,6 +1163,12 @@ void http_server_stop(struct http_server *h)
 		LIST_REMOVE(c, wait_link);
 		c->paging = false;
 		c->repeat = false;
+		MHD_resume_connection(c->mhd);
+	}
+	while (!LIST_EMPTY(&h->slicing)) {
+		struct http_conn *c = LIST_FIRST(&h->slicing);
+		LIST_REMOVE(c, wait_link);
+		c->slicing = false;
 		MHD_resume_connection(c->mhd);
 	}
 	for (size_t i = 0; i < h->nls; i++) {

@@ -129,6 +129,8 @@ static const struct {
     {"max_args", "1"},
     {"max_key_bytes", "1k"},
     {"max_body_bytes", "1G"},
+    {"max_gzip_bytes", "3k"},
+    {"max_gzip_ratio", "4294967295"},
     {"max_connections", "4294967295"},
     {"idle_timeout", "0"},
     {"request_timeout", "4294967295"},
@@ -173,6 +175,8 @@ static void other_config(struct config *c)
 	c->max_args = 1;
 	c->max_key_bytes = 1024;
 	c->max_body_bytes = 1 << 30;
+	c->max_gzip_bytes = 3072;
+	c->max_gzip_ratio = UINT32_MAX;
 	c->max_connections = UINT32_MAX;
 	c->idle_timeout = 0;
 	c->request_timeout = UINT32_MAX;
@@ -208,6 +212,8 @@ static void expect_config_eq(const struct config *a, const struct config *b)
 	ck_assert_uint_eq(a->max_args, b->max_args);
 	ck_assert_uint_eq(a->max_key_bytes, b->max_key_bytes);
 	ck_assert_uint_eq(a->max_body_bytes, b->max_body_bytes);
+	ck_assert_uint_eq(a->max_gzip_bytes, b->max_gzip_bytes);
+	ck_assert_uint_eq(a->max_gzip_ratio, b->max_gzip_ratio);
 	ck_assert_uint_eq(a->max_connections, b->max_connections);
 	ck_assert_uint_eq(a->idle_timeout, b->idle_timeout);
 	ck_assert_uint_eq(a->request_timeout, b->request_timeout);
@@ -250,6 +256,8 @@ START_TEST(test_defaults)
 	ck_assert_uint_eq(c.max_args, 1048576);
 	ck_assert_uint_eq(c.max_key_bytes, 65536);
 	ck_assert_uint_eq(c.max_body_bytes, 16777216);
+	ck_assert_uint_eq(c.max_gzip_bytes, 68719476736ULL);
+	ck_assert_uint_eq(c.max_gzip_ratio, 100);
 	ck_assert_uint_eq(c.max_connections, 10000);
 	ck_assert_uint_eq(c.idle_timeout, 300);
 	ck_assert_uint_eq(c.request_timeout, 30);
@@ -322,7 +330,7 @@ START_TEST(test_other_values_cover_every_field)
 	other_config(&want);
 	expect_config_eq(&c, &want);
 	expect_valid(&c);
-	ck_assert_uint_eq(N_OTHER, 30);
+	ck_assert_uint_eq(N_OTHER, 32);
 }
 END_TEST
 
@@ -992,6 +1000,13 @@ START_TEST(test_validate_numbers)
 	expect_invalid(&c, "bad value for max_body_bytes: '0' (must be between 1 and "
 			   "18446744073709551615)");
 	c.max_body_bytes = 1;
+	c.max_gzip_bytes = 0;
+	expect_invalid(&c, "bad value for max_gzip_bytes: '0' (must be between 1 and "
+			   "18446744073709551615)");
+	c.max_gzip_bytes = 1;
+	c.max_gzip_ratio = 0;
+	expect_invalid(&c, "bad value for max_gzip_ratio: '0' (must be between 1 and 4294967295)");
+	c.max_gzip_ratio = 1;
 	c.max_output_bytes = 0;
 	expect_invalid(&c, "bad value for max_output_bytes: '0' (must be between 1 and "
 			   "18446744073709551615)");

@@ -1330,10 +1330,14 @@ static const char *stream_run(const char *ct, const char *ce, const void *body, 
 
 	ck_assert(http_api_stream_wanted(&req));
 	ck_assert_int_eq(http_api_stream_begin(&api, &req, &resp, &st), 0);
-	for (size_t off = 0; off < n; off += piece)
-		http_api_stream_feed(&api, st, (const char *)body + off,
-				     n - off < piece ? n - off : piece);
-	http_api_stream_end(&api, st, &resp);
+	/* As libmicrohttpd does: what a call did not take is given again first, and a new piece
+	 * comes once all is taken. */
+	for (size_t off = 0, end = 0; off < n;) {
+		if (end == off)
+			end = n - end < piece ? n : end + piece;
+		off += http_api_stream_feed(&api, st, (const char *)body + off, end - off);
+	}
+	ck_assert_int_eq(http_api_stream_end(&api, st, &resp), 0);
 	snprintf(got, sizeof(got), "%.*s", (int)resp.len, resp.data);
 	return got;
 }
@@ -1506,7 +1510,7 @@ static void stream_keys(struct http_api_stream *st, int from, int to)
 
 static const char *stream_finish(struct http_api_stream *st)
 {
-	http_api_stream_end(&api, st, &resp);
+	ck_assert_int_eq(http_api_stream_end(&api, st, &resp), 0);
 	snprintf(got, sizeof(got), "%.*s", (int)resp.len, resp.data);
 	return got;
 }
@@ -1564,6 +1568,125 @@ START_TEST(stream_failure_counts_added)
 	    added, present);
 	ck_assert_str_eq(got, want);
 	bf_registry_set_max_memory(reg, 0);
+}
+END_TEST
+
+#define TOO_LARGE(detail) PROBLEM("payload_too_large", "Payload too large", 413, detail)
+
+/* max_gzip_bytes at its edge: a body decoding to exactly the limit is taken, one byte more is
+ * 413 (nothing of it added: refused before its slice is read). */
+START_TEST(stream_gzip_max_bytes_edge)
+{
+	size_t cap = 16 * 1024, n = 0, glen;
+	char *body = malloc(cap), want[512];
+	unsigned char *gz = malloc(cap);
+
+	ck_assert_ptr_nonnull(body);
+	ck_assert_ptr_nonnull(gz);
+	for (int i = 0; i < 1000; i++)
+		n += (size_t)snprintf(body + n, cap - n, "k%d\n", i);
+	glen = gzip_of(body, n, gz, cap);
+	fresh_s();
+	api.gzip_max_bytes = n;
+	ck_assert_str_eq(stream_run("text/plain", "gzip", gz, glen, glen),
+			 "{\"added\":1000,\"present\":0}\n");
+	ck_assert_uint_eq(resp.status, 200);
+	fresh_s();
+	api.gzip_max_bytes = n - 1;
+	snprintf(want, sizeof(want),
+		 TOO_LARGE("the gzip body decodes to more than max_gzip_bytes (%zu); added before "
+			   "it: 0, present: 0") "\n",
+		 n - 1);
+	ck_assert_str_eq(stream_run("text/plain", "gzip", gz, glen, glen), want);
+	ck_assert_uint_eq(resp.status, 413);
+	ck_assert(!s_has("k0"));
+	api.gzip_max_bytes = 0;
+	free(body);
+	free(gz);
+}
+END_TEST
+
+/* max_gzip_ratio at its edge: decoded bytes exactly ratio times the compressed ones are taken,
+ * one more is 413. */
+START_TEST(stream_gzip_ratio_edge)
+{
+	size_t cap = 64 * 1024, n = 0, glen = 0, glen2 = 0;
+	char *body = malloc(cap), want[512];
+	unsigned char *gz = malloc(cap), *gz2 = malloc(cap);
+
+	ck_assert_ptr_nonnull(body);
+	ck_assert_ptr_nonnull(gz);
+	ck_assert_ptr_nonnull(gz2);
+	/* "a\n" k times (n bytes) whose gzip is a divisor of n, and with one byte more ("a") a
+	 * gzip as long. */
+	for (size_t i = 0; i + 1 < cap; i += 2)
+		memcpy(body + i, "a\n", 2);
+	for (size_t k = 1000; k < 30000; k++) {
+		n = 2 * k;
+		glen = gzip_of(body, n, gz, cap);
+		if (n % glen)
+			continue;
+		glen2 = gzip_of(body, n + 1, gz2, cap);
+		if (glen2 == glen)
+			break;
+	}
+	ck_assert_uint_eq(glen2, glen);
+	ck_assert_uint_eq(n % glen, 0);
+	api.gzip_max_ratio = (uint32_t)(n / glen);
+	fresh_s();
+	snprintf(want, sizeof(want), "{\"added\":1,\"present\":%zu}\n", n / 2 - 1);
+	ck_assert_uint_gt(n / glen, 1);
+	ck_assert_str_eq(stream_run("text/plain", "gzip", gz, glen, glen), want);
+	ck_assert_uint_eq(resp.status, 200);
+	fresh_s();
+	snprintf(want, sizeof(want),
+		 TOO_LARGE("the gzip body decodes to more than max_gzip_ratio (%zu) times the "
+			   "bytes received; added before it: 0, present: 0") "\n",
+		 n / glen);
+	ck_assert_str_eq(stream_run("text/plain", "gzip", gz2, glen2, glen2), want);
+	ck_assert_uint_eq(resp.status, 413);
+	api.gzip_max_ratio = 0;
+	free(body);
+	free(gz);
+	free(gz2);
+}
+END_TEST
+
+/* A gzip body decoding to far more than it is is inflated a slice a call: one call takes
+ * part of what it is given, decoding at most HTTP_API_STREAM_SLICE bytes (and one output
+ * buffer), and the rest is taken by later calls. */
+START_TEST(stream_gzip_sliced)
+{
+	size_t n = 32u << 20, cap = 1u << 20, glen, off = 0, calls = 0;
+	char *body = malloc(n);
+	unsigned char *gz = malloc(cap);
+	struct http_api_request req = {.method = "POST",
+				       .path = "/v1/filters/s/add",
+				       .path_len = 17,
+				       .content_type = "text/plain",
+				       .content_encoding = "gzip"};
+	struct http_api_stream *st;
+
+	ck_assert_ptr_nonnull(body);
+	ck_assert_ptr_nonnull(gz);
+	memset(body, '\n', n);
+	memcpy(body, "first\n", 6);
+	memcpy(body + n - 5, "last\n", 5);
+	glen = gzip_of(body, n, gz, cap);
+	free(body);
+	fresh_s();
+	ck_assert_int_eq(http_api_stream_begin(&api, &req, &resp, &st), 0);
+	while (off < glen) {
+		size_t took = http_api_stream_feed(&api, st, (const char *)gz + off, glen - off);
+
+		calls++;
+		off += took;
+	}
+	/* 32 MiB in slices of 512 KiB: about 64 calls, never one. */
+	ck_assert_uint_ge(calls, (32u << 20) / (HTTP_API_STREAM_SLICE + 64 * 1024));
+	ck_assert_str_eq(stream_finish(st), "{\"added\":2,\"present\":0}\n");
+	ck_assert(s_has("first") && s_has("last"));
+	free(gz);
 }
 END_TEST
 
@@ -1797,6 +1920,9 @@ static Suite *http_api_suite(void)
 	tcase_add_test(tc, stream_ndjson_and_errors);
 	tcase_add_test(tc, stream_ndjson_one_value_a_line);
 	tcase_add_test(tc, stream_failure_counts_added);
+	tcase_add_test(tc, stream_gzip_max_bytes_edge);
+	tcase_add_test(tc, stream_gzip_ratio_edge);
+	tcase_add_test(tc, stream_gzip_sliced);
 	tcase_add_test(tc, stream_wanted_and_refused);
 	tcase_add_test(tc, rename_route);
 	tcase_add_test(tc, rename_names);
