@@ -374,7 +374,7 @@ static int64_t huge_command(int fd, int other, const char *req, size_t reqlen, c
  * million keys (13 MB) run over many turns, their replies exact, while another client's PING
  * is answered meanwhile. Before, each ran in one turn: a PING waited for most of it (270 ms
  * and 144 ms on the reporter's machine). The bound is relative to the command's own time, so
- * it holds under valgrind too.
+ * it holds under valgrind too (before: 0.8 of it; after: about 0.15).
  */
 START_TEST(test_huge_command_sliced)
 {
@@ -405,16 +405,62 @@ START_TEST(test_huge_command_sliced)
 	longest = huge_command(fd, other, madd, ql, expect, el, &total);
 	printf("# BF.MADD of %zu keys: %lld ms, the longest PING meanwhile %lld ms\n", n,
 	       (long long)total, (long long)longest);
-	ck_assert_int_lt(longest * 4, total);
+	ck_assert_int_lt(longest * 3, total);
 	longest = huge_command(fd, other, mexists, ml, expect, el, &total);
 	printf("# BF.MEXISTS of %zu keys: %lld ms, the longest PING meanwhile %lld ms\n", n,
 	       (long long)total, (long long)longest);
-	ck_assert_int_lt(longest * 4, total);
+	ck_assert_int_lt(longest * 3, total);
 	/* The connection goes on with its next command, and a small MEXISTS answers as before. */
 	EXCHANGE(fd, "*4\r\n$10\r\nBF.MEXISTS\r\n$1\r\nh\r\n$7\r\nk999999\r\n$1\r\nx\r\n",
 		 "*2\r\n:1\r\n:0\r\n");
 	free(madd);
 	free(mexists);
+	free(expect);
+	close(fd);
+	close(other);
+	stop();
+}
+END_TEST
+
+/*
+ * The same for the text protocol: a bulk and a multi of half a million keys on one 4 MB line
+ * run over many turns, their reply lines exact (before, each ran in one turn).
+ */
+START_TEST(test_huge_text_line_sliced)
+{
+	size_t n = 500000, ql, ml, el = 0;
+	char *bulk = malloc(n * 8 + 64), *multi = malloc(n * 8 + 64), *expect = malloc(n * 4 + 8);
+	int64_t total, longest;
+	int fd, other;
+
+	ck_assert(bulk && multi && expect);
+	ql = (size_t)sprintf(bulk, "bulk t");
+	ml = (size_t)sprintf(multi, "multi t");
+	for (size_t i = 0; i < n; i++) {
+		ql += (size_t)sprintf(bulk + ql, " k%06zu", i);
+		memcpy(expect + el, i ? " Yes" : "Yes", i ? 4 : 3);
+		el += i ? 4 : 3;
+	}
+	memcpy(multi + ml, bulk + 6, ql - 6);
+	ml += ql - 6;
+	bulk[ql++] = '\n';
+	multi[ml++] = '\n';
+	expect[el++] = '\n';
+	start(CONF("max_line_bytes = 4m\n"), NULL);
+	fd = conn();
+	other = conn();
+	EXCHANGE(fd, "create t capacity=500000 prob=0.0000000001\n", "Done\n");
+	longest = huge_command(fd, other, bulk, ql, expect, el, &total);
+	printf("# bulk of %zu keys: %lld ms, the longest PING meanwhile %lld ms\n", n,
+	       (long long)total, (long long)longest);
+	ck_assert_int_lt(longest * 3, total);
+	longest = huge_command(fd, other, multi, ml, expect, el, &total);
+	printf("# multi of %zu keys: %lld ms, the longest PING meanwhile %lld ms\n", n,
+	       (long long)total, (long long)longest);
+	ck_assert_int_lt(longest * 3, total);
+	EXCHANGE(fd, "multi t k499999 x\n", "Yes No\n");
+	free(bulk);
+	free(multi);
 	free(expect);
 	close(fd);
 	close(other);
@@ -1530,6 +1576,7 @@ static Suite *server_suite(void)
 	tcase_set_timeout(proto, 90);
 	tcase_set_timeout(huge, 600);
 	tcase_add_test(huge, test_huge_command_sliced);
+	tcase_add_test(huge, test_huge_text_line_sliced);
 	suite_add_tcase(s, huge);
 	tcase_add_test(proto, test_text_basic);
 	tcase_add_test(proto, test_resp_basic);
