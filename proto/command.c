@@ -676,6 +676,72 @@ enum cmd_status cmd_run_keys(struct cmd_ctx *c, struct cmd_session *s, struct bf
 	}
 }
 
+bool cmd_slice_keys(struct cmd_ctx *c, struct cmd_session *s, struct bf_filter *f,
+		    enum cmd_key_op op, size_t n, const void *const *keys, const size_t *lens)
+{
+	struct cmd_slice *sl = &s->slice;
+	size_t from = sl->done, k = n - from < CMD_KEY_STEP ? n - from : CMD_KEY_STEP, done = 0;
+
+	if (!sl->active) {
+		sl->active = true;
+		sl->id = f ? f->id : 0;
+	} else if (f && f->id != sl->id) {
+		f = NULL; /* dropped, or renamed away, between two calls: not this command's */
+	}
+	if (!f && op == CMD_KEYS_CHECK) {
+		memset(s->results + from, 0, (n - from) * sizeof(*s->results));
+		sl->done = n;
+		sl->answered = true;
+		return true;
+	}
+	if (!f) {
+		sl->st = CMD_NOT_FOUND;
+	} else if (op == CMD_KEYS_CHECK) {
+		sl->st = cmd_check(c, f, k, keys + from, lens + from, s->results + from);
+		done = sl->st == CMD_OK ? k : 0;
+	} else if (op == CMD_KEYS_ADD) {
+		sl->st = cmd_add(c, f, k, keys + from, lens + from, s->results + from, &done);
+	} else {
+		sl->st = cmd_delete(c, f, k, keys + from, lens + from, s->results + from, &done);
+	}
+	sl->done += done;
+	if (c->wait_lsn > sl->wait_lsn)
+		sl->wait_lsn = c->wait_lsn;
+	if (sl->st == CMD_OK && sl->done < n) {
+		c->again = true;
+		return false;
+	}
+	sl->answered = true;
+	return true;
+}
+
+int cmd_slice_replies(struct cmd_ctx *c, struct cmd_session *s, size_t *from, size_t *to)
+{
+	struct cmd_slice *sl = &s->slice;
+	size_t left = sl->done - sl->sent;
+
+	*from = sl->sent;
+	if (c->hooks.log && c->log_failed && sl->wait_lsn > c->durable_lsn) {
+		*to = *from;
+		return -1;
+	}
+	*to = sl->sent + (left < CMD_REPLY_STEP ? left : CMD_REPLY_STEP);
+	sl->sent = *to;
+	/* Every part waits for the newest record of the whole command: the first part alone
+	 * would do (the rest queue behind it), but a part is never sent ahead of its keys. */
+	wait_for(c, sl->wait_lsn);
+	if (sl->sent < sl->done) {
+		c->again = true;
+		return 0;
+	}
+	return 1;
+}
+
+void cmd_slice_end(struct cmd_session *s)
+{
+	memset(&s->slice, 0, sizeof(s->slice));
+}
+
 enum cmd_status cmd_flush(struct cmd_ctx *c, struct bf_filter *f)
 {
 	c->ops[CMD_OP_FLUSH]++;

@@ -187,6 +187,28 @@ struct cmd_listing {
 	size_t sent;		/* KEYS: bytes of `names` sent; SIZE_MAX while finding them */
 };
 
+/*
+ * A multi-key command (BF.MADD, BF.MEXISTS, BF.INSERT, text multi and bulk) runs over several
+ * calls (cmd_ctx.again) so that none holds the loop much more than a few ms, whatever its
+ * size: its keys CMD_KEY_STEP at a time (each step one log record), then its replies
+ * CMD_REPLY_STEP at a time. The replies wait for the newest record any of them owes itself
+ * to, so none is sent before every key it answers for is logged. A million-key BF.MADD takes
+ * 62 calls of about 4 ms.
+ */
+#define CMD_KEY_STEP   16384
+#define CMD_REPLY_STEP 65536
+
+/* Where a multi-key command that spans calls stands (cmd_session.slice). */
+struct cmd_slice {
+	bool active;   /* a command is under way: it is run again with the same arguments */
+	bool answered; /* every key is answered, or one stopped it: replies are being written */
+	uint64_t id;   /* its filter's id (0: none): another one under the name ends it */
+	size_t done;   /* keys answered (results in cmd_session.results) */
+	size_t sent;   /* replies written */
+	enum cmd_status st; /* CMD_OK, or why it stopped at key `done` */
+	uint64_t wait_lsn;  /* the newest LSN an answer owes itself to */
+};
+
 /* Failed AUTH attempts after which a connection is closed. */
 #define CMD_AUTH_MAX_FAILURES 3
 
@@ -208,6 +230,7 @@ struct cmd_session {
 	 * ("client|list"); NULL before the first, or after an unknown one (CLIENT LIST's cmd=). */
 	const char *last_cmd;
 	struct cmd_listing *listing; /* a listing under way, or NULL */
+	struct cmd_slice slice;	     /* a multi-key command under way */
 };
 
 void cmd_session_init(struct cmd_session *s, uint64_t id);
@@ -363,6 +386,33 @@ enum cmd_key_op { CMD_KEYS_ADD, CMD_KEYS_CHECK, CMD_KEYS_DELETE };
  */
 enum cmd_status cmd_run_keys(struct cmd_ctx *c, struct cmd_session *s, struct bf_filter *f,
 			     enum cmd_key_op op, size_t n, size_t *done);
+
+/*
+ * One call's share of a multi-key command (struct cmd_slice): op over the keys from
+ * s->slice.done on, at most CMD_KEY_STEP of them (keys[i], lens[i] for i < n; only those of
+ * this share are read), answers in s->results. f is the command's filter, or NULL when it has
+ * none (a check answers "absent" to the rest; an add stops with CMD_NOT_FOUND), also when the
+ * filter under its name is no longer the one it started on. Returns true once every key is
+ * answered or one stopped it (s->slice.st at key s->slice.done): the replies are written next
+ * (cmd_slice_replies); false with c->again set while keys remain. The first call needs
+ * cmd_session_reserve(s, n).
+ */
+bool cmd_slice_keys(struct cmd_ctx *c, struct cmd_session *s, struct bf_filter *f,
+		    enum cmd_key_op op, size_t n, const void *const *keys, const size_t *lens);
+
+/*
+ * The part of the replies this call writes, [*from, *to) of s->slice.done (the front end
+ * writes the reply's head too when *from is 0), made to wait for the log (c->wait_lsn).
+ * Returns 1 if it is the last part: the front end writes s->slice.st's error after it if that
+ * is not CMD_OK, then calls cmd_slice_end; 0 if more follow (c->again set); -1 if the log
+ * cannot write what the answers owe themselves to: the first part is then the log-failure
+ * error in place of the whole reply, and a later part writes nothing (the parts before were
+ * held for the log in one place, and become that one error); then cmd_slice_end.
+ */
+int cmd_slice_replies(struct cmd_ctx *c, struct cmd_session *s, size_t *from, size_t *to);
+
+/* The multi-key command is over (or abandoned): the next one starts afresh. */
+void cmd_slice_end(struct cmd_session *s);
 
 /*
  * BF.LOADCHUNK's two halves, logged like any change. cmd_load_header: a new filter named name

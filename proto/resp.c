@@ -454,6 +454,10 @@ ssize_t proto_resp_parse(struct proto_resp_state *st, const char *buf, size_t le
 		if (st->got == av->cap && proto_argv_reserve(av, st->got + 1) < 0)
 			return -ENOMEM;
 		av->argoff[st->got] = st->pos;
+		/* Touched now, as the command comes in, rather than all at once when it is
+		 * complete: a million arguments' first touch of argv[] is tens of ms of page
+		 * faults that would hold the loop in one turn. */
+		av->argv[st->got] = NULL;
 		av->argvlen[st->got] = st->bulklen;
 		st->got++;
 		st->pos += st->bulklen + 2;

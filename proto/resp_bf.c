@@ -99,6 +99,45 @@ void resp_bf_reserve(struct cmd_ctx *c, struct cmd_session *s, const struct prot
 }
 
 /*
+ * One call's share of a multi-key command over av's arguments from `first` on (struct
+ * cmd_slice): its keys, then its reply, an array with one element per key answered; a key
+ * that stops it ends the array with its error, as RedisBloom does. f: its filter, or NULL.
+ */
+static void slice_keys(struct cmd_ctx *c, struct cmd_session *s, const struct proto_argv *av,
+		       size_t first, struct bf_filter *f, enum cmd_key_op op, struct proto_buf *out)
+{
+	struct cmd_slice *sl = &s->slice;
+	size_t n = av->argc - first, from, to;
+
+	if (!sl->answered) {
+		/* The arguments may have moved since the last call: this share's keys only. */
+		to = sl->done + (n - sl->done < CMD_KEY_STEP ? n - sl->done : CMD_KEY_STEP);
+		for (size_t i = sl->done; i < to; i++)
+			s->keys[i] = av->argv[first + i];
+		if (!cmd_slice_keys(c, s, f, op, n, s->keys, av->argvlen + first))
+			return;
+	}
+	int part = cmd_slice_replies(c, s, &from, &to);
+	if (part < 0) {
+		if (from == 0)
+			resp_error_status(c, out, CMD_LOG_FAILED, NULL);
+		cmd_slice_end(s);
+		return;
+	}
+	if (from == 0)
+		proto_resp_array(out, sl->st == CMD_OK ? n : sl->done + 1);
+	for (size_t i = from; i < to; i++)
+		proto_resp_bool(out, s->resp, s->results[i] > 0);
+	if (!part)
+		return;
+	if (sl->st == CMD_NOT_FOUND)
+		resp_error(c, out, resp_err_not_found);
+	else if (sl->st != CMD_OK)
+		resp_error_status(c, out, sl->st, f);
+	cmd_slice_end(s);
+}
+
+/*
  * Add av's arguments from `first` on to the filter named by argv[1], creating it with
  * `create` when it is missing (NULL: "ERR not found"). multi: reply an array with one element
  * per item answered; a failing item ends the array with its error, as RedisBloom does.
@@ -110,12 +149,18 @@ static void add_items(struct cmd_ctx *c, struct cmd_session *s, const struct pro
 	size_t n = av->argc - first, done;
 	int one;
 
+	/* A multi-key command under way goes on (its checks were made at its first call); one
+	 * whose filter went away between two calls stops with "not found". */
+	if (multi && s->slice.active) {
+		slice_keys(c, s, av, first, resp_arg_filter(c, av, 1), CMD_KEYS_ADD, out);
+		return;
+	}
 	/* Everything that can refuse the whole command is checked before anything changes. */
 	if (!resp_items_fit(c, av, first)) {
 		resp_error(c, out, resp_err_item_long);
 		return;
 	}
-	if (multi && resp_scratch_items(s, av, first)) {
+	if (multi && cmd_session_reserve(s, n)) {
 		resp_error(c, out, resp_err_oom);
 		return;
 	}
@@ -143,12 +188,7 @@ static void add_items(struct cmd_ctx *c, struct cmd_session *s, const struct pro
 		return;
 	}
 
-	enum cmd_status st = cmd_add(c, f, n, s->keys, av->argvlen + first, s->results, &done);
-	proto_resp_array(out, st == CMD_OK ? n : done + 1);
-	for (size_t i = 0; i < done; i++)
-		proto_resp_bool(out, s->resp, s->results[i] > 0);
-	if (st != CMD_OK)
-		resp_error_status(c, out, st, f);
+	slice_keys(c, s, av, first, f, CMD_KEYS_ADD, out);
 }
 
 void resp_bf_add(struct cmd_ctx *c, struct cmd_session *s, const struct proto_argv *av,
@@ -239,6 +279,10 @@ static void check_items(struct cmd_ctx *c, struct cmd_session *s, const struct p
 	size_t n = av->argc - 2;
 	int one = 0;
 
+	if (multi && s->slice.active) {
+		slice_keys(c, s, av, 2, resp_arg_filter(c, av, 1), CMD_KEYS_CHECK, out);
+		return;
+	}
 	if (!resp_items_fit(c, av, 2)) {
 		resp_error(c, out, resp_err_item_long);
 		return;
@@ -252,16 +296,11 @@ static void check_items(struct cmd_ctx *c, struct cmd_session *s, const struct p
 		proto_resp_bool(out, s->resp, one > 0);
 		return;
 	}
-	if (f) {
-		if (resp_scratch_items(s, av, 2)) {
-			resp_error(c, out, resp_err_oom);
-			return;
-		}
-		cmd_check(c, f, n, s->keys, av->argvlen + 2, s->results);
+	if (cmd_session_reserve(s, n)) {
+		resp_error(c, out, resp_err_oom);
+		return;
 	}
-	proto_resp_array(out, n);
-	for (size_t i = 0; i < n; i++)
-		proto_resp_bool(out, s->resp, f && s->results[i] > 0);
+	slice_keys(c, s, av, 2, f, CMD_KEYS_CHECK, out);
 }
 
 void resp_bf_exists(struct cmd_ctx *c, struct cmd_session *s, const struct proto_argv *av,

@@ -186,18 +186,6 @@ struct bf_filter *resp_arg_filter(struct cmd_ctx *c, const struct proto_argv *av
 	return cmd_lookup(c, av->argv[i], av->argvlen[i]);
 }
 
-/* Point the session's key scratch at av's arguments from `first` on. 0 or -ENOMEM. */
-int resp_scratch_items(struct cmd_session *s, const struct proto_argv *av, size_t first)
-{
-	size_t n = av->argc - first;
-
-	if (cmd_session_reserve(s, n))
-		return -ENOMEM;
-	for (size_t i = 0; i < n; i++)
-		s->keys[i] = av->argv[first + i];
-	return 0;
-}
-
 /* "ERR unknown subcommand 'x'. Try CMD HELP." with the subcommand as the client typed it. */
 void resp_error_unknown_sub(struct cmd_ctx *c, const struct proto_argv *av, struct proto_buf *out,
 			    const char *upper)

@@ -47,14 +47,12 @@ void resp_error_unknown_sub(struct cmd_ctx *c, const struct proto_argv *av, stru
 void resp_reply_help(struct proto_buf *out, const char *const *lines);
 
 /* Arguments: a case-insensitive word; Redis's integer and double parsing; whether the
- * arguments from `first` on fit max_key_bytes; the filter argument i names (or NULL); the
- * session's key scratch pointed at the arguments from `first` on (0 or -ENOMEM). */
+ * arguments from `first` on fit max_key_bytes; the filter argument i names (or NULL). */
 bool resp_arg_is(const struct proto_argv *av, size_t i, const char *word);
 bool resp_arg_ll(const struct proto_argv *av, size_t i, long long *out);
 bool resp_arg_double(const struct proto_argv *av, size_t i, double *out);
 bool resp_items_fit(const struct cmd_ctx *c, const struct proto_argv *av, size_t first);
 struct bf_filter *resp_arg_filter(struct cmd_ctx *c, const struct proto_argv *av, size_t i);
-int resp_scratch_items(struct cmd_session *s, const struct proto_argv *av, size_t first);
 
 /* The handlers of the command table. */
 #define RESP_HANDLER(name)                                                                         \

@@ -441,6 +441,46 @@ static void do_single(struct cmd_ctx *c, struct cmd_session *s, enum cmd_key_op 
 	run_keys(c, s, op, f, 1, out);
 }
 
+/*
+ * One call's share of multi/bulk over the n keys in args (struct cmd_slice): its keys, then
+ * its reply line, or the error in its place. f: its filter, or NULL.
+ */
+static void multi_slice(struct cmd_ctx *c, struct cmd_session *s, enum cmd_key_op op,
+			struct span args, struct bf_filter *f, size_t n, struct proto_buf *out)
+{
+	struct cmd_slice *sl = &s->slice;
+	size_t from, to;
+
+	if (!sl->answered) {
+		/* The line may have moved since the last call: this share's keys only. */
+		size_t end = sl->done + (n - sl->done < CMD_KEY_STEP ? n - sl->done : CMD_KEY_STEP);
+		struct span key;
+
+		for (size_t i = 0; i < end && next_word(&args, &key); i++) {
+			if (i >= sl->done) {
+				s->keys[i] = key.p;
+				s->lens[i] = key.n;
+			}
+		}
+		if (!cmd_slice_keys(c, s, f, op, n, s->keys, s->lens))
+			return;
+	}
+	int part = sl->st == CMD_OK ? cmd_slice_replies(c, s, &from, &to) : 1;
+	if (sl->st != CMD_OK || (part < 0 && from == 0))
+		reply(c, out, sl->st != CMD_OK ? sl->st : CMD_LOG_FAILED);
+	if (sl->st == CMD_OK && part >= 0) {
+		for (size_t i = from; i < to; i++) {
+			if (i)
+				proto_buf_append_char(out, ' ');
+			proto_buf_append_str(out, s->results[i] > 0 ? "Yes" : "No");
+		}
+		if (!part)
+			return;
+		proto_buf_append_char(out, '\n');
+	}
+	cmd_slice_end(s);
+}
+
 /* multi/bulk NAME K1 K2 ...: space-separated keys, one "Yes"/"No" each on one line. */
 static void do_multi(struct cmd_ctx *c, struct cmd_session *s, enum cmd_key_op op, struct span args,
 		     struct proto_buf *out)
@@ -453,6 +493,11 @@ static void do_multi(struct cmd_ctx *c, struct cmd_session *s, enum cmd_key_op o
 	size_t n = 0;
 	for (struct span rest = args; next_word(&rest, &key);)
 		n++;
+	/* Under way: its checks were made at its first call; a filter gone since is NULL. */
+	if (s->slice.active) {
+		multi_slice(c, s, op, args, cmd_lookup(c, name.p, name.n), n, out);
+		return;
+	}
 	if (n == 0) {
 		client_error(c, out, CLIENT_ERR("Must provide filter name and key"));
 		return;
@@ -464,15 +509,18 @@ static void do_multi(struct cmd_ctx *c, struct cmd_session *s, enum cmd_key_op o
 	struct bf_filter *f = lookup(c, name, out);
 	if (!f)
 		return;
+	/* Every key fits, or nothing is added (it runs in steps: check them all first). */
+	for (struct span rest = args; next_word(&rest, &key);) {
+		if (key.n > c->max_key_bytes) {
+			reply(c, out, CMD_KEY_TOO_LONG);
+			return;
+		}
+	}
 	if (cmd_session_reserve(s, n)) {
 		reply(c, out, CMD_INTERNAL);
 		return;
 	}
-	for (size_t i = 0; next_word(&args, &key); i++) {
-		s->keys[i] = key.p;
-		s->lens[i] = key.n;
-	}
-	run_keys(c, s, op, f, n, out);
+	multi_slice(c, s, op, args, f, n, out);
 }
 
 /* auth TOKEN: the token is every byte after the space that follows "auth". */

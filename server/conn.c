@@ -181,8 +181,13 @@ static void conn_trim(struct srv_conn *c)
 			}
 		}
 	}
+	/* The scratch arrays only live during one command; one run on in a later turn keeps
+	 * its arguments and its answers so far. */
+	if (c->sess.slice.active || c->again_len) {
+		conn_account(c);
+		return;
+	}
 	proto_resp_trim(&c->rst, &c->av, SRV_KEEP_ARGS);
-	/* The scratch arrays only live during one command. */
 	if (c->sess.scratch_cap > SRV_KEEP_ARGS)
 		cmd_session_trim(&c->sess);
 	conn_account(c);
@@ -369,6 +374,14 @@ static void conn_hold(struct srv_conn *c, size_t start, uint64_t lsn)
 {
 	struct srv_conn_mark *m = c->nmarks ? &c->marks[c->nmarks - 1] : NULL;
 
+	/* A later part of one command's reply joins its first part's mark: one reply, which
+	 * becomes one error if the log fails. */
+	if (m && m->end == start && c->part) {
+		m->end = c->out.len;
+		if (lsn > m->lsn)
+			m->lsn = lsn;
+		return;
+	}
 	if (m && m->end == start && (m->start >= c->batch_start || m->lsn >= lsn)) {
 		m->end = c->out.len;
 		m->replies++;
@@ -680,10 +693,12 @@ static int conn_process_text(struct srv_conn *c, const char *data, size_t len, s
 			/* Replied in part: the line stays unread, run on in the next turn. */
 			s->ctx.again = false;
 			conn_hold_reply(c, start);
+			c->part = true;
 			c->yielded = true;
 			break;
 		}
 		conn_hold_reply(c, start);
+		c->part = false;
 		off += (size_t)n;
 		*done = true;
 		if (c->sess.close_after)
@@ -714,7 +729,17 @@ static int conn_process_resp(struct srv_conn *c, const char *data, size_t len, s
 			c->yielded = true;
 			break;
 		}
-		n = proto_resp_parse(&c->rst, data + off, len - off, lim, &c->av, &msg);
+		if (c->again_len && c->again_len <= len - off) {
+			/* Run on (cmd_ctx.again): parsed already, its arguments are where they
+			 * were from its first byte (a million-key command is not parsed 60
+			 * times). */
+			for (size_t i = 0; i < c->av.argc; i++)
+				c->av.argv[i] = data + off + c->av.argoff[i];
+			n = (ssize_t)c->again_len;
+		} else {
+			n = proto_resp_parse(&c->rst, data + off, len - off, lim, &c->av, &msg);
+		}
+		c->again_len = 0;
 
 		if (n > 0) {
 			size_t start = c->out.len;
@@ -730,13 +755,18 @@ static int conn_process_resp(struct srv_conn *c, const char *data, size_t len, s
 				break;
 			}
 			if (s->ctx.again) {
-				/* Replied in part: parsed again and run on in the next turn. */
+				/* Replied in part: run on in the next turn. An inline command (no
+				 * offsets kept) is parsed again. */
 				s->ctx.again = false;
 				conn_hold_reply(c, start);
+				c->part = true;
+				if (data[off] == '*')
+					c->again_len = (size_t)n;
 				c->yielded = true;
 				break;
 			}
 			conn_hold_reply(c, start);
+			c->part = false;
 			off += (size_t)n;
 			*done = true;
 			if (c->sess.close_after)
@@ -751,6 +781,10 @@ static int conn_process_resp(struct srv_conn *c, const char *data, size_t len, s
 				msg = "Protocol error: command too large";
 				n = -EPROTO;
 			} else {
+				/* Incomplete: a huge command's rest is read in later turns once
+				 * this one's slice is over (its parsing is the cost). */
+				if (uv_hrtime() - c->slice_t0 >= SRV_SLICE_NS)
+					c->yielded = true;
 				break;
 			}
 		}
@@ -794,6 +828,8 @@ static void conn_on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
 	}
 	buf->base = c->in + c->in_len;
 	buf->len = c->in_cap - c->in_len;
+	if (buf->len > SRV_READ_PART)
+		buf->len = SRV_READ_PART;
 }
 
 /* The blank lines ("\r\n", "\n") at the front of data[0, len): bytes to skip. */

@@ -30,6 +30,9 @@ struct srv_snap;
 #define SRV_READ_SIZE (64 * 1024)
 /* Least free space offered to a read into a connection's own buffer. */
 #define SRV_READ_MIN (16 * 1024)
+/* Most bytes one read into a connection's own buffer takes: a huge command comes in a few
+ * ms of parsing at a time, and stops being read for the turn once its slice is over. */
+#define SRV_READ_PART (256 * 1024)
 /* Buffers up to this size are kept for reuse once empty; bigger ones are released. */
 #define SRV_KEEP_BYTES (64 * 1024)
 /* Argument arrays and per-command scratch are kept for this many entries after a batch (about
@@ -168,6 +171,11 @@ struct srv_conn {
 	 * end of the socket, "" until first asked. */
 	uint64_t created;
 	size_t qbuf_run;
+	/* A command replied in part (cmd_ctx.again) and run on in a later turn: the bytes of the
+	 * RESP command (0: none, or parse it again), whose arguments are found again from their
+	 * offsets rather than by parsing it again; `part` while the next run is not its first. */
+	size_t again_len;
+	bool part;
 	size_t out_peak;
 	uint64_t out_peak_at;
 	char local[64];

@@ -328,6 +328,146 @@ START_TEST(test_blank_lines_ignored)
 }
 END_TEST
 
+/*
+ * Send one huge command on fd, then PING on other, one at a time, until fd's whole reply has
+ * come; it must be exactly expect. Returns the longest PING's wait (ms); *total is the time
+ * from the command's last byte sent to its reply's last byte received.
+ */
+static int64_t huge_command(int fd, int other, const char *req, size_t reqlen, const char *expect,
+			    size_t explen, int64_t *total)
+{
+	char *got = malloc(explen + 1), pong[16];
+	size_t have = 0;
+	int64_t longest = 0, t0, until;
+
+	ck_assert_ptr_nonnull(got);
+	ck_assert_int_eq(itest_send(fd, req, reqlen), 0);
+	t0 = itest_now_ms();
+	until = t0 + 20 * T;
+	while (have < explen) {
+		int64_t p0 = itest_now_ms();
+
+		ck_assert_int_lt(p0, until);
+		ck_assert_int_eq(itest_send_str(other, "*1\r\n$4\r\nPING\r\n"), 0);
+		ck_assert_int_eq(itest_recv_until(other, pong, sizeof(pong), "\r\n", 20 * T), 7);
+		ck_assert(!memcmp(pong, "+PONG\r\n", 7));
+		if (itest_now_ms() - p0 > longest)
+			longest = itest_now_ms() - p0;
+		for (;;) {
+			ssize_t r = recv(fd, got + have, explen + 1 - have, MSG_DONTWAIT);
+
+			if (r <= 0)
+				break;
+			have += (size_t)r;
+		}
+		ck_assert_uint_le(have, explen);
+	}
+	*total = itest_now_ms() - t0;
+	ck_assert(!memcmp(got, expect, explen));
+	ck_assert(itest_quiet(fd, 100));
+	free(got);
+	return longest;
+}
+
+/*
+ * One huge command does not hold the loop (issue 30, item 5): a BF.MADD and a BF.MEXISTS of a
+ * million keys (13 MB) run over many turns, their replies exact, while another client's PING
+ * is answered meanwhile. Before, each ran in one turn: a PING waited for most of it (270 ms
+ * and 144 ms on the reporter's machine). The bound is relative to the command's own time, so
+ * it holds under valgrind too (before: 0.8 of it; after: about 0.15).
+ */
+START_TEST(test_huge_command_sliced)
+{
+	size_t n = 1000000, ql = 0, el = 0;
+	char *madd = malloc(n * 16 + 64), *mexists = malloc(n * 16 + 64),
+	     *expect = malloc(n * 4 + 32);
+	int64_t total, longest;
+	int fd, other;
+
+	ck_assert(madd && mexists && expect);
+	ql = (size_t)sprintf(madd, "*%zu\r\n$7\r\nBF.MADD\r\n$1\r\nh\r\n", n + 2);
+	el = (size_t)sprintf(expect, "*%zu\r\n", n);
+	for (size_t i = 0; i < n; i++) {
+		ql += (size_t)sprintf(madd + ql, "$7\r\nk%06zu\r\n", i);
+		memcpy(expect + el, ":1\r\n", 4);
+		el += 4;
+	}
+	/* The same arguments after "*N\r\n$7\r\nBF.MADD\r\n" (23 bytes). */
+	size_t ml = (size_t)sprintf(mexists, "*%zu\r\n$10\r\nBF.MEXISTS\r\n", n + 2);
+	memcpy(mexists + ml, madd + 23, ql - 23);
+	ml += ql - 23;
+	start(NULL, NULL);
+	fd = conn();
+	other = conn();
+	/* An error rate low enough that no key of the million is falsely "already present". */
+	EXCHANGE(fd, "*4\r\n$10\r\nBF.RESERVE\r\n$1\r\nh\r\n$5\r\n1e-10\r\n$7\r\n1000000\r\n",
+		 "+OK\r\n");
+	longest = huge_command(fd, other, madd, ql, expect, el, &total);
+	printf("# BF.MADD of %zu keys: %lld ms, the longest PING meanwhile %lld ms\n", n,
+	       (long long)total, (long long)longest);
+	ck_assert_int_lt(longest * 3, total);
+	longest = huge_command(fd, other, mexists, ml, expect, el, &total);
+	printf("# BF.MEXISTS of %zu keys: %lld ms, the longest PING meanwhile %lld ms\n", n,
+	       (long long)total, (long long)longest);
+	ck_assert_int_lt(longest * 3, total);
+	/* The connection goes on with its next command, and a small MEXISTS answers as before. */
+	EXCHANGE(fd, "*4\r\n$10\r\nBF.MEXISTS\r\n$1\r\nh\r\n$7\r\nk999999\r\n$1\r\nx\r\n",
+		 "*2\r\n:1\r\n:0\r\n");
+	free(madd);
+	free(mexists);
+	free(expect);
+	close(fd);
+	close(other);
+	stop();
+}
+END_TEST
+
+/*
+ * The same for the text protocol: a bulk and a multi of half a million keys on one 4 MB line
+ * run over many turns, their reply lines exact (before, each ran in one turn).
+ */
+START_TEST(test_huge_text_line_sliced)
+{
+	size_t n = 500000, ql, ml, el = 0;
+	char *bulk = malloc(n * 8 + 64), *multi = malloc(n * 8 + 64), *expect = malloc(n * 4 + 8);
+	int64_t total, longest;
+	int fd, other;
+
+	ck_assert(bulk && multi && expect);
+	ql = (size_t)sprintf(bulk, "bulk t");
+	ml = (size_t)sprintf(multi, "multi t");
+	for (size_t i = 0; i < n; i++) {
+		ql += (size_t)sprintf(bulk + ql, " k%06zu", i);
+		memcpy(expect + el, i ? " Yes" : "Yes", i ? 4 : 3);
+		el += i ? 4 : 3;
+	}
+	memcpy(multi + ml, bulk + 6, ql - 6);
+	ml += ql - 6;
+	bulk[ql++] = '\n';
+	multi[ml++] = '\n';
+	expect[el++] = '\n';
+	start(CONF("max_line_bytes = 4m\n"), NULL);
+	fd = conn();
+	other = conn();
+	EXCHANGE(fd, "create t capacity=500000 prob=0.0000000001\n", "Done\n");
+	longest = huge_command(fd, other, bulk, ql, expect, el, &total);
+	printf("# bulk of %zu keys: %lld ms, the longest PING meanwhile %lld ms\n", n,
+	       (long long)total, (long long)longest);
+	ck_assert_int_lt(longest * 3, total);
+	longest = huge_command(fd, other, multi, ml, expect, el, &total);
+	printf("# multi of %zu keys: %lld ms, the longest PING meanwhile %lld ms\n", n,
+	       (long long)total, (long long)longest);
+	ck_assert_int_lt(longest * 3, total);
+	EXCHANGE(fd, "multi t k499999 x\n", "Yes No\n");
+	free(bulk);
+	free(multi);
+	free(expect);
+	close(fd);
+	close(other);
+	stop();
+}
+END_TEST
+
 /* Replies of a pipelined burst, in order. */
 static void build_text_burst(char **req, size_t *reqlen, char **rep_out, size_t *replen, int n)
 {
@@ -1416,6 +1556,7 @@ static Suite *server_suite(void)
 	Suite *s = suite_create("server");
 	TCase *cli = tcase_create("cli");
 	TCase *proto = tcase_create("protocols");
+	TCase *huge = tcase_create("huge");
 	TCase *bad = tcase_create("bad-input");
 	TCase *conns = tcase_create("connections");
 	TCase *sig = tcase_create("signals");
@@ -1433,6 +1574,10 @@ static Suite *server_suite(void)
 	/* test_pipeline_slices sends 8 MB and reads 8 MB back: over 30 s under ASan beside another
 	 * suite on two busy cores. */
 	tcase_set_timeout(proto, 90);
+	tcase_set_timeout(huge, 600);
+	tcase_add_test(huge, test_huge_command_sliced);
+	tcase_add_test(huge, test_huge_text_line_sliced);
+	suite_add_tcase(s, huge);
 	tcase_add_test(proto, test_text_basic);
 	tcase_add_test(proto, test_resp_basic);
 	tcase_add_test(proto, test_protocol_detection);
