@@ -374,7 +374,8 @@ static int64_t huge_command(int fd, int other, const char *req, size_t reqlen, c
  * million keys (13 MB) run over many turns, their replies exact, while another client's PING
  * is answered meanwhile. Before, each ran in one turn: a PING waited for most of it (270 ms
  * and 144 ms on the reporter's machine). The bound is relative to the command's own time, so
- * it holds under valgrind too (before: 0.8 of it; after: about 0.15).
+ * it holds under valgrind too (before: 0.8 of it; after: about 0.15, up to 0.34 beside other
+ * load on two cores: the bound is half).
  */
 START_TEST(test_huge_command_sliced)
 {
@@ -405,11 +406,11 @@ START_TEST(test_huge_command_sliced)
 	longest = huge_command(fd, other, madd, ql, expect, el, &total);
 	printf("# BF.MADD of %zu keys: %lld ms, the longest PING meanwhile %lld ms\n", n,
 	       (long long)total, (long long)longest);
-	ck_assert_int_lt(longest * 3, total);
+	ck_assert_int_lt(longest * 2, total);
 	longest = huge_command(fd, other, mexists, ml, expect, el, &total);
 	printf("# BF.MEXISTS of %zu keys: %lld ms, the longest PING meanwhile %lld ms\n", n,
 	       (long long)total, (long long)longest);
-	ck_assert_int_lt(longest * 3, total);
+	ck_assert_int_lt(longest * 2, total);
 	/* The connection goes on with its next command, and a small MEXISTS answers as before. */
 	EXCHANGE(fd, "*4\r\n$10\r\nBF.MEXISTS\r\n$1\r\nh\r\n$7\r\nk999999\r\n$1\r\nx\r\n",
 		 "*2\r\n:1\r\n:0\r\n");
@@ -453,11 +454,11 @@ START_TEST(test_huge_text_line_sliced)
 	longest = huge_command(fd, other, bulk, ql, expect, el, &total);
 	printf("# bulk of %zu keys: %lld ms, the longest PING meanwhile %lld ms\n", n,
 	       (long long)total, (long long)longest);
-	ck_assert_int_lt(longest * 3, total);
+	ck_assert_int_lt(longest * 2, total);
 	longest = huge_command(fd, other, multi, ml, expect, el, &total);
 	printf("# multi of %zu keys: %lld ms, the longest PING meanwhile %lld ms\n", n,
 	       (long long)total, (long long)longest);
-	ck_assert_int_lt(longest * 3, total);
+	ck_assert_int_lt(longest * 2, total);
 	EXCHANGE(fd, "multi t k499999 x\n", "Yes No\n");
 	free(bulk);
 	free(multi);
