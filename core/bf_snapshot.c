@@ -257,7 +257,7 @@ static int write_atomic(int dirfd, const char *filename, const struct iovec *iov
 		goto fail;
 	}
 	failed = "fallocate";
-	rc = -posix_fallocate(fd, 0, (off_t)total);
+	rc = total ? -posix_fallocate(fd, 0, (off_t)total) : 0;
 	if (rc)
 		goto fail;
 	failed = "write";
@@ -303,6 +303,13 @@ fail:
 	if (step)
 		*step = failed;
 	return rc;
+}
+
+int bf_file_write(int dirfd, const char *filename, const void *buf, size_t len, const char **step)
+{
+	struct iovec iov = {.iov_base = (void *)buf, .iov_len = len};
+
+	return write_atomic(dirfd, filename, &iov, 1, step);
 }
 
 int bf_snapshot_write(const struct bf_filter *f, uint64_t generation, int dirfd,

@@ -167,6 +167,10 @@ bool bf_snapshot_entry_name(const unsigned char *e, size_t len, const char **nam
 #define BF_PACK_VERSION 3
 #define BF_PACK_SUFFIX	".bpack"
 
+/* Write buf[0, len) as filename in dirfd, crash-safe as bf_snapshot_write writes a snapshot
+ * (its temp file is FILENAME.bsnap.tmp). 0, or a negative errno with *step. */
+int bf_file_write(int dirfd, const char *filename, const void *buf, size_t len, const char **step);
+
 /* Write count entries, back to back in entries (entry i ends at ends[i]). As
  * bf_snapshot_write: 0, or a negative errno with *step. */
 int bf_pack_write(int dirfd, const char *filename, const unsigned char *entries,

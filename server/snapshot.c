@@ -345,35 +345,20 @@ static void snap_pack_name(int pack, char out[32])
  * data directory lacks was lost outside the daemon: the start refuses (snap_packs_check). A
  * pack joins the record once its first write is durable.
  */
-#define SNAP_RECORD	 "packs"
-#define SNAP_RECORD_TEMP "packs.tmp"
+#define SNAP_RECORD "packs"
 
-/* Write the record of the packs in mask, crash-safe (temp file, fsync, rename, fsync of the
- * directory). 0 or -errno. */
+/* Write the record of the packs in mask, crash-safe (bf_file_write). 0 or -errno. */
 static int snap_record_write(int dirfd, uint32_t mask)
 {
 	char text[SNAP_PACKS * 32], file[32];
 	size_t len = 0;
-	int fd, err = 0;
 
 	for (int i = 0; i < SNAP_PACKS; i++)
 		if (mask & (1u << i)) {
 			snap_pack_name(i, file);
 			len += (size_t)snprintf(text + len, sizeof(text) - len, "%s\n", file);
 		}
-	fd = openat(dirfd, SNAP_RECORD_TEMP, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-	if (fd < 0)
-		return -errno;
-	if (write(fd, text, len) != (ssize_t)len || fsync(fd) != 0)
-		err = errno ? -errno : -EIO;
-	close(fd);
-	if (!err && renameat(dirfd, SNAP_RECORD_TEMP, dirfd, SNAP_RECORD) != 0)
-		err = -errno;
-	if (!err && fsync(dirfd) != 0)
-		err = -errno;
-	if (err)
-		unlinkat(dirfd, SNAP_RECORD_TEMP, 0);
-	return err;
+	return bf_file_write(dirfd, SNAP_RECORD, text, len, NULL);
 }
 
 /* Read the record into *mask. 0, -ENOENT (none), -EBADMSG (a line that names no pack), or
