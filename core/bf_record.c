@@ -500,15 +500,18 @@ static int replay_rename(struct bf_replay *rp, uint64_t lsn, struct bf_filter *f
 			 size_t len, char *why, size_t whylen)
 {
 	struct bf_filter *g = bf_registry_get(rp->reg, name, len);
+	/* Room for f's slot and g's: neither index_get nor the drop below runs out of memory. */
+	int rc = index_room(rp, 2);
 
+	if (rc)
+		return rc;
+	/* f has the name already: loaded from a file renamed to it, whose header is older. An
+	 * earlier RENAME skipped may have marked it gone: this one names it. */
 	if (g == f) {
+		index_get(rp, f->id, f)->gone = false;
 		rp->st.skipped++;
 		return 0;
 	}
-	/* Room for f's slot and g's: neither index_get nor the drop below runs out of memory. */
-	int rc = index_room(rp, 2);
-	if (rc)
-		return rc;
 	if (g && g->lsn >= lsn) {
 		index_get(rp, f->id, f)->gone = true;
 		rp->st.skipped++;

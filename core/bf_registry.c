@@ -4,6 +4,8 @@
 #include "core/bf_index.h"
 
 #include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -398,9 +400,10 @@ int bf_registry_create(struct bf_registry *r, const char *name, size_t len,
 	return 0;
 }
 
-int bf_registry_adopt(struct bf_registry *r, const char *name, size_t len, struct bf_filter *f)
+/* bf_registry_adopt of a name checked by the caller. */
+static int adopt(struct bf_registry *r, const char *name, size_t len, struct bf_filter *f)
 {
-	if (!bf_name_valid(name, len) || bf_filter_budget(f))
+	if (bf_filter_budget(f))
 		return -EINVAL;
 	if (!f->id && r->next_id > BF_ID_MAX)
 		return -ENOMEM;
@@ -430,6 +433,43 @@ int bf_registry_adopt(struct bf_registry *r, const char *name, size_t len, struc
 	else if (f->id >= r->next_id)
 		r->next_id = f->id + 1;
 	return 0;
+}
+
+int bf_registry_adopt(struct bf_registry *r, const char *name, size_t len, struct bf_filter *f)
+{
+	return bf_name_valid(name, len) ? adopt(r, name, len, f) : -EINVAL;
+}
+
+/* The hidden name of id: 17 bytes and a NUL. */
+static size_t hidden_name(uint64_t id, char out[18])
+{
+	return (size_t)snprintf(out, 18, "%c%016" PRIx64, BF_HIDDEN_NAME, id);
+}
+
+int bf_registry_adopt_hidden(struct bf_registry *r, struct bf_filter *f)
+{
+	char name[18];
+	size_t len;
+
+	if (!f->id)
+		return -EINVAL;
+	len = hidden_name(f->id, name);
+	if (bf_filter_set_name(f, name, len))
+		return -ENOMEM;
+	return adopt(r, bf_filter_name(f), f->name_len, f);
+}
+
+struct bf_filter *bf_registry_get_hidden(const struct bf_registry *r, uint64_t id)
+{
+	char name[18];
+	size_t len = hidden_name(id, name);
+
+	return bf_registry_get(r, name, len);
+}
+
+bool bf_registry_hidden(const struct bf_filter *f)
+{
+	return f->name_len == 17 && bf_filter_name(f)[0] == BF_HIDDEN_NAME;
 }
 
 int bf_registry_drop(struct bf_registry *r, const char *name, size_t len)

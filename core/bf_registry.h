@@ -41,6 +41,19 @@ int bf_registry_create(struct bf_registry *r, const char *name, size_t len,
  */
 int bf_registry_adopt(struct bf_registry *r, const char *name, size_t len, struct bf_filter *f);
 
+/*
+ * The same under a name no client can give or see as valid (BF_HIDDEN_NAME: a control byte, then
+ * f's id in hex), which f is given: a start's filter whose name is known only once the log's
+ * replay renames it (a checkpoint file renamed as metadata holds its name before the RENAME).
+ * f must have an id. bf_registry_rename gives it a name.
+ */
+int bf_registry_adopt_hidden(struct bf_registry *r, struct bf_filter *f);
+/* The filter of this id still under the hidden name bf_registry_adopt_hidden gave it, or NULL. */
+struct bf_filter *bf_registry_get_hidden(const struct bf_registry *r, uint64_t id);
+/* f's name is one bf_registry_adopt_hidden gave it. */
+bool bf_registry_hidden(const struct bf_filter *f);
+#define BF_HIDDEN_NAME '\x01'
+
 /* A hint ahead of a lookup or adopt of name (many in a row, a start's load): its bucket is
  * fetched into the cache meanwhile. */
 void bf_registry_prefetch(const struct bf_registry *r, const char *name, size_t len);

@@ -137,6 +137,45 @@ void bf_snapshot_filename(const char *name, size_t len, char out[BF_SNAPSHOT_NAM
 	memcpy(out + n, BF_SNAPSHOT_SUFFIX, sizeof(BF_SNAPSHOT_SUFFIX));
 }
 
+static int hex_digit(char c)
+{
+	if (c >= '0' && c <= '9')
+		return c - '0';
+	if (c >= 'A' && c <= 'F')
+		return c - 'A' + 10;
+	return -1;
+}
+
+int bf_snapshot_filename_name(const char *file, char *out, size_t *len)
+{
+	size_t flen = strlen(file), slen = sizeof(BF_SNAPSHOT_SUFFIX) - 1, n = 0;
+	char again[BF_SNAPSHOT_NAME_MAX];
+
+	if (flen <= slen || strcmp(file + flen - slen, BF_SNAPSHOT_SUFFIX))
+		return -EINVAL;
+	for (size_t i = 0; i < flen - slen && n < BF_NAME_MAX; i++) {
+		int hi, lo;
+
+		if (file[i] != '%') {
+			out[n++] = file[i];
+			continue;
+		}
+		if (i + 2 >= flen - slen || (hi = hex_digit(file[i + 1])) < 0 ||
+		    (lo = hex_digit(file[i + 2])) < 0)
+			return -EINVAL;
+		out[n++] = (char)(hi << 4 | lo);
+		i += 2;
+	}
+	/* Only a name that encodes back to file is one (so no cut name, no "~", no '/'). */
+	if (!bf_name_valid(out, n))
+		return -EINVAL;
+	bf_snapshot_filename(out, n, again);
+	if (strcmp(again, file))
+		return -EINVAL;
+	*len = n;
+	return 0;
+}
+
 /* A header of n layers' length: 4 KiB, and as many more as the layers past 32 take. */
 static size_t header_len_for(unsigned n)
 {

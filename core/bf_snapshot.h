@@ -68,6 +68,13 @@
 void bf_snapshot_filename(const char *name, size_t len, char out[BF_SNAPSHOT_NAME_MAX]);
 
 /*
+ * The filter name file is the file name of (the inverse of bf_snapshot_filename): 0 and
+ * out[0, *len), or -EINVAL if file is not one, or is one of a name too long to be spelled out
+ * (cut, with its hash). out has room for BF_NAME_MAX bytes.
+ */
+int bf_snapshot_filename_name(const char *file, char *out, size_t *len);
+
+/*
  * Write f's snapshot as `filename` in the directory dirfd, crash-safe: create
  * filename + ".tmp" with O_EXCL, posix_fallocate the full size (a full disk fails here, not
  * as SIGBUS later), pwrite header and body, check the length, fsync, rename over filename,

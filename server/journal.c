@@ -136,6 +136,7 @@ static int journal_apply(void *arg, uint64_t lsn, unsigned type, const void *pay
 		jr->noops++;
 		return 0;
 	}
+	srv_snap_replayed(jr->s->snap, (int)type, payload, len);
 	int rc = bf_replay_apply(jr->rp, lsn, (int)type, payload, len, jr->why, sizeof(jr->why));
 	if (rc == -EINVAL)
 		return -EBADMSG;

@@ -846,7 +846,9 @@ int srv_new(const struct srv_options *opt, struct srv **out)
 	rc = journal_start(s);
 	if (rc)
 		goto fail_handles;
-	srv_snap_load_end(s->snap); /* the replay found the filters it needed by id there */
+	rc = srv_snap_load_end(s->snap); /* the replay found the filters it needed by id there */
+	if (rc)
+		goto fail_handles;
 	srv_prefault_settle(s->prefault);
 	/* What expired while the daemon was down is gone before the first client comes. */
 	cmd_expire_due(&s->ctx, cmd_now_ms(), 0);

@@ -18,6 +18,7 @@
 
 #include "core/bf_hash.h"
 #include "core/bf_pool.h"
+#include "core/bf_record.h"
 #include "core/bf_snapshot.h"
 #include "server/log.h"
 #include "server/prefault.h"
@@ -55,6 +56,7 @@ struct snap_entry {
 	bool loading : 1;	/* paged out, its file being read on the threadpool */
 	bool closing : 1;	/* a close waits for its write (listed in sn->closes) */
 	bool close_written : 1; /* ... and that write has been started */
+	bool filed : 1;		/* a durable file of its own holds a copy (SNAP_FILES lists it) */
 	/* The pack file it is a member of (< SNAP_PACKS), or -1: a file of its own. A pack keeps
 	 * no list of its members: ents, walked, gives them (snap_pjob_gather). */
 	signed int pack : 6;
@@ -242,10 +244,22 @@ struct srv_snap {
 
 	struct snap_pack packs[SNAP_PACKS];
 	uint32_t packs_recorded; /* bit i: pack i's file is in the packs record (SNAP_RECORD) */
-	bool accept_missing;	 /* --accept-missing-files */
-	int pack_pos;		 /* the cycle's next pack to consider */
-	struct snap_pjob *pjob;	 /* encoding (pencoding) or writing */
-	struct snap_pmem *pmem;	 /* the next pack job's memory, being readied or ready */
+	/* The files record (SNAP_FILES): the set of filed entries changed since it was written
+	 * (at logged_lsn files_lsn); the log keeps what follows files_lsn until it is written. */
+	bool files_stale;
+	uint64_t files_lsn;
+	size_t files_listed; /* at a start: its lines that match a filter loaded (SIZE_MAX: none) */
+	/* At a start, until srv_snap_load_end(): the files it lists that are missing and hold no
+	 * filter loaded from elsewhere, unless the log's replay drops them. */
+	struct snap_listed {
+		uint64_t id;
+		char *file;
+	} * missing;
+	size_t nmissing;
+	bool accept_missing;	/* --accept-missing-files */
+	int pack_pos;		/* the cycle's next pack to consider */
+	struct snap_pjob *pjob; /* encoding (pencoding) or writing */
+	struct snap_pmem *pmem; /* the next pack job's memory, being readied or ready */
 	bool pencoding;
 	uv_idle_t pidle;
 
@@ -268,11 +282,13 @@ struct srv_snap {
 	 * two names (renamed, then a crash before the old copy went) is loaded once; kept until
 	 * srv_snap_load_end(), for the log's replay to find the filters its records name. Each
 	 * loaded filter has one, with the generation of the copy loaded (an entry does not keep
-	 * it: only a load compares generations). */
+	 * it: only a load compares generations), and, if that copy is a renamed file (one whose
+	 * header still has its name before a RENAME: snap_rename_file), that file's name. */
 	struct snap_idslot {
 		uint64_t id;
 		struct snap_entry *e;
 		uint64_t gen;
+		char *renamed;
 	} * ids;
 	size_t ids_cap, ids_n;
 	uint64_t loaded_lsn; /* the newest LSN a loaded filter holds */
@@ -288,6 +304,7 @@ struct srv_snap {
 
 static void snap_step(struct srv_snap *sn);
 static void snap_on_pidle(uv_idle_t *h);
+static struct snap_idslot *snap_id_slot(const struct srv_snap *sn, uint64_t id);
 
 static uint64_t snap_next_gen(struct srv_snap *sn)
 {
@@ -394,6 +411,74 @@ static int snap_record_read(int dirfd, uint32_t *mask)
 		*mask |= 1u << i;
 	}
 	return 0;
+}
+
+/*
+ * The files record: the filters that have a durable file of their own (e->filed), one
+ * "ID FILE" a line (ID in 16 hex digits). A file it lists that is missing at a start, and that
+ * holds no filter loaded from elsewhere (its pack, a file renamed) nor one the log's replay
+ * drops, was lost outside the daemon: the start refuses (snap_files_check, srv_snap_load_end).
+ * It is written whenever the set changed: before a pack is written (so a filter that left its
+ * pack is listed before the pack lets it go), at the end of a cycle, and at a start. Until it is
+ * written the log keeps every record since its last write (srv_snap_log_needed): a new file
+ * not yet listed is covered by the log, and a listed file removed since by the log's DROP,
+ * FLUSHALL or RENAME record. Without the log, a removal writes it first (snap_files_leaving).
+ */
+#define SNAP_FILES	"files"
+#define SNAP_FILES_LINE (16 + 1 + BF_SNAPSHOT_NAME_MAX + 1)
+
+static int snap_files_write(struct srv_snap *sn)
+{
+	size_t n = 0, len = 0;
+	char *text;
+	int rc;
+
+	for (size_t i = 0; i < sn->nents; i++)
+		n += sn->ents[i]->filed;
+	text = malloc(n * SNAP_FILES_LINE + 1);
+	if (!text)
+		return -ENOMEM;
+	for (size_t i = 0; i < sn->nents; i++) {
+		const struct snap_entry *e = sn->ents[i];
+		char file[BF_SNAPSHOT_NAME_MAX];
+
+		if (e->filed)
+			len +=
+			    (size_t)snprintf(text + len, SNAP_FILES_LINE + 1, "%016" PRIx64 " %s\n",
+					     (uint64_t)e->f->id, snap_file(e, file));
+	}
+	rc = bf_file_write(sn->dirfd, SNAP_FILES, text, len, NULL);
+	free(text);
+	return rc;
+}
+
+/* Write the files record if the set changed. 0, or a negative errno (logged; it stays due, and
+ * the log is kept until it is written). */
+static int snap_files_sync(struct srv_snap *sn)
+{
+	uint64_t lsn = sn->ctx->logged_lsn;
+	int rc;
+
+	if (!sn->files_stale)
+		return 0;
+	rc = snap_files_write(sn);
+	if (rc) {
+		srv_log(SRV_LOG_ERR, "%s/%s: cannot write: %s; the log is kept until it is",
+			sn->dir, SNAP_FILES, strerror(-rc));
+		return rc;
+	}
+	sn->files_stale = false;
+	sn->files_lsn = lsn;
+	return 0;
+}
+
+/* A listed file is about to be removed (its entry is out of ents, or no longer filed). Without
+ * the log, the record is written first: no record of a log would explain the file gone. */
+static void snap_files_removing(struct srv_snap *sn)
+{
+	sn->files_stale = true;
+	if (!sn->cfg->wal)
+		(void)snap_files_sync(sn);
 }
 
 /* Make e a member of pack. */
@@ -557,6 +642,9 @@ static void snap_record(struct srv_snap *sn, struct snap_entry *e, const char *f
 		e->need_lsn = need;
 		snap_set_failed(sn, e, false);
 		e->own_file = true;
+		if (!e->filed)
+			sn->files_stale = true;
+		e->filed = true;
 		/* Its own file holds it now (it grew past snapshot_pack_bytes, or was cleared):
 		 * its pack is written again without it. */
 		snap_pack_leave(sn, e, UINT64_MAX);
@@ -1273,6 +1361,10 @@ static bool snap_pjob_record(struct srv_snap *sn, struct snap_pjob *pj, uint64_t
 			if (e->own_file && e->pack == pj->pack) {
 				char file[BF_SNAPSHOT_NAME_MAX];
 
+				if (e->filed) {
+					e->filed = false;
+					snap_files_removing(sn);
+				}
 				snap_unlink(sn, snap_file(e, file), "filter packed");
 				e->own_file = false;
 			}
@@ -1437,7 +1529,15 @@ static void snap_pjob_settle(struct srv_snap *sn)
  * -1 if not (a failure is recorded). */
 static int snap_pack_start(struct srv_snap *sn, int pack)
 {
-	struct snap_pjob *pj = snap_pjob_new(sn, pack);
+	struct snap_pjob *pj;
+
+	/* A member that left for a file of its own is listed before the pack lets it go. */
+	if (snap_files_sync(sn)) {
+		sn->packs[pack].dirty = true;
+		sn->cycle_failed++;
+		return -1;
+	}
+	pj = snap_pjob_new(sn, pack);
 
 	if (!pj) {
 		sn->packs[pack].dirty = true;
@@ -1482,6 +1582,9 @@ static int snap_pack_write_now(struct srv_snap *sn, int pack)
 		else
 			snap_pjob_settle(sn);
 	}
+	/* A member that left for a file of its own is listed before the pack lets it go. */
+	if (snap_files_sync(sn))
+		return -EIO;
 	pj = snap_pjob_new(sn, pack);
 	if (!pj) {
 		sn->packs[pack].dirty = true;
@@ -1608,6 +1711,9 @@ static void snap_cycle_end(struct srv_snap *sn)
 {
 	uint64_t now = uv_now(sn->loop);
 	uint64_t ms = now - sn->cycle_started_ms;
+
+	if (snap_files_sync(sn))
+		sn->cycle_failed++;
 
 	sn->cycle_running = false;
 	sn->ctx->save_in_progress = false;
@@ -1749,6 +1855,7 @@ static void snap_step(struct srv_snap *sn)
 static void snap_cycle_listed(struct srv_snap *sn)
 {
 	if (!sn->npending && !snap_packs_dirty(sn)) {
+		(void)snap_files_sync(sn); /* files removed since */
 		sn->cycle_running = false;
 		sn->ctx->save_in_progress = false;
 		sn->next_due_ms =
@@ -1848,6 +1955,8 @@ uint64_t srv_snap_log_needed(struct srv_snap *sn, size_t budget)
 			need = sn->packs[i].gone_lsn;
 	if (sn->pjob && !sn->pjob->applied && sn->pjob->gone_lsn < need)
 		need = sn->pjob->gone_lsn;
+	if (sn->files_stale && sn->files_lsn + 1 < need)
+		need = sn->files_lsn + 1;
 	p->running = false;
 	p->last = need;
 	return need;
@@ -1949,8 +2058,17 @@ int srv_snap_dropping(struct srv_snap *sn, struct bf_filter *f, bool remove_file
 	}
 	char file[BF_SNAPSHOT_NAME_MAX];
 	snap_file(e, file);
+	/* A renamed file's filter that the replay drops before a RENAME named it. */
+	if (bf_registry_hidden(f) && sn->ids && snap_id_slot(sn, f->id)->renamed)
+		snprintf(file, sizeof(file), "%s", snap_id_slot(sn, f->id)->renamed);
 	restart = snap_detach(sn, e);
 	e->f = NULL;
+	/* Out of the files record: a cleared filter's file stays, unlisted (the next start loads
+	 * it, and lists it again). */
+	if (e->filed && remove_file)
+		snap_files_removing(sn);
+	else if (e->filed)
+		sn->files_stale = true;
 	/* Also when packed: a write of a file of its own may be in flight (one that grew past
 	 * snapshot_pack_bytes stays in its pack until that write is done), and would leave the
 	 * dropped filter to come back at the next start (snap_remove_file removes it then). */
@@ -1962,33 +2080,95 @@ int srv_snap_dropping(struct srv_snap *sn, struct bf_filter *f, bool remove_file
 	return 0;
 }
 
+/*
+ * RENAME as metadata: the file of its own of e (detached, dead: its filter is now n's), under
+ * the old name, is renamed to the new name's file (renameat, then the directory fsync'ed), and
+ * n takes over what e had on disk. The filter stays changed (the RENAME counts as a change), so
+ * the next cycle writes it with its new name in the header; until then the log keeps the RENAME
+ * record. A start adopts such a file's filter under a hidden name, which the replay of that
+ * RENAME replaces (snap_adopt, srv_snap_load_end). Only for a filter
+ * whose saved state is in a file of its own, under a name a file name spells out, and while no
+ * write of the new name's file is in flight (it would land over this one). Returns true if
+ * done; false (nothing changed) if the caller must write the filter under its new name.
+ */
+static bool snap_rename_file(struct srv_snap *sn, const struct snap_entry *e, struct snap_entry *n,
+			     const char *from, size_t from_len)
+{
+	const struct bf_filter *f = n->f;
+	char old[BF_SNAPSHOT_NAME_MAX], file[BF_SNAPSHOT_NAME_MAX], name[BF_NAME_MAX];
+	size_t len;
+
+	/* The log's RENAME names the file's filter at a start until it is written again. */
+	if (!sn->cfg->wal || n->pack >= 0 || e->pack >= 0 || !e->own_file || !e->on_disk ||
+	    f->paged)
+		return false;
+	bf_snapshot_filename(from, from_len, old);
+	snap_file(n, file);
+	if (bf_snapshot_filename_name(file, name, &len))
+		return false;
+	if (sn->job && !sn->job->applied && !strcmp(sn->job->file, file))
+		return false;
+	if (renameat(sn->dirfd, old, sn->dirfd, file)) {
+		srv_log(SRV_LOG_WARNING, "filter '%s': cannot rename %s/%s to %s: %s; writing it",
+			bf_filter_name(f), sn->dir, old, file, strerror(errno));
+		return false;
+	}
+	/* A write of the old name's file still running puts a copy back under the old name: it
+	 * is removed once written (e is dead: nothing is recorded). A start meanwhile loads the
+	 * newer of the two copies (one filter id), and the log's RENAME names it. */
+	if (sn->job && !sn->job->applied && !strcmp(sn->job->file, old))
+		sn->job->remove_after = true;
+	if (fsync(sn->dirfd))
+		srv_log(SRV_LOG_WARNING,
+			"filter '%s': renamed %s/%s to %s, but the directory could not be synced: "
+			"%s (the log keeps the RENAME)",
+			bf_filter_name(f), sn->dir, old, file, strerror(errno));
+	else
+		srv_log(SRV_LOG_DEBUG, "filter '%s': renamed %s/%s to %s", bf_filter_name(f),
+			sn->dir, old, file);
+	n->own_file = true;
+	n->on_disk = true;
+	n->filed = e->filed;
+	n->saved_changes = e->saved_changes;
+	sn->files_stale = true; /* listed under the old name (its id is loaded from the new one) */
+	return true;
+}
+
 int srv_snap_renamed(struct srv_snap *sn, struct bf_filter *f, const char *from, size_t from_len)
 {
 	struct snap_entry *e, *n;
 	bool restart;
-	int rc;
+	int rc = 0;
 
 	if (!f->params->persist || !(e = snap_find(sn, f)))
 		return 0;
+	/* The replay named a renamed file's filter (snap_adopt): its file has the name already,
+	 * and is written with the name in its header at the next cycle. */
+	if (from_len && from[0] == BF_HIDDEN_NAME) {
+		e->on_disk = false;
+		return 0;
+	}
 	restart = snap_detach(sn, e);
 	e->f = NULL; /* what follows may settle jobs that hold e: it is gone */
-	/* The new name's file is written now, so that the old copy (its file or its pack entry,
-	 * under the old name) can go at once: a new filter given the old name never meets it. */
 	n = snap_track(sn, f);
-	if (n) {
-		n->need_lsn = e->need_lsn;
-		rc = snap_write_now(sn, n);
-	} else {
+	if (!n) {
 		rc = -ENOMEM;
-	}
-	/* Failed: the old copy stays (the log covers the rest, and a start loads the copy with
-	 * the higher generation); the filter is written at the next cycle. Written: the old
-	 * name's file goes, also when the filter was packed (a write of it may be in flight). */
-	if (!rc) {
-		char file[BF_SNAPSHOT_NAME_MAX];
+	} else {
+		n->need_lsn = e->need_lsn;
+		/* Else the new name's file is written now, so that the old copy (its file or its
+		 * pack entry, under the old name) can go at once: a new filter given the old
+		 * name never meets it. Failed: the old copy stays (the log covers the rest, and
+		 * a start loads the copy with the higher generation); the filter is written at
+		 * the next cycle. Written: the old name's file goes, also when the filter was
+		 * packed (a write of it may be in flight). */
+		if (!snap_rename_file(sn, e, n, from, from_len) && !(rc = snap_write_now(sn, n))) {
+			char file[BF_SNAPSHOT_NAME_MAX];
 
-		bf_snapshot_filename(from, from_len, file);
-		snap_remove_file(sn, file, "filter renamed");
+			if (e->filed)
+				snap_files_removing(sn);
+			bf_snapshot_filename(from, from_len, file);
+			snap_remove_file(sn, file, "filter renamed");
+		}
 	}
 	snap_release(e);
 	if (restart)
@@ -2205,7 +2385,8 @@ int srv_snap_flush(struct srv_snap *sn, struct bf_filter *f)
 		if (r && !rc)
 			rc = r;
 	}
-	return rc;
+	r = snap_files_sync(sn);
+	return rc ? rc : r;
 }
 
 void srv_snap_shutdown(struct srv_snap *sn)
@@ -2529,9 +2710,10 @@ static void snap_forget_older(struct srv_snap *sn, struct snap_entry *e, bool re
 		repack[e->pack] = true;
 	snap_pack_leave(sn, e, UINT64_MAX);
 	if (e->own_file) {
+		const char *renamed = f->id ? snap_id_slot(sn, f->id)->renamed : NULL;
 		char file[BF_SNAPSHOT_NAME_MAX];
 
-		snap_unlink(sn, snap_file(e, file), "older copy");
+		snap_unlink(sn, renamed ? renamed : snap_file(e, file), "older copy");
 	}
 	sn->ents[e->idx] = sn->ents[--sn->nents];
 	sn->ents[e->idx]->idx = e->idx;
@@ -2574,8 +2756,16 @@ static void snap_adopt_stay(struct srv_snap *sn, struct snap_entry *e, int pack)
 		e->on_disk = false;
 }
 
-static int snap_adopt(struct srv_snap *sn, struct bf_filter *f, uint64_t gen, const char *file,
-		      int pack, bool repack[SNAP_PACKS])
+/*
+ * Adopt f, loaded from file (pack >= 0: an entry of that pack), a copy of generation gen: of two
+ * copies of one filter (one id), or of two filters under one name, the one written later stays.
+ * A renamed file's filter (renamed: its header has its name before a RENAME) is adopted under a
+ * hidden name until the log's replay of that RENAME names it (srv_snap_load_end if none does):
+ * under the old name it could meet a filter that took that name since, and under the new one
+ * the records before the RENAME of a filter it replaced.
+ */
+static int snap_adopt(struct srv_snap *sn, struct bf_filter *f, uint64_t gen, bool renamed,
+		      const char *file, int pack, bool repack[SNAP_PACKS])
 {
 	struct snap_idslot *slot = NULL;
 	struct bf_filter *old;
@@ -2606,11 +2796,15 @@ static int snap_adopt(struct srv_snap *sn, struct bf_filter *f, uint64_t gen, co
 			slot->e = NULL;
 		}
 	}
-	rc = bf_registry_adopt(sn->ctx->reg, bf_filter_name(f), f->name_len, f);
+	if (renamed)
+		rc = bf_registry_adopt_hidden(sn->ctx->reg, f);
+	else
+		rc = bf_registry_adopt(sn->ctx->reg, bf_filter_name(f), f->name_len, f);
 	if (rc == -EEXIST &&
 	    (old = bf_registry_get(sn->ctx->reg, bf_filter_name(f), f->name_len)) &&
 	    (e = snap_find(sn, old))) {
 		uint64_t had = snap_id_slot(sn, old->id)->gen;
+
 		if (gen <= had) {
 			snap_skip_older(sn, f, gen, had, file, pack, repack);
 			return 0;
@@ -2653,6 +2847,7 @@ static int snap_adopt(struct srv_snap *sn, struct bf_filter *f, uint64_t gen, co
 		return -ENOMEM;
 	e->on_disk = true;
 	e->own_file = pack < 0;
+	e->filed = pack < 0;
 	e->saved_changes = f->changes;
 	e->need_lsn = f->lsn + 1;
 	sn->st.loaded++;
@@ -2669,6 +2864,10 @@ static int snap_adopt(struct srv_snap *sn, struct bf_filter *f, uint64_t gen, co
 	slot->id = f->id;
 	slot->e = e;
 	slot->gen = gen;
+	free(slot->renamed);
+	slot->renamed = renamed ? strdup(file) : NULL;
+	if (renamed && !slot->renamed)
+		return -ENOMEM;
 	if (pack >= 0 && e->pack != pack)
 		snap_adopt_stay(sn, e, pack);
 	/* Packed where it was a file of its own: its pack is written with it, and only then
@@ -2685,6 +2884,7 @@ static int snap_load_one(struct srv_snap *sn, const char *file, uint64_t *newest
 {
 	char why[640], expect[BF_SNAPSHOT_NAME_MAX];
 	struct bf_filter *f = NULL;
+	bool renamed = false;
 	uint64_t gen = 0;
 	struct stat sb;
 	int rc;
@@ -2701,11 +2901,24 @@ static int snap_load_one(struct srv_snap *sn, const char *file, uint64_t *newest
 	}
 	bf_snapshot_filename(bf_filter_name(f), f->name_len, expect);
 	if (strcmp(expect, file)) {
-		snprintf(why, sizeof(why), "holds filter '%s', whose file name is %s",
-			 bf_filter_name(f), expect);
-		bf_filter_free(f);
-		snap_set_aside(sn, file, why);
-		return 0;
+		/* Renamed as metadata (snap_rename_file): the file's name is the filter's. */
+		char name[BF_NAME_MAX];
+		size_t len;
+
+		const struct snap_idslot *slot = sn->ids && f->id ? snap_id_slot(sn, f->id) : NULL;
+
+		/* Not renamed, but a copy of a file loaded (the same generation of the filter). */
+		if (bf_snapshot_filename_name(file, name, &len) ||
+		    (slot && slot->e && slot->gen == gen)) {
+			snprintf(why, sizeof(why), "holds filter '%s', whose file name is %s",
+				 bf_filter_name(f), expect);
+			bf_filter_free(f);
+			snap_set_aside(sn, file, why);
+			return 0;
+		}
+		srv_log(SRV_LOG_DEBUG, "%s/%s holds filter '%.*s' under its name before a RENAME",
+			sn->dir, file, (int)len, name);
+		renamed = true;
 	}
 	if (!f->params->persist) {
 		bf_filter_free(f);
@@ -2720,7 +2933,7 @@ static int snap_load_one(struct srv_snap *sn, const char *file, uint64_t *newest
 	srv_log(SRV_LOG_DEBUG,
 		"loaded filter '%s' from %s/%s (%" PRIu64 " bytes, generation %" PRIu64 ")",
 		bf_filter_name(f), sn->dir, file, bf_filter_bytes(f), gen);
-	return snap_adopt(sn, f, gen, file, -1, repack);
+	return snap_adopt(sn, f, gen, renamed, file, -1, repack);
 }
 
 /*
@@ -2850,7 +3063,7 @@ static int snap_load_pack(struct srv_snap *sn, int pack, struct bf_pack *buf, ui
 			repack[pack] = true;
 			continue;
 		}
-		rc = snap_adopt(sn, f, gen, file, pack, repack);
+		rc = snap_adopt(sn, f, gen, false, file, pack, repack);
 	}
 	return rc;
 }
@@ -2912,6 +3125,170 @@ static int snap_packs_check(struct srv_snap *sn)
 	return missing ? snap_record_write(sn->dirfd, sn->packs_recorded) : 0;
 }
 
+/* Read the files record: its text, NUL-terminated, in *out (NULL if there is none). 0 or a
+ * negative errno. */
+static int snap_files_read(struct srv_snap *sn, char **out)
+{
+	int fd = openat(sn->dirfd, SNAP_FILES, O_RDONLY | O_CLOEXEC);
+	struct stat sb;
+	size_t len = 0;
+	char *text;
+
+	*out = NULL;
+	if (fd < 0)
+		return errno == ENOENT ? 0 : -errno;
+	if (fstat(fd, &sb) || !(text = malloc((size_t)sb.st_size + 1))) {
+		int rc = errno ? -errno : -ENOMEM;
+		close(fd);
+		return rc;
+	}
+	while (len < (size_t)sb.st_size) {
+		ssize_t n = read(fd, text + len, (size_t)sb.st_size - len);
+
+		if (n <= 0) {
+			int rc = n ? -errno : -EIO;
+			close(fd);
+			free(text);
+			return rc;
+		}
+		len += (size_t)n;
+	}
+	close(fd);
+	text[len] = '\0';
+	*out = text;
+	return 0;
+}
+
+/* Note a file the record lists that is missing (and no filter loaded holds its id). */
+static int snap_files_missing(struct srv_snap *sn, uint64_t id, const char *file)
+{
+	struct snap_listed *m = realloc(sn->missing, (sn->nmissing + 1) * sizeof(*m));
+
+	if (!m)
+		return -ENOMEM;
+	sn->missing = m;
+	m[sn->nmissing].id = id;
+	m[sn->nmissing].file = strdup(file);
+	if (!m[sn->nmissing].file)
+		return -ENOMEM;
+	sn->nmissing++;
+	return 0;
+}
+
+/* A line of the record (at a start) names the file the filter of that id was loaded from: the
+ * record needs no write for it (sn->files_listed counts them). */
+static void snap_files_match(struct srv_snap *sn, uint64_t id, const char *file)
+{
+	const struct snap_idslot *slot = sn->ids ? snap_id_slot(sn, id) : NULL;
+	char own[BF_SNAPSHOT_NAME_MAX];
+
+	if (slot && slot->e && slot->e->f && slot->e->filed && !slot->renamed &&
+	    !strcmp(snap_file(slot->e, own), file))
+		sn->files_listed++;
+}
+
+/*
+ * After the load: the files the record lists that are missing, and whose filter no other copy
+ * loaded (its pack, the same filter's file under a new name), go in sn->missing; the log's
+ * replay may yet explain them (srv_snap_replayed). One set aside as corrupt is told as that.
+ */
+static int snap_files_check(struct srv_snap *sn)
+{
+	char *text, *line, *nl, aside[BF_SNAPSHOT_NAME_MAX + 16];
+	struct stat sb;
+	int rc = snap_files_read(sn, &text);
+
+	sn->files_listed = text ? 0 : SIZE_MAX;
+	for (line = text; !rc && line && *line; line = nl + 1) {
+		char *end, *file;
+		uint64_t id;
+
+		nl = strchr(line, '\n');
+		if (!nl || nl - line < 18 || line[16] != ' ') {
+			rc = -EBADMSG;
+			break;
+		}
+		*nl = '\0';
+		id = strtoull(line, &end, 16);
+		file = line + 17;
+		if (end != line + 16 || strlen(file) >= BF_SNAPSHOT_NAME_MAX || strchr(file, '/') ||
+		    !snap_has_suffix(file, BF_SNAPSHOT_SUFFIX)) {
+			rc = -EBADMSG;
+			break;
+		}
+		snap_files_match(sn, id, file);
+		snprintf(aside, sizeof(aside), "%s" SNAP_CORRUPT_SUFFIX, file);
+		if (!fstatat(sn->dirfd, file, &sb, AT_SYMLINK_NOFOLLOW) ||
+		    !fstatat(sn->dirfd, aside, &sb, AT_SYMLINK_NOFOLLOW) ||
+		    (sn->ids && snap_id_slot(sn, id)->e))
+			continue;
+		rc = snap_files_missing(sn, id, file);
+	}
+	free(text);
+	if (rc)
+		srv_log(SRV_LOG_ERR, "%s/%s: %s; not starting", sn->dir, SNAP_FILES,
+			rc == -EBADMSG ? "a line is not \"ID FILE.bsnap\"" : strerror(-rc));
+	return rc;
+}
+
+static void snap_files_explained(struct srv_snap *sn, size_t i)
+{
+	free(sn->missing[i].file);
+	sn->missing[i] = sn->missing[--sn->nmissing];
+}
+
+void srv_snap_replayed(struct srv_snap *sn, int type, const void *payload, size_t len)
+{
+	char file[BF_SNAPSHOT_NAME_MAX];
+	const char *name;
+	uint64_t id;
+	size_t n;
+
+	if (!sn->nmissing)
+		return;
+	if (type == BF_REC_FLUSHALL) {
+		while (sn->nmissing)
+			snap_files_explained(sn, 0);
+	} else if (type == BF_REC_DROP && !bf_record_read_id(payload, len, &id)) {
+		for (size_t i = sn->nmissing; i--;)
+			if (sn->missing[i].id == id)
+				snap_files_explained(sn, i);
+	} else if (type == BF_REC_RENAME && !bf_record_read_rename(payload, len, &id, &name, &n)) {
+		/* The filter that had the new name is replaced: its file written over, or
+		 * removed first. */
+		bf_snapshot_filename(name, n, file);
+		for (size_t i = sn->nmissing; i--;)
+			if (!strcmp(sn->missing[i].file, file))
+				snap_files_explained(sn, i);
+	}
+}
+
+/* The files the record lists that are still missing after the replay: the start refuses, or
+ * goes on without them as asked. */
+static int snap_files_report(struct srv_snap *sn)
+{
+	int rc = sn->nmissing && !sn->accept_missing ? -ENOENT : 0;
+
+	for (size_t i = 0; i < sn->nmissing; i++)
+		srv_log(sn->accept_missing ? SRV_LOG_WARNING : SRV_LOG_ERR,
+			"snapshot %s/%s is missing (%s/%s lists it, filter id %" PRIu64
+			"): that filter is lost%s%s",
+			sn->dir, sn->missing[i].file, sn->dir, SNAP_FILES, sn->missing[i].id,
+			sn->cfg->wal ? ", but for what the write-ahead log holds from its creation"
+				     : "",
+			sn->accept_missing ? "; going on without it, as asked" : "");
+	if (rc)
+		srv_log(SRV_LOG_ERR, "not starting (put the files back, or start once with "
+				     "--accept-missing-files to go on without them)");
+	else if (sn->nmissing)
+		sn->files_stale = true; /* told once */
+	while (sn->nmissing)
+		snap_files_explained(sn, 0);
+	free(sn->missing);
+	sn->missing = NULL;
+	return rc;
+}
+
 static int snap_load_all(struct srv_snap *sn)
 {
 	uint64_t t0 = uv_hrtime(), newest = 0, ns;
@@ -2941,6 +3318,8 @@ static int snap_load_all(struct srv_snap *sn)
 			sn->dir);
 		rc = -ENOMEM;
 	}
+	if (!rc)
+		rc = snap_files_check(sn);
 out:
 	for (i = 0; i < n; i++)
 		free(names[i]);
@@ -2963,6 +3342,8 @@ out:
 			sn->st.set_aside ? "; some files were set aside, see above" : "");
 	return 0;
 }
+
+static void snap_load_state_free(struct srv_snap *sn);
 
 int srv_snap_new(uv_loop_t *loop, const struct config *cfg, struct cmd_ctx *ctx,
 		 struct srv_prefault *pf, bool accept_missing, struct srv_snap **out)
@@ -3030,7 +3411,7 @@ int srv_snap_new(uv_loop_t *loop, const struct config *cfg, struct cmd_ctx *ctx,
 fail_fd:
 	close(sn->dirfd);
 fail:
-	free(sn->ids);
+	snap_load_state_free(sn);
 	for (size_t i = 0; i < sn->nents; i++)
 		bf_pool_put(sn->ents[i]);
 	free(sn->ents);
@@ -3054,11 +3435,85 @@ uint64_t srv_snap_loaded_lsn(const struct srv_snap *sn)
 	return sn->loaded_lsn;
 }
 
-void srv_snap_load_end(struct srv_snap *sn)
+/*
+ * A renamed file's filter that no RENAME of the log named (the log is off now, or was lost):
+ * it takes its file's name; if another filter has that name, the file is set aside.
+ */
+static void snap_name_by_file(struct srv_snap *sn, struct snap_idslot *slot)
 {
+	/* Not slot->e: the replay may have dropped it (its entry is gone). */
+	struct bf_filter *f = bf_registry_get_hidden(sn->ctx->reg, slot->id);
+	struct snap_entry *e = f ? snap_find(sn, f) : NULL;
+	char name[BF_NAME_MAX];
+	size_t len;
+	int rc;
+
+	if (!e)
+		return;
+	rc = bf_snapshot_filename_name(slot->renamed, name, &len);
+	if (!rc)
+		rc = bf_registry_rename(sn->ctx->reg, e->f, name, len);
+	if (!rc) {
+		srv_log(SRV_LOG_NOTICE,
+			"filter '%s' in %s/%s: the log no longer holds its RENAME; named by its "
+			"file",
+			bf_filter_name(e->f), sn->dir, slot->renamed);
+		e->on_disk = false; /* written with its name in the header at the next cycle */
+		return;
+	}
+	snap_detach(sn, e);
+	bf_registry_drop(sn->ctx->reg, bf_filter_name(e->f), e->f->name_len);
+	e->f = NULL;
+	snap_release(e);
+	slot->e = NULL;
+	sn->st.loaded--;
+	snap_set_aside(sn, slot->renamed,
+		       rc == -EEXIST ? "a RENAME gave its filter the file's name, which another "
+				       "filter has now"
+				     : "cannot name its filter by the file's name");
+}
+
+/* The load's table of ids goes (naming the renamed files' filters no RENAME named, if name). */
+static void snap_ids_free(struct srv_snap *sn, bool name)
+{
+	for (size_t i = 0; i < sn->ids_cap; i++)
+		if (sn->ids[i].renamed) {
+			if (name)
+				snap_name_by_file(sn, &sn->ids[i]);
+			free(sn->ids[i].renamed);
+		}
 	free(sn->ids);
 	sn->ids = NULL;
 	sn->ids_cap = sn->ids_n = 0;
+}
+
+/* What only a start keeps, freed without a start (it failed). */
+static void snap_load_state_free(struct srv_snap *sn)
+{
+	snap_ids_free(sn, false);
+	while (sn->nmissing)
+		snap_files_explained(sn, 0);
+	free(sn->missing);
+	sn->missing = NULL;
+}
+
+int srv_snap_load_end(struct srv_snap *sn)
+{
+	int rc = snap_files_report(sn);
+
+	snap_ids_free(sn, !rc);
+	if (rc) {
+		sn->stopping = true; /* not starting: nothing is written, the record stays */
+		return rc;
+	}
+	/* Written if it does not list the files as they are now (so a missing one is told once).
+	 */
+	size_t nfiled = 0;
+	for (size_t i = 0; i < sn->nents; i++)
+		nfiled += sn->ents[i]->filed;
+	if (sn->files_listed == SIZE_MAX ? nfiled > 0 : sn->files_listed != nfiled)
+		sn->files_stale = true;
+	return snap_files_sync(sn);
 }
 
 void srv_snap_after_replay(struct srv_snap *sn, struct bf_registry *reg)
@@ -3125,7 +3580,7 @@ void srv_snap_free(struct srv_snap *sn)
 	 * memory may still be in use by the threadpool, so it is left alone. */
 	snap_pending_clear(sn);
 	snap_closes_clear(sn);
-	srv_snap_load_end(sn);
+	snap_load_state_free(sn);
 	for (size_t i = 0; i < sn->nents; i++)
 		bf_pool_put(sn->ents[i]);
 	free(sn->ents);

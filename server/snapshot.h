@@ -113,10 +113,11 @@ int srv_snap_new(uv_loop_t *loop, const struct config *cfg, struct cmd_ctx *ctx,
 void srv_snap_created(struct srv_snap *sn, struct bf_filter *f);
 int srv_snap_dropping(struct srv_snap *sn, struct bf_filter *f, bool remove_file);
 /*
- * f was renamed from the name from[0, from_len): its snapshot is written under the new name
- * now (a file of its own, on the loop), then the old name's copy is removed. 0, or a negative
- * errno (the write failed: the old copy is kept and the filter written again at the next
- * cycle).
+ * f was renamed from the name from[0, from_len). A filter saved in a file of its own (with the
+ * log on) has that file renamed, and is written with its new name at the next cycle. Else its
+ * snapshot is written under the new name now (a file of its own, on the loop), then the old
+ * name's copy is removed. 0, or a negative errno (the write failed: the old copy is kept and the
+ * filter written again at the next cycle).
  */
 int srv_snap_renamed(struct srv_snap *sn, struct bf_filter *f, const char *from, size_t from_len);
 
@@ -200,8 +201,19 @@ void srv_snap_get_status(struct srv_snap *sn, struct srv_snap_status *out);
 struct bf_filter *srv_snap_loaded(const struct srv_snap *sn, uint64_t id);
 /* The newest LSN a loaded filter's checkpoint holds (0: none). */
 uint64_t srv_snap_loaded_lsn(const struct srv_snap *sn);
-/* Once the replay is done (or there is no log): srv_snap_loaded's table goes. */
-void srv_snap_load_end(struct srv_snap *sn);
+/*
+ * Each record the log's replay applies (type, payload: core/bf_record.h): a DROP, FLUSHALL or
+ * RENAME explains a file the files record lists that is missing at the start.
+ */
+void srv_snap_replayed(struct srv_snap *sn, int type, const void *payload, size_t len);
+/*
+ * Once the replay is done (or there is no log): a file the files record lists that is missing,
+ * whose filter nothing else loaded and no record of the log dropped, refuses the start (-ENOENT,
+ * logged), unless --accept-missing-files; a renamed file's filter that no RENAME of the log
+ * named takes the file's name; srv_snap_loaded's table goes; the files record is written as
+ * the data directory is now. 0 or a negative errno (the start fails).
+ */
+int srv_snap_load_end(struct srv_snap *sn);
 
 /*
  * After the write-ahead log's replay: for each snapshot file set aside as corrupt at load, log

@@ -106,6 +106,22 @@ START_TEST(filenames)
 	ck_assert_str_ne(oa, ob);
 	bf_snapshot_filename(a, sizeof(a), ob);
 	ck_assert_str_eq(oa, ob);
+
+	/* Back from a file name to the filter's: only a name spelled out in full. */
+	char name[BF_NAME_MAX];
+	size_t len = 0;
+	ck_assert_int_eq(bf_snapshot_filename_name("caf%C3%A9%3A.bsnap", name, &len), 0);
+	ck_assert_uint_eq(len, 6);
+	ck_assert_mem_eq(name, "caf\xc3\xa9:", 6);
+	ck_assert_int_eq(bf_snapshot_filename_name("foo.bsnap", name, &len), 0);
+	ck_assert_uint_eq(len, 3);
+	ck_assert_int_eq(bf_snapshot_filename_name(oa, name, &len), -EINVAL); /* cut, hashed */
+	ck_assert_int_eq(bf_snapshot_filename_name("foo.bpack", name, &len), -EINVAL);
+	ck_assert_int_eq(bf_snapshot_filename_name(".bsnap", name, &len), -EINVAL);
+	ck_assert_int_eq(bf_snapshot_filename_name("%2e.bsnap", name, &len), -EINVAL);
+	ck_assert_int_eq(bf_snapshot_filename_name("a%2.bsnap", name, &len), -EINVAL);
+	ck_assert_int_eq(bf_snapshot_filename_name("a.b.bsnap", name, &len), -EINVAL);
+	ck_assert_int_eq(bf_snapshot_filename_name("%20.bsnap", name, &len), -EINVAL);
 }
 END_TEST
 

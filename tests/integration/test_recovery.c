@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "tests/check_main.h"
@@ -269,6 +270,219 @@ START_TEST(test_missing_pack_refused)
 }
 END_TEST
 
+/* RENAME as metadata (issue 30 item 3): a filter in a file of its own keeps that file,
+ * renamed. Own files from 64 KiB up; no periodic checkpoint, so each case says when one is
+ * written. */
+#define RENAME_CONF CONF("snapshot_interval = 0\nsnapshot_pack_bytes = 64k\n")
+#define BIG_KEYS    2000
+
+/* A filter of about 240 KB named name, BIG_KEYS keys "k:<i>", written by SAVE. */
+static void big_saved(int fd, const char *name)
+{
+	char words[64];
+
+	snprintf(words, sizeof(words), "BF.RESERVE %s 0.01 200000", name);
+	RX(fd, words, "+OK\r\n");
+	add_keys(fd, name, "k", BIG_KEYS);
+	RX(fd, "SAVE", "+OK\r\n");
+}
+
+static ino_t inode_of(const char *file)
+{
+	struct stat sb;
+
+	ck_assert_msg(stat(path_in(file), &sb) == 0, "%s: %s", file, strerror(errno));
+	return sb.st_ino;
+}
+
+/* The file is renamed, not written again: the same inode, at once; after a SIGKILL (the header
+ * still has the old name) the filter is there under the new name, with the keys added before and
+ * after; the next checkpoint writes it under its name. */
+START_TEST(test_rename_keeps_the_file)
+{
+	ino_t ino;
+	int fd;
+
+	data_dir_new();
+	start_in(RENAME_CONF);
+	fd = conn();
+	big_saved(fd, "a");
+	ino = inode_of("a.bsnap");
+	RX(fd, "RENAME a b", "+OK\r\n");
+	ck_assert(!exists("a.bsnap"));
+	ck_assert_uint_eq(inode_of("b.bsnap"), ino);
+	add_keys(fd, "b", "m", 500);
+	close(fd);
+	kill9();
+
+	start_in(RENAME_CONF);
+	fd = conn();
+	RX(fd, "EXISTS a", ":0\r\n");
+	ck_assert_uint_eq(resp_count_keys(fd, "b", "k", BIG_KEYS), BIG_KEYS);
+	ck_assert_uint_eq(resp_count_keys(fd, "b", "m", 500), 500);
+	RX(fd, "SAVE", "+OK\r\n");
+	close(fd);
+	kill9();
+	ck_assert_uint_ne(inode_of("b.bsnap"), ino);
+	start_in(RENAME_CONF);
+	ck_assert(!strstr(itest_log(&d), "set aside"));
+	fd = conn();
+	ck_assert_uint_eq(resp_count_keys(fd, "b", "m", 500), 500);
+	close(fd);
+	stop();
+}
+END_TEST
+
+/* RENAME over a packed filter: the pack, written later than the renamed file, still holds the
+ * filter dropped; after a SIGKILL the renamed file keeps the name. */
+START_TEST(test_rename_over_packed_filter)
+{
+	int fd;
+
+	data_dir_new();
+	start_in(RENAME_CONF);
+	fd = conn();
+	big_saved(fd, "a");
+	RX(fd, "BF.ADD b y", ":1\r\n");
+	RX(fd, "SAVE", "+OK\r\n");
+	ck_assert_ptr_nonnull(pack_with("b"));
+	RX(fd, "RENAME a b", "+OK\r\n");
+	close(fd);
+	kill9();
+
+	start_in(RENAME_CONF);
+	fd = conn();
+	RX(fd, "EXISTS a", ":0\r\n");
+	ck_assert_uint_eq(resp_count_keys(fd, "b", "k", BIG_KEYS), BIG_KEYS);
+	EQ(call(fd, "BF.INFO b Capacity"), "*1\r\n:200000\r\n");
+	close(fd);
+	stop();
+}
+END_TEST
+
+/* Renamed away and on, then the first new name taken by a new filter that a checkpoint holds:
+ * the replay skips the first RENAME (the name's holder is newer) and must not drop the filter,
+ * which the second RENAME names. */
+START_TEST(test_rename_twice_name_retaken)
+{
+	int fd, t;
+
+	data_dir_new();
+	start_in(RENAME_CONF);
+	fd = conn();
+	big_saved(fd, "a");
+	RX(fd, "RENAME a b", "+OK\r\n");
+	RX(fd, "RENAME b c", "+OK\r\n");
+	ck_assert(exists("c.bsnap") && !exists("b.bsnap"));
+	RX(fd, "BF.ADD b y", ":1\r\n");
+	t = conn();
+	TXT(t, "flush b", "Done\n");
+	close(t);
+	close(fd);
+	kill9();
+
+	start_in(RENAME_CONF);
+	fd = conn();
+	RX(fd, "EXISTS a", ":0\r\n");
+	ck_assert_uint_eq(resp_count_keys(fd, "c", "k", BIG_KEYS), BIG_KEYS);
+	RX(fd, "BF.EXISTS b y", ":1\r\n");
+	EQ(call(fd, "BF.INFO b Capacity"), "*1\r\n:100\r\n");
+	close(fd);
+	stop();
+}
+END_TEST
+
+/* Renamed away and back, the name it went to then taken by a filter a checkpoint holds: the
+ * replay skips the first RENAME (the name's holder is newer), and the second gives the filter
+ * the name it already has. It must stay (it was dropped at the end of the replay). */
+START_TEST(test_rename_away_and_back)
+{
+	int fd, t;
+
+	data_dir_new();
+	start_in(RENAME_CONF);
+	fd = conn();
+	big_saved(fd, "a");
+	RX(fd, "RENAME a b", "+OK\r\n");
+	RX(fd, "RENAME b a", "+OK\r\n");
+	RX(fd, "BF.ADD b y", ":1\r\n");
+	t = conn();
+	TXT(t, "flush b", "Done\n");
+	close(t);
+	close(fd);
+	kill9();
+
+	start_in(RENAME_CONF);
+	fd = conn();
+	ck_assert_uint_eq(resp_count_keys(fd, "a", "k", BIG_KEYS), BIG_KEYS);
+	RX(fd, "BF.EXISTS b y", ":1\r\n");
+	close(fd);
+	stop();
+}
+END_TEST
+
+/* Issue 30 item 2: a snapshot file of its own deleted outside the daemon stops the start, naming
+ * it, unless --accept-missing-files; files the daemon removed itself (a drop, logged or not, a
+ * RENAME, a filter packed again) never do. conf: with or without the log. */
+static void missing_own_file(const char *conf, bool wal)
+{
+	const char *extra[] = {"--data-dir", case_dir, "--accept-missing-files", NULL};
+	int fd;
+
+	data_dir_new();
+	start_in(conf);
+	fd = conn();
+	big_saved(fd, "a");
+	big_saved(fd, "b");
+	big_saved(fd, "gone");
+	big_saved(fd, "moved");
+	RX(fd, "DEL gone", ":1\r\n");
+	RX(fd, "RENAME moved there", "+OK\r\n");
+	close(fd);
+	kill9();
+	ck_assert(exists("files") && exists("a.bsnap") && !exists("gone.bsnap"));
+	/* What the daemon removed itself is no loss. */
+	start_in(conf);
+	ck_assert_msg(!strstr(itest_log(&d), "missing"), "%s", itest_log(&d));
+	fd = conn();
+	RX(fd, "EXISTS gone", ":0\r\n");
+	ck_assert_uint_eq(resp_count_keys(fd, "there", "k", BIG_KEYS), BIG_KEYS);
+	close(fd);
+	kill9();
+
+	ck_assert_int_eq(unlink(path_in("a.bsnap")), 0);
+	start_refused(conf, NULL, "/a.bsnap is missing (");
+	start_refused(conf, NULL, "/files lists it, filter id ");
+	start_refused(conf, NULL,
+		      "not starting (put the files back, or start once with "
+		      "--accept-missing-files");
+	ck_assert_int_eq(itest_start(&d, conf, extra), 0);
+	ck_assert(itest_log_wait(&d, "; going on without it, as asked", T));
+	fd = conn();
+	/* The log, kept whole here (no checkpoint since), rebuilds it from its creation. */
+	RX(fd, "EXISTS a", wal ? ":1\r\n" : ":0\r\n");
+	ck_assert_uint_eq(resp_count_keys(fd, "b", "k", BIG_KEYS), BIG_KEYS);
+	close(fd);
+	stop();
+	/* Told once. */
+	start_in(conf);
+	ck_assert(!strstr(itest_log(&d), "missing"));
+	stop();
+}
+
+START_TEST(test_missing_own_file_refused)
+{
+	missing_own_file(RENAME_CONF, true);
+}
+END_TEST
+
+START_TEST(test_missing_own_file_refused_without_log)
+{
+	missing_own_file(CONF("snapshot_interval = 0\nsnapshot_pack_bytes = 64k\nwal = off\n"),
+			 false);
+}
+END_TEST
+
 static Suite *recovery_suite(void)
 {
 	Suite *s = suite_create("recovery");
@@ -283,7 +497,17 @@ static Suite *recovery_suite(void)
 	tcase_set_timeout(missing, 120);
 	tcase_add_test(missing, test_missing_first_segment_refused);
 	tcase_add_test(missing, test_missing_pack_refused);
+	tcase_add_test(missing, test_missing_own_file_refused);
+	tcase_add_test(missing, test_missing_own_file_refused_without_log);
 	suite_add_tcase(s, missing);
+
+	TCase *rename = tcase_create("rename");
+	tcase_set_timeout(rename, 120);
+	tcase_add_test(rename, test_rename_keeps_the_file);
+	tcase_add_test(rename, test_rename_over_packed_filter);
+	tcase_add_test(rename, test_rename_twice_name_retaken);
+	tcase_add_test(rename, test_rename_away_and_back);
+	suite_add_tcase(s, rename);
 	return s;
 }
 
