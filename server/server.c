@@ -413,11 +413,11 @@ fallback:
 }
 
 /* Persistence hooks: see snapshot.h. */
-static int srv_flush(void *arg, struct bf_filter *f)
+static int srv_flush(void *arg, struct bf_filter *f, uint64_t *ticket)
 {
 	struct srv *s = arg;
 
-	return srv_snap_flush(s->snap, f);
+	return srv_snap_flush(s->snap, f, ticket);
 }
 
 static int srv_bgsave(void *arg)
