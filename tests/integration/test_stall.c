@@ -4,7 +4,9 @@
  * text `flush` of all, RESP SAVE and HTTP POST /v1/filters/NAME/snapshot of a large changed
  * filter are written on the threadpool while another client's PING round trips stay short; each
  * is answered as before (Done, +OK, {"flushed":true}) once its write is durable, and with no
- * write-ahead log what it wrote is there after a SIGKILL.
+ * write-ahead log what it wrote is there after a SIGKILL. A DEL of a large filter whose pages
+ * are all written (loaded from its snapshot) answers at once, its memory given back on the
+ * threadpool, and max_memory still counts it until it is.
  */
 #include <check.h>
 #include <poll.h>
@@ -268,10 +270,69 @@ START_TEST(test_flush_packed)
 }
 END_TEST
 
+/* The used_memory INFO field. */
+static uint64_t used_memory(int fd)
+{
+	const char *r = call(fd, "INFO memory"), *p = strstr(r, "used_memory:");
+
+	ck_assert_ptr_nonnull(p);
+	return strtoull(p + 12, NULL, 10);
+}
+
+/*
+ * DEL of the huge filter, loaded from its snapshot (every page written): answered quickly,
+ * other clients' PINGs too; its memory is counted until it is given back, then not.
+ */
+START_TEST(test_del_does_not_stall)
+{
+	struct timing t;
+	int64_t t0, until;
+	uint64_t before, after;
+	int fd, pfd, dfd;
+	char buf[64];
+
+	data_dir_new();
+	start_in(CONF_NOLOG);
+	fd = itest_connect(d.port);
+	RX(fd, HUGE_RESERVE, "+OK\r\n");
+	resp_add_keys(fd, "huge", "k", NKEYS);
+	RX(fd, "SAVE", "+OK\r\n");
+	close(fd);
+	itest_stop(&d, T);
+
+	start_in(CONF_NOLOG);
+	fd = itest_connect(d.port);
+	pfd = itest_connect(d.port);
+	dfd = itest_connect(d.port);
+	RX(pfd, "PING", "+PONG\r\n");
+	before = used_memory(fd);
+	ck_assert_uint_gt(before, 190000000);
+	t0 = itest_now_us();
+	ck_assert_int_eq(itest_send_str(dfd, "*2\r\n$3\r\nDEL\r\n$4\r\nhuge\r\n"), 0);
+	t = ping_until_answered(pfd, dfd, t0);
+	fprintf(stderr, "# DEL of 196 MB: answered after %lld us; %u PINGs, the longest %lld us\n",
+		(long long)t.wait_us, t.pings, (long long)t.worst_us);
+	ck_assert_int_gt(itest_recv_until(dfd, buf, sizeof(buf), "\r\n", T), 0);
+	EQ(buf, ":1\r\n");
+	ck_assert_msg(t.wait_us < max_rtt_us(), "DEL took %lld us", (long long)t.wait_us);
+	/* Counted until the threadpool has given it back, then gone. */
+	until = itest_now_ms() + T;
+	while ((after = used_memory(fd)) > before / 2 && itest_now_ms() < until)
+		usleep(10000);
+	ck_assert_uint_lt(after, before / 2);
+	absent(fd, "huge");
+	close(dfd);
+	close(pfd);
+	close(fd);
+	itest_stop(&d, T);
+}
+END_TEST
+
 static Suite *stall_suite(void)
 {
 	Suite *s = suite_create("stall");
 	TCase *flush = tcase_create("flush");
+	TCase *del = tcase_create("del");
 
 	tcase_set_timeout(flush, 0);
 	tcase_add_test(flush, test_flush_name_does_not_stall);
@@ -281,6 +342,9 @@ static Suite *stall_suite(void)
 	tcase_add_test(flush, test_save_during_bgsave);
 	tcase_add_test(flush, test_flush_packed);
 	suite_add_tcase(s, flush);
+	tcase_set_timeout(del, 0);
+	tcase_add_test(del, test_del_does_not_stall);
+	suite_add_tcase(s, del);
 	return s;
 }
 
