@@ -51,8 +51,10 @@
  * there and missing stops the start with -ENOENT, naming it, unless accept_missing
  * (--accept-missing-files), which logs the loss and goes on.
  *
- * Dropping a filter removes its file (after the write in flight, if any, has finished);
- * clear keeps it, so the filter comes back at the next start, as in bloomd.
+ * Dropping a filter removes its file (after the write in flight, if any, has finished): it is
+ * renamed aside on the loop and unlinked on the threadpool (unlinking a large file frees its
+ * blocks in the call); clear keeps it, so the filter comes back at the next start, as in
+ * bloomd.
  *
  * Threading: every function here runs on the loop thread. The threadpool only runs
  * bf_snapshot_write() on a copy it owns (or, at shutdown, on a filter nothing else touches).
