@@ -186,7 +186,7 @@ static void flush_does_not_stall(enum how how)
 	ck_assert_uint_eq(resp_count_keys(fd, "huge", "k", NKEYS), NKEYS);
 	RX(fd, "BF.EXISTS huge again0", ":1\r\n");
 	close(fd);
-	itest_stop(&d, T);
+	stop();
 }
 
 START_TEST(test_flush_name_does_not_stall)
@@ -239,7 +239,7 @@ START_TEST(test_save_during_bgsave)
 	ck_assert_uint_eq(resp_count_keys(fd, "huge", "k", NKEYS), NKEYS);
 	RX(fd, "BF.EXISTS huge late", ":1\r\n");
 	close(fd);
-	itest_stop(&d, T);
+	stop();
 }
 END_TEST
 
@@ -266,7 +266,7 @@ START_TEST(test_flush_packed)
 	fd = itest_connect(d.port);
 	TXT(fd, "check small a", "Yes\n");
 	close(fd);
-	itest_stop(&d, T);
+	stop();
 }
 END_TEST
 
@@ -298,7 +298,7 @@ START_TEST(test_del_does_not_stall)
 	resp_add_keys(fd, "huge", "k", NKEYS);
 	RX(fd, "SAVE", "+OK\r\n");
 	close(fd);
-	itest_stop(&d, T);
+	stop();
 
 	start_in(CONF_NOLOG);
 	fd = itest_connect(d.port);
@@ -324,7 +324,7 @@ START_TEST(test_del_does_not_stall)
 	close(dfd);
 	close(pfd);
 	close(fd);
-	itest_stop(&d, T);
+	stop();
 }
 END_TEST
 
