@@ -623,6 +623,17 @@ void bf_filter_free(struct bf_filter *f)
 	destroy(f);
 }
 
+unsigned bf_filter_take_blocks(struct bf_filter *f, struct bf_layer *out)
+{
+	unsigned n = f->nlayers;
+
+	for (unsigned i = 0; i < n; i++) {
+		out[i] = bf_filter_layers(f)[i];
+		bf_filter_layers(f)[i].blocks = NULL; /* its size stays: so does its cost */
+	}
+	return n;
+}
+
 uint64_t bf_filter_cost(const struct bf_filter *f)
 {
 	uint64_t c = struct_cost(f) + table_cost(f->nlayers);

@@ -371,6 +371,15 @@ int bf_filter_new_named(const struct bf_params *p, const char *name, size_t len,
 void bf_filter_free(struct bf_filter *f);
 
 /*
+ * For a filter that is being freed, whose memory takes long to give back (a GiB of written
+ * pages takes about 0.3 s to unmap): its layers' blocks move to out[0, n) (n returned, out has
+ * room for f->nlayers), to be freed with bf_layer_free on any thread (they share nothing with
+ * f or its registry). f keeps their sizes and so its cost, without the memory: it may only be
+ * freed (bf_filter_free, which releases the whole cost, so call it once out's are freed).
+ */
+unsigned bf_filter_take_blocks(struct bf_filter *f, struct bf_layer *out);
+
+/*
  * The memory this filter holds, as charged to its budget: its structure and its layers with
  * the allocator's overhead (bf_layer_cost), not only the bits (f->bytes). A budget's limit
  * therefore bounds what many small filters really take.

@@ -44,6 +44,8 @@ struct bf_registry {
 	struct bf_filter **heap;
 	size_t nheap, heap_cap;
 	uint64_t expire_sum;
+	void (*release)(void *arg, struct bf_filter *f); /* bf_registry_set_release */
+	void *release_arg;
 };
 
 bool bf_name_valid(const char *name, size_t len)
@@ -481,9 +483,19 @@ int bf_registry_drop(struct bf_registry *r, const char *name, size_t len)
 	struct bf_filter *f = unlink_filter(r, pp);
 	if (f->rare && f->rare->expire_pos)
 		heap_remove(r, f);
-	bf_filter_free(f);
 	bf_budget_release(&r->budget, r->entry_cost);
+	if (r->release)
+		r->release(r->release_arg, f);
+	else
+		bf_filter_free(f);
 	return 0;
+}
+
+void bf_registry_set_release(struct bf_registry *r, void (*fn)(void *arg, struct bf_filter *f),
+			     void *arg)
+{
+	r->release = fn;
+	r->release_arg = arg;
 }
 
 int bf_registry_rename(struct bf_registry *r, struct bf_filter *f, const char *name, size_t len)

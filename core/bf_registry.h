@@ -80,8 +80,17 @@ struct bf_filter *bf_registry_next_expiring(const struct bf_registry *r);
 /* How many filters expire, and (sum_ms may be NULL) the sum of their expire_ms. */
 size_t bf_registry_expiring(const struct bf_registry *r, uint64_t *sum_ms);
 
-/* Remove and free a filter. Returns 0 or -ENOENT. */
+/* Remove and free a filter (or hand it to the release function). Returns 0 or -ENOENT. */
 int bf_registry_drop(struct bf_registry *r, const char *name, size_t len);
+
+/*
+ * From now on a filter dropped (bf_registry_drop) is handed to fn, which owns it and frees it
+ * with bf_filter_free, on the registry's thread, when it likes (its cost stays charged to the
+ * registry's budget until then, so the registry must outlive it); NULL: freed at once, the
+ * default. bf_registry_free frees its filters itself.
+ */
+void bf_registry_set_release(struct bf_registry *r, void (*fn)(void *arg, struct bf_filter *f),
+			     void *arg);
 
 /*
  * The filters whose name starts with prefix (plen 0: all), sorted by name, as a malloc'd

@@ -742,10 +742,18 @@ void cmd_slice_end(struct cmd_session *s)
 	memset(&s->slice, 0, sizeof(s->slice));
 }
 
-enum cmd_status cmd_flush(struct cmd_ctx *c, struct bf_filter *f)
+enum cmd_status cmd_flush(struct cmd_ctx *c, struct bf_filter *f, uint64_t *ticket)
 {
-	c->ops[CMD_OP_FLUSH]++;
+	uint64_t none = 0;
+	int rc;
+
 	if (!c->hooks.flush)
 		return CMD_OK;
-	return c->hooks.flush(c->hooks.arg, f) == 0 ? CMD_OK : CMD_INTERNAL;
+	rc = c->hooks.flush(c->hooks.arg, f, ticket ? ticket : &none);
+	if (rc == -EINPROGRESS) {
+		c->write_wait = true; /* counted when it is answered */
+		return CMD_OK;
+	}
+	c->ops[CMD_OP_FLUSH]++;
+	return rc == 0 ? CMD_OK : CMD_INTERNAL;
 }

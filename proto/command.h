@@ -62,8 +62,11 @@ struct cmd_hooks {
 	void (*created)(void *arg, struct bf_filter *f);
 	int (*dropping)(void *arg, struct bf_filter *f, bool remove_file);
 	/* flush: make the filter's (or, with f NULL, every dirty filter's) snapshot durable.
-	 * Returns 0 when done; a negative errno is reported as an internal error. */
-	int (*flush)(void *arg, struct bf_filter *f);
+	 * Returns 0 when done; -EINPROGRESS while it is written in the background (the command
+	 * runs again, with the same *ticket, once the server calls back, as for a load: see
+	 * cmd_flush); another negative errno is reported as an internal error. *ticket is the
+	 * command's: 0 on its first call, 0 again once it is answered. */
+	int (*flush)(void *arg, struct bf_filter *f, uint64_t *ticket);
 	/* bgsave: start writing every dirty filter's snapshot in the background and return at
 	 * once: 0, or -EBUSY if a snapshot cycle is running already. NULL: flush instead. */
 	int (*bgsave)(void *arg);
@@ -158,6 +161,13 @@ struct cmd_ctx {
 	 */
 	struct bf_filter *paging;
 	/*
+	 * Set by cmd_flush: the command was not answered, since what it flushes is being
+	 * written in the background; as with paging, the front end holds the command and runs
+	 * it again (with the same flush ticket) once the server calls back. Reset by the front
+	 * end.
+	 */
+	bool write_wait;
+	/*
 	 * Set by a command that has replied only in part (a listing of more than CMD_LIST_STEP
 	 * filters): the front end keeps it unread and runs it again, with the same arguments, in
 	 * a later turn of its loop, and it goes on from where it stopped (cmd_session.listing).
@@ -231,6 +241,7 @@ struct cmd_session {
 	const char *last_cmd;
 	struct cmd_listing *listing; /* a listing under way, or NULL */
 	struct cmd_slice slice;	     /* a multi-key command under way */
+	uint64_t flush_ticket;	     /* a flush or SAVE waiting for its write (cmd_flush) */
 };
 
 void cmd_session_init(struct cmd_session *s, uint64_t id);
@@ -430,7 +441,12 @@ int cmd_load_body(struct cmd_ctx *c, struct bf_filter *f, uint64_t off, const vo
 /* Free what the command layer allocated in c (the record scratch). */
 void cmd_ctx_free(struct cmd_ctx *c);
 
-/* flush one filter (f) or all (NULL) through the server hook. CMD_OK or CMD_INTERNAL. */
-enum cmd_status cmd_flush(struct cmd_ctx *c, struct bf_filter *f);
+/*
+ * flush one filter (f) or all (NULL) through the server hook. CMD_OK or CMD_INTERNAL; CMD_OK
+ * with c->write_wait set: not answered yet, the write runs in the background (the front end
+ * runs the command again, with the same *ticket, after the server's callback). *ticket is the
+ * command's own (cmd_session.flush_ticket, or the HTTP request's): 0 when it first runs.
+ */
+enum cmd_status cmd_flush(struct cmd_ctx *c, struct bf_filter *f, uint64_t *ticket);
 
 #endif

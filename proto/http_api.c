@@ -1299,9 +1299,14 @@ static void do_key(struct http_api *api, struct http_api_response *r, struct bf_
 		 false);
 }
 
-static void do_snapshot(struct http_api *api, struct http_api_response *r, struct bf_filter *f)
+static void do_snapshot(struct http_api *api, const struct http_api_request *req,
+			struct http_api_response *r, struct bf_filter *f)
 {
-	if (cmd_flush(api->cmd, f) != CMD_OK) {
+	enum cmd_status st = cmd_flush(api->cmd, f, req->flush_ticket);
+
+	if (api->cmd->write_wait)
+		return; /* written in the background: the server handles it again after */
+	if (st != CMD_OK) {
 		problem(r, P_INTERNAL, "the snapshot failed; see the server log");
 		return;
 	}
@@ -1559,7 +1564,7 @@ static void dispatch(struct http_api *api, const struct http_api_request *req,
 		do_rename(api, req, r, f);
 		break;
 	default:
-		do_snapshot(api, r, f);
+		do_snapshot(api, req, r, f);
 		break;
 	}
 }
@@ -1597,9 +1602,11 @@ void http_api_handle(struct http_api *api, const struct http_api_request *req,
 
 	resp_reset(resp);
 	api->cmd->paging = NULL;
+	api->cmd->write_wait = false;
 	dispatch(api, req, resp, route, name, key);
-	/* Its filter is loading (cmd_ready): the server holds the request and calls again. */
-	if (api->cmd->paging)
+	/* Its filter is loading (cmd_ready), or being written (a snapshot): the server holds
+	 * the request and calls again. */
+	if (api->cmd->paging || api->cmd->write_wait)
 		return;
 	finish(api, resp, route);
 }

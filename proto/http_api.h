@@ -152,6 +152,9 @@ struct http_api_request {
 	/* GET /v1/filters?prefix=&after=&limit=&detail= (query arguments as sent: prefix and
 	 * after are percent-decoded here), NULL if absent. */
 	const char *q_prefix, *q_after, *q_limit, *q_detail;
+	/* The request's flush ticket (cmd_flush), kept while it waits for its write: 0 when it
+	 * is first handled; NULL: a snapshot is answered without waiting for its write. */
+	uint64_t *flush_ticket;
 };
 
 struct http_api_response {

@@ -906,7 +906,6 @@ void resp_server_flushall(struct cmd_ctx *c, struct cmd_session *s, const struct
 void resp_server_save(struct cmd_ctx *c, struct cmd_session *s, const struct proto_argv *av,
 		      struct proto_buf *out)
 {
-	(void)s;
 	bool background = resp_arg_is(av, 0, "bgsave");
 
 	if (background && av->argc == 2 && !resp_arg_is(av, 1, "schedule")) {
@@ -923,7 +922,14 @@ void resp_server_save(struct cmd_ctx *c, struct cmd_session *s, const struct pro
 			proto_resp_simple(out, "Background saving started", 25);
 		return;
 	}
-	if (cmd_flush(c, NULL) != CMD_OK) {
+	enum cmd_status st = cmd_flush(c, NULL, &s->flush_ticket);
+
+	if (c->write_wait) {
+		c->commands--; /* a cycle runs: this runs again once it ends, counted then */
+		c->peer_commands[CMD_PEER_RESP]--;
+		return;
+	}
+	if (st != CMD_OK) {
 		resp_error(c, out, "ERR snapshot failed, see the server log");
 		return;
 	}

@@ -335,15 +335,24 @@ static void do_expire(struct cmd_ctx *c, struct span args, struct proto_buf *out
 	reply(c, out, cmd_set_expire(c, f, n ? cmd_now_ms() + n * 1000 : 0));
 }
 
-static void do_flush(struct cmd_ctx *c, struct span args, struct proto_buf *out)
+static void do_flush(struct cmd_ctx *c, struct cmd_session *s, struct span args,
+		     struct proto_buf *out)
 {
 	struct span name, probe = args;
 	struct bf_filter *f = NULL;
+	enum cmd_status st;
+
 	if (next_word(&probe, &name)) {
 		if (!only_name(c, args, &name, out) || !(f = lookup(c, name, out)))
 			return;
 	}
-	reply(c, out, cmd_flush(c, f));
+	st = cmd_flush(c, f, &s->flush_ticket);
+	if (c->write_wait) {
+		c->commands--; /* written in the background: runs again after, counted then */
+		c->peer_commands[CMD_PEER_TEXT]--;
+		return;
+	}
+	reply(c, out, st);
 }
 
 static void append_u64_field(struct proto_buf *out, const char *key, uint64_t v)
@@ -616,7 +625,7 @@ void text_cmd_exec(struct cmd_ctx *c, struct cmd_session *s, const char *line, s
 	else if (word_is(cmd, "info"))
 		do_info(c, args, out);
 	else if (word_is(cmd, "flush"))
-		do_flush(c, args, out);
+		do_flush(c, s, args, out);
 	else if (ext_is(cmd, "ping"))
 		proto_buf_append_str(out, "PONG\n");
 	else if (ext_is(cmd, "quit"))

@@ -683,10 +683,12 @@ static int conn_process_text(struct srv_conn *c, const char *data, size_t len, s
 		size_t start = c->out.len;
 
 		s->ctx.paging = NULL;
+		s->ctx.write_wait = false;
 		s->ctx.wait_lsn = 0;
 		text_cmd_exec(&s->ctx, &c->sess, line, linelen, &c->out);
-		if (s->ctx.paging) {
-			c->paused = true; /* the line stays unread: run again once loaded */
+		if (s->ctx.paging || s->ctx.write_wait) {
+			/* The line stays unread: run again once loaded, or written. */
+			c->paused = true;
 			break;
 		}
 		if (s->ctx.again) {
@@ -746,12 +748,13 @@ static int conn_process_resp(struct srv_conn *c, const char *data, size_t len, s
 
 			c->qbuf_run = len - off; /* for CLIENT LIST / INFO of itself */
 			s->ctx.paging = NULL;
+			s->ctx.write_wait = false;
 			s->ctx.wait_lsn = 0;
 			if (c->av.argc)
 				resp_cmd_exec(&s->ctx, &c->sess, &c->av, &c->out);
 			c->qbuf_run = 0;
-			if (s->ctx.paging) {
-				c->paused = true; /* parsed again once loaded */
+			if (s->ctx.paging || s->ctx.write_wait) {
+				c->paused = true; /* parsed again once loaded, or written */
 				break;
 			}
 			if (s->ctx.again) {

@@ -63,8 +63,9 @@ struct http_conn {
 	/* A streamed gzip body inflated a slice: suspended in h->slicing (wait_link) until the
 	 * next loop turn, when the rest of its piece is given again (http_run). */
 	bool slicing;
-	bool fed;    /* its stream took body bytes since the last sweep: not stalled */
-	bool repeat; /* its request is answered again on the next call (it was paging) */
+	bool fed;	       /* its stream took body bytes since the last sweep: not stalled */
+	bool repeat;	       /* its request is answered again on the next call (it was paging) */
+	uint64_t flush_ticket; /* its snapshot request waits for its write (cmd_flush) */
 	LIST_ENTRY(http_conn) wait_link;
 	struct MHD_Connection *mhd;
 	int fd;
@@ -395,9 +396,10 @@ static enum MHD_Result http_answer(struct http_server *h, struct MHD_Connection 
 	/* The token can change on SIGHUP: take the current one. */
 	h->api.token = h->cmd->token;
 	h->cmd->wait_lsn = 0;
+	req.flush_ticket = &c->flush_ticket;
 	http_api_handle(&h->api, &req, &h->resp);
-	if (h->cmd->paging) {
-		c->repeat = true; /* answered again once its filter is loaded */
+	if (h->cmd->paging || h->cmd->write_wait) {
+		c->repeat = true; /* answered again once its filter is loaded, or written */
 		return http_suspend_paging(h, conn, c);
 	}
 	return http_reply(h, conn, c);

@@ -47,25 +47,27 @@ struct snap_entry {
 	struct bf_filter *f; /* NULL once the filter is gone ("dead", no longer in ents) */
 	/* f->changes that the snapshot on disk holds, if on_disk (48 bits, as f->changes). */
 	uint64_t saved_changes : 48;
-	bool on_disk : 1;	/* a snapshot of this filter (as it is now, bar changes) exists */
-	bool failed : 1;	/* the latest write failed */
-	bool queued : 1;	/* listed in sn->pending */
-	bool busy : 1;		/* held by the copy in progress or by a job not yet applied */
-	bool own_file : 1;	/* a file of its own may exist (removed once it is packed) */
-	bool packing : 1;	/* held by a pack job not yet applied */
-	bool loading : 1;	/* paged out, its file being read on the threadpool */
-	bool closing : 1;	/* a close waits for its write (listed in sn->closes) */
-	bool close_written : 1; /* ... and that write has been started */
-	bool filed : 1;		/* a durable file of its own holds a copy (SNAP_FILES lists it) */
+	bool on_disk : 1;      /* a snapshot of this filter (as it is now, bar changes) exists */
+	bool failed : 1;       /* the latest write failed */
+	bool queued : 1;       /* listed in sn->pending */
+	bool busy : 1;	       /* held by the copy in progress or by a job not yet applied */
+	bool own_file : 1;     /* a file of its own may exist (removed once it is packed) */
+	bool packing : 1;      /* held by a pack job not yet applied */
+	bool loading : 1;      /* paged out, its file being read on the threadpool */
+	bool waited : 1;       /* a command waits for its write (listed in sn->waits) */
+	bool wait_written : 1; /* ... and that write has been started */
+	bool wait_close : 1;   /* ... and pages it out once written (bloomd's close) */
+	bool filed : 1;	       /* a durable file of its own holds a copy (SNAP_FILES lists it) */
 	/* The pack file it is a member of (< SNAP_PACKS), or -1: a file of its own. A pack keeps
 	 * no list of its members: ents, walked, gives them (snap_pjob_gather). */
-	signed int pack : 6;
-	uint64_t need_lsn;   /* the oldest log record a replay needs for this filter: the one
-			      * after what its snapshot holds, or its first if it has none */
-	uint32_t idx;	     /* its place in sn->ents while live */
-	int16_t load_error;  /* the last load failed (told once to srv_snap_page_in): a
-			      * negative errno or UV_E* code, all of which fit */
-	int16_t close_error; /* a close's write failed (told once to srv_snap_page_out) */
+	signed int pack : 5;
+	uint64_t need_lsn;  /* the oldest log record a replay needs for this filter: the one
+			     * after what its snapshot holds, or its first if it has none */
+	uint32_t idx;	    /* its place in sn->ents while live */
+	int16_t load_error; /* the last load failed (told once to srv_snap_page_in): a
+			     * negative errno or UV_E* code, all of which fit */
+	int16_t wait_error; /* the write a command waited for failed (told once to the next
+			     * srv_snap_page_out or srv_snap_flush) */
 };
 _Static_assert(sizeof(void *) != 8 || sizeof(struct snap_entry) == 32,
 	       "a snapshot entry is 32 bytes: a million filters pay for every byte");
@@ -88,7 +90,7 @@ static const char *snap_file(const struct snap_entry *e, char out[BF_SNAPSHOT_NA
 
 /* Packed snapshots (DESIGN.md §6): small filters share SNAP_PACKS files, by name hash. */
 #define SNAP_PACKS 16
-_Static_assert(SNAP_PACKS < 32, "struct snap_entry keeps its pack in 6 signed bits");
+_Static_assert(SNAP_PACKS <= 16, "struct snap_entry keeps its pack (or -1) in 5 signed bits");
 /* A pack's entries are encoded on the loop in rounds of this much time at most. */
 #define SNAP_PACK_ROUND_NS 500000
 /* A written pack's members are recorded in rounds of this much loop time at most. */
@@ -219,12 +221,17 @@ struct srv_snap {
 	struct snap_job *copy; /* being prepared (prefault) or copied in slices */
 	struct snap_job *job;  /* queued on the threadpool, until its after_work */
 
-	/* Large filters a close waits for: written in the background (before the cycle's
-	 * next write), then paged out. */
-	struct snap_entry **closes;
-	size_t ncloses, closes_cap;
+	/* Filters a command waits for (a flush of one filter, a large close): written in the
+	 * background, before the cycle's next write (then, for a close, paged out). */
+	struct snap_entry **waits;
+	size_t nwaits, waits_cap;
+	/* SAVE and flush of all: the cycles begun by snap_cycle_start and ended; the last ended
+	 * one that had a failure; another cycle is due once this one ends (a save came while it
+	 * ran); a save waits for a cycle (the commands run again when it ends). */
+	uint64_t cycles_begun, cycles_done, cycle_failed_at;
+	bool save_again, save_waiting;
 
-	uv_idle_t cidle; /* once: the commands whose close ended run again */
+	uv_idle_t cidle; /* once: the commands whose wait ended run again */
 	size_t nfailing; /* live entries whose latest write failed (e->failed) */
 	/* srv_snap_get_status()'s count of changed filters, SNAP_DIRTY_BUDGET entries a call. */
 	struct snap_dirty_pass {
@@ -305,6 +312,7 @@ struct srv_snap {
 static void snap_step(struct srv_snap *sn);
 static void snap_on_pidle(uv_idle_t *h);
 static struct snap_idslot *snap_id_slot(const struct srv_snap *sn, uint64_t id);
+static void snap_cycle_start(struct srv_snap *sn);
 
 static uint64_t snap_next_gen(struct srv_snap *sn)
 {
@@ -553,7 +561,7 @@ nomem:
 /* Free a dead entry once nothing refers to it any more. */
 static void snap_release(struct snap_entry *e)
 {
-	if (!e->f && !e->busy && !e->queued && !e->packing && !e->loading && !e->closing)
+	if (!e->f && !e->busy && !e->queued && !e->packing && !e->loading && !e->waited)
 		bf_pool_put(e);
 }
 
@@ -564,6 +572,75 @@ static void snap_unlink(struct srv_snap *sn, const char *file, const char *why)
 	else if (errno != ENOENT)
 		srv_log(SRV_LOG_WARNING, "cannot remove %s/%s (%s): %s", sn->dir, file, why,
 			strerror(errno));
+}
+
+/*
+ * A removal on the threadpool: unlinking a large file frees its blocks in the call (60 ms for
+ * 196 MB here, about 0.3 s a GiB, most of a DEL's time), so the file is renamed out of the way
+ * on the loop (a new filter of the name may write the name next) and unlinked there. The new
+ * name ends in ".bsnap.tmp" and holds a '.', which no filter's encoded name does: no writer
+ * ever uses it, and a crash before the unlink leaves a temp file the next start removes.
+ */
+struct snap_gone {
+	uv_work_t req;
+	struct srv_snap *sn;
+	int rc;
+	char why[32];
+	char file[BF_SNAPSHOT_NAME_MAX];
+	char gone[BF_SNAPSHOT_NAME_MAX + 32];
+};
+
+static void snap_gone_work(uv_work_t *req)
+{
+	struct snap_gone *g = req->data;
+
+	g->rc = unlinkat(g->sn->dirfd, g->gone, 0) ? -errno : 0;
+}
+
+static void snap_gone_after(uv_work_t *req, int status)
+{
+	struct snap_gone *g = req->data;
+
+	if (status == UV_ECANCELED)
+		snap_gone_work(req);
+	if (g->rc)
+		srv_log(SRV_LOG_WARNING, "cannot remove %s/%s (was %s, %s): %s", g->sn->dir,
+			g->gone, g->file, g->why, strerror(-g->rc));
+	else
+		srv_log(SRV_LOG_DEBUG, "removed %s/%s (%s)", g->sn->dir, g->file, g->why);
+	free(g);
+}
+
+/* Remove file, a filter's own, with the unlink on the threadpool (above); at once if that
+ * cannot be arranged. */
+static void snap_unlink_later(struct srv_snap *sn, const char *file, const char *why)
+{
+	static uint64_t seq;
+	struct snap_gone *g = calloc(1, sizeof(*g));
+	size_t len = strlen(file) - (sizeof(BF_SNAPSHOT_SUFFIX) - 1);
+
+	if (!g) {
+		snap_unlink(sn, file, why);
+		return;
+	}
+	g->req.data = g;
+	g->sn = sn;
+	snprintf(g->why, sizeof(g->why), "%s", why);
+	snprintf(g->file, sizeof(g->file), "%s", file);
+	snprintf(g->gone, sizeof(g->gone), "%.*s.gone%" PRIu64 "%s%s", (int)len, file, ++seq,
+		 BF_SNAPSHOT_SUFFIX, BF_SNAPSHOT_TMP_SUFFIX);
+	if (renameat(sn->dirfd, file, sn->dirfd, g->gone)) {
+		int err = errno;
+
+		free(g);
+		if (err != ENOENT)
+			snap_unlink(sn, file, why);
+		return;
+	}
+	if (uv_queue_work(sn->loop, &g->req, snap_gone_work, snap_gone_after)) {
+		snap_gone_work(&g->req);
+		snap_gone_after(&g->req, 0);
+	}
 }
 
 /* ---------------------------------------------------------------------------------------- */
@@ -754,7 +831,7 @@ static void snap_apply(struct srv_snap *sn, struct snap_job *job)
 			"pause %" PRIu64 " us",
 			bf_filter_name(job->f), snap_ms(job->copy_ns), job->copy_max_ns / 1000);
 	if (job->remove_after)
-		snap_unlink(sn, job->file, "filter dropped");
+		snap_unlink_later(sn, job->file, "filter dropped");
 	e->busy = false;
 	snap_release(e);
 }
@@ -1738,76 +1815,126 @@ static void snap_cycle_end(struct srv_snap *sn)
 			sn->cycle_saved, sn->cycle_failed, ms);
 }
 
-/* Forget the closes waiting (shutdown): their filters stay in memory. */
-static void snap_closes_clear(struct srv_snap *sn)
+/* Forget the waits (shutdown): their filters stay in memory; the shutdown pass writes them. */
+static void snap_waits_clear(struct srv_snap *sn)
 {
-	while (sn->ncloses) {
-		struct snap_entry *e = sn->closes[--sn->ncloses];
+	while (sn->nwaits) {
+		struct snap_entry *e = sn->waits[--sn->nwaits];
 
-		e->closing = e->close_written = false;
+		e->waited = e->wait_written = e->wait_close = false;
 		snap_release(e);
 	}
+	sn->save_again = sn->save_waiting = false;
 }
 
-/* A close ended: the commands that waited run again, from the loop (never from inside a
- * command or snap_step(), which a close may be called from). */
+/* A wait ended: the commands that waited run again, from the loop (never from inside a
+ * command or snap_step(), which a wait may end in). A save asked for while a cycle ran starts
+ * the next cycle first. */
 static void snap_on_cidle(uv_idle_t *h)
 {
 	struct srv_snap *sn = h->data;
 
 	uv_idle_stop(h);
+	if (sn->save_again && !sn->cycle_running && !sn->stopping)
+		snap_cycle_start(sn); /* clears save_again (else the next tick tries again) */
 	if (sn->paged_in)
 		sn->paged_in(sn->paged_arg);
 }
 
-/* e's close is over (paged out, failed, or its filter gone): the command waiting for it runs
- * again (snap_on_cidle), and answers rc (told once). */
-static void snap_close_end(struct srv_snap *sn, size_t i, int rc)
+/* Add e to the waits (its write starts at the next snap_step). 0 or -ENOMEM. */
+static int snap_wait_add(struct srv_snap *sn, struct snap_entry *e, bool close)
 {
-	struct snap_entry *e = sn->closes[i];
+	if (!e->waited) {
+		if (sn->nwaits == sn->waits_cap) {
+			size_t cap = sn->waits_cap ? sn->waits_cap * 2 : 4;
+			struct snap_entry **p = realloc(sn->waits, cap * sizeof(*p));
 
-	sn->closes[i] = sn->closes[--sn->ncloses];
-	e->closing = e->close_written = false;
-	e->close_error = (int16_t)(e->f ? rc : 0);
+			if (!p)
+				return -ENOMEM;
+			sn->waits = p;
+			sn->waits_cap = cap;
+		}
+		sn->waits[sn->nwaits++] = e;
+		e->waited = true;
+		e->wait_error = 0;
+	}
+	e->wait_close = e->wait_close || close;
+	return 0;
+}
+
+/* e's wait is over (written, paged out, failed, or its filter gone): the commands waiting for
+ * it run again (snap_on_cidle), and are answered rc (told once). */
+static void snap_wait_end(struct srv_snap *sn, size_t i, int rc)
+{
+	struct snap_entry *e = sn->waits[i];
+
+	sn->waits[i] = sn->waits[--sn->nwaits];
+	e->waited = e->wait_written = e->wait_close = false;
+	e->wait_error = (int16_t)(e->f ? rc : 0);
 	snap_release(e);
 	uv_idle_start(&sn->cidle, snap_on_cidle);
 }
 
-/*
- * Nothing runs: go on with the closes. Each is paged out once a write of its own file holds
- * it as it is, or ends with the write's error; a close whose filter changed during its write
- * is written again. Returns true if a write started (snap_step waits for it).
- */
-static bool snap_closes_step(struct srv_snap *sn)
+/* e's write for its wait: its pack's (a flush of a packed filter) or a file of its own (a
+ * close always: the load on its next use reads that file). 0 if it runs, -1 if not (a failure
+ * is recorded, or it was clean by now). */
+static int snap_wait_write(struct srv_snap *sn, struct snap_entry *e)
 {
-	while (sn->ncloses) {
-		size_t i = sn->ncloses - 1;
-		struct snap_entry *e = sn->closes[i];
+	e->wait_written = true;
+	if (!e->wait_close && snap_pack_claim(sn, e))
+		return snap_pack_start(sn, e->pack);
+	return snap_start(sn, e);
+}
+
+/*
+ * Nothing runs: go on with the waits, one write at a time. A flush's ends once its filter is
+ * clean (a write holds it as it is); a close's once a write of its own file holds it as it is,
+ * and it is paged out. Either ends with the write's error if that failed; a filter that
+ * changed during its write is written again. Returns true if a write started (snap_step waits
+ * for it).
+ */
+static bool snap_waits_step(struct srv_snap *sn)
+{
+	while (sn->nwaits) {
+		size_t i = sn->nwaits - 1;
+		struct snap_entry *e = sn->waits[i];
 
 		if (sn->job || sn->copy || sn->pjob)
 			return true; /* one write at a time */
 		if (!e->f || e->f->paged) {
-			snap_close_end(sn, i, 0); /* dropped, renamed or cleared meanwhile */
-		} else if (e->close_written && e->failed) {
-			snap_close_end(sn, i, -EIO);
+			snap_wait_end(sn, i, 0); /* dropped, renamed or cleared meanwhile */
+		} else if (e->wait_written && e->failed) {
+			snap_wait_end(sn, i, -EIO);
+		} else if (!snap_dirty(e) && !e->wait_close) {
+			snap_wait_end(sn, i, 0);
 		} else if (!snap_dirty(e) && e->own_file && e->pack < 0) {
 			int rc = bf_filter_page_out(e->f);
 
 			if (!rc)
 				srv_log(SRV_LOG_DEBUG, "filter '%s' paged out",
 					bf_filter_name(e->f));
-			snap_close_end(sn, i, rc);
-		} else {
-			e->close_written = true;
-			if (snap_start(sn, e) == 0)
-				return true;
-			/* Not started: its failure is recorded (ended above, next round), or it was
-			 * clean by now (paged out above). */
-			if (!e->failed && snap_dirty(e))
-				snap_close_end(sn, i, -EIO);
+			snap_wait_end(sn, i, rc);
+		} else if (snap_wait_write(sn, e) == 0) {
+			return true;
+		} else if (!e->failed && snap_dirty(e)) {
+			/* Not started: out of memory for a pack's job (its failure is logged), or
+			 * it ends above, next round (failed, or clean by now). */
+			snap_wait_end(sn, i, -ENOMEM);
 		}
 	}
 	return false;
+}
+
+/* A cycle ended (or found nothing to write): the saves waiting for it are answered. */
+static void snap_cycle_over(struct srv_snap *sn)
+{
+	sn->cycles_done = sn->cycles_begun;
+	if (sn->cycle_failed)
+		sn->cycle_failed_at = sn->cycles_done;
+	if (sn->save_waiting || sn->save_again) {
+		sn->save_waiting = false;
+		uv_idle_start(&sn->cidle, snap_on_cidle);
+	}
 }
 
 /* Start the next pending write if nothing runs; end the cycle when none is left. */
@@ -1816,7 +1943,7 @@ static void snap_step(struct srv_snap *sn)
 	while (!sn->job && !sn->copy && !sn->pjob) {
 		struct snap_entry *e;
 
-		if (!sn->stopping && snap_closes_step(sn))
+		if (!sn->stopping && snap_waits_step(sn))
 			continue;
 		if (sn->pending_pos == sn->npending) {
 			if (sn->fill_pos)
@@ -1835,8 +1962,10 @@ static void snap_step(struct srv_snap *sn)
 				continue;
 			}
 			sn->npending = sn->pending_pos = 0;
-			if (sn->cycle_running)
+			if (sn->cycle_running) {
 				snap_cycle_end(sn);
+				snap_cycle_over(sn);
+			}
 			return;
 		}
 		e = sn->pending[sn->pending_pos++];
@@ -1860,6 +1989,7 @@ static void snap_cycle_listed(struct srv_snap *sn)
 		sn->ctx->save_in_progress = false;
 		sn->next_due_ms =
 		    sn->cycle_started_ms + (uint64_t)sn->cfg->snapshot_interval * 1000;
+		snap_cycle_over(sn);
 		return;
 	}
 	snap_step(sn);
@@ -1884,6 +2014,8 @@ static void snap_cycle_start(struct srv_snap *sn)
 	sn->cycle_started_ms = uv_now(sn->loop);
 	sn->cycle_saved = sn->cycle_failed = 0;
 	sn->cycle_running = true;
+	sn->cycles_begun++;
+	sn->save_again = false; /* a save waiting for the next cycle waits for this one */
 	sn->ctx->save_in_progress = true;
 	if (snap_pending_round(sn, SNAP_ROUND_NS))
 		snap_cycle_listed(sn);
@@ -1897,7 +2029,14 @@ static void snap_on_tick(uv_timer_t *t)
 	uint32_t interval = sn->cfg->snapshot_interval;
 	uint64_t now = uv_now(sn->loop);
 
-	if (sn->stopping || !interval || sn->cycle_running)
+	if (sn->stopping || sn->cycle_running)
+		return;
+	/* A save waits for a cycle that could not start (out of memory): tried every tick. */
+	if (sn->save_again) {
+		snap_cycle_start(sn);
+		return;
+	}
+	if (!interval)
 		return;
 	/* A shorter interval set by a reload takes effect at once. */
 	if (sn->next_due_ms > now + (uint64_t)interval * 1000)
@@ -2028,14 +2167,14 @@ static bool snap_detach(struct srv_snap *sn, struct snap_entry *e)
 	return restart;
 }
 
-/* Remove a filter's own file; a write of it still running would put it back: it removes it
- * then. */
+/* Remove a filter's own file (off the loop: snap_unlink_later); a write of it still running
+ * would put it back: it removes it then. */
 static void snap_remove_file(struct srv_snap *sn, const char *file, const char *why)
 {
 	if (sn->job && !sn->job->applied && !strcmp(sn->job->file, file))
 		sn->job->remove_after = true;
 	else
-		snap_unlink(sn, file, why);
+		snap_unlink_later(sn, file, why);
 }
 
 int srv_snap_dropping(struct srv_snap *sn, struct bf_filter *f, bool remove_file)
@@ -2198,28 +2337,22 @@ int srv_snap_page_out(struct srv_snap *sn, struct bf_filter *f)
 	e = snap_find(sn, f);
 	if (!e)
 		return -ENOENT;
-	if (e->close_error) {
-		rc = e->close_error; /* the close that waited answers it; the next one retries */
-		e->close_error = 0;
+	if (e->wait_error) {
+		rc = e->wait_error; /* the close that waited answers it; the next one retries */
+		e->wait_error = 0;
 		return rc;
 	}
-	if (e->closing)
+	if (e->waited) {
+		e->wait_close = true; /* a flush's write is under way: paged out after it */
 		return -EINPROGRESS;
+	}
 	/* A large filter that must be written is written in the background, as a checkpoint
 	 * writes it, and paged out then (the command waits; other clients do not). */
 	if ((snap_dirty(e) || !e->own_file) && e->pack < 0 && !sn->stopping &&
 	    bf_filter_bytes(f) > SRV_SNAP_SLICE) {
-		if (sn->ncloses == sn->closes_cap) {
-			size_t cap = sn->closes_cap ? sn->closes_cap * 2 : 4;
-			struct snap_entry **p = realloc(sn->closes, cap * sizeof(*p));
-
-			if (!p)
-				return -ENOMEM;
-			sn->closes = p;
-			sn->closes_cap = cap;
-		}
-		sn->closes[sn->ncloses++] = e;
-		e->closing = true;
+		rc = snap_wait_add(sn, e, true);
+		if (rc)
+			return rc;
 		snap_step(sn);
 		return -EINPROGRESS;
 	}
@@ -2350,25 +2483,13 @@ size_t srv_snap_cold(struct srv_snap *sn, uint32_t now_s, uint32_t interval, siz
 	return n;
 }
 
-int srv_snap_flush(struct srv_snap *sn, struct bf_filter *f)
+/* Write every dirty filter now, on the loop thread, from the live filters (the shutdown's
+ * fallback when it has no room for its list). 0, or the first failure's negative errno. */
+static int snap_flush_all_now(struct srv_snap *sn)
 {
 	struct snap_entry *e;
 	int rc = 0, r;
 
-	if (f) {
-		if (!f->params->persist)
-			return 0;
-		e = snap_find(sn, f);
-		if (!e)
-			e = snap_track(sn, f);
-		if (!e)
-			return -ENOMEM;
-		if (!snap_dirty(e))
-			return 0;
-		if (snap_pack_claim(sn, e))
-			return snap_pack_write_now(sn, e->pack);
-		return snap_write_now(sn, e);
-	}
 	/* Files of their own first (one leaving its pack is then on disk), then the packs. */
 	for (size_t i = 0; i < sn->nents; i++) {
 		e = sn->ents[i];
@@ -2389,6 +2510,79 @@ int srv_snap_flush(struct srv_snap *sn, struct bf_filter *f)
 	return rc ? rc : r;
 }
 
+/* flush of one filter: see srv_snap_flush(). *ticket is what f->changes was, plus 1, when the
+ * command began to wait. */
+static int snap_flush_one(struct srv_snap *sn, struct bf_filter *f, uint64_t *ticket)
+{
+	struct snap_entry *e = snap_find(sn, f);
+	int rc;
+
+	if (!e && !(e = snap_track(sn, f)))
+		return -ENOMEM;
+	if (*ticket) {
+		/* Its wait is over if a durable file holds f as it was when the command came. */
+		if (!snap_dirty(e) || (e->on_disk && e->saved_changes + 1 >= *ticket))
+			return 0;
+		if (e->waited)
+			return -EINPROGRESS;
+		if (e->wait_error) {
+			rc = e->wait_error; /* told once: the next flush tries again */
+			e->wait_error = 0;
+			return rc;
+		}
+		/* Neither written nor failed: not the filter the command began with (dropped,
+		 * and created again under its name); flushed as a new command. */
+	}
+	if (!snap_dirty(e))
+		return 0;
+	if (sn->stopping)
+		return snap_pack_claim(sn, e) ? snap_pack_write_now(sn, e->pack)
+					      : snap_write_now(sn, e);
+	rc = snap_wait_add(sn, e, false);
+	if (rc)
+		return rc;
+	*ticket = e->f->changes + 1;
+	snap_step(sn);
+	return -EINPROGRESS;
+}
+
+/* SAVE and flush of all: see srv_snap_flush(). *ticket is the cycle that must end. */
+static int snap_flush_all(struct srv_snap *sn, uint64_t *ticket)
+{
+	if (sn->stopping)
+		return 0; /* the shutdown pass writes everything (no command runs then) */
+	if (!*ticket && sn->cycle_running) {
+		/* It may have listed its filters before the last changes: the next one too. */
+		*ticket = sn->cycles_begun + 1;
+		sn->save_again = true;
+	} else if (!*ticket) {
+		uint64_t begun = sn->cycles_begun;
+
+		snap_cycle_start(sn);
+		if (sn->cycles_begun == begun)
+			return -ENOMEM; /* logged */
+		*ticket = sn->cycles_begun;
+	}
+	if (sn->cycles_done < *ticket) {
+		sn->save_waiting = true;
+		return -EINPROGRESS;
+	}
+	return sn->cycle_failed_at >= *ticket ? -EIO : 0;
+}
+
+int srv_snap_flush(struct srv_snap *sn, struct bf_filter *f, uint64_t *ticket)
+{
+	int rc;
+
+	if (f && !f->params->persist)
+		rc = 0;
+	else
+		rc = f ? snap_flush_one(sn, f, ticket) : snap_flush_all(sn, ticket);
+	if (rc != -EINPROGRESS)
+		*ticket = 0;
+	return rc;
+}
+
 void srv_snap_shutdown(struct srv_snap *sn)
 {
 	if (!sn || sn->stopping)
@@ -2398,11 +2592,11 @@ void srv_snap_shutdown(struct srv_snap *sn)
 	snap_pjob_abort(sn);
 	if (sn->pjob && sn->pjob->recording)
 		snap_pjob_apply(sn, sn->pjob); /* so the pass below sees its members written */
-	snap_closes_clear(sn); /* the shutdown pass writes them; their clients are let go */
+	snap_waits_clear(sn); /* the shutdown pass writes them; their clients are let go */
 	if (snap_pending_fill(sn)) {
 		/* No room for a list: write them one by one here, on the loop. */
 		srv_log(SRV_LOG_ERR, "final snapshot: out of memory; writing on the loop thread");
-		sn->final_failed = srv_snap_flush(sn, NULL) != 0;
+		sn->final_failed = snap_flush_all_now(sn) != 0;
 		return;
 	}
 	sn->cycle_started_ms = uv_now(sn->loop);
@@ -3579,13 +3773,13 @@ void srv_snap_free(struct srv_snap *sn)
 	/* A job still here means its after_work never ran: the loop was not drained. Its
 	 * memory may still be in use by the threadpool, so it is left alone. */
 	snap_pending_clear(sn);
-	snap_closes_clear(sn);
+	snap_waits_clear(sn);
 	snap_load_state_free(sn);
 	for (size_t i = 0; i < sn->nents; i++)
 		bf_pool_put(sn->ents[i]);
 	free(sn->ents);
 	free(sn->pending);
-	free(sn->closes);
+	free(sn->waits);
 	close(sn->dirfd);
 	free(sn);
 }

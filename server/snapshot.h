@@ -12,7 +12,8 @@
  *   - Cycles: every snapshot_interval seconds (read from the live config, so SIGHUP changes
  *     it; 0 = no periodic snapshots) every dirty filter is written, one at a time. A failed
  *     write leaves the filter dirty, so the next cycle retries it, with a new temp file.
- *   - Flush (text `flush [NAME]`, RESP SAVE/BGSAVE, via cmd_flush()): see srv_snap_flush().
+ *   - Flush (text `flush [NAME]`, RESP SAVE, HTTP snapshot, via cmd_flush()): see
+ *     srv_snap_flush(); BGSAVE starts a cycle (srv_snap_bgsave()).
  *   - Shutdown (srv_snap_shutdown(), from srv_stop()): every dirty filter, before the loop ends.
  *
  * Where the work runs.
@@ -29,12 +30,14 @@
  *     and the chain never overfills after a restart. Then the write (checksum, pwrite, fsync,
  *     rename, fsync of the directory) runs on the threadpool with uv_queue_work() while the
  *     loop keeps serving.
- *   - Flush runs on the loop thread (see srv_snap_flush()).
+ *   - Flush and a large close use the same machinery: the asking command waits, nobody else
+ *     does (see srv_snap_flush(), srv_snap_page_out()). Only a clear of a packed filter, a
+ *     rename and a close of a small or packed filter write on the loop thread.
  *   - Shutdown uses the cycle machinery with no copies (no command runs once stopping): the
  *     threadpool writes the live filters while the loop runs on until the last write is done.
- * No two threads ever write the same file, and a file never goes back in time: a flush of a
- * filter whose background write is in flight first waits for that write and applies its
- * result, and a sliced copy overtaken by a flush is dropped.
+ * No two threads ever write the same file, and a file never goes back in time: a write on the
+ * loop of a filter whose background write is in flight first waits for that write and applies
+ * its result, and a sliced copy overtaken by such a write is dropped.
  *
  * Start (srv_snap_new()): data_dir is created if missing (mode 0700) and locked (flock) so a
  * second daemon cannot share it; leftover "*.bsnap.tmp" files are removed; every "*.bsnap" is
@@ -48,8 +51,10 @@
  * there and missing stops the start with -ENOENT, naming it, unless accept_missing
  * (--accept-missing-files), which logs the loss and goes on.
  *
- * Dropping a filter removes its file (after the write in flight, if any, has finished);
- * clear keeps it, so the filter comes back at the next start, as in bloomd.
+ * Dropping a filter removes its file (after the write in flight, if any, has finished): it is
+ * renamed aside on the loop and unlinked on the threadpool (unlinking a large file frees its
+ * blocks in the call); clear keeps it, so the filter comes back at the next start, as in
+ * bloomd.
  *
  * Threading: every function here runs on the loop thread. The threadpool only runs
  * bf_snapshot_write() on a copy it owns (or, at shutdown, on a filter nothing else touches).
@@ -127,7 +132,8 @@ int srv_snap_renamed(struct srv_snap *sn, struct bf_filter *f, const char *from,
  * more than SRV_SNAP_SLICE bytes that must be written is written in the background, as a
  * checkpoint writes it (before the cycle's next filter), and -EINPROGRESS returned: the caller
  * asks again once the paged_in callback runs, and then has 0 or the write's error, once. A
- * smaller one (or a packed one) is written now, on the loop. 0; -ENOTSUP (a memory-only filter
+ * smaller one (or a packed one) is written now, on the loop. A flush's write of f under way is
+ * waited for the same way, and f paged out after it. 0; -ENOTSUP (a memory-only filter
  * stays in memory); a negative errno (the write failed: it stays in memory).
  */
 int srv_snap_page_out(struct srv_snap *sn, struct bf_filter *f);
@@ -147,16 +153,25 @@ void srv_snap_set_paged_in(struct srv_snap *sn, void (*fn)(void *arg), void *arg
 size_t srv_snap_cold(struct srv_snap *sn, uint32_t now_s, uint32_t interval, size_t budget);
 
 /*
- * The flush hook: make f's snapshot (f NULL: every dirty persistent filter's) durable before
- * returning, since the command layer replies as soon as this returns. The write runs here, on
- * the loop thread, from the live filter (no copy): the loop stalls for its duration
- * (milliseconds for a typical filter, about 1-2 s per GiB to disk), the price of an explicit
- * durability request, as with Redis's SAVE. A background write of the same file in flight is
- * waited for first. A clean or non-persistent filter costs nothing. Returns 0, or the first
- * failure's negative errno (each failure is logged and counted; the other filters are still
- * written, and a failed one stays dirty for the next cycle).
+ * The flush hook (text `flush [NAME]`, RESP SAVE, HTTP POST .../snapshot): make f's snapshot
+ * (f NULL: every dirty persistent filter's) durable; the command is answered once it is, and
+ * only its client waits. The writes run as a checkpoint's do (the copy on the loop in slices,
+ * the write on the threadpool, one write at a time), never from the loop thread:
+ *   - f: its write (a file of its own, or its pack's if it is packed) is started ahead of the
+ *     cycle's next; a close of f meanwhile shares it. The wait is over once a durable file
+ *     holds f as it was when the command came (changes made since need not be).
+ *   - NULL (SAVE, flush of all): a checkpoint cycle is started, as BGSAVE starts one; if one
+ *     runs already, the command waits for it and for the next (which the end of this one
+ *     starts), since the running one may have listed its filters before the command came.
+ * *ticket is the command's: 0 on its first call, kept by the front end while it waits (set
+ * here, passed back unchanged), and 0 again once the command is answered. Returns
+ * -EINPROGRESS while the write runs: the command is run again, with its ticket, after the
+ * srv_snap_set_paged_in callback. Then (or at once: a clean or non-persistent filter costs
+ * nothing) 0, or a negative errno: a write failed (each failure is logged and counted; the
+ * other filters are still written, and a failed one stays dirty for the next cycle), or
+ * -ENOMEM.
  */
-int srv_snap_flush(struct srv_snap *sn, struct bf_filter *f);
+int srv_snap_flush(struct srv_snap *sn, struct bf_filter *f, uint64_t *ticket);
 
 /*
  * Shutdown: drop a copy in progress and write every dirty filter on the threadpool; the loop

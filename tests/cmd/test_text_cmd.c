@@ -17,9 +17,10 @@ static int flushes;
 static struct bf_filter *flushed;
 static int page_ins_started; /* close_pages_out_and_next_use_pages_in */
 
-static int flush_hook(void *arg, struct bf_filter *f)
+static int flush_hook(void *arg, struct bf_filter *f, uint64_t *ticket)
 {
 	(void)arg;
+	(void)ticket;
 	flushes++;
 	flushed = f;
 	return 0;

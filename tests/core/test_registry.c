@@ -175,6 +175,57 @@ START_TEST(memory_limit_refuses_and_changes_nothing)
 }
 END_TEST
 
+/* What a release function was handed. */
+static struct bf_filter *released;
+
+static void keep_released(void *arg, struct bf_filter *f)
+{
+	(void)arg;
+	released = f;
+}
+
+/*
+ * With a release function, a dropped filter is handed over instead of freed: it is out of the
+ * registry at once, and its cost stays charged (a new filter may not take memory still held)
+ * until the owner frees it, its blocks taken out and freed first (as the server does on its
+ * threadpool).
+ */
+START_TEST(release_keeps_cost_until_freed)
+{
+	struct bf_registry *r;
+	struct bf_filter *f;
+	struct bf_layer blocks[BF_MAX_LAYERS];
+	unsigned n;
+
+	ck_assert_int_eq(bf_registry_new(0, &r), 0);
+	ck_assert_int_eq(bf_registry_create(r, S("holder"), &small, 0, NULL), 0);
+	uint64_t base = bf_registry_memory(r);
+	ck_assert_int_eq(bf_registry_create(r, S("a"), &small, 1, &f), 0);
+	uint64_t one = bf_registry_memory(r) - base;
+	ck_assert_int_ge(bf_filter_add(f, "k", 1), 0);
+	bf_registry_set_max_memory(r, base + one); /* exactly one more fits */
+	bf_registry_set_release(r, keep_released, NULL);
+	released = NULL;
+	ck_assert_int_eq(bf_registry_drop(r, S("a")), 0);
+	ck_assert_ptr_eq(released, f);
+	ck_assert_ptr_null(bf_registry_get(r, S("a")));
+	ck_assert_uint_eq(bf_registry_count(r), 1);
+	/* Only the registry's entry is given back: the filter's cost is still held. */
+	ck_assert_uint_eq(bf_registry_memory(r), base + bf_filter_cost(f));
+	ck_assert_int_eq(bf_registry_create(r, S("b"), &small, 1, NULL), -ENOMEM);
+	n = bf_filter_take_blocks(f, blocks);
+	ck_assert_uint_eq(n, 1);
+	ck_assert_ptr_nonnull(blocks[0].blocks);
+	ck_assert_ptr_null(bf_filter_layers(f)[0].blocks);
+	ck_assert_uint_eq(bf_registry_memory(r), base + bf_filter_cost(f)); /* unchanged */
+	bf_layer_free(&blocks[0]);
+	bf_filter_free(f);
+	ck_assert_uint_eq(bf_registry_memory(r), base);
+	ck_assert_int_eq(bf_registry_create(r, S("b"), &small, 1, NULL), 0);
+	bf_registry_free(r);
+}
+END_TEST
+
 START_TEST(adopt)
 {
 	struct bf_registry *r;
@@ -1090,6 +1141,7 @@ static Suite *registry_suite(void)
 	tcase_add_test(tc, listing_follows_renames_and_drops);
 	tcase_add_loop_test(tc, expiry_heap_random_against_model, 0, 3);
 	tcase_add_test(tc, expiry_adopt_drop_free);
+	tcase_add_test(tc, release_keeps_cost_until_freed);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -35,9 +35,10 @@ static const char *authorization;
 static int flushes, flush_rc;
 static struct bf_filter *flushed;
 
-static int flush_hook(void *arg, struct bf_filter *f)
+static int flush_hook(void *arg, struct bf_filter *f, uint64_t *ticket)
 {
 	(void)arg;
+	(void)ticket;
 	flushes++;
 	flushed = f;
 	return flush_rc;

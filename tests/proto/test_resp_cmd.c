@@ -28,10 +28,11 @@ static struct proto_argv av;
 static int flushes, flush_rc, created;
 static uint64_t seeds;
 
-static int flush_hook(void *arg, struct bf_filter *f)
+static int flush_hook(void *arg, struct bf_filter *f, uint64_t *ticket)
 {
 	(void)arg;
 	(void)f;
+	(void)ticket;
 	flushes++;
 	return flush_rc;
 }
