@@ -256,6 +256,7 @@ struct srv_snap {
 	bool files_stale;
 	uint64_t files_lsn;
 	size_t files_listed; /* at a start: its lines that match a filter loaded (SIZE_MAX: none) */
+	size_t files_lines;  /* at a start: all its lines */
 	/* At a start, until srv_snap_load_end(): the files it lists that are missing and hold no
 	 * filter loaded from elsewhere, unless the log's replay drops them. */
 	struct snap_listed {
@@ -3393,6 +3394,7 @@ static int snap_files_check(struct srv_snap *sn)
 	int rc = snap_files_read(sn, &text);
 
 	sn->files_listed = text ? 0 : SIZE_MAX;
+	sn->files_lines = 0;
 	for (line = text; !rc && line && *line; line = nl + 1) {
 		char *end, *file;
 		uint64_t id;
@@ -3410,6 +3412,7 @@ static int snap_files_check(struct srv_snap *sn)
 			rc = -EBADMSG;
 			break;
 		}
+		sn->files_lines++;
 		snap_files_match(sn, id, file);
 		snprintf(aside, sizeof(aside), "%s" SNAP_CORRUPT_SUFFIX, file);
 		if (!fstatat(sn->dirfd, file, &sb, AT_SYMLINK_NOFOLLOW) ||
@@ -3700,12 +3703,14 @@ int srv_snap_load_end(struct srv_snap *sn)
 		sn->stopping = true; /* not starting: nothing is written, the record stays */
 		return rc;
 	}
-	/* Written if it does not list the files as they are now (so a missing one is told once).
-	 */
+	/* Written if it does not list the files as they are now: a line that names no file loaded
+	 * (one missing, told once or explained by the log, whose records are released later), or
+	 * a file loaded that it does not name. */
 	size_t nfiled = 0;
 	for (size_t i = 0; i < sn->nents; i++)
 		nfiled += sn->ents[i]->filed;
-	if (sn->files_listed == SIZE_MAX ? nfiled > 0 : sn->files_listed != nfiled)
+	if (sn->files_listed == SIZE_MAX ? nfiled > 0
+					 : sn->files_listed != nfiled || sn->files_lines != nfiled)
 		sn->files_stale = true;
 	return snap_files_sync(sn);
 }
