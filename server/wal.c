@@ -714,6 +714,25 @@ int wal_flush(struct wal *w)
 	return r;
 }
 
+int wal_write_now(struct wal *w)
+{
+	if (!w->ready || w->closing)
+		return -EINVAL;
+	if (w->switching) {
+		/* The buffered records have no segment until the switch is done: wait for it
+		 * (an fdatasync and a create on the sync thread); its end writes them. */
+		uv_mutex_lock(&w->mu);
+		while (w->sh.job != JOB_NONE && !w->sh.job_done)
+			uv_cond_wait(&w->cv, &w->mu);
+		uv_mutex_unlock(&w->mu);
+		absorb(w);
+	}
+	/* A full segment takes the records still; the next wal_flush() switches. */
+	int r = flush_now(w, false);
+	update_durable(w);
+	return r;
+}
+
 int wal_append(struct wal *w, unsigned type, const void *payload, size_t len, uint64_t *lsn)
 {
 	if (!w->ready || w->closing || type == 0 || type > 255)

@@ -14,7 +14,8 @@
  *   16  payload           length bytes
  *   ..  checksum          u64   XXH3-64 of every byte of the record before it
  * A new segment is started before a write when the current one has reached segment_bytes
- * (so segments end between records, and may pass segment_bytes by one flush's bytes).
+ * (so segments end between records, and may pass segment_bytes by one flush's bytes, or by
+ * the records of a wal_write_now()).
  *
  * Life cycle, all on the loop thread given in the options:
  *   wal_open() -> wal_replay() (always, even on an empty directory: it finds the end of the log
@@ -239,6 +240,15 @@ int wal_append(struct wal *w, unsigned type, const void *payload, size_t len, ui
  * wal_replay() succeeded or after wal_close().
  */
 int wal_flush(struct wal *w);
+
+/*
+ * As wal_flush(), but the records are in the current segment's file when it returns (a process
+ * kill keeps them) also when that segment is full (it passes segment_bytes by these records;
+ * the next wal_flush() switches) or a switch is in progress (waited for: an fdatasync and a
+ * create on the sync thread). For a record that must reach the log before a file is removed.
+ * Returns as wal_flush().
+ */
+int wal_write_now(struct wal *w);
 
 /* Newest LSN reported durable (0 = none). Never decreases. */
 uint64_t wal_durable_lsn(const struct wal *w);

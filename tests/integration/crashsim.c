@@ -5,9 +5,15 @@
  * own, drives random operations over RESP, the text protocol and HTTP, and keeps a model of
  * what was acknowledged. Meanwhile it kills the daemon (SIGKILL, also with a request in
  * flight, and SIGTERM) and restarts it under a changed configuration (snapshot_pack_bytes,
- * wal_segment_bytes, wal_max_bytes, snapshot_interval, cold_interval, wal_fsync). After every
- * restart each filter the model holds must exist with every acknowledged key, a filter the
- * model dropped must not, DBSIZE must match, and TTLs must be as set.
+ * wal_segment_bytes, wal_max_bytes, snapshot_interval, cold_interval, wal_fsync). With
+ * FSREC_LIB set (tests/integration/fsrec.c, preloaded into every daemon to record its file
+ * system calls), a third of the kills are power cuts: the data directory becomes what the disk
+ * held (fsmodel.h: what an fsync made durable, and at times the first of the calls that were
+ * not), and the model is held to the promise of wal_fsync: with always nothing acknowledged
+ * is lost; with everysec at most about the last second, so such a cut comes 2.5 s after the
+ * last acknowledgement and again nothing may be lost. After every restart each filter the
+ * model holds must exist with every acknowledged key, a filter the model dropped must not,
+ * DBSIZE must match, and TTLs must be as set.
  *
  * All randomness comes from one seed (splitmix64), so a failing seed replays with the one
  * command line it prints (timing may still differ: a request in flight at a kill). The daemon's
@@ -16,12 +22,15 @@
  *	crashsim [--seed S | --seeds a,b,c] [--ops N] [--seconds N] [--tap] [--without K,...]
  *
  * --seconds bounds the whole run (split evenly over the seeds); --ops bounds each seed;
- * --without leaves out kinds of step (a BF.MADD instead), to find which a failure needs.
- * It prints, per seed and in total, the operations, restarts, kills, SIGTERMs and
- * configuration changes. Exit status 0 if every seed passed, 1 otherwise.
+ * --without leaves out kinds of step (a BF.MADD instead), to find which a failure needs
+ * (power-cut: kills stay kills; the power cuts draw from a stream of their own, so the other
+ * draws of a seed are alike with and without them). It prints, per seed and in total, the
+ * operations, restarts, kills, SIGTERMs, configuration changes and power cuts. Exit status 0
+ * if every seed passed, 1 otherwise.
  *
- * Not covered: power cuts (test_powercut.c's recorded disk states); deleted keys of a counting
- * filter are not checked (one may stay present as a false positive).
+ * Not covered: wal_fsync = no (a power cut may lose what the kernel had not written, which the
+ * model cannot tell from the acknowledgements); deleted keys of a counting filter are not
+ * checked (one may stay present as a false positive).
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -35,6 +44,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "tests/integration/fsmodel.h"
 #include "tests/integration/harness.h"
 
 enum {
@@ -86,16 +96,19 @@ struct pending {
 
 struct stats {
 	unsigned long ops, restarts, kills, inflight_kills, terms, config_changes, keys_acked,
-	    checks;
+	    checks, power_cuts, cut_calls;
 };
 
 static struct sim {
 	uint64_t rng;
+	uint64_t rng2; /* power cuts' draws: the other draws stay those of a run without them */
 	uint64_t seed;
 	struct itest_daemon d;
 	char dir[128];
 	char data_dir[192];
 	char all_log[192];
+	char trace[192];    /* fsrec's trace of the daemons' file system calls (power cuts) */
+	struct fsmodel *fm; /* the data directory's disk, or NULL: no power cuts */
 	char conf[1024];
 	bool running;
 	int rfd, tfd; /* RESP and text connections */
@@ -113,6 +126,7 @@ static char *argv0 = "crashsim";
 static bool tap;	      /* --tap: TAP lines for meson */
 static unsigned tap_index;    /* the TAP test (seed) running */
 static char without_arg[600]; /* " --without LIST" for the replay line, or "" */
+static const char *fsrec_lib; /* $FSREC_LIB: power cuts need it */
 
 /* ---------------------------------------------------------------------------------------- */
 /* Randomness: splitmix64 */
@@ -126,6 +140,16 @@ static uint64_t rnd(void)
 	return z ^ (z >> 31);
 }
 
+/* The power cuts' own stream: a run with them draws the rest as one without them. */
+static unsigned below2(unsigned n)
+{
+	uint64_t z = (S.rng2 += 0x9e3779b97f4a7c15ULL);
+
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+	z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+	return (unsigned)((z ^ (z >> 31)) % n);
+}
+
 /* A number in [0, n). */
 static unsigned below(unsigned n)
 {
@@ -137,6 +161,7 @@ static bool chance(unsigned percent)
 	return below(100) < percent;
 }
 
+static int rm_tree(const char *dir);
 struct stats;
 static void print_stats(const char *what, const struct stats *s);
 
@@ -185,13 +210,15 @@ __attribute__((format(printf, 1, 2), noreturn)) static void fail(const char *fmt
 	}
 	fprintf(stderr, "all daemon logs of this seed: %s\ndata directory kept: %s\n", S.all_log,
 		S.data_dir);
-	fprintf(stderr, "replay: BLOSSOMD_BIN=%s %s --seed %" PRIu64 " --ops %lu%s\n", itest_bin(),
-		argv0, S.seed, S.st.ops, without_arg);
+	fprintf(stderr, "replay: %s%s%sBLOSSOMD_BIN=%s %s --seed %" PRIu64 " --ops %lu%s\n",
+		fsrec_lib ? "FSREC_LIB=" : "", fsrec_lib ? fsrec_lib : "", fsrec_lib ? " " : "",
+		itest_bin(), argv0, S.seed, S.st.ops, without_arg);
 	fflush(stderr);
 	if (tap)
-		printf("not ok %u - seed %" PRIu64 " (replay: BLOSSOMD_BIN=%s %s --seed %" PRIu64
-		       " --ops %lu%s)\n",
-		       tap_index, S.seed, itest_bin(), argv0, S.seed, S.st.ops, without_arg);
+		printf("not ok %u - seed %" PRIu64
+		       " (replay: %s%s%sBLOSSOMD_BIN=%s %s --seed %" PRIu64 " --ops %lu%s)\n",
+		       tap_index, S.seed, fsrec_lib ? "FSREC_LIB=" : "", fsrec_lib ? fsrec_lib : "",
+		       fsrec_lib ? " " : "", itest_bin(), argv0, S.seed, S.st.ops, without_arg);
 	print_stats("failed seed", &S.st);
 	if (S.running && S.d.pid > 0) /* never kill(0): that is this whole process group */
 		kill(S.d.pid, SIGKILL);
@@ -327,7 +354,7 @@ static void send_out(int fd)
 		fail("cannot send a request");
 }
 
-/* Send the built command; unless in_flight, read its reply. */
+/* Send the built command, read its reply. */
 static const char *resp_go(void)
 {
 	send_out(S.rfd);
@@ -335,8 +362,8 @@ static const char *resp_go(void)
 	return reply;
 }
 
-/* A command of space-separated words (no binary), its reply. */
-static const char *rcall(const char *words)
+/* Build a command of space-separated words (no binary). */
+static void resp_words(const char *words)
 {
 	char buf[512], *save = NULL, *w;
 	unsigned argc = 0;
@@ -347,6 +374,12 @@ static const char *rcall(const char *words)
 	resp_begin(argc);
 	for (w = strtok_r(buf, " ", &save); w; w = strtok_r(NULL, " ", &save))
 		resp_arg(w, strlen(w));
+}
+
+/* A command of space-separated words (no binary), its reply. */
+static const char *rcall(const char *words)
+{
+	resp_words(words);
 	return resp_go();
 }
 
@@ -442,7 +475,11 @@ static void start(void)
 	const char *extra[] = {"--data-dir", S.data_dir, NULL};
 
 	for (int i = 0; i < 5; i++) {
-		int rc = itest_start(&S.d, S.conf, extra);
+		int rc;
+
+		if (S.fm && fsmodel_daemon_start(S.fm))
+			fail("cannot note a daemon's start in the trace");
+		rc = itest_start(&S.d, S.conf, extra);
 
 		if (rc == 0 && itest_log_wait(&S.d, "ready (pid ", PATIENCE_MS)) {
 			S.running = true;
@@ -887,16 +924,7 @@ static void op_create(bool in_flight)
 		snprintf(line, sizeof(line), "BF.RESERVE %s 0.01 %" PRIu64 "%s%s", nm(i), cap,
 			 nonscaling ? " NONSCALING" : "", counting ? " COUNTING" : "");
 		if (in_flight) {
-			char buf[256];
-			char *save = NULL, *w;
-			unsigned argc = 1;
-
-			snprintf(buf, sizeof(buf), "%s", line);
-			for (char *p = buf; *p; p++)
-				argc += *p == ' ';
-			resp_begin(argc);
-			for (w = strtok_r(buf, " ", &save); w; w = strtok_r(NULL, " ", &save))
-				resp_arg(w, strlen(w));
+			resp_words(line);
 			send_out(S.rfd);
 			return;
 		}
@@ -935,10 +963,7 @@ static void op_rename(bool in_flight)
 	note("%s%s", w, S.names[to].state == N_PRESENT ? " (over an existing filter)" : "");
 	if (in_flight) {
 		S.pending = (struct pending){P_RENAME, from, to, S.names[to].f};
-		resp_begin(3);
-		resp_arg("RENAME", 6);
-		resp_arg(nm(from), strlen(nm(from)));
-		resp_arg(nm(to), strlen(nm(to)));
+		resp_words(w);
 		send_out(S.rfd);
 		return;
 	}
@@ -960,9 +985,7 @@ static void op_del(bool in_flight)
 	note("%s", w);
 	if (in_flight) {
 		S.pending = (struct pending){P_DEL, i, 0, NULL};
-		resp_begin(2);
-		resp_arg("DEL", 3);
-		resp_arg(nm(i), strlen(nm(i)));
+		resp_words(w);
 		send_out(S.rfd);
 		return;
 	}
@@ -997,8 +1020,7 @@ static void op_flushall(bool in_flight)
 	note("FLUSHALL");
 	if (in_flight) {
 		S.pending = (struct pending){P_FLUSHALL, 0, 0, NULL};
-		resp_begin(1);
-		resp_arg("FLUSHALL", 8);
+		resp_words("FLUSHALL");
 		send_out(S.rfd);
 		return;
 	}
@@ -1128,6 +1150,7 @@ enum kind {
 	OP_KILL,
 	OP_KILL_IN_FLIGHT,
 	OP_TERM,
+	OP_POWER_CUT, /* a kill turned into a power cut (below2): never drawn as a kind */
 	OP_KINDS
 };
 
@@ -1152,6 +1175,7 @@ static const struct {
     [OP_KILL] = {"kill", 60},
     [OP_KILL_IN_FLIGHT] = {"kill-in-flight", 40},
     [OP_TERM] = {"term", 60},
+    [OP_POWER_CUT] = {"power-cut", 0},
 };
 
 static bool
@@ -1160,7 +1184,42 @@ static bool
 /* ---------------------------------------------------------------------------------------- */
 /* Faults */
 
-static void restart(int sig, bool in_flight)
+/*
+ * A power cut, the daemon killed: the data directory becomes what the disk holds (fsmodel.h):
+ * what was made durable, and sometimes the first calls of what was not. That state is then on
+ * disk for good: a sync point.
+ */
+static void power_cut(void)
+{
+	char cut[256], why[128];
+	unsigned keep = below2(2) ? below2(1000) : 0;
+	size_t nondur = 0;
+	int rc;
+
+	snprintf(cut, sizeof(cut), "%s/cut", S.dir);
+	rc = fsmodel_cut(S.fm, keep, cut, &nondur, why, sizeof(why));
+	if (rc)
+		fail("power cut: %s (%s)", why, strerror(-rc));
+	note("  power cut: of %zu calls not durable, the first %u/1000 kept", nondur, keep);
+	if (rm_tree(S.data_dir) || rename(cut, S.data_dir))
+		fail("power cut: cannot replace %s", S.data_dir);
+	/* The last cut's trace stays, for a failure to be looked into. */
+	snprintf(cut, sizeof(cut), "%s/trace.cut", S.dir);
+	if (rename(S.trace, cut))
+		fail("power cut: cannot keep the trace");
+	if (fsmodel_sync_point(S.fm))
+		fail("power cut: no sync point");
+	S.st.power_cuts++;
+	S.st.cut_calls += nondur - (nondur * keep + 999) / 1000;
+}
+
+/*
+ * The promise per wal_fsync (README, "Persistence"): with always nothing acknowledged is lost
+ * to a power cut; with everysec at most about the last second, so the cut comes 2.5 s after
+ * the last acknowledgement, and again nothing may be lost. A cut under a daemon in flight with
+ * a request is all or nothing for that request, as a kill.
+ */
+static void restart(int sig, bool in_flight, bool cut)
 {
 	bool change = chance(50);
 
@@ -1192,12 +1251,25 @@ static void restart(int sig, bool in_flight)
 		itest_sleep_ms((int)below(4));
 		S.st.inflight_kills++;
 	}
-	note("%s%s", sig == SIGKILL ? "SIGKILL" : "SIGTERM", change ? ", new config" : "");
+	if (cut && strstr(S.conf, "wal_fsync = everysec")) {
+		note("wait 2.5 s (wal_fsync = everysec: the last second may be lost)");
+		itest_sleep_ms(2500);
+	}
+	note("%s%s",
+	     cut	      ? "power cut"
+	     : sig == SIGKILL ? "SIGKILL"
+			      : "SIGTERM",
+	     change ? ", new config" : "");
 	stop(sig);
-	if (sig == SIGKILL)
+	if (cut)
+		power_cut();
+	else if (sig == SIGKILL)
 		S.st.kills++;
 	else
 		S.st.terms++;
+	/* A long trace is cut short: with no daemon running, every file made durable. */
+	if (S.fm && fsmodel_trace_bytes(S.fm) > (256u << 20) && fsmodel_sync_point(S.fm))
+		fail("no sync point");
 	if (change) {
 		new_config();
 		S.st.config_changes++;
@@ -1223,10 +1295,12 @@ static void step(void)
 {
 	enum kind k = pick_kind();
 	int i = name_in(N_PRESENT);
+	/* A kill is a power cut at times (drawn from their own stream, always). */
+	bool cut = below2(100) < 35 && S.fm && !without[OP_POWER_CUT];
 
 	S.st.ops++;
 	if (i < 0 && any_cleared()) { /* creates wait for the cleared filters to come back */
-		restart(SIGTERM, false);
+		restart(SIGTERM, false, false);
 		return;
 	}
 	if (i < 0)
@@ -1276,14 +1350,15 @@ static void step(void)
 		itest_sleep_ms(1200);
 		break;
 	case OP_KILL:
-		restart(SIGKILL, false);
+		restart(SIGKILL, false, cut);
 		break;
 	case OP_KILL_IN_FLIGHT:
-		restart(SIGKILL, true);
+		restart(SIGKILL, true, cut);
 		break;
 	case OP_TERM:
+	case OP_POWER_CUT:
 	case OP_KINDS:
-		restart(SIGTERM, false);
+		restart(SIGTERM, false, false);
 		break;
 	}
 }
@@ -1311,9 +1386,10 @@ static int parse_without(const char *list)
 static void print_stats(const char *what, const struct stats *s)
 {
 	printf("# %s: %lu operations, %lu restarts, %lu kills (%lu with a request in flight), "
-	       "%lu SIGTERMs, %lu configuration changes, %lu keys acknowledged, %lu key checks\n",
+	       "%lu SIGTERMs, %lu configuration changes, %lu keys acknowledged, %lu key checks, "
+	       "%lu power cuts (%lu file system calls lost)\n",
 	       what, s->ops, s->restarts, s->kills, s->inflight_kills, s->terms, s->config_changes,
-	       s->keys_acked, s->checks);
+	       s->keys_acked, s->checks, s->power_cuts, s->cut_calls);
 	fflush(stdout);
 }
 
@@ -1335,6 +1411,7 @@ static void run_seed(uint64_t seed)
 	S.nhist = 0;
 	S.seed = seed;
 	S.rng = seed;
+	S.rng2 = seed ^ 0x70c7c075ULL;
 	snprintf(S.dir, sizeof(S.dir), "/tmp/crashsim-%" PRIu64 "-XXXXXX", seed);
 	if (!mkdtemp(S.dir))
 		fail("mkdtemp: %s", strerror(errno));
@@ -1342,15 +1419,30 @@ static void run_seed(uint64_t seed)
 	snprintf(S.all_log, sizeof(S.all_log), "%s/daemon-all.log", S.dir);
 	if (mkdir(S.data_dir, 0700))
 		fail("mkdir: %s", strerror(errno));
+	if (fsrec_lib && !without[OP_POWER_CUT]) {
+		char wrapper[1024];
+
+		snprintf(S.trace, sizeof(S.trace), "%s/trace", S.dir);
+		snprintf(wrapper, sizeof(wrapper),
+			 "env LD_PRELOAD=%s FSREC_DIR=%s FSREC_OUT=%s "
+			 "ASAN_OPTIONS=verify_asan_link_order=0:detect_leaks=0",
+			 fsrec_lib, S.data_dir, S.trace);
+		setenv("BLOSSOMD_WRAPPER", wrapper, 1);
+		S.fm = fsmodel_new(S.data_dir, S.trace);
+		if (!S.fm || fsmodel_sync_point(S.fm))
+			fail("cannot model the data directory's disk");
+	}
 	new_config();
 	note("config: %s", S.conf);
 	start();
 	while (S.st.ops < S.op_limit && itest_now_ms() < S.deadline_ms)
 		step();
-	restart(SIGTERM, false);
+	restart(SIGTERM, false, false);
 	stop(SIGTERM);
 	for (int i = 0; i < NNAMES; i++)
 		slot_drop(i);
+	fsmodel_free(S.fm);
+	S.fm = NULL;
 	rm_tree(S.dir);
 }
 
@@ -1403,8 +1495,17 @@ int main(int argc, char **argv)
 		printf("1..0 # SKIP crashsim under BLOSSOMD_WRAPPER: too slow to cover anything\n");
 		return 0;
 	}
+	/* Power cuts record the daemon's file system calls (fsrec, by LD_PRELOAD): not beside
+	 * another wrapper. */
+	fsrec_lib = getenv("FSREC_LIB");
+	if (fsrec_lib &&
+	    (!*fsrec_lib || (getenv("BLOSSOMD_WRAPPER") && *getenv("BLOSSOMD_WRAPPER"))))
+		fsrec_lib = NULL;
 	if (tap)
 		printf("1..%u\n", nseeds);
+	printf("# power cuts: %s\n", without[OP_POWER_CUT] ? "left out (--without power-cut)"
+				     : fsrec_lib	   ? "on (a third of the kills)"
+							   : "off (FSREC_LIB is not set)");
 	signal(SIGPIPE, SIG_IGN);
 	for (unsigned k = 0; k < nseeds; k++) {
 		char what[64];
@@ -1424,6 +1525,8 @@ int main(int argc, char **argv)
 		total.config_changes += S.st.config_changes;
 		total.keys_acked += S.st.keys_acked;
 		total.checks += S.st.checks;
+		total.power_cuts += S.st.power_cuts;
+		total.cut_calls += S.st.cut_calls;
 	}
 	print_stats("total", &total);
 	return 0;

@@ -566,6 +566,48 @@ START_TEST(rotation_in_modes_everysec_and_no)
 }
 END_TEST
 
+/*
+ * wal_write_now() puts the records in a file before it returns, where wal_flush() would only
+ * start a switch: a record that must precede a file's removal (a drop, a FLUSHALL) is there
+ * when a kill follows. With the segment full it goes into that segment; with a switch in
+ * progress (its fdatasync slowed) it waits for the new segment.
+ */
+START_TEST(write_now_with_a_full_segment_and_during_a_switch)
+{
+	payload_len = 200; /* 224-byte records */
+	make_log(WAL_FSYNC_ALWAYS, 4096, 100, 10);
+	struct wal *w = open_ok(WAL_FSYNC_ALWAYS, 4096);
+	char path[160];
+
+	/* The current segment (81..100, 4480 bytes) is full. */
+	append(w, 101);
+	ck_assert_int_eq(wal_write_now(w), 0);
+	ck_assert_uint_eq(wal_written_lsn(w), 101);
+	ck_assert_uint_eq(wal_segments(w), 5);
+	seg_path(81, path, sizeof(path));
+	ck_assert_int_eq(file_size(path), 21 * 224);
+	RUN_UNTIL(wal_durable_lsn(w) == 101, 5000);
+
+	/* A flush starts the switch; the record after it waits for the new segment. */
+	sync_delay_ms = 100;
+	append(w, 102);
+	ck_assert_int_eq(wal_flush(w), 0);
+	ck_assert_uint_eq(wal_written_lsn(w), 101);
+	append(w, 103);
+	ck_assert_int_eq(wal_write_now(w), 0);
+	ck_assert_uint_eq(wal_written_lsn(w), 103);
+	ck_assert_uint_eq(wal_segments(w), 6);
+	seg_path(102, path, sizeof(path));
+	ck_assert_int_eq(file_size(path), 2 * 224);
+	sync_delay_ms = 0;
+	RUN_UNTIL(wal_durable_lsn(w) == 103, 5000);
+	ck_assert_int_eq(close_wal(w), 0);
+	w = open_ok(WAL_FSYNC_ALWAYS, 4096);
+	assert_recs(1, 103);
+	ck_assert_int_eq(close_wal(w), 0);
+}
+END_TEST
+
 START_TEST(replay_from_the_middle_skips_segments_unread)
 {
 	payload_len = 200;
@@ -1307,6 +1349,7 @@ static Suite *wal_suite(void)
 	tcase_add_test(tc, lsns_continue_across_reopen);
 	tcase_add_test(tc, rotation_names_and_sizes);
 	tcase_add_test(tc, rotation_in_modes_everysec_and_no);
+	tcase_add_test(tc, write_now_with_a_full_segment_and_during_a_switch);
 	tcase_add_test(tc, replay_from_the_middle_skips_segments_unread);
 	tcase_add_test(tc, torn_tail_cut_at_every_offset);
 	tcase_add_test(tc, bit_flip_in_the_middle_is_corruption);
