@@ -1339,6 +1339,41 @@ static int truncate_file(struct wal *w, const char *name, uint64_t len)
 }
 
 /*
+ * The segments wholly before the recorded start (the next one begins at or below it) are what
+ * a release deleted after recording the start: the delete had not reached the disk when the
+ * power went, so they are back. Nothing in them is needed, and they need not even be readable
+ * (one may hold a hole its writer never synced): deleted again, unread, and the directory
+ * synced. 0, or -errno with why.
+ */
+static int drop_before_start(struct wal *w, uint64_t start, char *why, size_t whylen)
+{
+	char name[WAL_SEGMENT_NAME_MAX];
+	size_t n = 0;
+
+	while (n + 1 < w->nsegs && w->segs[n + 1].first <= start)
+		n++;
+	if (!n)
+		return 0;
+	for (size_t i = 0; i < n; i++) {
+		wal_segment_name(w->segs[i].first, name);
+		if (unlinkat(w->dirfd, name, 0) != 0 && errno != ENOENT) {
+			int err = -errno;
+			set_why(why, whylen, "segment %s (before the log's start): unlink: %s",
+				name, strerror(-err));
+			return err;
+		}
+	}
+	memmove(w->segs, w->segs + n, (w->nsegs - n) * sizeof(*w->segs));
+	w->nsegs -= n;
+	if (fsync(w->dirfd) != 0) {
+		int err = -errno;
+		set_why(why, whylen, "fsync %s: %s", w->dir, strerror(-err));
+		return err;
+	}
+	return 0;
+}
+
+/*
  * Before the replay: are segments missing at the start of the log? The recorded start against
  * the first segment present (none present: the log was emptied, since a release always keeps
  * the newest segment). 0, with a warning in why if the operator accepts the loss or the log has
@@ -1370,7 +1405,7 @@ static int check_start(struct wal *w, char *why, size_t whylen)
 		return err;
 	}
 	if (w->nsegs && first <= start)
-		return 0;
+		return drop_before_start(w, start, why, whylen);
 	char lost[224];
 	if (w->nsegs)
 		snprintf(lost, sizeof(lost),

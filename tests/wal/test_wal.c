@@ -1131,6 +1131,36 @@ START_TEST(release_deletes_exactly_covered_segments)
 }
 END_TEST
 
+/* A power cut can bring back a segment a release deleted (the delete not yet durable, the new
+ * start already): it is before the recorded start, so it is deleted again, unread, however
+ * broken (here a hole: zeros, then bytes that are no record). */
+START_TEST(segment_back_before_the_start_is_dropped_unread)
+{
+	char path[160];
+	uint8_t junk[4096] = {0};
+	uint64_t segs[8];
+
+	payload_len = 200;
+	make_log(WAL_FSYNC_NO, 4096, 100, 10);
+	struct wal *w = open_ok(WAL_FSYNC_NO, 4096);
+	ck_assert_int_eq(wal_release(w, 41), 2); /* 1..40: the start is now 41 */
+	RUN_UNTIL(unlinking(w) == 0, 5000);
+	ck_assert_int_eq(close_wal(w), 0);
+	memset(junk + 2048, 0x5a, 1024);
+	snprintf(path, sizeof(path), "%s/%016x.wal", wdir, 21u);
+	FILE *f = fopen(path, "w");
+	ck_assert_ptr_nonnull(f);
+	ck_assert_uint_eq(fwrite(junk, 1, sizeof(junk), f), sizeof(junk));
+	ck_assert_int_eq(fclose(f), 0);
+	ck_assert_uint_eq(list_segs(segs, 8), 4);
+	w = open_ok(WAL_FSYNC_NO, 4096);
+	assert_recs(41, 100);
+	ck_assert_uint_eq(list_segs(segs, 8), 3);
+	ck_assert_uint_eq(segs[0], 41);
+	ck_assert_int_eq(close_wal(w), 0);
+}
+END_TEST
+
 /* on_unlink_error calls. */
 static char unlink_failed[WAL_SEGMENT_NAME_MAX];
 static int unlink_err;
@@ -1361,6 +1391,7 @@ static Suite *wal_suite(void)
 	tcase_add_test(tc, eio_on_fdatasync_everysec);
 	tcase_add_test(tc, failed_rotation_recovers);
 	tcase_add_test(tc, release_deletes_exactly_covered_segments);
+	tcase_add_test(tc, segment_back_before_the_start_is_dropped_unread);
 	tcase_add_test(tc, release_that_cannot_delete_keeps_the_segment);
 	tcase_add_test(tc, close_while_a_release_is_pending);
 	tcase_add_test(tc, records_longer_than_the_read_chunk);
