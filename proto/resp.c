@@ -33,6 +33,8 @@ static const char err_inline_quotes[] = "Protocol error: unbalanced quotes in re
 void proto_argv_init(struct proto_argv *av)
 {
 	av->argc = 0;
+	av->maxlen2 = 0;
+	av->argv_unset = false;
 	av->cap = 0;
 	av->argv = NULL;
 	av->argvlen = NULL;
@@ -117,6 +119,8 @@ void proto_resp_trim(const struct proto_resp_state *st, struct proto_argv *av, s
 	if (argoff)
 		av->argoff = argoff;
 	av->argc = 0;
+	av->maxlen2 = 0;
+	av->argv_unset = false;
 }
 
 void proto_resp_state_init(struct proto_resp_state *st)
@@ -127,6 +131,7 @@ void proto_resp_state_init(struct proto_resp_state *st)
 	st->scan = 0;
 	st->bulklen = RESP_NO_BULK;
 	st->need = 1;
+	st->maxlen2 = 0;
 	st->errbuf[0] = '\0';
 }
 
@@ -248,6 +253,8 @@ static int resp_inline_arg(struct proto_argv *av, const char *p, size_t n)
 		return -ENOMEM;
 	av->argv[av->argc] = p;
 	av->argvlen[av->argc] = n;
+	if (av->argc >= 2 && n > av->maxlen2)
+		av->maxlen2 = n;
 	av->argc++;
 	return 0;
 }
@@ -375,6 +382,7 @@ static ssize_t resp_inline(struct proto_resp_state *st, const char *buf, size_t 
 		size_t n;
 		if (resp_inline_quoted(&p, e, av->ibuf + w, &n)) {
 			av->argc = 0;
+			av->maxlen2 = 0;
 			return resp_fail(errmsg, err_inline_quotes);
 		}
 		if (resp_inline_arg(av, av->ibuf + w, n))
@@ -385,6 +393,8 @@ static ssize_t resp_inline(struct proto_resp_state *st, const char *buf, size_t 
 	return (ssize_t)consumed;
 nomem:
 	av->argc = 0;
+	av->maxlen2 = 0;
+	av->argv_unset = false;
 	return -ENOMEM;
 }
 
@@ -396,6 +406,8 @@ ssize_t proto_resp_parse(struct proto_resp_state *st, const char *buf, size_t le
 	bool toobig;
 
 	av->argc = 0;
+	av->maxlen2 = 0;
+	av->argv_unset = false;
 	if (errmsg)
 		*errmsg = NULL;
 
@@ -459,16 +471,21 @@ ssize_t proto_resp_parse(struct proto_resp_state *st, const char *buf, size_t le
 		 * faults that would hold the loop in one turn. */
 		av->argv[st->got] = NULL;
 		av->argvlen[st->got] = st->bulklen;
+		if (st->got >= 2 && st->bulklen > st->maxlen2)
+			st->maxlen2 = st->bulklen;
 		st->got++;
 		st->pos += st->bulklen + 2;
 		st->scan = st->pos;
 		st->bulklen = RESP_NO_BULK;
 	}
 
-	/* Complete: turn offsets into pointers into this call's buffer. */
-	for (i = 0; i < st->got; i++)
+	/* Complete: turn offsets into pointers into this call's buffer (or leave that to the
+	 * caller). */
+	av->argv_unset = lim->point_max && st->got > lim->point_max;
+	for (i = 0; i < st->got && !av->argv_unset; i++)
 		av->argv[i] = buf + av->argoff[i];
 	av->argc = st->got;
+	av->maxlen2 = st->maxlen2;
 	consumed = st->pos;
 	proto_resp_state_init(st);
 	return (ssize_t)consumed;

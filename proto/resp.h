@@ -69,6 +69,9 @@ struct proto_limits {
 	bool unauthenticated;  /* RESP: the client has yet to AUTH: at most
 				* PROTO_RESP_UNAUTH_MAX_ARGS elements and PROTO_RESP_UNAUTH_MAX_BULK
 				* bytes per bulk as well */
+	size_t point_max;      /* RESP: a complete command of more elements than this (0: no
+				* limit) leaves argv[] unset, argv_unset true: the caller sets it
+				* from argoff (a million pointers are tens of ms: in parts) */
 };
 
 /*
@@ -84,6 +87,9 @@ struct proto_argv {
 	size_t *argvlen;
 	size_t *argoff; /* parser scratch: offsets of the arguments from the command's first
 			 * byte, kept while a command is incomplete (the buffer may move) */
+	size_t maxlen2; /* the longest argument from the third on (argv[2]...): a million-key
+			 * command's length check needs no pass over its arguments */
+	bool argv_unset; /* complete, but argv[] is to be set from argoff (point_max) */
 	char *ibuf;	/* an inline command's quoted arguments, unescaped */
 	size_t ibufcap;
 };
@@ -124,6 +130,7 @@ struct proto_resp_state {
 	size_t scan;	/* offset where the search for the '\r' of the current header resumes */
 	size_t bulklen; /* declared length of the bulk being read; SIZE_MAX: next is a "$" line */
 	size_t need;	/* see proto_resp_need() */
+	size_t maxlen2; /* the longest bulk from the third on, so far (proto_argv.maxlen2) */
 	char errbuf[PROTO_RESP_ERRBUF]; /* formatted error message, see proto_resp_parse() */
 };
 

@@ -177,6 +177,9 @@ bool resp_arg_double(const struct proto_argv *av, size_t i, double *out)
 /* All of av's arguments from `first` on fit max_key_bytes. */
 bool resp_items_fit(const struct cmd_ctx *c, const struct proto_argv *av, size_t first)
 {
+	/* The longest from the third on bounds them: no pass over a million keys if it fits. */
+	if (first >= 2 && av->maxlen2 <= c->max_key_bytes)
+		return true;
 	return cmd_keys_fit(c, av->argc - first, av->argvlen + first);
 }
 

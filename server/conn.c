@@ -713,6 +713,27 @@ static int conn_process_text(struct srv_conn *c, const char *data, size_t len, s
 	return 0;
 }
 
+/*
+ * Point the arguments of the command run on (again_len) into its input at cmd: from their
+ * offsets, SRV_POINT_STEP a call, from the first again if the input moved since. True while
+ * some are left (the connection yields; the next turn goes on).
+ */
+static bool conn_point(struct srv_conn *c, const char *cmd)
+{
+	struct proto_argv *av = &c->av;
+	size_t end;
+
+	if (c->again_base != cmd) {
+		c->again_base = cmd;
+		c->pointed = 0;
+	}
+	end = av->argc - c->pointed > SRV_POINT_STEP ? c->pointed + SRV_POINT_STEP : av->argc;
+	for (size_t i = c->pointed; i < end; i++)
+		av->argv[i] = cmd + av->argoff[i];
+	c->pointed = end;
+	return end < av->argc;
+}
+
 /* As conn_process_text() for RESP. A protocol error appends its reply and sets CONN_DRAIN. */
 static int conn_process_resp(struct srv_conn *c, const char *data, size_t len, size_t *used,
 			     bool *done)
@@ -732,14 +753,25 @@ static int conn_process_resp(struct srv_conn *c, const char *data, size_t len, s
 			break;
 		}
 		if (c->again_len && c->again_len <= len - off) {
-			/* Run on (cmd_ctx.again): parsed already, its arguments are where they
-			 * were from its first byte (a million-key command is not parsed 60
-			 * times). */
-			for (size_t i = 0; i < c->av.argc; i++)
-				c->av.argv[i] = data + off + c->av.argoff[i];
+			/* Run on: parsed already, its arguments are where they were from its
+			 * first byte (a million-key command is not parsed 60 times), pointed at
+			 * again only if the input moved, SRV_POINT_STEP of them a turn. */
+			if (conn_point(c, data + off)) {
+				c->yielded = true;
+				break;
+			}
 			n = (ssize_t)c->again_len;
 		} else {
 			n = proto_resp_parse(&c->rst, data + off, len - off, lim, &c->av, &msg);
+			c->again_base = data + off;
+			c->pointed = c->av.argc;
+			if (n > 0 && c->av.argv_unset) {
+				/* Its pointers are set in later turns, then it runs. */
+				c->again_len = (size_t)n;
+				c->again_base = NULL;
+				c->yielded = true;
+				break;
+			}
 		}
 		c->again_len = 0;
 

@@ -75,6 +75,7 @@ static void srv_apply_limits(struct srv *s)
 	s->lim.max_bulk_bytes = c->max_bulk_bytes;
 	s->lim.max_args = c->max_args;
 	s->lim.max_line_bytes = c->max_line_bytes;
+	s->lim.point_max = SRV_POINT_STEP;
 	s->lim_unauth = s->lim;
 	s->lim_unauth.unauthenticated = true;
 	bf_registry_set_max_memory(s->reg, c->max_memory);

@@ -74,6 +74,9 @@ struct srv_snap;
  * pipeline of thousands of creates held up the others for milliseconds: libuv reads a stream
  * up to 32 times per turn). */
 #define SRV_SLICE_NS (500 * 1000)
+/* A RESP command of more arguments than this has their pointers set in parts of this many a
+ * turn (proto_limits.point_max): a million of them took 13-20 ms in one turn. */
+#define SRV_POINT_STEP 65536
 
 /* Bytes of a first word looked at to tell a RESP inline command from the text protocol. */
 #define SRV_DETECT_MAX 64
@@ -175,6 +178,9 @@ struct srv_conn {
 	 * RESP command (0: none, or parse it again), whose arguments are found again from their
 	 * offsets rather than by parsing it again; `part` while the next run is not its first. */
 	size_t again_len;
+	const char *again_base; /* the input av's pointers point into (the command's first
+				 * byte): they are set again only if it moved */
+	size_t pointed;		/* av's arguments pointed into again_base so far */
 	bool part;
 	size_t out_peak;
 	uint64_t out_peak_at;

@@ -404,6 +404,36 @@ START_TEST(test_parse_each)
 }
 END_TEST
 
+/* A command of more elements than point_max is complete with argv[] left to the caller (the
+ * daemon sets it in parts, a turn each): argc, lengths and offsets as usual; at point_max or
+ * fewer the pointers are set. maxlen2 is the longest argument from the third on. */
+START_TEST(test_parse_point_max)
+{
+	static const char wire[] = "*5\r\n$7\r\nBF.MADD\r\n$10\r\nlongername\r\n$1\r\na\r\n"
+				   "$3\r\nbcd\r\n$2\r\nef\r\n";
+	struct proto_limits lim = test_limits();
+	struct proto_argv av;
+	const char *msg = NULL;
+	size_t len = sizeof(wire) - 1;
+
+	proto_argv_init(&av);
+	lim.point_max = 4;
+	ck_assert_int_eq(parse_once(wire, len, &lim, &av, &msg), (ssize_t)len);
+	ck_assert(av.argv_unset);
+	ck_assert_uint_eq(av.argc, 5);
+	ck_assert_uint_eq(av.maxlen2, 3);
+	ck_assert_uint_eq(av.argvlen[3], 3);
+	ck_assert(!memcmp(wire + av.argoff[3], "bcd", 3));
+	ck_assert(!memcmp(wire + av.argoff[4], "ef", 2));
+	lim.point_max = 5;
+	ck_assert_int_eq(parse_once(wire, len, &lim, &av, &msg), (ssize_t)len);
+	ck_assert(!av.argv_unset);
+	ck_assert_ptr_eq(av.argv[3], wire + av.argoff[3]);
+	ck_assert_uint_eq(av.maxlen2, 3);
+	proto_argv_free(&av);
+}
+END_TEST
+
 START_TEST(test_parse_pipeline)
 {
 	struct proto_limits lim = test_limits();
@@ -1145,6 +1175,7 @@ static Suite *resp_suite(void)
 	suite_add_tcase(s, enc);
 
 	tcase_add_test(parse, test_parse_each);
+	tcase_add_test(parse, test_parse_point_max);
 	tcase_add_test(parse, test_parse_inline);
 	tcase_add_test(parse, test_parse_pipeline);
 	tcase_add_test(parse, test_parse_split_every_byte);

@@ -85,9 +85,12 @@ static void teardown(void)
 static void runv(size_t n, const char *const *args, const size_t *lens)
 {
 	ck_assert_int_eq(proto_argv_reserve(&av, n), 0);
+	av.maxlen2 = 0;
 	for (size_t i = 0; i < n; i++) {
 		av.argv[i] = args[i];
 		av.argvlen[i] = lens[i];
+		if (i >= 2 && lens[i] > av.maxlen2)
+			av.maxlen2 = lens[i]; /* as the parser sets it */
 	}
 	av.argc = n;
 	proto_buf_reset(&out);
