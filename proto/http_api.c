@@ -8,7 +8,7 @@
  * tree for it would cost two allocations per key. Everything that carries a string (filter
  * names, problem details) is built with cJSON, which escapes it.
  */
-#include "proto/http_api.h"
+#include "proto/http_api_impl.h"
 
 #include <cjson/cJSON.h>
 #include <ctype.h>
@@ -20,12 +20,6 @@
 #include <string.h>
 #include <strings.h>
 #include <zlib.h>
-
-#define CT_JSON	   "application/json"
-#define CT_PROBLEM "application/problem+json"
-#define CT_METRICS "text/plain; version=0.0.4; charset=utf-8"
-#define CT_YAML	   "application/yaml"
-#define CT_HTML	   "text/html; charset=utf-8"
 
 /* Largest integer a JSON number (a double) holds exactly: the bound of "capacity". */
 #define JSON_INT_MAX 9007199254740992.0
@@ -82,26 +76,6 @@ const char *http_api_route_name(enum http_route r)
 	return (unsigned)r < HTTP_ROUTE_COUNT ? routes[r].name : routes[HTTP_ROUTE_NONE].name;
 }
 
-enum problem {
-	P_BAD_REQUEST,
-	P_INVALID_NAME,
-	P_KEY_TOO_LONG,
-	P_UNAUTHORIZED,
-	P_NOT_FOUND,
-	P_FILTER_NOT_FOUND,
-	P_METHOD_NOT_ALLOWED,
-	P_FILTER_EXISTS,
-	P_FILTER_FULL,
-	P_NOT_COUNTING,
-	P_AMBIGUOUS_DELETE,
-	P_LOG_UNAVAILABLE,
-	P_TOO_LARGE,
-	P_MEDIA_TYPE,
-	P_INTERNAL,
-	P_NOT_READY,
-	P_NO_MEMORY,
-};
-
 static const struct {
 	unsigned status;
 	const char *type;
@@ -129,14 +103,14 @@ static const struct {
 /* ---------------------------------------------------------------------------------------- */
 /* cJSON allocation, so that "out of memory" is not reported as "malformed JSON" */
 
-static bool json_alloc_failed;
+bool http_api_json_alloc_failed;
 
 static void *json_malloc(size_t n)
 {
 	void *p = malloc(n);
 
 	if (!p)
-		json_alloc_failed = true;
+		http_api_json_alloc_failed = true;
 	return p;
 }
 
@@ -307,7 +281,7 @@ static int hex_value(unsigned char c)
 
 /* Percent-decode p[0..n) into out (room for n bytes). Returns the length, or -EINVAL for a
  * '%' not followed by two hex digits. */
-static long pct_decode(const char *p, size_t n, char *out)
+long http_api_pct_decode(const char *p, size_t n, char *out)
 {
 	size_t o = 0;
 
@@ -331,7 +305,7 @@ static long pct_decode(const char *p, size_t n, char *out)
 /* Building responses */
 
 /* Start a response: no headers, empty body. */
-static void resp_reset(struct http_api_response *r)
+void http_api_resp_reset(struct http_api_response *r)
 {
 	if (r->body.failed)
 		proto_buf_free(&r->body);
@@ -346,7 +320,7 @@ static void resp_reset(struct http_api_response *r)
 	r->len = 0;
 }
 
-static void resp_oom(struct http_api_response *r)
+void http_api_resp_oom(struct http_api_response *r)
 {
 	r->status = 507;
 	r->content_type = CT_PROBLEM;
@@ -356,13 +330,13 @@ static void resp_oom(struct http_api_response *r)
 }
 
 /* Print j (deleting it) as the body. False (and a 507) when memory ran out. */
-static bool resp_json(struct http_api_response *r, cJSON *j)
+bool http_api_resp_json(struct http_api_response *r, cJSON *j)
 {
 	char *text = j ? cJSON_PrintUnformatted(j) : NULL;
 
 	cJSON_Delete(j);
 	if (!text) {
-		resp_oom(r);
+		http_api_resp_oom(r);
 		return false;
 	}
 	proto_buf_append_str(&r->body, text);
@@ -398,18 +372,16 @@ static void problem_results(struct http_api_response *r, enum problem p, const i
 	}
 	if (!ok) {
 		cJSON_Delete(j);
-		resp_oom(r);
+		http_api_resp_oom(r);
 		return;
 	}
-	resp_json(r, j);
+	http_api_resp_json(r, j);
 }
 
-static void problem(struct http_api_response *r, enum problem p, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
 static void problem_partial(struct http_api_response *r, enum problem p, const int *results,
 			    size_t n, const char *fmt, ...) __attribute__((format(printf, 5, 6)));
 
-static void problem(struct http_api_response *r, enum problem p, const char *fmt, ...)
+void http_problem(struct http_api_response *r, enum problem p, const char *fmt, ...)
 {
 	va_list ap;
 
@@ -432,8 +404,8 @@ static void problem_partial(struct http_api_response *r, enum problem p, const i
  * The problem for a failed command-layer call, its detail in d (len bytes). partial: an add or
  * delete that stopped part way, done keys answered before it.
  */
-static enum problem status_problem(struct http_api *api, enum cmd_status st, bool partial,
-				   size_t done, char *d, size_t len)
+enum problem http_problem_detail(struct http_api *api, enum cmd_status st, bool partial,
+				 size_t done, char *d, size_t len)
 {
 	switch (st) {
 	case CMD_NOT_FOUND:
@@ -507,11 +479,11 @@ static enum problem status_problem(struct http_api *api, enum cmd_status st, boo
 
 /* The problem for a failed command-layer call; results (may be NULL) answer the first done
  * keys. */
-static void problem_status(struct http_api *api, struct http_api_response *r, enum cmd_status st,
-			   const int *results, size_t done)
+void http_problem_status(struct http_api *api, struct http_api_response *r, enum cmd_status st,
+			 const int *results, size_t done)
 {
 	char d[256];
-	enum problem p = status_problem(api, st, results != NULL, done, d, sizeof(d));
+	enum problem p = http_problem_detail(api, st, results != NULL, done, d, sizeof(d));
 
 	/* Only an add or delete stopped part way carries the answers before it. */
 	if (st != CMD_FULL && st != CMD_NO_MEMORY && st != CMD_AMBIGUOUS)
@@ -664,11 +636,6 @@ static void set_location(struct http_api_response *r, const struct bf_filter *f)
 /* ---------------------------------------------------------------------------------------- */
 /* Request parsing */
 
-struct span {
-	const char *p;
-	size_t n;
-};
-
 static bool span_is(struct span s, const char *lit)
 {
 	size_t n = strlen(lit);
@@ -677,7 +644,7 @@ static bool span_is(struct span s, const char *lit)
 }
 
 /* The route of a raw path, with its raw {name} and {key} segments. */
-static enum http_route route_match(struct span path, struct span *name, struct span *key)
+enum http_route http_api_route_match(struct span path, struct span *name, struct span *key)
 {
 	static const char v1[] = "/v1/filters";
 	const size_t v1n = sizeof(v1) - 1;
@@ -773,7 +740,7 @@ static bool auth_ok(const char *hdr, const char *token)
 
 /* A field name fit to quote in a detail: printable ASCII ('?' for other bytes), at most 64
  * bytes. */
-static const char *field_label(const char *s, char *buf, size_t len)
+const char *http_api_field_label(const char *s, char *buf, size_t len)
 {
 	size_t i;
 
@@ -789,8 +756,8 @@ static const char *field_label(const char *s, char *buf, size_t len)
  * (every value but the root follows a '[', '{' or ',') so a huge array is refused before a
  * node is allocated for it.
  */
-static cJSON *parse_body(struct http_api *api, const struct http_api_request *req,
-			 struct http_api_response *r)
+cJSON *http_api_parse_body(struct http_api *api, const struct http_api_request *req,
+			   struct http_api_response *r)
 {
 	const char *p = req->body, *end;
 	size_t n = req->body_len, values = 1;
@@ -798,15 +765,16 @@ static cJSON *parse_body(struct http_api *api, const struct http_api_request *re
 	cJSON *j;
 
 	if (!is_json_type(req->content_type)) {
-		problem(r, P_MEDIA_TYPE, "the body must be application/json");
+		http_problem(r, P_MEDIA_TYPE, "the body must be application/json");
 		return NULL;
 	}
 	/* Only a streamed add inflates its body: a gzip'd JSON body is refused as such, not
 	 * read as JSON holding NUL bytes. */
 	if (req->content_encoding && strcasecmp(req->content_encoding, "identity") != 0) {
-		problem(r, P_MEDIA_TYPE,
-			"an application/json body is not compressed (Content-Encoding: gzip is for "
-			"a text/plain or application/x-ndjson add)");
+		http_problem(
+		    r, P_MEDIA_TYPE,
+		    "an application/json body is not compressed (Content-Encoding: gzip is for "
+		    "a text/plain or application/x-ndjson add)");
 		return NULL;
 	}
 	for (size_t i = 0; i < n; i++) {
@@ -829,34 +797,34 @@ static cJSON *parse_body(struct http_api *api, const struct http_api_request *re
 		}
 	}
 	if (values > api->cmd->max_args + JSON_VALUES_SLACK) {
-		problem(r, P_TOO_LARGE, "more than max_args (%zu) keys", api->cmd->max_args);
+		http_problem(r, P_TOO_LARGE, "more than max_args (%zu) keys", api->cmd->max_args);
 		return NULL;
 	}
-	json_alloc_failed = false;
+	http_api_json_alloc_failed = false;
 	j = cJSON_ParseWithLengthOpts(p, n, &end, 0);
 	if (!j) {
-		if (json_alloc_failed)
-			problem(r, P_NO_MEMORY, "out of memory parsing the body");
+		if (http_api_json_alloc_failed)
+			http_problem(r, P_NO_MEMORY, "out of memory parsing the body");
 		else
-			problem(r, P_BAD_REQUEST, "malformed JSON");
+			http_problem(r, P_BAD_REQUEST, "malformed JSON");
 		return NULL;
 	}
 	for (; end < p + n; end++) {
 		if (*end != ' ' && *end != '\t' && *end != '\r' && *end != '\n') {
 			cJSON_Delete(j);
-			problem(r, P_BAD_REQUEST, "malformed JSON: text after the value");
+			http_problem(r, P_BAD_REQUEST, "malformed JSON: text after the value");
 			return NULL;
 		}
 	}
 	if (!cJSON_IsObject(j)) {
 		cJSON_Delete(j);
-		problem(r, P_BAD_REQUEST, "the body must be a JSON object");
+		http_problem(r, P_BAD_REQUEST, "the body must be a JSON object");
 		return NULL;
 	}
 	return j;
 nul:
-	problem(r, P_BAD_REQUEST,
-		"JSON strings must not contain NUL (\\u0000); send such keys as keys_b64");
+	http_problem(r, P_BAD_REQUEST,
+		     "JSON strings must not contain NUL (\\u0000); send such keys as keys_b64");
 	return NULL;
 }
 
@@ -874,27 +842,27 @@ static cJSON *parse_keys(struct http_api *api, const struct http_api_request *re
 	size_t n = 0, i;
 
 	if (req->body_len == 0) {
-		problem(r, P_BAD_REQUEST,
-			"the body must be a JSON object with \"keys\" or "
-			"\"keys_b64\"");
+		http_problem(r, P_BAD_REQUEST,
+			     "the body must be a JSON object with \"keys\" or "
+			     "\"keys_b64\"");
 		return NULL;
 	}
-	j = parse_body(api, req, r);
+	j = http_api_parse_body(api, req, r);
 	if (!j)
 		return NULL;
 	/* One pass, stopping at the first unknown or repeated field (cJSON keeps repeats). */
 	for (e = j->child; e; e = e->next) {
 		if (strcmp(e->string, "keys") && strcmp(e->string, "keys_b64")) {
-			problem(r, P_BAD_REQUEST, "unknown field \"%s\"",
-				field_label(e->string, label, sizeof(label)));
+			http_problem(r, P_BAD_REQUEST, "unknown field \"%s\"",
+				     http_api_field_label(e->string, label, sizeof(label)));
 			goto fail;
 		}
 		if (arr && strcmp(arr->string, e->string) == 0) {
-			problem(r, P_BAD_REQUEST, "field \"%s\" appears twice", e->string);
+			http_problem(r, P_BAD_REQUEST, "field \"%s\" appears twice", e->string);
 			goto fail;
 		}
 		if (arr) {
-			problem(r, P_BAD_REQUEST, "give \"keys\" or \"keys_b64\", not both");
+			http_problem(r, P_BAD_REQUEST, "give \"keys\" or \"keys_b64\", not both");
 			goto fail;
 		}
 		arr = e;
@@ -902,28 +870,28 @@ static cJSON *parse_keys(struct http_api *api, const struct http_api_request *re
 		b64 = strcmp(field, "keys_b64") == 0;
 	}
 	if (!arr) {
-		problem(r, P_BAD_REQUEST, "missing field \"keys\" (or \"keys_b64\")");
+		http_problem(r, P_BAD_REQUEST, "missing field \"keys\" (or \"keys_b64\")");
 		goto fail;
 	}
 	if (!cJSON_IsArray(arr)) {
-		problem(r, P_BAD_REQUEST, "\"%s\" must be an array of strings", field);
+		http_problem(r, P_BAD_REQUEST, "\"%s\" must be an array of strings", field);
 		goto fail;
 	}
 	for (e = arr->child; e; e = e->next)
 		n++;
 	if (n > api->cmd->max_args) {
-		problem(r, P_TOO_LARGE, "more than max_args (%zu) keys", api->cmd->max_args);
+		http_problem(r, P_TOO_LARGE, "more than max_args (%zu) keys", api->cmd->max_args);
 		goto fail;
 	}
 	if (cmd_session_reserve(&api->sess, n)) {
-		problem(r, P_NO_MEMORY, "out of memory for %zu keys", n);
+		http_problem(r, P_NO_MEMORY, "out of memory for %zu keys", n);
 		goto fail;
 	}
 	for (i = 0, e = arr->child; e; e = e->next, i++) {
 		size_t len;
 
 		if (!cJSON_IsString(e)) {
-			problem(r, P_BAD_REQUEST, "%s[%zu] must be a string", field, i);
+			http_problem(r, P_BAD_REQUEST, "%s[%zu] must be a string", field, i);
 			goto fail;
 		}
 		len = strlen(e->valuestring);
@@ -933,7 +901,8 @@ static cJSON *parse_keys(struct http_api *api, const struct http_api_request *re
 							(unsigned char *)e->valuestring);
 
 			if (m < 0) {
-				problem(r, P_BAD_REQUEST, "%s[%zu] is not valid base64", field, i);
+				http_problem(r, P_BAD_REQUEST, "%s[%zu] is not valid base64", field,
+					     i);
 				goto fail;
 			}
 			len = (size_t)m;
@@ -985,9 +954,9 @@ static bool parse_ttl(struct http_api_response *r, const cJSON *e, uint64_t *ttl
 		return true;
 	}
 	if (!json_int(e, 1, HTTP_API_TTL_MAX, &v)) {
-		problem(r, P_BAD_REQUEST,
-			"\"ttl_seconds\" must be an integer from 1 to %.0f, or null for none",
-			HTTP_API_TTL_MAX);
+		http_problem(r, P_BAD_REQUEST,
+			     "\"ttl_seconds\" must be an integer from 1 to %.0f, or null for none",
+			     HTTP_API_TTL_MAX);
 		return false;
 	}
 	*ttl_ms = (uint64_t)v * 1000;
@@ -1007,15 +976,15 @@ static bool parse_param(struct http_api_response *r, enum param_field f, const c
 	case PF_CAPACITY:
 		if (!json_int(e, 0, JSON_INT_MAX, &v) ||
 		    cmd_check_capacity((uint64_t)v) != CMD_OK) {
-			problem(r, P_BAD_REQUEST, "\"capacity\" must be an integer >= 1");
+			http_problem(r, P_BAD_REQUEST, "\"capacity\" must be an integer >= 1");
 			return false;
 		}
 		p->capacity = (uint64_t)v;
 		return true;
 	case PF_ERROR_RATE:
 		if (!cJSON_IsNumber(e) || cmd_check_error_rate(e->valuedouble) == CMD_BAD_ARGS) {
-			problem(r, P_BAD_REQUEST,
-				"\"error_rate\" must be a number between 0 and 1 (exclusive)");
+			http_problem(r, P_BAD_REQUEST,
+				     "\"error_rate\" must be a number between 0 and 1 (exclusive)");
 			return false;
 		}
 		p->error_rate = e->valuedouble;
@@ -1026,22 +995,25 @@ static bool parse_param(struct http_api_response *r, enum param_field f, const c
 		} else if (cJSON_IsString(e) && strcmp(e->valuestring, "counting") == 0) {
 			p->type = BF_TYPE_COUNTING;
 		} else {
-			problem(r, P_BAD_REQUEST, "\"type\" must be \"bloom\" or \"counting\"");
+			http_problem(r, P_BAD_REQUEST,
+				     "\"type\" must be \"bloom\" or \"counting\"");
 			return false;
 		}
 		return true;
 	case PF_EXPANSION:
 		if (!json_int(e, 0, JSON_INT_MAX, &v) ||
 		    cmd_check_expansion((uint64_t)v) != CMD_OK) {
-			problem(r, P_BAD_REQUEST, "\"expansion\" must be an integer from 0 to %d",
-				BF_MAX_EXPANSION);
+			http_problem(r, P_BAD_REQUEST,
+				     "\"expansion\" must be an integer from 0 to %d",
+				     BF_MAX_EXPANSION);
 			return false;
 		}
 		p->expansion = (uint32_t)v;
 		return true;
 	default:
 		if (!cJSON_IsBool(e)) {
-			problem(r, P_BAD_REQUEST, "\"%s\" must be true or false", param_fields[f]);
+			http_problem(r, P_BAD_REQUEST, "\"%s\" must be true or false",
+				     param_fields[f]);
 			return false;
 		}
 		if (f == PF_NONSCALING)
@@ -1065,7 +1037,7 @@ static bool parse_params(struct http_api *api, const struct http_api_request *re
 	*p = cmd_default_params(api->cmd, CMD_PEER_HTTP);
 	if (req->body_len == 0)
 		return true;
-	j = parse_body(api, req, r);
+	j = http_api_parse_body(api, req, r);
 	if (!j)
 		return false;
 	/* One pass, stopping at the first unknown, repeated or bad field. */
@@ -1075,11 +1047,12 @@ static bool parse_params(struct http_api *api, const struct http_api_request *re
 		while (f < nfields && strcmp(e->string, param_fields[f]) != 0)
 			f++;
 		if (f == nfields) {
-			problem(r, P_BAD_REQUEST, "unknown field \"%s\"",
-				field_label(e->string, label, sizeof(label)));
+			http_problem(r, P_BAD_REQUEST, "unknown field \"%s\"",
+				     http_api_field_label(e->string, label, sizeof(label)));
 			ok = false;
 		} else if (seen & (1u << f)) {
-			problem(r, P_BAD_REQUEST, "field \"%s\" appears twice", param_fields[f]);
+			http_problem(r, P_BAD_REQUEST, "field \"%s\" appears twice",
+				     param_fields[f]);
 			ok = false;
 		} else {
 			seen |= 1u << f;
@@ -1088,8 +1061,9 @@ static bool parse_params(struct http_api *api, const struct http_api_request *re
 	}
 	if (ok && nonscaling) {
 		if ((seen & (1u << PF_EXPANSION)) && p->expansion != 0) {
-			problem(r, P_BAD_REQUEST,
-				"\"nonscaling\": true and a non-zero \"expansion\" contradict");
+			http_problem(
+			    r, P_BAD_REQUEST,
+			    "\"nonscaling\": true and a non-zero \"expansion\" contradict");
 			ok = false;
 		}
 		p->expansion = 0;
@@ -1120,28 +1094,29 @@ static long name_arg(struct http_api_response *r, const char *field, const char 
 	long len;
 
 	if (n > sizeof(buf)) {
-		problem(r, P_BAD_REQUEST, "\"%s\" is longer than a filter name (%d bytes)", field,
-			BF_NAME_MAX);
+		http_problem(r, P_BAD_REQUEST, "\"%s\" is longer than a filter name (%d bytes)",
+			     field, BF_NAME_MAX);
 		return -1;
 	}
-	len = pct_decode(v ? v : "", n, buf);
+	len = http_api_pct_decode(v ? v : "", n, buf);
 	if (len < 0) {
-		problem(r, P_BAD_REQUEST, "\"%s\": malformed percent-encoding", field);
+		http_problem(r, P_BAD_REQUEST, "\"%s\": malformed percent-encoding", field);
 		return -1;
 	}
 	if (len > BF_NAME_MAX) {
-		problem(r, P_BAD_REQUEST, "\"%s\" is longer than a filter name (%d bytes)", field,
-			BF_NAME_MAX);
+		http_problem(r, P_BAD_REQUEST, "\"%s\" is longer than a filter name (%d bytes)",
+			     field, BF_NAME_MAX);
 		return -1;
 	}
 	for (long i = 0; i < len; i++) {
 		unsigned char c = (unsigned char)buf[i];
 
 		if (c <= 0x20 || c == 0x7f) {
-			problem(r, P_BAD_REQUEST,
-				"\"%s\" holds a byte no filter name can (a control byte, space or "
-				"DEL)",
-				field);
+			http_problem(
+			    r, P_BAD_REQUEST,
+			    "\"%s\" holds a byte no filter name can (a control byte, space or "
+			    "DEL)",
+			    field);
 			return -1;
 		}
 	}
@@ -1149,8 +1124,8 @@ static long name_arg(struct http_api_response *r, const char *field, const char 
 	return len;
 }
 
-static void do_list(struct http_api *api, const struct http_api_request *req,
-		    struct http_api_response *r)
+void http_filters_list(struct http_api *api, const struct http_api_request *req,
+		       struct http_api_response *r)
 {
 	char prefix[BF_NAME_MAX], after[BF_NAME_MAX];
 	long prefix_len = name_arg(r, "prefix", req->q_prefix, prefix), after_len;
@@ -1164,7 +1139,7 @@ static void do_list(struct http_api *api, const struct http_api_request *req,
 	if (req->q_detail) {
 		detail = strcmp(req->q_detail, "true") == 0;
 		if (!detail && strcmp(req->q_detail, "false") != 0) {
-			problem(r, P_BAD_REQUEST, "\"detail\" must be true or false");
+			http_problem(r, P_BAD_REQUEST, "\"detail\" must be true or false");
 			return;
 		}
 	}
@@ -1175,19 +1150,19 @@ static void do_list(struct http_api *api, const struct http_api_request *req,
 		unsigned long long v = strtoull(req->q_limit, &end, 10);
 		if (!isdigit((unsigned char)req->q_limit[0]) || *end || errno || v < 1 ||
 		    v > (detail ? HTTP_API_LIST_DETAIL_MAX : HTTP_API_LIST_MAX)) {
-			problem(r, P_BAD_REQUEST, "\"limit\" must be an integer from 1 to %d",
-				detail ? HTTP_API_LIST_DETAIL_MAX : HTTP_API_LIST_MAX);
+			http_problem(r, P_BAD_REQUEST, "\"limit\" must be an integer from 1 to %d",
+				     detail ? HTTP_API_LIST_DETAIL_MAX : HTTP_API_LIST_MAX);
 			return;
 		}
 		limit = (size_t)v;
 	} else if (detail) {
-		problem(r, P_BAD_REQUEST, "detail=true needs \"limit\", from 1 to %d",
-			HTTP_API_LIST_DETAIL_MAX);
+		http_problem(r, P_BAD_REQUEST, "detail=true needs \"limit\", from 1 to %d",
+			     HTTP_API_LIST_DETAIL_MAX);
 		return;
 	}
 	if (bf_registry_page(api->cmd->reg, prefix, (size_t)prefix_len, after, (size_t)after_len,
 			     limit, &list, &n, &more)) {
-		resp_oom(r);
+		http_api_resp_oom(r);
 		return;
 	}
 	j = cJSON_CreateObject();
@@ -1209,27 +1184,27 @@ static void do_list(struct http_api *api, const struct http_api_request *req,
 	free(list);
 	if (!arr) {
 		cJSON_Delete(j);
-		resp_oom(r);
+		http_api_resp_oom(r);
 		return;
 	}
 	r->content_type = CT_JSON;
-	resp_json(r, j);
+	http_api_resp_json(r, j);
 }
 
-static void do_filter_get(struct http_api_response *r, const struct bf_filter *f)
+void http_filters_get(struct http_api_response *r, const struct bf_filter *f)
 {
 	cJSON *j = filter_json(f, true);
 
 	if (!j) {
-		resp_oom(r);
+		http_api_resp_oom(r);
 		return;
 	}
 	r->content_type = CT_JSON;
-	resp_json(r, j);
+	http_api_resp_json(r, j);
 }
 
-static void do_create(struct http_api *api, const struct http_api_request *req,
-		      struct http_api_response *r, struct span name)
+void http_filters_create(struct http_api *api, const struct http_api_request *req,
+			 struct http_api_response *r, struct span name)
 {
 	struct bf_filter *f;
 	struct bf_params p;
@@ -1237,7 +1212,7 @@ static void do_create(struct http_api *api, const struct http_api_request *req,
 	uint64_t ttl_ms = 0;
 
 	if (!bf_name_valid(name.p, name.n)) {
-		problem_status(api, r, CMD_BAD_NAME, NULL, 0);
+		http_problem_status(api, r, CMD_BAD_NAME, NULL, 0);
 		return;
 	}
 	if (!parse_params(api, req, r, &p, &ttl_ms))
@@ -1249,10 +1224,10 @@ static void do_create(struct http_api *api, const struct http_api_request *req,
 			cmd_drop(api->cmd, name.p, name.n, true);
 	}
 	if (st != CMD_OK) {
-		problem_status(api, r, st, NULL, 0);
+		http_problem_status(api, r, st, NULL, 0);
 		return;
 	}
-	do_filter_get(r, f);
+	http_filters_get(r, f);
 	if (r->status == 200) {
 		r->status = 201;
 		set_location(r, f);
@@ -1268,14 +1243,14 @@ static void run_keys(struct http_api *api, struct http_api_response *r, struct b
 	enum cmd_status st = cmd_run_keys(api->cmd, s, f, op, n, &done);
 
 	if (st != CMD_OK) {
-		problem_status(api, r, st, op == CMD_KEYS_CHECK ? NULL : s->results, done);
+		http_problem_status(api, r, st, op == CMD_KEYS_CHECK ? NULL : s->results, done);
 		return;
 	}
 	emit_bools(r, field, s->results, n, array);
 }
 
-static void do_keys(struct http_api *api, const struct http_api_request *req,
-		    struct http_api_response *r, struct bf_filter *f, enum cmd_key_op op)
+void http_keys_batch(struct http_api *api, const struct http_api_request *req,
+		     struct http_api_response *r, struct bf_filter *f, enum cmd_key_op op)
 {
 	size_t n;
 	cJSON *j = parse_keys(api, req, r, &n);
@@ -1286,11 +1261,11 @@ static void do_keys(struct http_api *api, const struct http_api_request *req,
 	cJSON_Delete(j);
 }
 
-static void do_key(struct http_api *api, struct http_api_response *r, struct bf_filter *f,
+void http_keys_one(struct http_api *api, struct http_api_response *r, struct bf_filter *f,
 		   struct span key, bool put)
 {
 	if (cmd_session_reserve(&api->sess, 1)) {
-		resp_oom(r);
+		http_api_resp_oom(r);
 		return;
 	}
 	api->sess.keys[0] = key.p;
@@ -1299,15 +1274,15 @@ static void do_key(struct http_api *api, struct http_api_response *r, struct bf_
 		 false);
 }
 
-static void do_snapshot(struct http_api *api, const struct http_api_request *req,
-			struct http_api_response *r, struct bf_filter *f)
+void http_filters_snapshot(struct http_api *api, const struct http_api_request *req,
+			   struct http_api_response *r, struct bf_filter *f)
 {
 	enum cmd_status st = cmd_flush(api->cmd, f, req->flush_ticket);
 
 	if (api->cmd->write_wait)
 		return; /* written in the background: the server handles it again after */
 	if (st != CMD_OK) {
-		problem(r, P_INTERNAL, "the snapshot failed; see the server log");
+		http_problem(r, P_INTERNAL, "the snapshot failed; see the server log");
 		return;
 	}
 	r->content_type = CT_JSON;
@@ -1322,51 +1297,51 @@ static void do_snapshot(struct http_api *api, const struct http_api_request *req
 }
 
 /* PATCH /v1/filters/{name} {"ttl_seconds":N|null}: set or clear the expiry. */
-static void do_patch(struct http_api *api, const struct http_api_request *req,
-		     struct http_api_response *r, struct bf_filter *f)
+void http_filters_patch(struct http_api *api, const struct http_api_request *req,
+			struct http_api_response *r, struct bf_filter *f)
 {
 	const cJSON *ttl;
 	uint64_t ttl_ms;
 	cJSON *j;
 
 	if (req->body_len == 0) {
-		problem(r, P_BAD_REQUEST,
-			"the body must be {\"ttl_seconds\":N} or "
-			"{\"ttl_seconds\":null}");
+		http_problem(r, P_BAD_REQUEST,
+			     "the body must be {\"ttl_seconds\":N} or "
+			     "{\"ttl_seconds\":null}");
 		return;
 	}
-	j = parse_body(api, req, r);
+	j = http_api_parse_body(api, req, r);
 	if (!j)
 		return;
 	ttl = j->child;
 	if (!ttl || ttl->next || strcmp(ttl->string, "ttl_seconds") != 0) {
-		problem(r, P_BAD_REQUEST,
-			"the body must be {\"ttl_seconds\":N} or "
-			"{\"ttl_seconds\":null}");
+		http_problem(r, P_BAD_REQUEST,
+			     "the body must be {\"ttl_seconds\":N} or "
+			     "{\"ttl_seconds\":null}");
 	} else if (parse_ttl(r, ttl, &ttl_ms)) {
 		enum cmd_status st =
 		    cmd_set_expire(api->cmd, f, ttl_ms ? cmd_now_ms() + ttl_ms : 0);
 		if (st != CMD_OK)
-			problem_status(api, r, st, NULL, 0);
+			http_problem_status(api, r, st, NULL, 0);
 		else
-			do_filter_get(r, f);
+			http_filters_get(r, f);
 	}
 	cJSON_Delete(j);
 }
 
 /* POST /v1/filters/{name}/rename {"to":NAME[, "replace":bool]}. */
-static void do_rename(struct http_api *api, const struct http_api_request *req,
-		      struct http_api_response *r, struct bf_filter *f)
+void http_filters_rename(struct http_api *api, const struct http_api_request *req,
+			 struct http_api_response *r, struct bf_filter *f)
 {
 	const cJSON *to = NULL, *replace = NULL;
 	char label[72];
 	cJSON *j, *e;
 
 	if (req->body_len == 0) {
-		problem(r, P_BAD_REQUEST, "the body must name the new name: {\"to\":\"...\"}");
+		http_problem(r, P_BAD_REQUEST, "the body must name the new name: {\"to\":\"...\"}");
 		return;
 	}
-	j = parse_body(api, req, r);
+	j = http_api_parse_body(api, req, r);
 	if (!j)
 		return;
 	for (e = j->child; e; e = e->next) {
@@ -1374,34 +1349,34 @@ static void do_rename(struct http_api *api, const struct http_api_request *req,
 				     : !strcmp(e->string, "replace") ? &replace
 								     : NULL;
 		if (!slot) {
-			problem(r, P_BAD_REQUEST, "unknown field \"%s\"",
-				field_label(e->string, label, sizeof(label)));
+			http_problem(r, P_BAD_REQUEST, "unknown field \"%s\"",
+				     http_api_field_label(e->string, label, sizeof(label)));
 			goto out;
 		}
 		if (*slot) {
-			problem(r, P_BAD_REQUEST, "field \"%s\" appears twice", e->string);
+			http_problem(r, P_BAD_REQUEST, "field \"%s\" appears twice", e->string);
 			goto out;
 		}
 		*slot = e;
 	}
 	if (!cJSON_IsString(to)) {
-		problem(r, P_BAD_REQUEST, "\"to\" must be a string, the new name");
+		http_problem(r, P_BAD_REQUEST, "\"to\" must be a string, the new name");
 		goto out;
 	}
 	if (replace && !cJSON_IsBool(replace)) {
-		problem(r, P_BAD_REQUEST, "\"replace\" must be true or false");
+		http_problem(r, P_BAD_REQUEST, "\"replace\" must be true or false");
 		goto out;
 	}
 	enum cmd_status st = cmd_rename(api->cmd, bf_filter_name(f), f->name_len, to->valuestring,
 					strlen(to->valuestring), !cJSON_IsTrue(replace));
 	if (st == CMD_EXISTS)
-		problem(r, P_FILTER_EXISTS,
-			"the new name is taken; send \"replace\":true to replace that "
-			"filter");
+		http_problem(r, P_FILTER_EXISTS,
+			     "the new name is taken; send \"replace\":true to replace that "
+			     "filter");
 	else if (st != CMD_OK)
-		problem_status(api, r, st, NULL, 0);
+		http_problem_status(api, r, st, NULL, 0);
 	else
-		do_filter_get(r, f);
+		http_filters_get(r, f);
 out:
 	cJSON_Delete(j);
 }
@@ -1417,16 +1392,16 @@ static void do_static(struct http_api_response *r, const char *json)
  * method the route does not take (405), or no token where one is needed (401; /healthz and
  * /readyz stay open). In that order: a wrong route or method is told with or without the token.
  */
-static bool refused(const struct http_api *api, const struct http_api_request *req,
-		    enum http_route route, struct http_api_response *r)
+bool http_api_refused(const struct http_api *api, const struct http_api_request *req,
+		      enum http_route route, struct http_api_response *r)
 {
 	if (route == HTTP_ROUTE_NONE) {
-		problem(r, P_NOT_FOUND, "no such route");
+		http_problem(r, P_NOT_FOUND, "no such route");
 		return true;
 	}
 	if (!method_allowed(route, req->method)) {
-		problem(r, P_METHOD_NOT_ALLOWED, "%s takes %s", routes[route].name,
-			routes[route].allow);
+		http_problem(r, P_METHOD_NOT_ALLOWED, "%s takes %s", routes[route].name,
+			     routes[route].allow);
 		r->allow = routes[route].allow;
 		return true;
 	}
@@ -1436,12 +1411,12 @@ static bool refused(const struct http_api *api, const struct http_api_request *r
 	/* Authorization is a singleton field (RFC 9110 11.6.2): which of two counts is not for
 	 * us to guess. */
 	if (req->authorization_repeated) {
-		problem(r, P_BAD_REQUEST, "more than one Authorization header");
+		http_problem(r, P_BAD_REQUEST, "more than one Authorization header");
 		return true;
 	}
 	if (auth_ok(req->authorization, api->token))
 		return false;
-	problem(r, P_UNAUTHORIZED, "send \"Authorization: Bearer <token>\"");
+	http_problem(r, P_UNAUTHORIZED, "send \"Authorization: Bearer <token>\"");
 	r->www_authenticate = "Bearer";
 	return true;
 }
@@ -1457,7 +1432,7 @@ static void dispatch(struct http_api *api, const struct http_api_request *req,
 	long nl, kl;
 	char *buf;
 
-	if (refused(api, req, route, r))
+	if (http_api_refused(api, req, route, r))
 		return;
 	switch (route) {
 	case HTTP_ROUTE_HEALTHZ:
@@ -1466,13 +1441,13 @@ static void dispatch(struct http_api *api, const struct http_api_request *req,
 	case HTTP_ROUTE_READYZ:
 		why = api->hooks.not_ready ? api->hooks.not_ready(api->hooks.arg) : NULL;
 		if (why)
-			problem(r, P_NOT_READY, "%s", why);
+			http_problem(r, P_NOT_READY, "%s", why);
 		else
 			do_static(r, "{\"status\":\"ready\"}");
 		return;
 	case HTTP_ROUTE_METRICS:
 		if (!api->hooks.metrics) {
-			problem(r, P_NOT_FOUND, "no such route");
+			http_problem(r, P_NOT_FOUND, "no such route");
 			return;
 		}
 		r->content_type = CT_METRICS;
@@ -1489,7 +1464,7 @@ static void dispatch(struct http_api *api, const struct http_api_request *req,
 		r->len = http_api_status_html_len;
 		return;
 	case HTTP_ROUTE_FILTERS:
-		do_list(api, req, r);
+		http_filters_list(api, req, r);
 		return;
 	default:
 		break;
@@ -1499,21 +1474,21 @@ static void dispatch(struct http_api *api, const struct http_api_request *req,
 	 * they need, so the buffer exists even for an empty name and key (NULL + 0 is UB). */
 	if (proto_buf_reserve(&api->path, name.n + key.n + 1)) {
 		proto_buf_free(&api->path);
-		resp_oom(r);
+		http_api_resp_oom(r);
 		return;
 	}
 	buf = api->path.data;
-	nl = pct_decode(name.p, name.n, buf);
-	kl = nl < 0 ? -1 : pct_decode(key.p, key.n, buf + nl);
+	nl = http_api_pct_decode(name.p, name.n, buf);
+	kl = nl < 0 ? -1 : http_api_pct_decode(key.p, key.n, buf + nl);
 	if (nl < 0 || kl < 0) {
-		problem(r, P_BAD_REQUEST, "malformed percent-encoding in the path");
+		http_problem(r, P_BAD_REQUEST, "malformed percent-encoding in the path");
 		return;
 	}
 	name = (struct span){buf, (size_t)nl};
 	key = (struct span){buf + nl, (size_t)kl};
 
 	if (route == HTTP_ROUTE_FILTER && strcmp(m, "PUT") == 0) {
-		do_create(api, req, r, name);
+		http_filters_create(api, req, r, name);
 		return;
 	}
 	if (route == HTTP_ROUTE_FILTER && strcmp(m, "DELETE") == 0) {
@@ -1522,7 +1497,7 @@ static void dispatch(struct http_api *api, const struct http_api_request *req,
 		if (st == CMD_OK)
 			r->status = 204;
 		else
-			problem_status(api, r, st, NULL, 0);
+			http_problem_status(api, r, st, NULL, 0);
 		return;
 	}
 	/* A closed (paged-out) filter is loaded first; a snapshot of one has nothing to do. */
@@ -1530,7 +1505,7 @@ static void dispatch(struct http_api *api, const struct http_api_request *req,
 		enum cmd_status ready = cmd_ready(api->cmd, name.p, name.n);
 
 		if (ready != CMD_OK) {
-			problem_status(api, r, ready, NULL, 0);
+			http_problem_status(api, r, ready, NULL, 0);
 			return;
 		}
 		if (api->cmd->paging)
@@ -1538,46 +1513,46 @@ static void dispatch(struct http_api *api, const struct http_api_request *req,
 	}
 	f = cmd_lookup(api->cmd, name.p, name.n);
 	if (!f) {
-		problem_status(api, r, CMD_NOT_FOUND, NULL, 0);
+		http_problem_status(api, r, CMD_NOT_FOUND, NULL, 0);
 		return;
 	}
 	switch (route) {
 	case HTTP_ROUTE_FILTER:
 		if (strcmp(m, "PATCH") == 0)
-			do_patch(api, req, r, f);
+			http_filters_patch(api, req, r, f);
 		else
-			do_filter_get(r, f);
+			http_filters_get(r, f);
 		break;
 	case HTTP_ROUTE_ADD:
-		do_keys(api, req, r, f, CMD_KEYS_ADD);
+		http_keys_batch(api, req, r, f, CMD_KEYS_ADD);
 		break;
 	case HTTP_ROUTE_CHECK:
-		do_keys(api, req, r, f, CMD_KEYS_CHECK);
+		http_keys_batch(api, req, r, f, CMD_KEYS_CHECK);
 		break;
 	case HTTP_ROUTE_DELETE:
-		do_keys(api, req, r, f, CMD_KEYS_DELETE);
+		http_keys_batch(api, req, r, f, CMD_KEYS_DELETE);
 		break;
 	case HTTP_ROUTE_KEY:
-		do_key(api, r, f, key, !get);
+		http_keys_one(api, r, f, key, !get);
 		break;
 	case HTTP_ROUTE_RENAME:
-		do_rename(api, req, r, f);
+		http_filters_rename(api, req, r, f);
 		break;
 	default:
-		do_snapshot(api, req, r, f);
+		http_filters_snapshot(api, req, r, f);
 		break;
 	}
 }
 
 /* Count the answered request and fix data/len. A JSON body ends with a newline, as many APIs'
  * do, so that curl's output ends its line. */
-static void finish(struct http_api *api, struct http_api_response *r, enum http_route route)
+void http_api_finish(struct http_api *api, struct http_api_response *r, enum http_route route)
 {
 	if (!r->data && r->body.len && r->content_type &&
 	    (!strcmp(r->content_type, CT_JSON) || !strcmp(r->content_type, CT_PROBLEM)))
 		proto_buf_append_char(&r->body, '\n');
 	if (r->body.failed) {
-		resp_oom(r);
+		http_api_resp_oom(r);
 	} else if (!r->data) {
 		r->data = r->body.data;
 		r->len = r->body.len;
@@ -1598,9 +1573,9 @@ void http_api_handle(struct http_api *api, const struct http_api_request *req,
 		     struct http_api_response *resp)
 {
 	struct span path = {req->path, req->path_len}, name = {"", 0}, key = {"", 0};
-	enum http_route route = route_match(path, &name, &key);
+	enum http_route route = http_api_route_match(path, &name, &key);
 
-	resp_reset(resp);
+	http_api_resp_reset(resp);
 	api->cmd->paging = NULL;
 	api->cmd->write_wait = false;
 	dispatch(api, req, resp, route, name, key);
@@ -1608,14 +1583,14 @@ void http_api_handle(struct http_api *api, const struct http_api_request *req,
 	 * the request and calls again. */
 	if (api->cmd->paging || api->cmd->write_wait)
 		return;
-	finish(api, resp, route);
+	http_api_finish(api, resp, route);
 }
 
 void http_api_unlogged(struct http_api *api, struct http_api_response *resp)
 {
 	enum http_route route = resp->route;
 
-	/* Uncount the answer it was; finish() counts the refusal it becomes. */
+	/* Uncount the answer it was; http_api_finish() counts the refusal it becomes. */
 	api->requests[route][status_slot(resp->status)]--;
 	if (route >= HTTP_ROUTE_FILTERS) {
 		api->cmd->commands--;
@@ -1623,22 +1598,22 @@ void http_api_unlogged(struct http_api *api, struct http_api_response *resp)
 		if (resp->status >= 400)
 			api->cmd->errors--;
 	}
-	resp_reset(resp);
-	problem_status(api, resp, CMD_LOG_FAILED, NULL, 0);
-	finish(api, resp, route);
+	http_api_resp_reset(resp);
+	http_problem_status(api, resp, CMD_LOG_FAILED, NULL, 0);
+	http_api_finish(api, resp, route);
 }
 
 bool http_api_admit(struct http_api *api, const struct http_api_request *req,
 		    struct http_api_response *resp)
 {
 	struct span path = {req->path, req->path_len}, name, key;
-	enum http_route route = route_match(path, &name, &key);
+	enum http_route route = http_api_route_match(path, &name, &key);
 
-	resp_reset(resp);
-	if (!refused(api, req, route, resp))
+	http_api_resp_reset(resp);
+	if (!http_api_refused(api, req, route, resp))
 		return true;
 	resp->close = true;
-	finish(api, resp, route);
+	http_api_finish(api, resp, route);
 	return false;
 }
 
@@ -1647,25 +1622,25 @@ void http_api_refuse(struct http_api *api, const struct http_api_request *req,
 		     struct http_api_response *resp)
 {
 	struct span path = {req->path, req->path_len}, name, key;
-	enum http_route route = route_match(path, &name, &key);
+	enum http_route route = http_api_route_match(path, &name, &key);
 
-	resp_reset(resp);
+	http_api_resp_reset(resp);
 	switch (why) {
 	case HTTP_REFUSE_TOO_LARGE:
-		problem(resp, P_TOO_LARGE, "the body is larger than max_body_bytes (%llu)",
-			(unsigned long long)max_body_bytes);
+		http_problem(resp, P_TOO_LARGE, "the body is larger than max_body_bytes (%llu)",
+			     (unsigned long long)max_body_bytes);
 		break;
 	case HTTP_REFUSE_FRAMING:
-		problem(resp, P_BAD_REQUEST,
-			"conflicting body framing (repeated Content-Length, or Content-Length "
-			"with Transfer-Encoding)");
+		http_problem(resp, P_BAD_REQUEST,
+			     "conflicting body framing (repeated Content-Length, or Content-Length "
+			     "with Transfer-Encoding)");
 		break;
 	default:
-		problem(resp, P_NO_MEMORY, "out of memory for the request body");
+		http_problem(resp, P_NO_MEMORY, "out of memory for the request body");
 		break;
 	}
 	resp->close = true;
-	finish(api, resp, route);
+	http_api_finish(api, resp, route);
 }
 
 /* ---------------------------------------------------------------------------------------- */
@@ -1714,7 +1689,7 @@ bool http_api_stream_wanted(const struct http_api_request *req)
 	struct span path = {req->path, req->path_len}, name, key;
 
 	return strcmp(req->method, "POST") == 0 &&
-	       route_match(path, &name, &key) == HTTP_ROUTE_ADD &&
+	       http_api_route_match(path, &name, &key) == HTTP_ROUTE_ADD &&
 	       (media_is(req->content_type, "text/plain") ||
 		media_is(req->content_type, "application/x-ndjson"));
 }
@@ -1735,40 +1710,40 @@ int http_api_stream_begin(struct http_api *api, const struct http_api_request *r
 			  struct http_api_response *resp, struct http_api_stream **out)
 {
 	struct span path = {req->path, req->path_len}, name, key;
-	enum http_route route = route_match(path, &name, &key);
+	enum http_route route = http_api_route_match(path, &name, &key);
 	struct http_api_stream *st;
 	char buf[BF_NAME_MAX * 3 + 1];
 	long nl;
 
 	*out = NULL;
-	resp_reset(resp);
+	http_api_resp_reset(resp);
 	api->cmd->paging = NULL;
-	if (refused(api, req, route, resp)) {
-		finish(api, resp, route);
+	if (http_api_refused(api, req, route, resp)) {
+		http_api_finish(api, resp, route);
 		return 1;
 	}
-	nl = name.n <= sizeof(buf) ? pct_decode(name.p, name.n, buf) : -1;
+	nl = name.n <= sizeof(buf) ? http_api_pct_decode(name.p, name.n, buf) : -1;
 	if (nl < 0 || !bf_name_valid(buf, (size_t)nl)) {
-		problem_status(api, resp, CMD_NOT_FOUND, NULL, 0);
-		finish(api, resp, route);
+		http_problem_status(api, resp, CMD_NOT_FOUND, NULL, 0);
+		http_api_finish(api, resp, route);
 		return 1;
 	}
 	if (req->content_encoding && strcasecmp(req->content_encoding, "gzip") != 0 &&
 	    strcasecmp(req->content_encoding, "identity") != 0) {
-		problem(resp, P_MEDIA_TYPE, "Content-Encoding must be gzip or identity");
-		finish(api, resp, route);
+		http_problem(resp, P_MEDIA_TYPE, "Content-Encoding must be gzip or identity");
+		http_api_finish(api, resp, route);
 		return 1;
 	}
 	if (cmd_ready(api->cmd, buf, (size_t)nl) != CMD_OK) {
-		problem_status(api, resp, CMD_PAGED_OUT, NULL, 0);
-		finish(api, resp, route);
+		http_problem_status(api, resp, CMD_PAGED_OUT, NULL, 0);
+		http_api_finish(api, resp, route);
 		return 1;
 	}
 	if (api->cmd->paging)
 		return 1; /* loading: called again */
 	if (!cmd_lookup(api->cmd, buf, (size_t)nl)) {
-		problem_status(api, resp, CMD_NOT_FOUND, NULL, 0);
-		finish(api, resp, route);
+		http_problem_status(api, resp, CMD_NOT_FOUND, NULL, 0);
+		http_api_finish(api, resp, route);
 		return 1;
 	}
 	st = calloc(1, sizeof(*st));
@@ -1781,8 +1756,8 @@ int http_api_stream_begin(struct http_api *api, const struct http_api_request *r
 		}
 	}
 	if (!st) {
-		resp_oom(resp);
-		finish(api, resp, route);
+		http_api_resp_oom(resp);
+		http_api_finish(api, resp, route);
 		return 1;
 	}
 	memcpy(st->name, buf, (size_t)nl);
@@ -1796,8 +1771,8 @@ int http_api_stream_begin(struct http_api *api, const struct http_api_request *r
 		if (inflateInit2(&st->z, 16 + MAX_WBITS) != Z_OK) {
 			free(st->ends);
 			free(st);
-			resp_oom(resp);
-			finish(api, resp, route);
+			http_api_resp_oom(resp);
+			http_api_finish(api, resp, route);
 			return 1;
 		}
 		st->zinit = true;
@@ -1913,7 +1888,7 @@ static void stream_line(struct http_api *api, struct http_api_stream *st, const 
 			n--;
 		if (!n)
 			return;
-		json_alloc_failed = false;
+		http_api_json_alloc_failed = false;
 		/* A string begins with its quote (cJSON would skip control bytes before it) and
 		 * nothing may follow it: "a" "b", "a", "a"] are not one string. */
 		j = *p == '"' ? cJSON_ParseWithLengthOpts(p, n, &end, 0) : NULL;
@@ -1923,9 +1898,10 @@ static void stream_line(struct http_api *api, struct http_api_stream *st, const 
 		}
 		if (!cJSON_IsString(j)) {
 			cJSON_Delete(j);
-			stream_fail(api, st, json_alloc_failed ? CMD_NO_MEMORY : CMD_OK,
-				    json_alloc_failed ? NULL
-						      : "a line of the body is not a JSON string");
+			stream_fail(api, st, http_api_json_alloc_failed ? CMD_NO_MEMORY : CMD_OK,
+				    http_api_json_alloc_failed
+					? NULL
+					: "a line of the body is not a JSON string");
 			return;
 		}
 		/* A JSON string cannot carry NUL here (cJSON ends it there): refused as for
@@ -2101,33 +2077,35 @@ int http_api_stream_end(struct http_api *api, struct http_api_stream *st,
 	stream_flush(api, st);
 	if (st->waiting)
 		return 1; /* its filter is loading: called again once it is loaded */
-	resp_reset(resp);
+	http_api_resp_reset(resp);
 	if (st->gzip && !st->why && !st->zdone)
 		stream_fail(api, st, CMD_OK, "the gzip body ends before its end");
 	/* Whatever stopped it, the keys before it stay added: the detail says how many. */
 	if (st->why == gzip_too_many_bytes) {
-		problem(
+		http_problem(
 		    resp, P_TOO_LARGE,
 		    "the gzip body decodes to more than max_gzip_bytes (%llu); added before it: "
 		    "%llu, present: %llu",
 		    (unsigned long long)api->gzip_max_bytes, (unsigned long long)st->added,
 		    (unsigned long long)st->present);
 	} else if (st->why == gzip_too_high_ratio) {
-		problem(resp, P_TOO_LARGE,
-			"the gzip body decodes to more than max_gzip_ratio (%llu) times the bytes "
-			"received; added before it: %llu, present: %llu",
-			(unsigned long long)api->gzip_max_ratio, (unsigned long long)st->added,
-			(unsigned long long)st->present);
+		http_problem(
+		    resp, P_TOO_LARGE,
+		    "the gzip body decodes to more than max_gzip_ratio (%llu) times the bytes "
+		    "received; added before it: %llu, present: %llu",
+		    (unsigned long long)api->gzip_max_ratio, (unsigned long long)st->added,
+		    (unsigned long long)st->present);
 	} else if (st->why) {
-		problem(resp, P_BAD_REQUEST, "%s (line %llu); added before it: %llu, present: %llu",
-			st->why, (unsigned long long)st->lineno, (unsigned long long)st->added,
-			(unsigned long long)st->present);
+		http_problem(resp, P_BAD_REQUEST,
+			     "%s (line %llu); added before it: %llu, present: %llu", st->why,
+			     (unsigned long long)st->lineno, (unsigned long long)st->added,
+			     (unsigned long long)st->present);
 	} else if (st->st != CMD_OK) {
 		char d[200];
-		enum problem p = status_problem(api, st->st, false, 0, d, sizeof(d));
+		enum problem p = http_problem_detail(api, st->st, false, 0, d, sizeof(d));
 
-		problem(resp, p, "%s; added before it: %llu, present: %llu", d,
-			(unsigned long long)st->added, (unsigned long long)st->present);
+		http_problem(resp, p, "%s; added before it: %llu, present: %llu", d,
+			     (unsigned long long)st->added, (unsigned long long)st->present);
 	} else {
 		resp->content_type = CT_JSON;
 		proto_buf_append_fmt(&resp->body, "{\"added\":%llu,\"present\":%llu}",
@@ -2135,7 +2113,7 @@ int http_api_stream_end(struct http_api *api, struct http_api_stream *st,
 				     (unsigned long long)st->present);
 	}
 	c->wait_lsn = st->wait_lsn;
-	finish(api, resp, HTTP_ROUTE_ADD);
+	http_api_finish(api, resp, HTTP_ROUTE_ADD);
 	http_api_stream_free(st);
 	return 0;
 }
