@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Private to the HTTP/JSON front end (proto/http_*.c): the content types, problems and
- * response builders its files share, and the handlers the router calls. Nothing else
- * includes it; the contract with the server and the tests is http_api.h.
+ * Private to the HTTP/JSON front end, shared by its files: http_api.c (the router),
+ * http_filters.c, http_keys.c, http_stream.c, http_problem.c and http_codec.c. The content
+ * types, problems and response builders they share, and the handlers the router calls.
+ * Nothing else includes it; the contract with the server and the tests is http_api.h.
  */
 #ifndef BLOSSOMD_PROTO_HTTP_API_IMPL_H
 #define BLOSSOMD_PROTO_HTTP_API_IMPL_H
