@@ -24,7 +24,7 @@ static const char oom_body[] = "{\"type\":\"insufficient_memory\",\"title\":\"In
 			       "memory\",\"status\":507,\"detail\":\"out of memory\"}\n";
 
 /* ---------------------------------------------------------------------------------------- */
-/* Routes, statuses and problems */
+/* Routes and statuses */
 
 static const unsigned status_slots[HTTP_API_NSTATUS] = {
     0, 200, 201, 204, 400, 401, 404, 405, 409, 413, 415, 500, 503, 507,

@@ -8,9 +8,6 @@
 
 #include <errno.h>
 
-/* ---------------------------------------------------------------------------------------- */
-/* Small codecs */
-
 bool http_api_utf8_valid(const void *p, size_t n)
 {
 	const unsigned char *s = p, *end = s + n;

@@ -58,7 +58,6 @@ static bool add_name(cJSON *j, const struct bf_filter *f)
 	return ok;
 }
 
-/* The FILTER object of a filter (detail: DETAIL, with parameters and stats). NULL on OOM. */
 /* "ttl_seconds": the seconds left (rounded as Redis's TTL), or null if it does not expire. */
 static bool add_ttl(cJSON *j, const struct bf_filter *f)
 {
@@ -72,6 +71,7 @@ static bool add_ttl(cJSON *j, const struct bf_filter *f)
 					   : 0) != NULL;
 }
 
+/* The FILTER object of a filter (detail: DETAIL, with parameters and stats). NULL on OOM. */
 static cJSON *filter_json(const struct bf_filter *f, bool detail)
 {
 	cJSON *j = cJSON_CreateObject(), *st;
@@ -295,12 +295,6 @@ static bool parse_params(struct http_api *api, const struct http_api_request *re
 /* Handlers */
 
 /*
- * GET /v1/filters: every filter in name order; with ?prefix= those whose name starts with it,
- * ?after= those after that name, and ?limit=N (1..HTTP_API_LIST_MAX) at most N of them, with
- * "more": whether others follow (the next page: after= the last name). ?detail=true: DETAIL
- * objects (each estimate is a model sum per layer, hence the smaller bound on limit).
- */
-/*
  * A query argument holding (the start of) a filter name, percent-decoded into out (room for
  * BF_NAME_MAX bytes): its length, or -1 with a 400 in r. A malformed escape, or a byte no name
  * can hold (bf_name_valid: a control byte, a space or DEL), is refused rather than matching
@@ -343,6 +337,12 @@ static long name_arg(struct http_api_response *r, const char *field, const char 
 	return len;
 }
 
+/*
+ * GET /v1/filters: every filter in name order; with ?prefix= those whose name starts with it,
+ * ?after= those after that name, and ?limit=N (1..HTTP_API_LIST_MAX) at most N of them, with
+ * "more": whether others follow (the next page: after= the last name). ?detail=true: DETAIL
+ * objects (each estimate is a model sum per layer, hence the smaller bound on limit).
+ */
 void http_filters_list(struct http_api *api, const struct http_api_request *req,
 		       struct http_api_response *r)
 {

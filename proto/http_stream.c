@@ -11,9 +11,6 @@
 #include <strings.h>
 #include <zlib.h>
 
-/* ---------------------------------------------------------------------------------------- */
-/* Streaming bulk load (see http_api.h) */
-
 /* Keys added per batch, and the bytes a batch holds at most (beyond one key). */
 #define STREAM_BATCH_KEYS  4096
 #define STREAM_BATCH_BYTES (256 * 1024)
