@@ -3,9 +3,10 @@
  * The HTTP/JSON front end's router (http_api.h has the contract): a path to its route, the
  * refusals no body can change (404, 405, 401), the body's negotiation (JSON, not compressed),
  * the route's handler, and the count of every answer; with the response's life cycle. The
- * handlers have files of their own: http_filters.c (the filters), http_keys.c (their keys),
- * http_stream.c (the streamed add); http_problem.c words the errors and http_codec.c holds
- * the small codecs. What they share is declared in http_api_impl.h.
+ * handlers have files of their own: http_admin.c (health, readiness, metrics, documents),
+ * http_filters.c (the filters), http_keys.c (their keys), http_stream.c (the streamed add);
+ * http_problem.c words the errors and http_codec.c holds the small codecs. What they share is
+ * declared in http_api_impl.h.
  *
  * The answers that carry a string (filter names, problem details) are built with cJSON, which
  * escapes it; the hot boolean answers are written directly (see http_keys.c).
@@ -360,12 +361,6 @@ nul:
 	return NULL;
 }
 
-static void do_static(struct http_api_response *r, const char *json)
-{
-	r->content_type = CT_JSON;
-	proto_buf_append_str(&r->body, json);
-}
-
 /*
  * True, with the problem in r, if req is refused whatever its body: no such route (404), a
  * method the route does not take (405), or no token where one is needed (401; /healthz and
@@ -405,7 +400,7 @@ static void dispatch(struct http_api *api, const struct http_api_request *req,
 		     struct http_api_response *r, enum http_route route, struct span name,
 		     struct span key)
 {
-	const char *m = req->method, *why;
+	const char *m = req->method;
 	struct bf_filter *f = NULL;
 	bool get = strcmp(m, "GET") == 0 || strcmp(m, "HEAD") == 0;
 	long nl, kl;
@@ -413,40 +408,11 @@ static void dispatch(struct http_api *api, const struct http_api_request *req,
 
 	if (http_api_refused(api, req, route, r))
 		return;
-	switch (route) {
-	case HTTP_ROUTE_HEALTHZ:
-		do_static(r, "{\"status\":\"ok\"}");
+	if (http_admin_answer(api, r, route))
 		return;
-	case HTTP_ROUTE_READYZ:
-		why = api->hooks.not_ready ? api->hooks.not_ready(api->hooks.arg) : NULL;
-		if (why)
-			http_problem(r, P_NOT_READY, "%s", why);
-		else
-			do_static(r, "{\"status\":\"ready\"}");
-		return;
-	case HTTP_ROUTE_METRICS:
-		if (!api->hooks.metrics) {
-			http_problem(r, P_NOT_FOUND, "no such route");
-			return;
-		}
-		r->content_type = CT_METRICS;
-		api->hooks.metrics(api->hooks.arg, &r->body);
-		return;
-	case HTTP_ROUTE_OPENAPI:
-		r->content_type = CT_YAML;
-		r->data = http_api_openapi_yaml;
-		r->len = http_api_openapi_yaml_len;
-		return;
-	case HTTP_ROUTE_STATUS:
-		r->content_type = CT_HTML;
-		r->data = http_api_status_html;
-		r->len = http_api_status_html_len;
-		return;
-	case HTTP_ROUTE_FILTERS:
+	if (route == HTTP_ROUTE_FILTERS) {
 		http_filters_list(api, req, r);
 		return;
-	default:
-		break;
 	}
 
 	/* The routes below name a filter (and maybe a key): decode them. One byte more than

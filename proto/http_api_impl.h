@@ -1,9 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Private to the HTTP/JSON front end, shared by its files: http_api.c (the router),
- * http_filters.c, http_keys.c, http_stream.c, http_problem.c and http_codec.c. The content
- * types, problems and response builders they share, and the handlers the router calls.
- * Nothing else includes it; the contract with the server and the tests is http_api.h.
+ * http_admin.c, http_filters.c, http_keys.c, http_stream.c, http_problem.c and http_codec.c.
+ * The content types, problems and response builders they share, and the handlers the router
+ * calls. Nothing else includes it; the contract with the server and the tests is http_api.h.
  */
 #ifndef BLOSSOMD_PROTO_HTTP_API_IMPL_H
 #define BLOSSOMD_PROTO_HTTP_API_IMPL_H
@@ -81,6 +81,10 @@ const char *http_api_field_label(const char *s, char *buf, size_t len);
 
 /* Count the answered request and fix data/len. */
 void http_api_finish(struct http_api *api, struct http_api_response *r, enum http_route route);
+
+/* The operational routes (/healthz, /readyz, /metrics, the built-in documents): true with the
+ * answer in r if route is one of them, else false and nothing done. */
+bool http_admin_answer(struct http_api *api, struct http_api_response *r, enum http_route route);
 
 /* The filter resources: GET /v1/filters; GET, PUT, PATCH /v1/filters/{name}; its snapshot
  * and rename. */
