@@ -395,72 +395,69 @@ bool http_api_refused(const struct http_api *api, const struct http_api_request 
 	return true;
 }
 
-/* Route, check and run the request; counting is left to the caller. */
-static void dispatch(struct http_api *api, const struct http_api_request *req,
-		     struct http_api_response *r, enum http_route route, struct span name,
-		     struct span key)
+/*
+ * Percent-decode the raw {name} and {key} segments into api->path, and point them there.
+ * False with the answer in r: out of memory, or a malformed escape (400).
+ */
+static bool decode_path(struct http_api *api, struct http_api_response *r, struct span *name,
+			struct span *key)
 {
-	const char *m = req->method;
-	struct bf_filter *f = NULL;
-	bool get = strcmp(m, "GET") == 0 || strcmp(m, "HEAD") == 0;
 	long nl, kl;
 	char *buf;
 
-	if (http_api_refused(api, req, route, r))
-		return;
-	if (http_admin_answer(api, r, route))
-		return;
-	if (route == HTTP_ROUTE_FILTERS) {
-		http_filters_list(api, req, r);
-		return;
-	}
-
-	/* The routes below name a filter (and maybe a key): decode them. One byte more than
-	 * they need, so the buffer exists even for an empty name and key (NULL + 0 is UB). */
-	if (proto_buf_reserve(&api->path, name.n + key.n + 1)) {
+	/* One byte more than they need, so the buffer exists even for an empty name and key
+	 * (NULL + 0 is UB). */
+	if (proto_buf_reserve(&api->path, name->n + key->n + 1)) {
 		proto_buf_free(&api->path);
 		http_api_resp_oom(r);
-		return;
+		return false;
 	}
 	buf = api->path.data;
-	nl = http_api_pct_decode(name.p, name.n, buf);
-	kl = nl < 0 ? -1 : http_api_pct_decode(key.p, key.n, buf + nl);
+	nl = http_api_pct_decode(name->p, name->n, buf);
+	kl = nl < 0 ? -1 : http_api_pct_decode(key->p, key->n, buf + nl);
 	if (nl < 0 || kl < 0) {
 		http_problem(r, P_BAD_REQUEST, "malformed percent-encoding in the path");
-		return;
+		return false;
 	}
-	name = (struct span){buf, (size_t)nl};
-	key = (struct span){buf + nl, (size_t)kl};
+	*name = (struct span){buf, (size_t)nl};
+	*key = (struct span){buf + nl, (size_t)kl};
+	return true;
+}
 
-	if (route == HTTP_ROUTE_FILTER && strcmp(m, "PUT") == 0) {
-		http_filters_create(api, req, r, name);
-		return;
-	}
-	if (route == HTTP_ROUTE_FILTER && strcmp(m, "DELETE") == 0) {
-		enum cmd_status st = cmd_drop(api->cmd, name.p, name.n, true);
+/*
+ * The filter a route names. NULL when there is none to run on: the answer is in r (no such
+ * filter, or its load failed), or it is loading (cmd->paging set; the server calls again).
+ */
+static struct bf_filter *named_filter(struct http_api *api, struct http_api_response *r,
+				      enum http_route route, struct span name)
+{
+	struct bf_filter *f;
 
-		if (st == CMD_OK)
-			r->status = 204;
-		else
-			http_problem_status(api, r, st, NULL, 0);
-		return;
-	}
 	/* A closed (paged-out) filter is loaded first; a snapshot of one has nothing to do. */
 	if (route != HTTP_ROUTE_SNAPSHOT) {
 		enum cmd_status ready = cmd_ready(api->cmd, name.p, name.n);
 
 		if (ready != CMD_OK) {
 			http_problem_status(api, r, ready, NULL, 0);
-			return;
+			return NULL;
 		}
 		if (api->cmd->paging)
-			return;
+			return NULL;
 	}
 	f = cmd_lookup(api->cmd, name.p, name.n);
-	if (!f) {
+	if (!f)
 		http_problem_status(api, r, CMD_NOT_FOUND, NULL, 0);
-		return;
-	}
+	return f;
+}
+
+/* Run the handler of a route that works on an existing filter f (key: decoded, if any). */
+static void dispatch_filter(struct http_api *api, const struct http_api_request *req,
+			    struct http_api_response *r, enum http_route route, struct bf_filter *f,
+			    struct span key)
+{
+	const char *m = req->method;
+	bool get = strcmp(m, "GET") == 0 || strcmp(m, "HEAD") == 0;
+
 	switch (route) {
 	case HTTP_ROUTE_FILTER:
 		if (strcmp(m, "PATCH") == 0)
@@ -487,6 +484,38 @@ static void dispatch(struct http_api *api, const struct http_api_request *req,
 		http_filters_snapshot(api, req, r, f);
 		break;
 	}
+}
+
+/* Route, check and run the request; counting is left to the caller. */
+static void dispatch(struct http_api *api, const struct http_api_request *req,
+		     struct http_api_response *r, enum http_route route, struct span name,
+		     struct span key)
+{
+	const char *m = req->method;
+	struct bf_filter *f;
+
+	if (http_api_refused(api, req, route, r))
+		return;
+	if (http_admin_answer(api, r, route))
+		return;
+	if (route == HTTP_ROUTE_FILTERS) {
+		http_filters_list(api, req, r);
+		return;
+	}
+	/* The routes below name a filter (and maybe a key). */
+	if (!decode_path(api, r, &name, &key))
+		return;
+	if (route == HTTP_ROUTE_FILTER && strcmp(m, "PUT") == 0) {
+		http_filters_create(api, req, r, name);
+		return;
+	}
+	if (route == HTTP_ROUTE_FILTER && strcmp(m, "DELETE") == 0) {
+		http_filters_drop(api, r, name);
+		return;
+	}
+	f = named_filter(api, r, route, name);
+	if (f)
+		dispatch_filter(api, req, r, route, f, key);
 }
 
 /* Count the answered request and fix data/len. A JSON body ends with a newline, as many APIs'

@@ -86,13 +86,14 @@ void http_api_finish(struct http_api *api, struct http_api_response *r, enum htt
  * answer in r if route is one of them, else false and nothing done. */
 bool http_admin_answer(struct http_api *api, struct http_api_response *r, enum http_route route);
 
-/* The filter resources: GET /v1/filters; GET, PUT, PATCH /v1/filters/{name}; its snapshot
- * and rename. */
+/* The filter resources: GET /v1/filters; GET, PUT, PATCH, DELETE /v1/filters/{name}; its
+ * snapshot and rename. */
 void http_filters_list(struct http_api *api, const struct http_api_request *req,
 		       struct http_api_response *r);
 void http_filters_get(struct http_api_response *r, const struct bf_filter *f);
 void http_filters_create(struct http_api *api, const struct http_api_request *req,
 			 struct http_api_response *r, struct span name);
+void http_filters_drop(struct http_api *api, struct http_api_response *r, struct span name);
 void http_filters_patch(struct http_api *api, const struct http_api_request *req,
 			struct http_api_response *r, struct bf_filter *f);
 void http_filters_snapshot(struct http_api *api, const struct http_api_request *req,

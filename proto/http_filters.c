@@ -1,9 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The HTTP front end's filter resources: GET /v1/filters (the list, paged), PUT, GET and
- * PATCH /v1/filters/{name}, and its snapshot and rename; with the FILTER and DETAIL objects
- * they answer with and the parameters of a new filter. The router (http_api.c) decodes the
- * name and finds the filter (loading a paged-out one) before calling them.
+ * The HTTP front end's filter resources: GET /v1/filters (the list, paged), PUT, GET, PATCH
+ * and DELETE /v1/filters/{name}, and its snapshot and rename; with the FILTER and DETAIL
+ * objects they answer with and the parameters of a new filter. The router (http_api.c)
+ * decodes the name, and finds the filter (loading a paged-out one) for those that take one.
  */
 #include "proto/http_api_impl.h"
 
@@ -473,6 +473,17 @@ void http_filters_snapshot(struct http_api *api, const struct http_api_request *
 					       "snapshotted\"}");
 	else
 		proto_buf_append_str(&r->body, "{\"flushed\":true}");
+}
+
+/* DELETE /v1/filters/{name}: 204, or the problem (no such filter, the log cannot write). */
+void http_filters_drop(struct http_api *api, struct http_api_response *r, struct span name)
+{
+	enum cmd_status st = cmd_drop(api->cmd, name.p, name.n, true);
+
+	if (st == CMD_OK)
+		r->status = 204;
+	else
+		http_problem_status(api, r, st, NULL, 0);
 }
 
 /* PATCH /v1/filters/{name} {"ttl_seconds":N|null}: set or clear the expiry. */
