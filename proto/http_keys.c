@@ -35,17 +35,84 @@ static void emit_bools(struct http_api_response *r, const char *field, const int
 }
 
 /*
+ * The one field of a keys body: "keys" or "keys_b64". NULL with a problem set for an unknown
+ * or repeated field, both, or neither. One pass, stopping at the first unknown or repeated
+ * field (cJSON keeps repeats).
+ */
+static cJSON *keys_field(const cJSON *j, struct http_api_response *r)
+{
+	cJSON *arr = NULL, *e;
+	char label[72];
+
+	for (e = j->child; e; e = e->next) {
+		if (strcmp(e->string, "keys") && strcmp(e->string, "keys_b64")) {
+			http_problem(r, P_BAD_REQUEST, "unknown field \"%s\"",
+				     http_api_field_label(e->string, label, sizeof(label)));
+			return NULL;
+		}
+		if (arr && strcmp(arr->string, e->string) == 0) {
+			http_problem(r, P_BAD_REQUEST, "field \"%s\" appears twice", e->string);
+			return NULL;
+		}
+		if (arr) {
+			http_problem(r, P_BAD_REQUEST, "give \"keys\" or \"keys_b64\", not both");
+			return NULL;
+		}
+		arr = e;
+	}
+	if (!arr)
+		http_problem(r, P_BAD_REQUEST, "missing field \"keys\" (or \"keys_b64\")");
+	return arr;
+}
+
+/*
+ * Point api->sess's first keys (room reserved) at the strings of arr, the field named field,
+ * base64-decoded in place for "keys_b64". False with a problem set at the first that is not a
+ * string, or not valid base64.
+ */
+static bool keys_to_session(struct http_api *api, struct http_api_response *r, cJSON *arr,
+			    const char *field)
+{
+	bool b64 = strcmp(field, "keys_b64") == 0;
+	cJSON *e;
+	size_t i;
+
+	for (i = 0, e = arr->child; e; e = e->next, i++) {
+		size_t len;
+
+		if (!cJSON_IsString(e)) {
+			http_problem(r, P_BAD_REQUEST, "%s[%zu] must be a string", field, i);
+			return false;
+		}
+		len = strlen(e->valuestring);
+		if (b64) {
+			/* Decoding only shrinks: decode in place, in the tree's own copy. */
+			long m = http_api_base64_decode(e->valuestring, len,
+							(unsigned char *)e->valuestring);
+
+			if (m < 0) {
+				http_problem(r, P_BAD_REQUEST, "%s[%zu] is not valid base64", field,
+					     i);
+				return false;
+			}
+			len = (size_t)m;
+		}
+		api->sess.keys[i] = e->valuestring;
+		api->sess.lens[i] = len;
+	}
+	return true;
+}
+
+/*
  * The keys of a {"keys":[...]} / {"keys_b64":[...]} body, into api->sess (keys point into
  * the returned tree, which the caller deletes after use). NULL with a problem set otherwise.
  */
 static cJSON *parse_keys(struct http_api *api, const struct http_api_request *req,
 			 struct http_api_response *r, size_t *count)
 {
-	cJSON *j, *arr = NULL, *e;
-	const char *field = NULL;
-	char label[72];
-	bool b64 = false;
-	size_t n = 0, i;
+	cJSON *j, *arr, *e;
+	const char *field;
+	size_t n = 0;
 
 	if (req->body_len == 0) {
 		http_problem(r, P_BAD_REQUEST,
@@ -56,29 +123,10 @@ static cJSON *parse_keys(struct http_api *api, const struct http_api_request *re
 	j = http_api_parse_body(api, req, r);
 	if (!j)
 		return NULL;
-	/* One pass, stopping at the first unknown or repeated field (cJSON keeps repeats). */
-	for (e = j->child; e; e = e->next) {
-		if (strcmp(e->string, "keys") && strcmp(e->string, "keys_b64")) {
-			http_problem(r, P_BAD_REQUEST, "unknown field \"%s\"",
-				     http_api_field_label(e->string, label, sizeof(label)));
-			goto fail;
-		}
-		if (arr && strcmp(arr->string, e->string) == 0) {
-			http_problem(r, P_BAD_REQUEST, "field \"%s\" appears twice", e->string);
-			goto fail;
-		}
-		if (arr) {
-			http_problem(r, P_BAD_REQUEST, "give \"keys\" or \"keys_b64\", not both");
-			goto fail;
-		}
-		arr = e;
-		field = e->string;
-		b64 = strcmp(field, "keys_b64") == 0;
-	}
-	if (!arr) {
-		http_problem(r, P_BAD_REQUEST, "missing field \"keys\" (or \"keys_b64\")");
+	arr = keys_field(j, r);
+	if (!arr)
 		goto fail;
-	}
+	field = arr->string;
 	if (!cJSON_IsArray(arr)) {
 		http_problem(r, P_BAD_REQUEST, "\"%s\" must be an array of strings", field);
 		goto fail;
@@ -93,29 +141,8 @@ static cJSON *parse_keys(struct http_api *api, const struct http_api_request *re
 		http_problem(r, P_NO_MEMORY, "out of memory for %zu keys", n);
 		goto fail;
 	}
-	for (i = 0, e = arr->child; e; e = e->next, i++) {
-		size_t len;
-
-		if (!cJSON_IsString(e)) {
-			http_problem(r, P_BAD_REQUEST, "%s[%zu] must be a string", field, i);
-			goto fail;
-		}
-		len = strlen(e->valuestring);
-		if (b64) {
-			/* Decoding only shrinks: decode in place, in the tree's own copy. */
-			long m = http_api_base64_decode(e->valuestring, len,
-							(unsigned char *)e->valuestring);
-
-			if (m < 0) {
-				http_problem(r, P_BAD_REQUEST, "%s[%zu] is not valid base64", field,
-					     i);
-				goto fail;
-			}
-			len = (size_t)m;
-		}
-		api->sess.keys[i] = e->valuestring;
-		api->sess.lens[i] = len;
-	}
+	if (!keys_to_session(api, r, arr, field))
+		goto fail;
 	*count = n;
 	return j;
 fail:
