@@ -223,6 +223,59 @@ static void stream_fail(struct http_api *api, struct http_api_stream *st, enum c
 	}
 }
 
+/*
+ * Append the key of one line of an ndjson body (its end taken off) to the batch: true, or
+ * false when it gives none (a blank line, skipped; or the body is refused, st says why).
+ */
+static bool stream_ndjson_key(struct http_api *api, struct http_api_stream *st, const char *p,
+			      size_t n)
+{
+	const char *end = NULL;
+	cJSON *j;
+
+	/* One JSON value, with JSON whitespace around it; a line of only whitespace is
+	 * skipped as an empty one is. */
+	while (n && (*p == ' ' || *p == '\t' || *p == '\r')) {
+		p++;
+		n--;
+	}
+	while (n && (p[n - 1] == ' ' || p[n - 1] == '\t' || p[n - 1] == '\r'))
+		n--;
+	if (!n)
+		return false;
+	http_api_json_alloc_failed = false;
+	/* A string begins with its quote (cJSON would skip control bytes before it) and
+	 * nothing may follow it: "a" "b", "a", "a"] are not one string. */
+	j = *p == '"' ? cJSON_ParseWithLengthOpts(p, n, &end, 0) : NULL;
+	if (j && end != p + n) {
+		cJSON_Delete(j);
+		j = NULL;
+	}
+	if (!cJSON_IsString(j)) {
+		cJSON_Delete(j);
+		stream_fail(api, st, http_api_json_alloc_failed ? CMD_NO_MEMORY : CMD_OK,
+			    http_api_json_alloc_failed ? NULL
+						       : "a line of the body is not a JSON string");
+		return false;
+	}
+	/* A JSON string cannot carry NUL here (cJSON ends it there): refused as for
+	 * {"keys":[...]}. */
+	if (memmem(p, n, "\\u0000", 6)) {
+		cJSON_Delete(j);
+		stream_fail(api, st, CMD_OK, "JSON strings must not contain NUL (\\u0000)");
+		return false;
+	}
+	size_t kl = strlen(j->valuestring);
+	if (kl > api->cmd->max_key_bytes) {
+		cJSON_Delete(j);
+		stream_fail(api, st, CMD_KEY_TOO_LONG, NULL);
+		return false;
+	}
+	proto_buf_append(&st->batch, j->valuestring, kl);
+	cJSON_Delete(j);
+	return true;
+}
+
 /* One whole line (without its end) of the body. */
 static void stream_line(struct http_api *api, struct http_api_stream *st, const char *p, size_t n)
 {
@@ -239,51 +292,8 @@ static void stream_line(struct http_api *api, struct http_api_stream *st, const 
 			return;
 		}
 		proto_buf_append(&st->batch, p, n);
-	} else {
-		const char *end = NULL;
-		cJSON *j;
-
-		/* One JSON value, with JSON whitespace around it; a line of only whitespace is
-		 * skipped as an empty one is. */
-		while (n && (*p == ' ' || *p == '\t' || *p == '\r')) {
-			p++;
-			n--;
-		}
-		while (n && (p[n - 1] == ' ' || p[n - 1] == '\t' || p[n - 1] == '\r'))
-			n--;
-		if (!n)
-			return;
-		http_api_json_alloc_failed = false;
-		/* A string begins with its quote (cJSON would skip control bytes before it) and
-		 * nothing may follow it: "a" "b", "a", "a"] are not one string. */
-		j = *p == '"' ? cJSON_ParseWithLengthOpts(p, n, &end, 0) : NULL;
-		if (j && end != p + n) {
-			cJSON_Delete(j);
-			j = NULL;
-		}
-		if (!cJSON_IsString(j)) {
-			cJSON_Delete(j);
-			stream_fail(api, st, http_api_json_alloc_failed ? CMD_NO_MEMORY : CMD_OK,
-				    http_api_json_alloc_failed
-					? NULL
-					: "a line of the body is not a JSON string");
-			return;
-		}
-		/* A JSON string cannot carry NUL here (cJSON ends it there): refused as for
-		 * {"keys":[...]}. */
-		if (memmem(p, n, "\\u0000", 6)) {
-			cJSON_Delete(j);
-			stream_fail(api, st, CMD_OK, "JSON strings must not contain NUL (\\u0000)");
-			return;
-		}
-		size_t kl = strlen(j->valuestring);
-		if (kl > api->cmd->max_key_bytes) {
-			cJSON_Delete(j);
-			stream_fail(api, st, CMD_KEY_TOO_LONG, NULL);
-			return;
-		}
-		proto_buf_append(&st->batch, j->valuestring, kl);
-		cJSON_Delete(j);
+	} else if (!stream_ndjson_key(api, st, p, n)) {
+		return;
 	}
 	if (!st->batch.failed && st->nkeys == st->ends_cap) {
 		size_t *e = realloc(st->ends, 2 * st->ends_cap * sizeof(*e));
