@@ -214,7 +214,7 @@ static int parse_segment_name(const char *name, uint64_t *lsn)
 }
 
 /* Room for one more segment entry. */
-static int seg_reserve(struct wal *w)
+static int wal_seg_reserve(struct wal *w)
 {
 	if (w->nsegs == w->segcap) {
 		size_t ncap = w->segcap ? w->segcap * 2 : 16;
@@ -227,9 +227,9 @@ static int seg_reserve(struct wal *w)
 	return 0;
 }
 
-static int seg_push(struct wal *w, uint64_t first, uint64_t bytes)
+static int wal_seg_push(struct wal *w, uint64_t first, uint64_t bytes)
 {
-	int err = seg_reserve(w);
+	int err = wal_seg_reserve(w);
 	if (err)
 		return err;
 	w->segs[w->nsegs++] = (struct wal_seg){first, bytes, false};
@@ -253,7 +253,7 @@ static int real_fdatasync(int fd)
 }
 
 /* Create (or empty) the segment whose first record is lsn, and make its name durable. */
-static int create_segment(int dirfd, uint64_t lsn, int *fdp)
+static int wal_create_segment(int dirfd, uint64_t lsn, int *fdp)
 {
 	char name[WAL_SEGMENT_NAME_MAX];
 	wal_segment_name(lsn, name);
@@ -328,7 +328,7 @@ static void run_job(struct wal *w)
 	}
 	if (!err) {
 		uv_mutex_unlock(&w->mu);
-		err = create_segment(w->dirfd, synced + 1, &newfd);
+		err = wal_create_segment(w->dirfd, synced + 1, &newfd);
 		uv_mutex_lock(&w->mu);
 	}
 	if (!err) {
@@ -351,7 +351,7 @@ static void run_job(struct wal *w)
 	s->job_done = true;
 }
 
-static void sync_main(void *arg)
+static void wal_sync_main(void *arg)
 {
 	struct wal *w = arg;
 	struct wal_shared *s = &w->sh;
@@ -423,16 +423,16 @@ static void sync_main(void *arg)
 
 /* ---- loop side ---- */
 
-static int flush_now(struct wal *w, bool may_rotate);
+static int wal_flush_now(struct wal *w, bool may_rotate);
 
-static void enter_failed(struct wal *w, int err);
+static void wal_sync_enter_failed(struct wal *w, int err);
 
-static void start_job(struct wal *w, enum wal_job job)
+static void wal_sync_start_job(struct wal *w, enum wal_job job)
 {
 	/* The new segment's entry must fit when the job succeeds (the file will exist). */
-	int err = seg_reserve(w);
+	int err = wal_seg_reserve(w);
 	if (err) {
-		enter_failed(w, err);
+		wal_sync_enter_failed(w, err);
 		return;
 	}
 	w->switching = true;
@@ -454,10 +454,10 @@ static void retry_cb(uv_timer_t *t)
 	}
 	if (w->switching || w->recovering)
 		return;
-	start_job(w, JOB_RECOVER);
+	wal_sync_start_job(w, JOB_RECOVER);
 }
 
-static void enter_failed(struct wal *w, int err)
+static void wal_sync_enter_failed(struct wal *w, int err)
 {
 	w->failures++;
 	w->error = err;
@@ -503,7 +503,7 @@ static void drop_synced(struct wal *w)
 	}
 }
 
-static void update_durable(struct wal *w)
+static void wal_sync_update_durable(struct wal *w)
 {
 	uint64_t d = w->synced_lsn;
 	if (w->mode != WAL_FSYNC_ALWAYS && !w->failed && w->written_lsn > d)
@@ -526,7 +526,7 @@ static void job_finished(struct wal *w, enum wal_job job, int err, int fd, uint6
 {
 	w->switching = false;
 	if (err) {
-		enter_failed(w, err);
+		wal_sync_enter_failed(w, err);
 		return;
 	}
 	struct wal_seg *cur = &w->segs[w->nsegs - 1];
@@ -534,7 +534,7 @@ static void job_finished(struct wal *w, enum wal_job job, int err, int fd, uint6
 		cur->bytes = 0;
 	} else {
 		cur->bytes = old_bytes;
-		/* Cannot fail: start_job() reserved the room. */
+		/* Cannot fail: wal_sync_start_job() reserved the room. */
 		w->segs[w->nsegs++] = (struct wal_seg){first, 0, false};
 	}
 	w->fd = fd;
@@ -546,7 +546,7 @@ static void job_finished(struct wal *w, enum wal_job job, int err, int fd, uint6
 	w->req_lsn = w->synced_lsn;
 	if (job == JOB_ROTATE) {
 		w->rotations++;
-		flush_now(w, false);
+		wal_flush_now(w, false);
 		return;
 	}
 	w->recovering = true;
@@ -555,11 +555,11 @@ static void job_finished(struct wal *w, enum wal_job job, int err, int fd, uint6
 		recovered(w);
 		return;
 	}
-	flush_now(w, false);
+	wal_flush_now(w, false);
 }
 
 /* Take in what the sync thread reported. */
-static void absorb(struct wal *w)
+static void wal_sync_absorb(struct wal *w)
 {
 	struct wal_shared *s = &w->sh;
 	uv_mutex_lock(&w->mu);
@@ -581,18 +581,18 @@ static void absorb(struct wal *w)
 		drop_synced(w);
 	}
 	if (serr)
-		enter_failed(w, serr);
+		wal_sync_enter_failed(w, serr);
 	if (done)
 		job_finished(w, job, jerr, jfd, jfirst, jold);
 	if (w->recovering && w->recover_target && w->synced_lsn >= w->recover_target)
 		recovered(w);
 }
 
-static void async_cb(uv_async_t *a)
+static void wal_sync_async_cb(uv_async_t *a)
 {
 	struct wal *w = a->data;
-	absorb(w);
-	update_durable(w);
+	wal_sync_absorb(w);
+	wal_sync_update_durable(w);
 	maybe_unref(w);
 }
 
@@ -639,7 +639,7 @@ static void prealloc(struct wal *w)
 	}
 }
 
-static int flush_now(struct wal *w, bool may_rotate)
+static int wal_flush_now(struct wal *w, bool may_rotate)
 {
 	if (w->failed && !w->recovering)
 		return w->error;
@@ -649,7 +649,7 @@ static int flush_now(struct wal *w, bool may_rotate)
 	if (!n)
 		return 0;
 	if (may_rotate && w->seg_size >= w->segment_bytes) {
-		start_job(w, JOB_ROTATE);
+		wal_sync_start_job(w, JOB_ROTATE);
 		return w->failed ? w->error : 0;
 	}
 	const uint8_t *p = w->buf + w->wpos;
@@ -675,7 +675,7 @@ static int flush_now(struct wal *w, bool may_rotate)
 	w->bytes_written += off - w->seg_size;
 	if (err) {
 		/* What did reach the file is cut by the recovery (beyond synced_off). */
-		enter_failed(w, err);
+		wal_sync_enter_failed(w, err);
 		return err;
 	}
 	w->seg_size = off;
@@ -709,8 +709,8 @@ int wal_flush(struct wal *w)
 {
 	if (!w->ready || w->closing)
 		return -EINVAL;
-	int r = flush_now(w, true);
-	update_durable(w);
+	int r = wal_flush_now(w, true);
+	wal_sync_update_durable(w);
 	return r;
 }
 
@@ -725,11 +725,11 @@ int wal_write_now(struct wal *w)
 		while (w->sh.job != JOB_NONE && !w->sh.job_done)
 			uv_cond_wait(&w->cv, &w->mu);
 		uv_mutex_unlock(&w->mu);
-		absorb(w);
+		wal_sync_absorb(w);
 	}
 	/* A full segment takes the records still; the next wal_flush() switches. */
-	int r = flush_now(w, false);
-	update_durable(w);
+	int r = wal_flush_now(w, false);
+	wal_sync_update_durable(w);
 	return r;
 }
 
@@ -863,7 +863,7 @@ static void wal_unref(struct wal *w)
 
 /* Record durably that the log starts at lsn: a temporary file written and fsync'ed, renamed
  * over the record, the directory fsync'ed. 0 or -errno. */
-static int write_start(int dirfd, uint64_t lsn)
+static int wal_start_write(int dirfd, uint64_t lsn)
 {
 	char text[32];
 	int len = snprintf(text, sizeof(text), "%" PRIu64 "\n", lsn), err = 0;
@@ -885,7 +885,7 @@ static int write_start(int dirfd, uint64_t lsn)
 
 /* Where the log starts, as recorded: 0, -ENOENT if there is no record, -EBADMSG if it is not
  * a number, or another -errno. */
-static int read_start(int dirfd, uint64_t *lsn)
+static int wal_start_read(int dirfd, uint64_t *lsn)
 {
 	char text[32], *end;
 	int fd = openat(dirfd, WAL_START_FILE, O_RDONLY | O_CLOEXEC);
@@ -911,7 +911,7 @@ static void unlink_work(uv_work_t *req)
 {
 	struct wal_unlink *u = req->data;
 	char name[WAL_SEGMENT_NAME_MAX];
-	int err = write_start(u->dirfd, u->keep);
+	int err = wal_start_write(u->dirfd, u->keep);
 
 	for (size_t i = 0; i < u->n && err; i++)
 		u->seg[i].err = err;
@@ -1030,7 +1030,7 @@ static int list_segments(struct wal *w, char *why, size_t whylen)
 		}
 		if (!S_ISREG(stb.st_mode))
 			continue;
-		err = seg_push(w, first, (uint64_t)stb.st_size);
+		err = wal_seg_push(w, first, (uint64_t)stb.st_size);
 		if (err)
 			goto out;
 		errno = 0;
@@ -1136,13 +1136,13 @@ int wal_open(const struct wal_options *o, struct wal **out, char *why, size_t wh
 		goto fail;
 	}
 	/* Cannot fail on Linux past this point except the thread; handles need uv_close. */
-	uv_async_init(w->loop, &w->async, async_cb);
+	uv_async_init(w->loop, &w->async, wal_sync_async_cb);
 	w->async.data = w;
 	uv_unref((uv_handle_t *)&w->async);
 	uv_timer_init(w->loop, &w->timer);
 	w->timer.data = w;
 	w->refs = 2;
-	err = uv_thread_create(&w->thread, sync_main, w);
+	err = uv_thread_create(&w->thread, wal_sync_main, w);
 	if (err) {
 		set_why(why, whylen, "start the log's sync thread: %s", uv_strerror(err));
 		close(w->dirfd);
@@ -1175,8 +1175,8 @@ int wal_close(struct wal *w)
 		while (w->sh.job != JOB_NONE && !w->sh.job_done)
 			uv_cond_wait(&w->cv, &w->mu);
 		uv_mutex_unlock(&w->mu);
-		absorb(w);
-		flush_now(w, false);
+		wal_sync_absorb(w);
+		wal_flush_now(w, false);
 	}
 	uv_mutex_lock(&w->mu);
 	w->sh.req = w->sh.written;
@@ -1185,9 +1185,9 @@ int wal_close(struct wal *w)
 	uv_mutex_unlock(&w->mu);
 	uv_thread_join(&w->thread);
 	if (w->ready) {
-		absorb(w);
+		wal_sync_absorb(w);
 		uv_timer_stop(&w->timer);
-		update_durable(w);
+		wal_sync_update_durable(w);
 		if (w->failed)
 			err = w->error;
 		else if (w->len != w->head)
@@ -1383,7 +1383,7 @@ static int drop_before_start(struct wal *w, uint64_t start, char *why, size_t wh
 static int check_start(struct wal *w, char *why, size_t whylen)
 {
 	uint64_t start = 0, first = w->nsegs ? w->segs[0].first : 0;
-	int err = read_start(w->dirfd, &start);
+	int err = wal_start_read(w->dirfd, &start);
 
 	if (err == -ENOENT) {
 		/* A new log, or one kept before the record was: it starts where it starts. */
@@ -1393,7 +1393,7 @@ static int check_start(struct wal *w, char *why, size_t whylen)
 			    "no record of where the log starts (%s/%s): taken to be LSN %" PRIu64
 			    ", its first segment's",
 			    w->dir, WAL_START_FILE, first);
-		err = write_start(w->dirfd, w->nsegs ? first : 1);
+		err = wal_start_write(w->dirfd, w->nsegs ? first : 1);
 		if (err)
 			set_why(why, whylen, "write %s/%s: %s", w->dir, WAL_START_FILE,
 				strerror(-err));
@@ -1423,7 +1423,7 @@ static int check_start(struct wal *w, char *why, size_t whylen)
 	}
 	set_why(why, whylen, "%s: going on without them, as asked; the changes they held are lost",
 		lost);
-	return write_start(w->dirfd, w->nsegs ? first : start);
+	return wal_start_write(w->dirfd, w->nsegs ? first : start);
 }
 
 int wal_replay(struct wal *w, uint64_t from_lsn, bool truncate_corrupt, wal_replay_fn fn, void *arg,
@@ -1673,13 +1673,13 @@ int wal_replay(struct wal *w, uint64_t from_lsn, bool truncate_corrupt, wal_repl
 
 	/* Open the end of the log for appends, and make what was replayed durable. */
 	if (w->nsegs == 0) {
-		err = create_segment(w->dirfd, expected, &w->fd);
+		err = wal_create_segment(w->dirfd, expected, &w->fd);
 		if (err) {
 			set_why(why, whylen, "create the first segment in %s: %s", w->dir,
 				strerror(-err));
 			goto fail;
 		}
-		err = seg_push(w, expected, 0);
+		err = wal_seg_push(w, expected, 0);
 		if (err)
 			goto fail;
 		w->seg_size = 0;
