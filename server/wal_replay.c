@@ -241,6 +241,489 @@ static int check_start(struct wal *w, char *why, size_t whylen)
 	return wal_start_write(w->dirfd, w->nsegs ? first : start);
 }
 
+/* One replay, as its steps share it. */
+struct replay {
+	struct wal *w;
+	uint64_t from_lsn; /* records below it are read and checked, not delivered */
+	bool truncate_corrupt;
+	wal_replay_fn fn;
+	void *arg;
+	struct wal_replay_stats *st;
+	char *why;
+	size_t whylen;
+	struct reader r;   /* over the segment being read; fd -1 between segments */
+	uint64_t expected; /* the LSN the next record must carry */
+};
+
+/* What reading one segment found. */
+struct replay_seg {
+	size_t j; /* its index in w->segs */
+	char name[WAL_SEGMENT_NAME_MAX];
+	uint64_t off;	    /* where its good records end */
+	const char *reason; /* why the segment does not end there cleanly; NULL if it does */
+	char rbuf[128];	    /* the reason, when it was formatted */
+	bool gap;	    /* the segment does not begin where the log left off */
+	bool torn;	    /* the bad record runs past the end of the file */
+};
+
+/*
+ * The first segment to read: the last one starting at or below from_lsn. Skipping those
+ * before it unread is safe: the segment after each starts at or below from_lsn, so every
+ * record they hold is below it, and the caller has those already (that is what from_lsn
+ * says). The log's LSNs go on from the first segment read.
+ */
+static size_t replay_first_segment(struct replay *rp)
+{
+	struct wal *w = rp->w;
+	size_t start = 0;
+
+	while (start + 1 < w->nsegs && w->segs[start + 1].first <= rp->from_lsn)
+		start++;
+	rp->st->segments_skipped = start;
+	rp->expected = w->nsegs ? w->segs[start].first : 1;
+	return start;
+}
+
+/* Open segment s for reading from its start, in rp->r. 0, or -errno with why. */
+static int replay_open_segment(struct replay *rp, const struct replay_seg *s)
+{
+	struct stat stb;
+	int err;
+
+	rp->r.fd = openat(rp->w->dirfd, s->name, O_RDONLY | O_CLOEXEC);
+	if (rp->r.fd < 0) {
+		err = -errno;
+		set_why(rp->why, rp->whylen, "segment %s: open: %s", s->name, strerror(errno));
+		return err;
+	}
+	if (fstat(rp->r.fd, &stb) != 0) {
+		err = -errno;
+		set_why(rp->why, rp->whylen, "segment %s: stat: %s", s->name, strerror(errno));
+		return err;
+	}
+	rp->r.size = (uint64_t)stb.st_size;
+	rp->r.boff = 0;
+	rp->r.blen = 0;
+	posix_fadvise(rp->r.fd, 0, 0, POSIX_FADV_SEQUENTIAL);
+	rp->st->segments_read++;
+	return 0;
+}
+
+/* Point *p at bytes [s->off, s->off + n) of the segment. 0, or -errno with why. */
+static int replay_need(struct replay *rp, const struct replay_seg *s, size_t n, const uint8_t **p)
+{
+	int err = reader_need(&rp->r, s->off, n, p);
+
+	if (err)
+		set_why(rp->why, rp->whylen, "segment %s: read: %s", s->name, strerror(-err));
+	return err;
+}
+
+/*
+ * Check the record at s->off against every rule of wal_replay() (wal.h), in that order: whole
+ * header, type and padding, length, whole record, checksum, LSN. 0 with *p at its bytes and
+ * *rec its length if it passes; 0 with s->reason (and s->torn if it runs past the end of the
+ * file) if it fails one; -errno with why if the file cannot be read.
+ */
+static int replay_check_record(struct replay *rp, struct replay_seg *s, const uint8_t **p,
+			       uint64_t *rec)
+{
+	uint64_t left = rp->r.size - s->off;
+	const uint8_t *q;
+	int err;
+
+	if (left < WAL_HEADER_BYTES) {
+		snprintf(s->rbuf, sizeof(s->rbuf), "torn record header (%" PRIu64 " bytes)", left);
+		s->reason = s->rbuf;
+		s->torn = true;
+		return 0;
+	}
+	err = replay_need(rp, s, WAL_HEADER_BYTES, &q);
+	if (err)
+		return err;
+	uint32_t len = get32(q);
+	if (q[4] == 0 || q[5] || q[6] || q[7]) {
+		s->reason = "bad record header (type 0 or padding not zero)";
+		return 0;
+	}
+	if (len > WAL_MAX_PAYLOAD) {
+		snprintf(s->rbuf, sizeof(s->rbuf), "bad length %" PRIu32, len);
+		s->reason = s->rbuf;
+		return 0;
+	}
+	*rec = WAL_RECORD_OVERHEAD + (uint64_t)len;
+	if (*rec > left) {
+		snprintf(s->rbuf, sizeof(s->rbuf),
+			 "torn record (length %" PRIu32 ", %" PRIu64 " bytes left)", len, left);
+		s->reason = s->rbuf;
+		s->torn = true;
+		return 0;
+	}
+	err = replay_need(rp, s, (size_t)*rec, &q);
+	if (err)
+		return err;
+	if (XXH3_64bits(q, WAL_HEADER_BYTES + len) != get64(q + WAL_HEADER_BYTES + len)) {
+		s->reason = "checksum mismatch";
+		return 0;
+	}
+	uint64_t lsn = get64(q + 8);
+	if (lsn != rp->expected) {
+		snprintf(s->rbuf, sizeof(s->rbuf), "LSN %" PRIu64 ", expected %" PRIu64, lsn,
+			 rp->expected);
+		s->reason = s->rbuf;
+		return 0;
+	}
+	*p = q;
+	return 0;
+}
+
+/*
+ * Take the good record p (rec bytes) at s->off: delivered to fn if it is at or above from_lsn
+ * (below it, only counted: the caller has it already), then s->off and the expected LSN move
+ * past it. 0, or fn's stop (negative; a positive return counts as
+ * -EINVAL) with why naming the LSN.
+ */
+static int replay_deliver(struct replay *rp, struct replay_seg *s, const uint8_t *p, uint64_t rec)
+{
+	struct wal_replay_stats *st = rp->st;
+	uint32_t len = get32(p);
+	uint64_t lsn = get64(p + 8);
+	unsigned type = p[4];
+
+	if (!st->first_lsn)
+		st->first_lsn = lsn;
+	if (lsn >= rp->from_lsn) {
+		int cr = rp->fn(rp->arg, lsn, type, p + WAL_HEADER_BYTES, len);
+		if (cr) {
+			int err = cr < 0 ? cr : -EINVAL;
+			set_why(rp->why, rp->whylen,
+				"segment %s, offset %" PRIu64 ": replay stopped at LSN %" PRIu64
+				" (%s)",
+				s->name, s->off, lsn, strerror(-err));
+			return err;
+		}
+		st->delivered++;
+	}
+	st->records++;
+	st->bytes += rec;
+	rp->expected++;
+	s->off += rec;
+	return 0;
+}
+
+/*
+ * The records of segment s from s->off on, each checked and taken, up to the end of the file
+ * or the first bad one (s->reason). 0, or -errno with why (a read failed, fn stopped).
+ */
+static int replay_records(struct replay *rp, struct replay_seg *s)
+{
+	while (s->off < rp->r.size) {
+		const uint8_t *p;
+		uint64_t rec;
+		int err = replay_check_record(rp, s, &p, &rec);
+
+		if (err)
+			return err;
+		if (s->reason)
+			return 0;
+		err = replay_deliver(rp, s, p, rec);
+		if (err)
+			return err;
+	}
+	return 0;
+}
+
+/*
+ * Read segment j: opened, then its records if it begins where the log left off (if not, that
+ * is its reason, and none is read). A bad spot with nothing but zeros after it is none: the
+ * segment's preallocated end. 0 with s saying where its good records end and, if it does not
+ * end cleanly there, why (rp->r.fd still open on it); -errno with why.
+ */
+static int replay_read_segment(struct replay *rp, size_t j, struct replay_seg *s)
+{
+	struct wal *w = rp->w;
+	bool zero;
+	int err;
+
+	memset(s, 0, sizeof(*s));
+	s->j = j;
+	wal_segment_name(w->segs[j].first, s->name);
+	err = replay_open_segment(rp, s);
+	if (err)
+		return err;
+	s->gap = w->segs[j].first != rp->expected;
+	if (s->gap) {
+		snprintf(s->rbuf, sizeof(s->rbuf),
+			 "segment starts at LSN %" PRIu64 ", the log left off before LSN %" PRIu64,
+			 w->segs[j].first, rp->expected);
+		s->reason = s->rbuf;
+		return 0;
+	}
+	err = replay_records(rp, s);
+	if (err || !s->reason)
+		return err;
+	/* Only zeros from here on: the segment's end (preallocated). */
+	err = all_zero_after(rp->r.fd, rp->r.size, s->off, &zero);
+	if (err) {
+		set_why(rp->why, rp->whylen, "segment %s: mmap: %s", s->name, strerror(-err));
+		return err;
+	}
+	if (zero)
+		s->reason = NULL;
+	return 0;
+}
+
+/*
+ * Is the bad spot s the torn tail of a write never acknowledged? Only the last segment can
+ * end in one, and only where it continues the log: a torn record there is one, and so is a
+ * bad record with no valid record anywhere after it. Anything else is damage. 0 and *tail,
+ * or -errno with why.
+ */
+static int replay_is_tail(struct replay *rp, const struct replay_seg *s, bool *tail)
+{
+	bool found;
+	int err;
+
+	*tail = false;
+	if (s->j + 1 != rp->w->nsegs || s->gap)
+		return 0;
+	if (s->torn) {
+		*tail = true;
+		return 0;
+	}
+	err = valid_record_after(rp->r.fd, rp->r.size, s->off + 1, rp->expected, &found);
+	if (err) {
+		set_why(rp->why, rp->whylen, "segment %s: mmap: %s", s->name, strerror(-err));
+		return err;
+	}
+	*tail = !found;
+	return 0;
+}
+
+/*
+ * Cut the torn tail at s->off (ftruncate, fdatasync). It is the end of a write that was never
+ * acknowledged (wal.h), so cutting it loses nothing a client was told is durable. 0 with the
+ * cut in st and why; -errno with why.
+ */
+static int replay_cut_tail(struct replay *rp, const struct replay_seg *s)
+{
+	uint64_t cut = rp->r.size - s->off;
+	int err = truncate_file(rp->w, s->name, s->off);
+
+	if (err) {
+		set_why(rp->why, rp->whylen,
+			"segment %s: truncate the torn tail at %" PRIu64 ": %s", s->name, s->off,
+			strerror(-err));
+		return err;
+	}
+	rp->st->tail_truncated = cut;
+	rp->w->segs[s->j].bytes = s->off;
+	set_why(rp->why, rp->whylen,
+		"segment %s, offset %" PRIu64 ": %s; cut %" PRIu64
+		" bytes of an unacknowledged torn tail",
+		s->name, s->off, s->reason, cut);
+	return 0;
+}
+
+/*
+ * Delete the segments after s, newest first, so that a crash midway leaves a shorter but
+ * consistent log; their count and bytes are added to *n and *bytes. 0, or -errno with why.
+ */
+static int replay_drop_later(struct replay *rp, const struct replay_seg *s, uint64_t *n,
+			     uint64_t *bytes)
+{
+	struct wal *w = rp->w;
+	char kname[WAL_SEGMENT_NAME_MAX];
+
+	for (size_t k = w->nsegs; k-- > s->j + 1;) {
+		wal_segment_name(w->segs[k].first, kname);
+		if (unlinkat(w->dirfd, kname, 0) != 0 && errno != ENOENT) {
+			int err = -errno;
+			set_why(rp->why, rp->whylen, "segment %s: unlink: %s", kname,
+				strerror(errno));
+			return err;
+		}
+		(*n)++;
+		*bytes += w->segs[k].bytes;
+		w->nsegs--;
+	}
+	return 0;
+}
+
+/*
+ * truncate_corrupt: the log cut at the bad spot s, as the operator asked (the changes after
+ * it are lost, and why says how many bytes). Every later segment is deleted; s itself is
+ * deleted if it does not continue the log, else truncated at its last good record; the
+ * directory is fsync'ed. 0 with what went in st and why; -errno with why.
+ */
+static int replay_cut_corrupt(struct replay *rp, const struct replay_seg *s)
+{
+	struct wal *w = rp->w;
+	struct wal_replay_stats *st = rp->st;
+	uint64_t dropped = 0, dbytes = 0;
+	int err = replay_drop_later(rp, s, &dropped, &dbytes);
+
+	if (err)
+		return err;
+	if (s->gap) {
+		/* The segment does not continue the log: it goes too (never the first one
+		 * read, whose start defines where the log begins). */
+		if (unlinkat(w->dirfd, s->name, 0) != 0 && errno != ENOENT) {
+			err = -errno;
+			set_why(rp->why, rp->whylen, "segment %s: unlink: %s", s->name,
+				strerror(errno));
+			return err;
+		}
+		dropped++;
+		dbytes += rp->r.size;
+		w->nsegs--;
+	} else {
+		err = truncate_file(w, s->name, s->off);
+		if (err) {
+			set_why(rp->why, rp->whylen, "segment %s: truncate at %" PRIu64 ": %s",
+				s->name, s->off, strerror(-err));
+			return err;
+		}
+		st->corrupt_truncated = rp->r.size - s->off;
+		w->segs[s->j].bytes = s->off;
+	}
+	if (fsync(w->dirfd) != 0) {
+		err = -errno;
+		set_why(rp->why, rp->whylen, "fsync %s: %s", w->dir, strerror(errno));
+		return err;
+	}
+	st->dropped_segments = dropped;
+	st->dropped_bytes = dbytes;
+	set_why(rp->why, rp->whylen,
+		"segment %s, offset %" PRIu64 ": %s; truncated there as asked, %" PRIu64
+		" bytes cut, %" PRIu64 " later segments (%" PRIu64 " bytes) deleted",
+		s->name, s->off, s->reason, st->corrupt_truncated, dropped, dbytes);
+	return 0;
+}
+
+/*
+ * A bad spot at s ends the log, whatever it is: a torn tail is cut; damage fails the replay
+ * with -EBADMSG, or is cut too with truncate_corrupt. rp->r.fd is closed first. 0 (the log
+ * ends at s->off, or before s if s was deleted), or -errno with why.
+ */
+static int replay_bad_spot(struct replay *rp, const struct replay_seg *s)
+{
+	bool tail;
+	int err = replay_is_tail(rp, s, &tail);
+
+	if (err)
+		return err;
+	close(rp->r.fd);
+	rp->r.fd = -1;
+	if (tail)
+		return replay_cut_tail(rp, s);
+	if (!rp->truncate_corrupt) {
+		set_why(rp->why, rp->whylen, "segment %s, offset %" PRIu64 ": %s", s->name, s->off,
+			s->reason);
+		return -EBADMSG;
+	}
+	return replay_cut_corrupt(rp, s);
+}
+
+/*
+ * Read the log, from the first segment needed to its end or its first bad spot, records from
+ * from_lsn on delivered to fn. 0 with rp->expected the LSN after the last good record and
+ * w->segs the segments kept, those read with the length of their good records; -errno with
+ * why.
+ */
+static int replay_segments(struct replay *rp)
+{
+	struct wal *w = rp->w;
+	struct replay_seg s;
+
+	for (size_t j = replay_first_segment(rp); j < w->nsegs; j++) {
+		int err = replay_read_segment(rp, j, &s);
+
+		if (err)
+			return err;
+		if (s.reason)
+			return replay_bad_spot(rp, &s);
+		w->segs[j].bytes = s.off;
+		close(rp->r.fd);
+		rp->r.fd = -1;
+	}
+	return 0;
+}
+
+/* No segment at all: the first one created, named after rp->expected, and made current.
+ * 0, or -errno (with why if the file could not be created). */
+static int replay_create_first(struct replay *rp)
+{
+	struct wal *w = rp->w;
+	int err = wal_create_segment(w->dirfd, rp->expected, &w->fd);
+
+	if (err) {
+		set_why(rp->why, rp->whylen, "create the first segment in %s: %s", w->dir,
+			strerror(-err));
+		return err;
+	}
+	err = wal_seg_push(w, rp->expected, 0);
+	if (err)
+		return err;
+	w->seg_size = 0;
+	return 0;
+}
+
+/*
+ * The last segment made current: opened for appends after its last good record (zeros may
+ * follow, preallocated) and fdatasync'ed, so what was replayed is durable whatever mode wrote
+ * it. 0, or -errno (with why but for a failed fstat).
+ */
+static int replay_open_last(struct replay *rp)
+{
+	struct wal *w = rp->w;
+	struct wal_seg *cur = &w->segs[w->nsegs - 1];
+	char name[WAL_SEGMENT_NAME_MAX];
+	struct stat stb;
+	int err;
+
+	wal_segment_name(cur->first, name);
+	w->fd = openat(w->dirfd, name, O_WRONLY | O_CLOEXEC);
+	if (w->fd < 0) {
+		err = -errno;
+		set_why(rp->why, rp->whylen, "segment %s: open for appending: %s", name,
+			strerror(errno));
+		return err;
+	}
+	if (fstat(w->fd, &stb) != 0)
+		return -errno;
+	/* The replay set bytes to where its records end (zeros may follow). */
+	w->seg_size = cur->bytes;
+	w->seg_alloc = (uint64_t)stb.st_size;
+	if (w->fdatasync_fn(w->fd) != 0) {
+		err = errno ? -errno : -EIO;
+		set_why(rp->why, rp->whylen, "segment %s: fdatasync: %s", name, strerror(-err));
+		return err;
+	}
+	return 0;
+}
+
+/* The log ready for appends from LSN next: everything before it written and synced, as the
+ * loop and the sync thread both see it. */
+static void replay_publish(struct wal *w, uint64_t next)
+{
+	w->next_lsn = next;
+	w->written_lsn = w->synced_lsn = w->durable_lsn = w->req_lsn = next - 1;
+	uv_mutex_lock(&w->mu);
+	w->sh.fd = w->fd;
+	w->sh.written = w->sh.synced = next - 1;
+	w->sh.written_off = w->sh.synced_off = w->seg_size;
+	uv_mutex_unlock(&w->mu);
+	w->ready = true;
+}
+
+/*
+ * The steps, each above with its contract: check where the log starts (check_start()), read
+ * its segments to its end or its first bad spot (replay_segments()), open the last segment
+ * for appends or create the first (replay_open_last(), replay_create_first()), and go on from
+ * the LSN after the last good record (replay_publish()). A failure leaves no segment open
+ * for appends, and the log accepts none.
+ */
 int wal_replay(struct wal *w, uint64_t from_lsn, bool truncate_corrupt, wal_replay_fn fn, void *arg,
 	       struct wal_replay_stats *st, char *why, size_t whylen)
 {
@@ -254,299 +737,44 @@ int wal_replay(struct wal *w, uint64_t from_lsn, bool truncate_corrupt, wal_repl
 		return -EINVAL;
 	}
 	uint64_t t0 = uv_hrtime();
-	if (from_lsn == 0)
-		from_lsn = 1;
-	char name[WAL_SEGMENT_NAME_MAX];
+	struct replay rp = {
+	    .w = w,
+	    .from_lsn = from_lsn ? from_lsn : 1,
+	    .truncate_corrupt = truncate_corrupt,
+	    .fn = fn,
+	    .arg = arg,
+	    .st = st,
+	    .why = why,
+	    .whylen = whylen,
+	    .r = {.fd = -1, .cap = WAL_READ_CHUNK},
+	};
 	char warned[256] = "";
 	int err = check_start(w, warned, sizeof(warned));
 	if (err) {
 		set_why(why, whylen, "%s", warned);
 		return err;
 	}
-	struct reader r = {.fd = -1, .cap = WAL_READ_CHUNK};
-	r.buf = malloc(r.cap);
-	if (!r.buf)
+	rp.r.buf = malloc(rp.r.cap);
+	if (!rp.r.buf)
 		return -ENOMEM;
-
-	/* The first segment to read: the last one starting at or below from_lsn. */
-	size_t start = 0;
-	while (start + 1 < w->nsegs && w->segs[start + 1].first <= from_lsn)
-		start++;
-	st->segments_skipped = start;
-	uint64_t expected = w->nsegs ? w->segs[start].first : 1;
-
-	for (size_t j = start; j < w->nsegs; j++) {
-		wal_segment_name(w->segs[j].first, name);
-		bool last = j + 1 == w->nsegs;
-		const char *reason = NULL;
-		char rbuf[128];
-		bool torn = false;
-		uint64_t off = 0;
-
-		r.fd = openat(w->dirfd, name, O_RDONLY | O_CLOEXEC);
-		if (r.fd < 0) {
-			err = -errno;
-			set_why(why, whylen, "segment %s: open: %s", name, strerror(errno));
-			goto fail;
+	err = replay_segments(&rp);
+	if (!err)
+		err = w->nsegs ? replay_open_last(&rp) : replay_create_first(&rp);
+	if (rp.r.fd >= 0)
+		close(rp.r.fd);
+	free(rp.r.buf);
+	if (err) {
+		if (w->fd >= 0) {
+			close(w->fd);
+			w->fd = -1;
 		}
-		struct stat stb;
-		if (fstat(r.fd, &stb) != 0) {
-			err = -errno;
-			set_why(why, whylen, "segment %s: stat: %s", name, strerror(errno));
-			goto fail;
-		}
-		r.size = (uint64_t)stb.st_size;
-		r.boff = 0;
-		r.blen = 0;
-		posix_fadvise(r.fd, 0, 0, POSIX_FADV_SEQUENTIAL);
-		st->segments_read++;
-
-		bool gap = w->segs[j].first != expected;
-		if (gap) {
-			snprintf(rbuf, sizeof(rbuf),
-				 "segment starts at LSN %" PRIu64
-				 ", the log left off before LSN %" PRIu64,
-				 w->segs[j].first, expected);
-			reason = rbuf;
-		}
-		while (!reason && off < r.size) {
-			uint64_t left = r.size - off;
-			const uint8_t *p;
-			if (left < WAL_HEADER_BYTES) {
-				snprintf(rbuf, sizeof(rbuf),
-					 "torn record header (%" PRIu64 " bytes)", left);
-				reason = rbuf;
-				torn = true;
-				break;
-			}
-			err = reader_need(&r, off, WAL_HEADER_BYTES, &p);
-			if (err)
-				goto read_fail;
-			uint32_t len = get32(p);
-			uint64_t lsn = get64(p + 8);
-			unsigned type = p[4];
-			if (type == 0 || p[5] || p[6] || p[7]) {
-				reason = "bad record header (type 0 or padding not zero)";
-				break;
-			}
-			if (len > WAL_MAX_PAYLOAD) {
-				snprintf(rbuf, sizeof(rbuf), "bad length %" PRIu32, len);
-				reason = rbuf;
-				break;
-			}
-			uint64_t rec = WAL_RECORD_OVERHEAD + (uint64_t)len;
-			if (rec > left) {
-				snprintf(rbuf, sizeof(rbuf),
-					 "torn record (length %" PRIu32 ", %" PRIu64 " bytes left)",
-					 len, left);
-				reason = rbuf;
-				torn = true;
-				break;
-			}
-			err = reader_need(&r, off, (size_t)rec, &p);
-			if (err)
-				goto read_fail;
-			if (XXH3_64bits(p, WAL_HEADER_BYTES + len) !=
-			    get64(p + WAL_HEADER_BYTES + len)) {
-				reason = "checksum mismatch";
-				break;
-			}
-			if (lsn != expected) {
-				snprintf(rbuf, sizeof(rbuf), "LSN %" PRIu64 ", expected %" PRIu64,
-					 lsn, expected);
-				reason = rbuf;
-				break;
-			}
-			if (!st->first_lsn)
-				st->first_lsn = lsn;
-			if (lsn >= from_lsn) {
-				int cr = fn(arg, lsn, type, p + WAL_HEADER_BYTES, len);
-				if (cr) {
-					err = cr < 0 ? cr : -EINVAL;
-					set_why(why, whylen,
-						"segment %s, offset %" PRIu64
-						": replay stopped at LSN %" PRIu64 " (%s)",
-						name, off, lsn, strerror(-err));
-					goto fail;
-				}
-				st->delivered++;
-			}
-			st->records++;
-			st->bytes += rec;
-			expected++;
-			off += rec;
-		}
-		/* Only zeros from here on: the segment's end (preallocated). */
-		if (reason && !gap) {
-			bool zero;
-			err = all_zero_after(r.fd, r.size, off, &zero);
-			if (err) {
-				set_why(why, whylen, "segment %s: mmap: %s", name, strerror(-err));
-				goto fail;
-			}
-			if (zero)
-				reason = NULL;
-		}
-		if (!reason) {
-			w->segs[j].bytes = off;
-			close(r.fd);
-			r.fd = -1;
-			continue;
-		}
-
-		/* A bad spot at (j, off). Only the last segment can end in a torn write. */
-		bool tail = false;
-		if (last && !gap) {
-			if (torn) {
-				tail = true;
-			} else {
-				bool found;
-				err = valid_record_after(r.fd, r.size, off + 1, expected, &found);
-				if (err) {
-					set_why(why, whylen, "segment %s: mmap: %s", name,
-						strerror(-err));
-					goto fail;
-				}
-				tail = !found;
-			}
-		}
-		close(r.fd);
-		r.fd = -1;
-		if (tail) {
-			err = truncate_file(w, name, off);
-			if (err) {
-				set_why(why, whylen,
-					"segment %s: truncate the torn tail at %" PRIu64 ": %s",
-					name, off, strerror(-err));
-				goto fail;
-			}
-			st->tail_truncated = r.size - off;
-			w->segs[j].bytes = off;
-			set_why(why, whylen,
-				"segment %s, offset %" PRIu64 ": %s; cut %" PRIu64
-				" bytes of an unacknowledged torn tail",
-				name, off, reason, r.size - off);
-			break;
-		}
-		if (!truncate_corrupt) {
-			set_why(why, whylen, "segment %s, offset %" PRIu64 ": %s", name, off,
-				reason);
-			err = -EBADMSG;
-			goto fail;
-		}
-		/* The operator asked to cut here: drop the later segments, newest first, so a crash
-		 * midway leaves a shorter but consistent log. */
-		uint64_t dropped = 0, dbytes = 0;
-		for (size_t k = w->nsegs; k-- > j + 1;) {
-			char kname[WAL_SEGMENT_NAME_MAX];
-			wal_segment_name(w->segs[k].first, kname);
-			if (unlinkat(w->dirfd, kname, 0) != 0 && errno != ENOENT) {
-				err = -errno;
-				set_why(why, whylen, "segment %s: unlink: %s", kname,
-					strerror(errno));
-				goto fail;
-			}
-			dropped++;
-			dbytes += w->segs[k].bytes;
-			w->nsegs--;
-		}
-		if (gap) {
-			/* The segment does not continue the log: it goes too (never the first one
-			 * read, whose start defines where the log begins). */
-			if (unlinkat(w->dirfd, name, 0) != 0 && errno != ENOENT) {
-				err = -errno;
-				set_why(why, whylen, "segment %s: unlink: %s", name,
-					strerror(errno));
-				goto fail;
-			}
-			dropped++;
-			dbytes += r.size;
-			w->nsegs--;
-		} else {
-			err = truncate_file(w, name, off);
-			if (err) {
-				set_why(why, whylen, "segment %s: truncate at %" PRIu64 ": %s",
-					name, off, strerror(-err));
-				goto fail;
-			}
-			st->corrupt_truncated = r.size - off;
-			w->segs[j].bytes = off;
-		}
-		if (fsync(w->dirfd) != 0) {
-			err = -errno;
-			set_why(why, whylen, "fsync %s: %s", w->dir, strerror(errno));
-			goto fail;
-		}
-		st->dropped_segments = dropped;
-		st->dropped_bytes = dbytes;
-		set_why(why, whylen,
-			"segment %s, offset %" PRIu64 ": %s; truncated there as asked, %" PRIu64
-			" bytes cut, %" PRIu64 " later segments (%" PRIu64 " bytes) deleted",
-			name, off, reason, st->corrupt_truncated, dropped, dbytes);
-		break;
+		st->ns = uv_hrtime() - t0;
+		return err;
 	}
-
-	/* Open the end of the log for appends, and make what was replayed durable. */
-	if (w->nsegs == 0) {
-		err = wal_create_segment(w->dirfd, expected, &w->fd);
-		if (err) {
-			set_why(why, whylen, "create the first segment in %s: %s", w->dir,
-				strerror(-err));
-			goto fail;
-		}
-		err = wal_seg_push(w, expected, 0);
-		if (err)
-			goto fail;
-		w->seg_size = 0;
-	} else {
-		struct wal_seg *cur = &w->segs[w->nsegs - 1];
-		wal_segment_name(cur->first, name);
-		w->fd = openat(w->dirfd, name, O_WRONLY | O_CLOEXEC);
-		if (w->fd < 0) {
-			err = -errno;
-			set_why(why, whylen, "segment %s: open for appending: %s", name,
-				strerror(errno));
-			goto fail;
-		}
-		struct stat stb;
-		if (fstat(w->fd, &stb) != 0) {
-			err = -errno;
-			goto fail;
-		}
-		/* The replay set bytes to where its records end (zeros may follow). */
-		w->seg_size = cur->bytes;
-		w->seg_alloc = (uint64_t)stb.st_size;
-		if (w->fdatasync_fn(w->fd) != 0) {
-			err = errno ? -errno : -EIO;
-			set_why(why, whylen, "segment %s: fdatasync: %s", name, strerror(-err));
-			goto fail;
-		}
-	}
-	free(r.buf);
-	w->next_lsn = expected;
-	w->written_lsn = w->synced_lsn = w->durable_lsn = w->req_lsn = expected - 1;
-	uv_mutex_lock(&w->mu);
-	w->sh.fd = w->fd;
-	w->sh.written = w->sh.synced = expected - 1;
-	w->sh.written_off = w->sh.synced_off = w->seg_size;
-	uv_mutex_unlock(&w->mu);
-	w->ready = true;
-	st->next_lsn = expected;
+	replay_publish(w, rp.expected);
+	st->next_lsn = rp.expected;
 	st->ns = uv_hrtime() - t0;
 	if (warned[0] && !(why && whylen && why[0]))
 		set_why(why, whylen, "%s", warned);
 	return 0;
-
-read_fail:
-	set_why(why, whylen, "segment %s: read: %s", name, strerror(-err));
-fail:
-	if (r.fd >= 0)
-		close(r.fd);
-	free(r.buf);
-	if (w->fd >= 0) {
-		close(w->fd);
-		w->fd = -1;
-	}
-	st->ns = uv_hrtime() - t0;
-	return err;
 }
