@@ -592,19 +592,9 @@ static int sync_parent(const char *path)
 	return err;
 }
 
-int wal_open(const struct wal_options *o, struct wal **out, char *why, size_t whylen)
+/* A new log's settings from the options, defaults filled in; nothing is opened yet. */
+static void take_options(struct wal *w, const struct wal_options *o)
 {
-	*out = NULL;
-	set_why(why, whylen, "%s", "");
-	if (!o->loop || !o->dir || o->fsync > WAL_FSYNC_NO ||
-	    (o->segment_bytes && o->segment_bytes < 4096)) {
-		set_why(why, whylen, "bad log options");
-		return -EINVAL;
-	}
-	int err;
-	struct wal *w = calloc(1, sizeof(*w));
-	if (!w)
-		return -ENOMEM;
 	w->dirfd = -1;
 	w->fd = -1;
 	w->loop = o->loop;
@@ -620,30 +610,84 @@ int wal_open(const struct wal_options *o, struct wal **out, char *why, size_t wh
 	w->fdatasync_fn = o->fdatasync_fn ? o->fdatasync_fn : real_fdatasync;
 	w->next_lsn = 1;
 	w->sh.fd = -1;
-	w->dir = strdup(o->dir);
-	if (!w->dir) {
-		err = -ENOMEM;
-		goto fail;
-	}
+}
+
+/* The log's directory open in w->dirfd, created first if missing (one level, mode 0700, its
+ * name made durable). 0, or -errno with why. */
+static int open_dir(struct wal *w, char *why, size_t whylen)
+{
+	int err;
+
 	if (mkdir(w->dir, 0700) == 0) {
 		/* The new directory's name is durable once its parent is (else a power cut
 		 * could take the whole log with it). */
 		err = sync_parent(w->dir);
 		if (err) {
 			set_why(why, whylen, "fsync the parent of %s: %s", w->dir, strerror(-err));
-			goto fail;
+			return err;
 		}
 	} else if (errno != EEXIST) {
 		err = -errno;
 		set_why(why, whylen, "mkdir %s: %s", w->dir, strerror(errno));
-		goto fail;
+		return err;
 	}
 	w->dirfd = open(w->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (w->dirfd < 0) {
 		err = -errno;
 		set_why(why, whylen, "open %s: %s", w->dir, strerror(errno));
+		return err;
+	}
+	return 0;
+}
+
+/*
+ * The loop's handles (the async handle the sync thread wakes, the retry timer), then the sync
+ * thread. 0; or the thread's error with why, the directory closed and both handles closing:
+ * the last of their callbacks frees w.
+ */
+static int start_sync_thread(struct wal *w, char *why, size_t whylen)
+{
+	/* Cannot fail on Linux past this point except the thread; handles need uv_close. */
+	uv_async_init(w->loop, &w->async, wal_sync_async_cb);
+	w->async.data = w;
+	uv_unref((uv_handle_t *)&w->async);
+	uv_timer_init(w->loop, &w->timer);
+	w->timer.data = w;
+	w->refs = 2;
+	int err = uv_thread_create(&w->thread, wal_sync_main, w);
+	if (err) {
+		set_why(why, whylen, "start the log's sync thread: %s", uv_strerror(err));
+		close(w->dirfd);
+		uv_close((uv_handle_t *)&w->async, handle_closed);
+		uv_close((uv_handle_t *)&w->timer, handle_closed);
+		return err;
+	}
+	w->thread_started = true;
+	return 0;
+}
+
+int wal_open(const struct wal_options *o, struct wal **out, char *why, size_t whylen)
+{
+	*out = NULL;
+	set_why(why, whylen, "%s", "");
+	if (!o->loop || !o->dir || o->fsync > WAL_FSYNC_NO ||
+	    (o->segment_bytes && o->segment_bytes < 4096)) {
+		set_why(why, whylen, "bad log options");
+		return -EINVAL;
+	}
+	int err;
+	struct wal *w = calloc(1, sizeof(*w));
+	if (!w)
+		return -ENOMEM;
+	take_options(w, o);
+	w->dir = strdup(o->dir);
+	if (!w->dir) {
+		err = -ENOMEM;
 		goto fail;
 	}
+	err = open_dir(w, why, whylen);
+	if (err)
+		goto fail;
 	err = list_segments(w, why, whylen);
 	if (err)
 		goto fail;
@@ -661,22 +705,9 @@ int wal_open(const struct wal_options *o, struct wal **out, char *why, size_t wh
 		uv_mutex_destroy(&w->mu);
 		goto fail;
 	}
-	/* Cannot fail on Linux past this point except the thread; handles need uv_close. */
-	uv_async_init(w->loop, &w->async, wal_sync_async_cb);
-	w->async.data = w;
-	uv_unref((uv_handle_t *)&w->async);
-	uv_timer_init(w->loop, &w->timer);
-	w->timer.data = w;
-	w->refs = 2;
-	err = uv_thread_create(&w->thread, wal_sync_main, w);
-	if (err) {
-		set_why(why, whylen, "start the log's sync thread: %s", uv_strerror(err));
-		close(w->dirfd);
-		uv_close((uv_handle_t *)&w->async, handle_closed);
-		uv_close((uv_handle_t *)&w->timer, handle_closed);
+	err = start_sync_thread(w, why, whylen);
+	if (err)
 		return err;
-	}
-	w->thread_started = true;
 	*out = w;
 	return 0;
 fail:
