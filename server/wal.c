@@ -126,13 +126,12 @@ int wal_create_segment(int dirfd, uint64_t lsn, int *fdp)
 	return 0;
 }
 
-/* Write buffer[wpos, len) at the end of the current segment. See wal_flush(). */
 /*
  * Keep the segment's file zero-filled at least prealloc / 2 beyond its last record (but not
  * beyond segment_bytes): zeros up to the next multiple of prealloc past that, at most
  * WAL_PREALLOC_STEP bytes a flush, while the file system has WAL_PREALLOC_FREE times that free.
- * Best effort: a failed write only means slower
- * fdatasyncs (a disk that is full fails the next record).
+ * Best effort: a failed write only means slower fdatasyncs (a disk that is full fails the
+ * next record).
  */
 static void prealloc(struct wal *w)
 {
@@ -169,6 +168,7 @@ static void prealloc(struct wal *w)
 	}
 }
 
+/* Write buffer[wpos, len) at the end of the current segment. See wal_flush(). */
 int wal_flush_now(struct wal *w, bool may_rotate)
 {
 	if (w->failed && !w->recovering)
