@@ -299,6 +299,7 @@ struct srv_snap {
 		char *renamed;
 	} * ids;
 	size_t ids_cap, ids_n;
+	size_t nrenamed; /* at most this many slots have renamed set */
 	uint64_t loaded_lsn; /* the newest LSN a loaded filter holds */
 
 	/* What was set aside at load, until srv_snap_after_replay(). */
@@ -2178,6 +2179,19 @@ static void snap_remove_file(struct srv_snap *sn, const char *file, const char *
 		snap_unlink_later(sn, file, why);
 }
 
+/* At a start: is file the one a renamed file's filter (other than id's) was adopted from?
+ * Dropping the filter that had the new name then leaves it: it holds the renamed filter. */
+static bool snap_file_adopted(const struct srv_snap *sn, const char *file, uint64_t id)
+{
+	if (!sn->ids || !sn->nrenamed)
+		return false;
+	for (size_t i = 0; i < sn->ids_cap; i++)
+		if (sn->ids[i].renamed && sn->ids[i].id != id && sn->ids[i].e &&
+		    sn->ids[i].e->f && !strcmp(sn->ids[i].renamed, file))
+			return true;
+	return false;
+}
+
 int srv_snap_dropping(struct srv_snap *sn, struct bf_filter *f, bool remove_file)
 {
 	struct snap_entry *e;
@@ -2212,7 +2226,7 @@ int srv_snap_dropping(struct srv_snap *sn, struct bf_filter *f, bool remove_file
 	/* Also when packed: a write of a file of its own may be in flight (one that grew past
 	 * snapshot_pack_bytes stays in its pack until that write is done), and would leave the
 	 * dropped filter to come back at the next start (snap_remove_file removes it then). */
-	if (remove_file)
+	if (remove_file && !snap_file_adopted(sn, file, f->id))
 		snap_remove_file(sn, file, "filter dropped");
 	snap_release(e);
 	if (restart)
@@ -3063,6 +3077,7 @@ static int snap_adopt(struct srv_snap *sn, struct bf_filter *f, uint64_t gen, bo
 	slot->renamed = renamed ? strdup(file) : NULL;
 	if (renamed && !slot->renamed)
 		return -ENOMEM;
+	sn->nrenamed += renamed; /* a gate for snap_file_adopted(): an upper bound */
 	if (pack >= 0 && e->pack != pack)
 		snap_adopt_stay(sn, e, pack);
 	/* Packed where it was a file of its own: its pack is written with it, and only then
@@ -3681,7 +3696,7 @@ static void snap_ids_free(struct srv_snap *sn, bool name)
 		}
 	free(sn->ids);
 	sn->ids = NULL;
-	sn->ids_cap = sn->ids_n = 0;
+	sn->ids_cap = sn->ids_n = sn->nrenamed = 0;
 }
 
 /* What only a start keeps, freed without a start (it failed). */

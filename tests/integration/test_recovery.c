@@ -421,6 +421,39 @@ START_TEST(test_rename_away_and_back)
 }
 END_TEST
 
+/*
+ * RENAME a b over a b the log alone holds: a's file becomes b.bsnap. At the next start the
+ * replay creates the old b and drops it at the RENAME: that drop must not remove b.bsnap, which
+ * holds a (found by crashsim seed 1000: the filter was gone a restart later).
+ */
+START_TEST(test_rename_over_logged_filter)
+{
+	const char *conf = CONF("snapshot_interval = 0\nsnapshot_pack_bytes = 64k\n"
+				"wal_segment_bytes = 4096\n");
+	int fd;
+
+	data_dir_new();
+	start_in(conf);
+	fd = conn();
+	big_saved(fd, "a");
+	RX(fd, "BF.RESERVE b 0.01 1000", "+OK\r\n");
+	RX(fd, "BF.ADD b old", ":1\r\n");
+	RX(fd, "RENAME a b", "+OK\r\n");
+	close(fd);
+	kill9();
+	start_in(conf);
+	close(conn());
+	kill9();
+	ck_assert_msg(exists("b.bsnap"), "b.bsnap (a's file, renamed) was removed");
+	start_in(conf);
+	fd = conn();
+	ck_assert_uint_eq(resp_count_keys(fd, "b", "k", BIG_KEYS), BIG_KEYS);
+	RX(fd, "EXISTS a", ":0\r\n");
+	close(fd);
+	stop();
+}
+END_TEST
+
 /* Issue 30 item 2: a snapshot file of its own deleted outside the daemon stops the start, naming
  * it, unless --accept-missing-files; files the daemon removed itself (a drop, logged or not, a
  * RENAME, a filter packed again) never do. conf: with or without the log. */
@@ -543,6 +576,7 @@ static Suite *recovery_suite(void)
 	tcase_add_test(rename, test_rename_over_packed_filter);
 	tcase_add_test(rename, test_rename_twice_name_retaken);
 	tcase_add_test(rename, test_rename_away_and_back);
+	tcase_add_test(rename, test_rename_over_logged_filter);
 	suite_add_tcase(s, rename);
 	return s;
 }
