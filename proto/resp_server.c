@@ -457,73 +457,104 @@ static void client_kill(struct cmd_ctx *c, struct cmd_session *s, const struct p
 		s->close_after = true;
 }
 
+/* CLIENT HELP, as Redis words it for the subcommands we have. */
+static const char *const client_help[] = {
+    "CLIENT <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+    "GETNAME",
+    "    Return the name of the current connection.",
+    "ID",
+    "    Return the ID of the current connection.",
+    "INFO",
+    "    Return information about the current client connection.",
+    "KILL <ip:port>",
+    "    Kill connection made from <ip:port>.",
+    "KILL <option> <value> [<option> <value> [...]]",
+    "    Kill connections. Options are:",
+    "    * ADDR <ip:port>",
+    "      Kill connections made from the specified address",
+    "    * LADDR <ip:port>",
+    "      Kill connections made to specified local address",
+    "    * ID <client-id>",
+    "      Kill the connection with the specified ID.",
+    "    * TYPE (NORMAL|MASTER|REPLICA|PUBSUB)",
+    "      Kill connections by type.",
+    "    * USER <username>",
+    "      Kill connections authenticated by <username>.",
+    "    * SKIPME (YES|NO)",
+    "      Skip killing current connection (default: yes).",
+    "LIST [options ...]",
+    "    Return information about client connections. Options:",
+    "    * TYPE (NORMAL|MASTER|REPLICA|PUBSUB)",
+    "      Return clients of specified type.",
+    "    * ID <client-id> [<client-id> ...]",
+    "      Return clients of the specified IDs.",
+    "SETINFO <LIB-NAME|LIB-VER> <value>",
+    "    Accepted and ignored.",
+    "SETNAME <name>",
+    "    Assign the name <name> to the current connection.",
+    "HELP",
+    "    Print this help.",
+    NULL,
+};
+/* CLIENT LIST's cmd= as Redis's command table names them; NULL for a subcommand not
+ * known (Redis's lookup fails then, and its lastcmd is NULL). */
+static const char *const client_names[] = {
+    "client|getname", "client|help", "client|id",      "client|info",
+    "client|kill",    "client|list", "client|setinfo", "client|setname",
+};
+
+/* CLIENT SETNAME <name>: +OK, or the error client_name_error() gives the name. */
+static void client_setname(struct cmd_ctx *c, struct cmd_session *s, const struct proto_argv *av,
+			   struct proto_buf *out)
+{
+	const char *err;
+
+	if (av->argc != 3) {
+		resp_error_arity(c, out, "client|setname");
+		return;
+	}
+	err = client_name_error(av->argv[2], av->argvlen[2], sizeof(s->name));
+	if (err) {
+		resp_error(c, out, err);
+		return;
+	}
+	set_client_name(s, av->argv[2], av->argvlen[2]);
+	proto_resp_ok(out);
+}
+
+/* CLIENT SETINFO LIB-NAME|LIB-VER <value>: accepted and ignored (+OK); Redis's error for any
+ * other attribute. */
+static void client_setinfo(struct cmd_ctx *c, const struct proto_argv *av, struct proto_buf *out)
+{
+	size_t n;
+
+	if (av->argc != 4) {
+		resp_error_arity(c, out, "client|setinfo");
+		return;
+	}
+	if (!resp_arg_is(av, 2, "lib-name") && !resp_arg_is(av, 2, "lib-ver")) {
+		c->errors++;
+		n = strnlen(av->argv[2], av->argvlen[2]);
+		proto_resp_error_fmt(out, "Unrecognized option '%.*s'", (int)(n > 128 ? 128 : n),
+				     av->argv[2]);
+		return;
+	}
+	proto_resp_ok(out);
+}
+
 void resp_server_client(struct cmd_ctx *c, struct cmd_session *s, const struct proto_argv *av,
 			struct proto_buf *out)
 {
-	static const char *const help[] = {
-	    "CLIENT <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
-	    "GETNAME",
-	    "    Return the name of the current connection.",
-	    "ID",
-	    "    Return the ID of the current connection.",
-	    "INFO",
-	    "    Return information about the current client connection.",
-	    "KILL <ip:port>",
-	    "    Kill connection made from <ip:port>.",
-	    "KILL <option> <value> [<option> <value> [...]]",
-	    "    Kill connections. Options are:",
-	    "    * ADDR <ip:port>",
-	    "      Kill connections made from the specified address",
-	    "    * LADDR <ip:port>",
-	    "      Kill connections made to specified local address",
-	    "    * ID <client-id>",
-	    "      Kill the connection with the specified ID.",
-	    "    * TYPE (NORMAL|MASTER|REPLICA|PUBSUB)",
-	    "      Kill connections by type.",
-	    "    * USER <username>",
-	    "      Kill connections authenticated by <username>.",
-	    "    * SKIPME (YES|NO)",
-	    "      Skip killing current connection (default: yes).",
-	    "LIST [options ...]",
-	    "    Return information about client connections. Options:",
-	    "    * TYPE (NORMAL|MASTER|REPLICA|PUBSUB)",
-	    "      Return clients of specified type.",
-	    "    * ID <client-id> [<client-id> ...]",
-	    "      Return clients of the specified IDs.",
-	    "SETINFO <LIB-NAME|LIB-VER> <value>",
-	    "    Accepted and ignored.",
-	    "SETNAME <name>",
-	    "    Assign the name <name> to the current connection.",
-	    "HELP",
-	    "    Print this help.",
-	    NULL,
-	};
-	/* CLIENT LIST's cmd= as Redis's command table names them; NULL for a subcommand not
-	 * known (Redis's lookup fails then, and its lastcmd is NULL). */
-	static const char *const names[] = {
-	    "client|getname", "client|help", "client|id",      "client|info",
-	    "client|kill",    "client|list", "client|setinfo", "client|setname",
-	};
 	struct cmd_client buf;
 	struct proto_buf b;
 
 	s->last_cmd = NULL;
-	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
-		if (resp_arg_is(av, 1, names[i] + strlen("client|")))
-			s->last_cmd = names[i];
+	for (size_t i = 0; i < sizeof(client_names) / sizeof(client_names[0]); i++)
+		if (resp_arg_is(av, 1, client_names[i] + strlen("client|")))
+			s->last_cmd = client_names[i];
 
 	if (resp_arg_is(av, 1, "setname")) {
-		if (av->argc != 3) {
-			resp_error_arity(c, out, "client|setname");
-			return;
-		}
-		const char *err = client_name_error(av->argv[2], av->argvlen[2], sizeof(s->name));
-		if (err) {
-			resp_error(c, out, err);
-			return;
-		}
-		set_client_name(s, av->argv[2], av->argvlen[2]);
-		proto_resp_ok(out);
+		client_setname(c, s, av, out);
 	} else if (resp_arg_is(av, 1, "getname")) {
 		if (av->argc != 2) {
 			resp_error_arity(c, out, "client|getname");
@@ -556,20 +587,9 @@ void resp_server_client(struct cmd_ctx *c, struct cmd_session *s, const struct p
 		}
 		client_kill(c, s, av, out);
 	} else if (resp_arg_is(av, 1, "setinfo")) {
-		if (av->argc != 4) {
-			resp_error_arity(c, out, "client|setinfo");
-			return;
-		}
-		if (!resp_arg_is(av, 2, "lib-name") && !resp_arg_is(av, 2, "lib-ver")) {
-			c->errors++;
-			size_t n = strnlen(av->argv[2], av->argvlen[2]);
-			proto_resp_error_fmt(out, "Unrecognized option '%.*s'",
-					     (int)(n > 128 ? 128 : n), av->argv[2]);
-			return;
-		}
-		proto_resp_ok(out);
+		client_setinfo(c, av, out);
 	} else if (resp_arg_is(av, 1, "help") && av->argc == 2) {
-		resp_reply_help(out, help);
+		resp_reply_help(out, client_help);
 	} else {
 		resp_error_unknown_sub(c, av, out, "CLIENT");
 	}
