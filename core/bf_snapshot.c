@@ -644,49 +644,41 @@ int bf_snapshot_decode(const unsigned char *h, size_t len, uint64_t max_bytes,
 	return 0;
 }
 
-int bf_snapshot_read(int dirfd, const char *filename, struct bf_filter **out, uint64_t *generation,
-		     char *why, size_t whylen)
+/*
+ * Read the header of the file open as fd, size bytes long, into a buffer of its own (*out,
+ * *outlen bytes: BF_SNAPSHOT_HEADER_LEN, or more for a long chain's layer table). 0, or a
+ * negative errno with why set and nothing allocated.
+ */
+static int snap_read_header(int fd, uint64_t size, unsigned char **out, size_t *outlen, char *why,
+			    size_t whylen)
 {
-	unsigned char *h = NULL;
-	struct bf_filter *f = NULL;
-	struct bf_snapshot_info info;
+	unsigned char *h;
+	size_t hlen;
 	int rc;
 
-	int fd = openat(dirfd, filename, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return reason(why, whylen, -errno, "cannot open: %s", strerror(errno));
-	struct stat sb;
-	if (fstat(fd, &sb) < 0) {
-		rc = reason(why, whylen, -errno, "cannot stat: %s", strerror(errno));
-		goto fail;
-	}
-	if ((uint64_t)sb.st_size < BF_SNAPSHOT_HEADER_LEN) {
-		rc = reason(why, whylen, -EINVAL, "truncated: %llu bytes, shorter than the header",
-			    (unsigned long long)sb.st_size);
-		goto fail;
-	}
+	if (size < BF_SNAPSHOT_HEADER_LEN)
+		return reason(why, whylen, -EINVAL,
+			      "truncated: %llu bytes, shorter than the header",
+			      (unsigned long long)size);
 	h = malloc(BF_SNAPSHOT_HEADER_LEN);
-	if (!h) {
-		rc = reason(why, whylen, -ENOMEM, "out of memory");
-		goto fail;
-	}
+	if (!h)
+		return reason(why, whylen, -ENOMEM, "out of memory");
 	rc = pread_all(fd, h, BF_SNAPSHOT_HEADER_LEN, 0);
 	if (rc) {
 		reason(why, whylen, rc, "cannot read the header: %s", strerror(-rc));
 		goto fail;
 	}
 	/* A long chain's layer table goes on past the first 4 KiB. */
-	size_t hlen;
 	rc = header_len_of(h, &hlen, why, whylen);
 	if (rc)
 		goto fail;
 	if (hlen > BF_SNAPSHOT_HEADER_LEN) {
-		unsigned char *bigger = (uint64_t)sb.st_size < hlen ? NULL : realloc(h, hlen);
+		unsigned char *bigger = size < hlen ? NULL : realloc(h, hlen);
 
 		if (!bigger) {
 			rc = reason(why, whylen, -EINVAL,
 				    "truncated: %llu bytes, shorter than the header",
-				    (unsigned long long)sb.st_size);
+				    (unsigned long long)size);
 			goto fail;
 		}
 		h = bigger;
@@ -697,6 +689,58 @@ int bf_snapshot_read(int dirfd, const char *filename, struct bf_filter **out, ui
 			goto fail;
 		}
 	}
+	*out = h;
+	*outlen = hlen;
+	return 0;
+fail:
+	free(h);
+	return rc;
+}
+
+/* Read f's layers from fd, from offset hlen on, and check them against the header's body
+ * checksum. 0, or a negative errno with why set. */
+static int snap_read_body(int fd, struct bf_filter *f, size_t hlen, uint64_t body_sum, char *why,
+			  size_t whylen)
+{
+	XXH3_state_t st;
+	off_t off = (off_t)hlen;
+	int rc;
+
+	XXH3_64bits_reset(&st);
+	for (unsigned i = 0; i < f->nlayers; i++) {
+		struct bf_layer *l = &bf_filter_layers(f)[i];
+		rc = pread_all(fd, l->blocks, bf_layer_bytes(l), off);
+		if (rc)
+			return reason(why, whylen, rc, "cannot read layer %u: %s", i,
+				      strerror(-rc));
+		XXH3_64bits_update(&st, l->blocks, bf_layer_bytes(l));
+		off += (off_t)bf_layer_bytes(l);
+	}
+	if (XXH3_64bits_digest(&st) != body_sum)
+		return reason(why, whylen, -EINVAL, "body checksum mismatch");
+	return 0;
+}
+
+int bf_snapshot_read(int dirfd, const char *filename, struct bf_filter **out, uint64_t *generation,
+		     char *why, size_t whylen)
+{
+	unsigned char *h = NULL;
+	struct bf_filter *f = NULL;
+	struct bf_snapshot_info info;
+	size_t hlen = 0;
+	int rc;
+
+	int fd = openat(dirfd, filename, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return reason(why, whylen, -errno, "cannot open: %s", strerror(errno));
+	struct stat sb;
+	if (fstat(fd, &sb) < 0) {
+		rc = reason(why, whylen, -errno, "cannot stat: %s", strerror(errno));
+		goto fail;
+	}
+	rc = snap_read_header(fd, (uint64_t)sb.st_size, &h, &hlen, why, whylen);
+	if (rc)
+		goto fail;
 	/* The header's own checks first; the file's length is checked before any allocation. */
 	struct snap_meta m;
 	struct bf_params p;
@@ -711,26 +755,10 @@ int bf_snapshot_read(int dirfd, const char *filename, struct bf_filter **out, ui
 		goto fail;
 	}
 	rc = bf_snapshot_decode(h, hlen, UINT64_MAX, &f, &info, why, whylen);
+	if (!rc)
+		rc = snap_read_body(fd, f, hlen, info.body_sum, why, whylen);
 	if (rc)
 		goto fail;
-
-	XXH3_state_t st;
-	XXH3_64bits_reset(&st);
-	off_t off = (off_t)hlen;
-	for (unsigned i = 0; i < f->nlayers; i++) {
-		struct bf_layer *l = &bf_filter_layers(f)[i];
-		rc = pread_all(fd, l->blocks, bf_layer_bytes(l), off);
-		if (rc) {
-			reason(why, whylen, rc, "cannot read layer %u: %s", i, strerror(-rc));
-			goto fail;
-		}
-		XXH3_64bits_update(&st, l->blocks, bf_layer_bytes(l));
-		off += (off_t)bf_layer_bytes(l);
-	}
-	if (XXH3_64bits_digest(&st) != info.body_sum) {
-		rc = reason(why, whylen, -EINVAL, "body checksum mismatch");
-		goto fail;
-	}
 	*generation = info.generation;
 	*out = f;
 	free(h);
