@@ -991,11 +991,72 @@ int bf_pack_write(int dirfd, const char *filename, const unsigned char *entries,
 	return rc;
 }
 
+/*
+ * Check the pack of pk->len bytes read into pk->buf: magic, version (set in pk->version), entry
+ * count (pk->count), length, index checksum, and entries back to back exactly filling the file
+ * after the index. 0, or -EINVAL (-ENOTSUP for an unknown version) with why set.
+ */
+static int pack_check(struct bf_pack *pk, char *why, size_t whylen)
+{
+	uint64_t sum;
+	int rc;
+
+	rc = -EINVAL;
+	if (memcmp(pk->buf, pack_magic, sizeof(pack_magic)) != 0) {
+		reason(why, whylen, rc, "bad magic");
+		return rc;
+	}
+	pk->version = get32(pk->buf, P_VERSION);
+	if (pk->version < 1 || pk->version > BF_PACK_VERSION) {
+		rc = reason(why, whylen, -ENOTSUP,
+			    "unknown pack version %u (this build reads 1 to %u)", pk->version,
+			    BF_PACK_VERSION);
+		return rc;
+	}
+	pk->count = get32(pk->buf, P_COUNT);
+	size_t hlen = P_INDEX + (size_t)pk->count * P_INDEX_ENTRY;
+	if (hlen > pk->len) {
+		reason(why, whylen, rc, "truncated: index of %zu bytes in a file of %zu", hlen,
+		       pk->len);
+		return rc;
+	}
+	if (get64(pk->buf, P_LEN) != pk->len) {
+		reason(why, whylen, rc, "%s: %zu of %llu bytes",
+		       pk->len < get64(pk->buf, P_LEN) ? "truncated" : "too long", pk->len,
+		       (unsigned long long)get64(pk->buf, P_LEN));
+		return rc;
+	}
+	sum = get64(pk->buf, P_SUM);
+	put64(pk->buf, P_SUM, 0);
+	if (sum != XXH3_64bits(pk->buf, hlen)) {
+		reason(why, whylen, rc, "index checksum mismatch");
+		return rc;
+	}
+	/* Entries in order, back to back, exactly filling the file after the index. */
+	uint64_t at = hlen;
+	for (uint32_t i = 0; i < pk->count; i++) {
+		if (get64(pk->buf, P_INDEX + i * P_INDEX_ENTRY) != at) {
+			reason(why, whylen, rc, "index entry %u: bad offset", i);
+			return rc;
+		}
+		uint64_t elen = get64(pk->buf, P_INDEX + i * P_INDEX_ENTRY + 8);
+		if (elen > pk->len - at) {
+			reason(why, whylen, rc, "index entry %u: past the end", i);
+			return rc;
+		}
+		at += elen;
+	}
+	if (at != pk->len) {
+		reason(why, whylen, rc, "index does not cover the file");
+		return rc;
+	}
+	return 0;
+}
+
 /* bf_pack_open into pk's buffer if it has room. On failure pk holds no pack, its buffer kept. */
 static int pack_read(int dirfd, const char *filename, struct bf_pack *pk, char *why, size_t whylen)
 {
 	struct stat sb;
-	uint64_t sum;
 	int rc;
 
 	pk->len = 0;
@@ -1028,56 +1089,7 @@ static int pack_read(int dirfd, const char *filename, struct bf_pack *pk, char *
 		reason(why, whylen, rc, "cannot read: %s", strerror(-rc));
 		goto out;
 	}
-	rc = -EINVAL;
-	if (memcmp(pk->buf, pack_magic, sizeof(pack_magic)) != 0) {
-		reason(why, whylen, rc, "bad magic");
-		goto out;
-	}
-	pk->version = get32(pk->buf, P_VERSION);
-	if (pk->version < 1 || pk->version > BF_PACK_VERSION) {
-		rc = reason(why, whylen, -ENOTSUP,
-			    "unknown pack version %u (this build reads 1 to %u)", pk->version,
-			    BF_PACK_VERSION);
-		goto out;
-	}
-	pk->count = get32(pk->buf, P_COUNT);
-	size_t hlen = P_INDEX + (size_t)pk->count * P_INDEX_ENTRY;
-	if (hlen > pk->len) {
-		reason(why, whylen, rc, "truncated: index of %zu bytes in a file of %zu", hlen,
-		       pk->len);
-		goto out;
-	}
-	if (get64(pk->buf, P_LEN) != pk->len) {
-		reason(why, whylen, rc, "%s: %zu of %llu bytes",
-		       pk->len < get64(pk->buf, P_LEN) ? "truncated" : "too long", pk->len,
-		       (unsigned long long)get64(pk->buf, P_LEN));
-		goto out;
-	}
-	sum = get64(pk->buf, P_SUM);
-	put64(pk->buf, P_SUM, 0);
-	if (sum != XXH3_64bits(pk->buf, hlen)) {
-		reason(why, whylen, rc, "index checksum mismatch");
-		goto out;
-	}
-	/* Entries in order, back to back, exactly filling the file after the index. */
-	uint64_t at = hlen;
-	for (uint32_t i = 0; i < pk->count; i++) {
-		if (get64(pk->buf, P_INDEX + i * P_INDEX_ENTRY) != at) {
-			reason(why, whylen, rc, "index entry %u: bad offset", i);
-			goto out;
-		}
-		uint64_t elen = get64(pk->buf, P_INDEX + i * P_INDEX_ENTRY + 8);
-		if (elen > pk->len - at) {
-			reason(why, whylen, rc, "index entry %u: past the end", i);
-			goto out;
-		}
-		at += elen;
-	}
-	if (at != pk->len) {
-		reason(why, whylen, rc, "index does not cover the file");
-		goto out;
-	}
-	rc = 0;
+	rc = pack_check(pk, why, whylen);
 out:
 	close(fd);
 	if (rc) {
