@@ -994,8 +994,8 @@ static void info_section(struct proto_buf *b, const char *title)
 	proto_buf_append(b, "\r\n", 2);
 }
 
-void resp_server_info(struct cmd_ctx *c, struct cmd_session *s, const struct proto_argv *av,
-		      struct proto_buf *out)
+/* The sections INFO's arguments name (SEC_*; all of them without arguments). */
+static unsigned info_wanted(const struct proto_argv *av)
 {
 	static const struct {
 		const char *name;
@@ -1012,26 +1012,57 @@ void resp_server_info(struct cmd_ctx *c, struct cmd_session *s, const struct pro
 	    {"everything", SEC_ALL},
 	};
 	unsigned want = av->argc == 1 ? SEC_ALL : 0;
-	struct proto_buf b;
 
 	for (size_t i = 1; i < av->argc; i++)
 		for (size_t k = 0; k < sizeof(names) / sizeof(names[0]); k++)
 			if (resp_arg_is(av, i, names[k].name))
 				want |= names[k].bits;
+	return want;
+}
+
+/* INFO's Server section: versions and uptime. */
+static void info_server(const struct cmd_ctx *c, struct proto_buf *b)
+{
+	uint64_t now = (uint64_t)time(NULL);
+	uint64_t up = c->started_unix && now > c->started_unix ? now - c->started_unix : 0;
+	info_section(b, "Server");
+	proto_buf_append_str(b, "redis_version:" RESP_REDIS_VERSION "\r\n"
+				"redis_mode:standalone\r\n"
+				"blossomd_version:");
+	proto_buf_append_str(b, c->version ? c->version : "unknown");
+	proto_buf_append_str(b, "\r\narch_bits:64\r\n");
+	info_line(b, "uptime_in_seconds", up);
+	info_line(b, "uptime_in_days", up / 86400);
+}
+
+/* INFO's Keyspace section: db0's filters, those with a TTL and their mean time left. */
+static void info_keyspace(const struct cmd_ctx *c, struct proto_buf *b)
+{
+	size_t n = bf_registry_count(c->reg);
+	uint64_t sum, now = cmd_now_ms();
+	size_t ne = bf_registry_expiring(c->reg, &sum);
+	info_section(b, "Keyspace");
+	if (n) {
+		proto_buf_append_str(b, "db0:keys=");
+		proto_buf_append_u64(b, n);
+		proto_buf_append_str(b, ",expires=");
+		proto_buf_append_u64(b, ne);
+		/* The mean time left in ms, as Redis's (which estimates it by sampling). */
+		proto_buf_append_str(b, ",avg_ttl=");
+		proto_buf_append_u64(b, ne && sum / ne > now ? sum / ne - now : 0);
+		proto_buf_append(b, "\r\n", 2);
+	}
+}
+
+void resp_server_info(struct cmd_ctx *c, struct cmd_session *s, const struct proto_argv *av,
+		      struct proto_buf *out)
+{
+	unsigned want = info_wanted(av);
+	struct proto_buf b;
 
 	proto_buf_init(&b);
-	if (want & SEC_SERVER) {
-		uint64_t now = (uint64_t)time(NULL);
-		uint64_t up = c->started_unix && now > c->started_unix ? now - c->started_unix : 0;
-		info_section(&b, "Server");
-		proto_buf_append_str(&b, "redis_version:" RESP_REDIS_VERSION "\r\n"
-					 "redis_mode:standalone\r\n"
-					 "blossomd_version:");
-		proto_buf_append_str(&b, c->version ? c->version : "unknown");
-		proto_buf_append_str(&b, "\r\narch_bits:64\r\n");
-		info_line(&b, "uptime_in_seconds", up);
-		info_line(&b, "uptime_in_days", up / 86400);
-	}
+	if (want & SEC_SERVER)
+		info_server(c, &b);
 	if (want & SEC_MEMORY) {
 		info_section(&b, "Memory");
 		info_line(&b, "used_memory", bf_registry_memory(c->reg));
@@ -1056,22 +1087,8 @@ void resp_server_info(struct cmd_ctx *c, struct cmd_session *s, const struct pro
 		info_section(&b, "Replication");
 		proto_buf_append_str(&b, "role:master\r\nconnected_slaves:0\r\n");
 	}
-	if (want & SEC_KEYSPACE) {
-		size_t n = bf_registry_count(c->reg);
-		uint64_t sum, now = cmd_now_ms();
-		size_t ne = bf_registry_expiring(c->reg, &sum);
-		info_section(&b, "Keyspace");
-		if (n) {
-			proto_buf_append_str(&b, "db0:keys=");
-			proto_buf_append_u64(&b, n);
-			proto_buf_append_str(&b, ",expires=");
-			proto_buf_append_u64(&b, ne);
-			/* The mean time left in ms, as Redis's (which estimates it by sampling). */
-			proto_buf_append_str(&b, ",avg_ttl=");
-			proto_buf_append_u64(&b, ne && sum / ne > now ? sum / ne - now : 0);
-			proto_buf_append(&b, "\r\n", 2);
-		}
-	}
+	if (want & SEC_KEYSPACE)
+		info_keyspace(c, &b);
 	if (b.failed)
 		resp_error(c, out, resp_err_oom);
 	else
