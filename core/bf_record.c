@@ -551,13 +551,64 @@ static int replay_renamed_over(struct bf_replay *rp, uint64_t lsn, const struct 
 	return rc ? rc : replay_drop(rp, g, true);
 }
 
+/*
+ * Apply to f the ADD, DELETE, BODY, RENAME, EXPIRE, DROP or CLEAR record at lsn, newer than f's
+ * state (lsn > f->lsn): data and n are its keys, bytes or name, off its BODY offset or EXPIRE
+ * time. 0, -ENOMEM, or -EINVAL with why set (bad()).
+ */
+static int replay_change(struct bf_replay *rp, uint64_t lsn, struct bf_filter *f, int type,
+			 const unsigned char *data, size_t n, uint64_t off, char *why,
+			 size_t whylen)
+{
+	int rc;
+
+	switch (type) {
+	case BF_REC_ADD:
+		for (size_t i = 0; i < n; i++) {
+			rc = bf_filter_add_hash(f, bf_record_get_hash(data + 16 * i));
+			if (rc < 0)
+				return rc == -ENOMEM ? rc
+						     : bad(why, whylen, "ADD cannot be applied");
+		}
+		rp->st.keys += n;
+		break;
+	case BF_REC_DELETE:
+		/* A delete the log holds was refused or done exactly so before; its outcome is
+		 * the same now (same state, same hash), so the result is not checked. */
+		for (size_t i = 0; i < n; i++)
+			bf_filter_delete_hash(f, bf_record_get_hash(data + 16 * i));
+		rp->st.keys += n;
+		break;
+	case BF_REC_BODY:
+		if (bf_filter_body_write(f, off, data, n))
+			return bad(why, whylen, "BODY outside its filter");
+		break;
+	case BF_REC_RENAME:
+		return replay_rename(rp, lsn, f, (const char *)data, n, why, whylen);
+	case BF_REC_EXPIRE:
+		/* A filter expired by now is dropped once the replay is done, as a live one is
+		 * when it is due. */
+		if (bf_registry_set_expire(rp->reg, f, off))
+			return -ENOMEM;
+		f->changes++;
+		break;
+	default:
+		rc = replay_drop(rp, f, type == BF_REC_DROP);
+		rp->st.applied += !rc;
+		return rc;
+	}
+	f->lsn = lsn;
+	rp->st.applied++;
+	return 0;
+}
+
 int bf_replay_apply(struct bf_replay *rp, uint64_t lsn, int type, const unsigned char *p,
 		    size_t len, char *why, size_t whylen)
 {
-	const unsigned char *data;
+	const unsigned char *data = NULL;
 	struct bf_filter *f;
-	uint64_t id, off;
-	size_t n;
+	uint64_t id, off = 0;
+	size_t n = 0;
 	int rc;
 
 	if (!rp->lookup && index_build(rp))
@@ -613,44 +664,7 @@ int bf_replay_apply(struct bf_replay *rp, uint64_t lsn, int type, const unsigned
 		rp->st.skipped++;
 		return 0;
 	}
-	switch (type) {
-	case BF_REC_ADD:
-		for (size_t i = 0; i < n; i++) {
-			rc = bf_filter_add_hash(f, bf_record_get_hash(data + 16 * i));
-			if (rc < 0)
-				return rc == -ENOMEM ? rc
-						     : bad(why, whylen, "ADD cannot be applied");
-		}
-		rp->st.keys += n;
-		break;
-	case BF_REC_DELETE:
-		/* A delete the log holds was refused or done exactly so before; its outcome is
-		 * the same now (same state, same hash), so the result is not checked. */
-		for (size_t i = 0; i < n; i++)
-			bf_filter_delete_hash(f, bf_record_get_hash(data + 16 * i));
-		rp->st.keys += n;
-		break;
-	case BF_REC_BODY:
-		if (bf_filter_body_write(f, off, data, n))
-			return bad(why, whylen, "BODY outside its filter");
-		break;
-	case BF_REC_RENAME:
-		return replay_rename(rp, lsn, f, (const char *)data, n, why, whylen);
-	case BF_REC_EXPIRE:
-		/* A filter expired by now is dropped once the replay is done, as a live one is
-		 * when it is due. */
-		if (bf_registry_set_expire(rp->reg, f, off))
-			return -ENOMEM;
-		f->changes++;
-		break;
-	default:
-		rc = replay_drop(rp, f, type == BF_REC_DROP);
-		rp->st.applied += !rc;
-		return rc;
-	}
-	f->lsn = lsn;
-	rp->st.applied++;
-	return 0;
+	return replay_change(rp, lsn, f, type, data, n, off, why, whylen);
 }
 
 void bf_replay_finish(struct bf_replay *rp)

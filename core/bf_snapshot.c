@@ -644,49 +644,41 @@ int bf_snapshot_decode(const unsigned char *h, size_t len, uint64_t max_bytes,
 	return 0;
 }
 
-int bf_snapshot_read(int dirfd, const char *filename, struct bf_filter **out, uint64_t *generation,
-		     char *why, size_t whylen)
+/*
+ * Read the header of the file open as fd, size bytes long, into a buffer of its own (*out,
+ * *outlen bytes: BF_SNAPSHOT_HEADER_LEN, or more for a long chain's layer table). 0, or a
+ * negative errno with why set and nothing allocated.
+ */
+static int snap_read_header(int fd, uint64_t size, unsigned char **out, size_t *outlen, char *why,
+			    size_t whylen)
 {
-	unsigned char *h = NULL;
-	struct bf_filter *f = NULL;
-	struct bf_snapshot_info info;
+	unsigned char *h;
+	size_t hlen;
 	int rc;
 
-	int fd = openat(dirfd, filename, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return reason(why, whylen, -errno, "cannot open: %s", strerror(errno));
-	struct stat sb;
-	if (fstat(fd, &sb) < 0) {
-		rc = reason(why, whylen, -errno, "cannot stat: %s", strerror(errno));
-		goto fail;
-	}
-	if ((uint64_t)sb.st_size < BF_SNAPSHOT_HEADER_LEN) {
-		rc = reason(why, whylen, -EINVAL, "truncated: %llu bytes, shorter than the header",
-			    (unsigned long long)sb.st_size);
-		goto fail;
-	}
+	if (size < BF_SNAPSHOT_HEADER_LEN)
+		return reason(why, whylen, -EINVAL,
+			      "truncated: %llu bytes, shorter than the header",
+			      (unsigned long long)size);
 	h = malloc(BF_SNAPSHOT_HEADER_LEN);
-	if (!h) {
-		rc = reason(why, whylen, -ENOMEM, "out of memory");
-		goto fail;
-	}
+	if (!h)
+		return reason(why, whylen, -ENOMEM, "out of memory");
 	rc = pread_all(fd, h, BF_SNAPSHOT_HEADER_LEN, 0);
 	if (rc) {
 		reason(why, whylen, rc, "cannot read the header: %s", strerror(-rc));
 		goto fail;
 	}
 	/* A long chain's layer table goes on past the first 4 KiB. */
-	size_t hlen;
 	rc = header_len_of(h, &hlen, why, whylen);
 	if (rc)
 		goto fail;
 	if (hlen > BF_SNAPSHOT_HEADER_LEN) {
-		unsigned char *bigger = (uint64_t)sb.st_size < hlen ? NULL : realloc(h, hlen);
+		unsigned char *bigger = size < hlen ? NULL : realloc(h, hlen);
 
 		if (!bigger) {
 			rc = reason(why, whylen, -EINVAL,
 				    "truncated: %llu bytes, shorter than the header",
-				    (unsigned long long)sb.st_size);
+				    (unsigned long long)size);
 			goto fail;
 		}
 		h = bigger;
@@ -697,6 +689,58 @@ int bf_snapshot_read(int dirfd, const char *filename, struct bf_filter **out, ui
 			goto fail;
 		}
 	}
+	*out = h;
+	*outlen = hlen;
+	return 0;
+fail:
+	free(h);
+	return rc;
+}
+
+/* Read f's layers from fd, from offset hlen on, and check them against the header's body
+ * checksum. 0, or a negative errno with why set. */
+static int snap_read_body(int fd, struct bf_filter *f, size_t hlen, uint64_t body_sum, char *why,
+			  size_t whylen)
+{
+	XXH3_state_t st;
+	off_t off = (off_t)hlen;
+	int rc;
+
+	XXH3_64bits_reset(&st);
+	for (unsigned i = 0; i < f->nlayers; i++) {
+		struct bf_layer *l = &bf_filter_layers(f)[i];
+		rc = pread_all(fd, l->blocks, bf_layer_bytes(l), off);
+		if (rc)
+			return reason(why, whylen, rc, "cannot read layer %u: %s", i,
+				      strerror(-rc));
+		XXH3_64bits_update(&st, l->blocks, bf_layer_bytes(l));
+		off += (off_t)bf_layer_bytes(l);
+	}
+	if (XXH3_64bits_digest(&st) != body_sum)
+		return reason(why, whylen, -EINVAL, "body checksum mismatch");
+	return 0;
+}
+
+int bf_snapshot_read(int dirfd, const char *filename, struct bf_filter **out, uint64_t *generation,
+		     char *why, size_t whylen)
+{
+	unsigned char *h = NULL;
+	struct bf_filter *f = NULL;
+	struct bf_snapshot_info info;
+	size_t hlen = 0;
+	int rc;
+
+	int fd = openat(dirfd, filename, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return reason(why, whylen, -errno, "cannot open: %s", strerror(errno));
+	struct stat sb;
+	if (fstat(fd, &sb) < 0) {
+		rc = reason(why, whylen, -errno, "cannot stat: %s", strerror(errno));
+		goto fail;
+	}
+	rc = snap_read_header(fd, (uint64_t)sb.st_size, &h, &hlen, why, whylen);
+	if (rc)
+		goto fail;
 	/* The header's own checks first; the file's length is checked before any allocation. */
 	struct snap_meta m;
 	struct bf_params p;
@@ -711,26 +755,10 @@ int bf_snapshot_read(int dirfd, const char *filename, struct bf_filter **out, ui
 		goto fail;
 	}
 	rc = bf_snapshot_decode(h, hlen, UINT64_MAX, &f, &info, why, whylen);
+	if (!rc)
+		rc = snap_read_body(fd, f, hlen, info.body_sum, why, whylen);
 	if (rc)
 		goto fail;
-
-	XXH3_state_t st;
-	XXH3_64bits_reset(&st);
-	off_t off = (off_t)hlen;
-	for (unsigned i = 0; i < f->nlayers; i++) {
-		struct bf_layer *l = &bf_filter_layers(f)[i];
-		rc = pread_all(fd, l->blocks, bf_layer_bytes(l), off);
-		if (rc) {
-			reason(why, whylen, rc, "cannot read layer %u: %s", i, strerror(-rc));
-			goto fail;
-		}
-		XXH3_64bits_update(&st, l->blocks, bf_layer_bytes(l));
-		off += (off_t)bf_layer_bytes(l);
-	}
-	if (XXH3_64bits_digest(&st) != info.body_sum) {
-		rc = reason(why, whylen, -EINVAL, "body checksum mismatch");
-		goto fail;
-	}
 	*generation = info.generation;
 	*out = f;
 	free(h);
@@ -963,11 +991,72 @@ int bf_pack_write(int dirfd, const char *filename, const unsigned char *entries,
 	return rc;
 }
 
+/*
+ * Check the pack of pk->len bytes read into pk->buf: magic, version (set in pk->version), entry
+ * count (pk->count), length, index checksum, and entries back to back exactly filling the file
+ * after the index. 0, or -EINVAL (-ENOTSUP for an unknown version) with why set.
+ */
+static int pack_check(struct bf_pack *pk, char *why, size_t whylen)
+{
+	uint64_t sum;
+	int rc;
+
+	rc = -EINVAL;
+	if (memcmp(pk->buf, pack_magic, sizeof(pack_magic)) != 0) {
+		reason(why, whylen, rc, "bad magic");
+		return rc;
+	}
+	pk->version = get32(pk->buf, P_VERSION);
+	if (pk->version < 1 || pk->version > BF_PACK_VERSION) {
+		rc = reason(why, whylen, -ENOTSUP,
+			    "unknown pack version %u (this build reads 1 to %u)", pk->version,
+			    BF_PACK_VERSION);
+		return rc;
+	}
+	pk->count = get32(pk->buf, P_COUNT);
+	size_t hlen = P_INDEX + (size_t)pk->count * P_INDEX_ENTRY;
+	if (hlen > pk->len) {
+		reason(why, whylen, rc, "truncated: index of %zu bytes in a file of %zu", hlen,
+		       pk->len);
+		return rc;
+	}
+	if (get64(pk->buf, P_LEN) != pk->len) {
+		reason(why, whylen, rc, "%s: %zu of %llu bytes",
+		       pk->len < get64(pk->buf, P_LEN) ? "truncated" : "too long", pk->len,
+		       (unsigned long long)get64(pk->buf, P_LEN));
+		return rc;
+	}
+	sum = get64(pk->buf, P_SUM);
+	put64(pk->buf, P_SUM, 0);
+	if (sum != XXH3_64bits(pk->buf, hlen)) {
+		reason(why, whylen, rc, "index checksum mismatch");
+		return rc;
+	}
+	/* Entries in order, back to back, exactly filling the file after the index. */
+	uint64_t at = hlen;
+	for (uint32_t i = 0; i < pk->count; i++) {
+		if (get64(pk->buf, P_INDEX + i * P_INDEX_ENTRY) != at) {
+			reason(why, whylen, rc, "index entry %u: bad offset", i);
+			return rc;
+		}
+		uint64_t elen = get64(pk->buf, P_INDEX + i * P_INDEX_ENTRY + 8);
+		if (elen > pk->len - at) {
+			reason(why, whylen, rc, "index entry %u: past the end", i);
+			return rc;
+		}
+		at += elen;
+	}
+	if (at != pk->len) {
+		reason(why, whylen, rc, "index does not cover the file");
+		return rc;
+	}
+	return 0;
+}
+
 /* bf_pack_open into pk's buffer if it has room. On failure pk holds no pack, its buffer kept. */
 static int pack_read(int dirfd, const char *filename, struct bf_pack *pk, char *why, size_t whylen)
 {
 	struct stat sb;
-	uint64_t sum;
 	int rc;
 
 	pk->len = 0;
@@ -1000,56 +1089,7 @@ static int pack_read(int dirfd, const char *filename, struct bf_pack *pk, char *
 		reason(why, whylen, rc, "cannot read: %s", strerror(-rc));
 		goto out;
 	}
-	rc = -EINVAL;
-	if (memcmp(pk->buf, pack_magic, sizeof(pack_magic)) != 0) {
-		reason(why, whylen, rc, "bad magic");
-		goto out;
-	}
-	pk->version = get32(pk->buf, P_VERSION);
-	if (pk->version < 1 || pk->version > BF_PACK_VERSION) {
-		rc = reason(why, whylen, -ENOTSUP,
-			    "unknown pack version %u (this build reads 1 to %u)", pk->version,
-			    BF_PACK_VERSION);
-		goto out;
-	}
-	pk->count = get32(pk->buf, P_COUNT);
-	size_t hlen = P_INDEX + (size_t)pk->count * P_INDEX_ENTRY;
-	if (hlen > pk->len) {
-		reason(why, whylen, rc, "truncated: index of %zu bytes in a file of %zu", hlen,
-		       pk->len);
-		goto out;
-	}
-	if (get64(pk->buf, P_LEN) != pk->len) {
-		reason(why, whylen, rc, "%s: %zu of %llu bytes",
-		       pk->len < get64(pk->buf, P_LEN) ? "truncated" : "too long", pk->len,
-		       (unsigned long long)get64(pk->buf, P_LEN));
-		goto out;
-	}
-	sum = get64(pk->buf, P_SUM);
-	put64(pk->buf, P_SUM, 0);
-	if (sum != XXH3_64bits(pk->buf, hlen)) {
-		reason(why, whylen, rc, "index checksum mismatch");
-		goto out;
-	}
-	/* Entries in order, back to back, exactly filling the file after the index. */
-	uint64_t at = hlen;
-	for (uint32_t i = 0; i < pk->count; i++) {
-		if (get64(pk->buf, P_INDEX + i * P_INDEX_ENTRY) != at) {
-			reason(why, whylen, rc, "index entry %u: bad offset", i);
-			goto out;
-		}
-		uint64_t elen = get64(pk->buf, P_INDEX + i * P_INDEX_ENTRY + 8);
-		if (elen > pk->len - at) {
-			reason(why, whylen, rc, "index entry %u: past the end", i);
-			goto out;
-		}
-		at += elen;
-	}
-	if (at != pk->len) {
-		reason(why, whylen, rc, "index does not cover the file");
-		goto out;
-	}
-	rc = 0;
+	rc = pack_check(pk, why, whylen);
 out:
 	close(fd);
 	if (rc) {

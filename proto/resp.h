@@ -85,12 +85,12 @@ struct proto_argv {
 	size_t cap; /* entries allocated in each array */
 	const char **argv;
 	size_t *argvlen;
-	size_t *argoff; /* parser scratch: offsets of the arguments from the command's first
-			 * byte, kept while a command is incomplete (the buffer may move) */
-	size_t maxlen2; /* the longest argument from the third on (argv[2]...): a million-key
-			 * command's length check needs no pass over its arguments */
+	size_t *argoff;	 /* parser scratch: offsets of the arguments from the command's first
+			  * byte, kept while a command is incomplete (the buffer may move) */
+	size_t maxlen2;	 /* the longest argument from the third on (argv[2]...): a million-key
+			  * command's length check needs no pass over its arguments */
 	bool argv_unset; /* complete, but argv[] is to be set from argoff (point_max) */
-	char *ibuf;	/* an inline command's quoted arguments, unescaped */
+	char *ibuf;	 /* an inline command's quoted arguments, unescaped */
 	size_t ibufcap;
 };
 

@@ -457,73 +457,104 @@ static void client_kill(struct cmd_ctx *c, struct cmd_session *s, const struct p
 		s->close_after = true;
 }
 
+/* CLIENT HELP, as Redis words it for the subcommands we have. */
+static const char *const client_help[] = {
+    "CLIENT <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+    "GETNAME",
+    "    Return the name of the current connection.",
+    "ID",
+    "    Return the ID of the current connection.",
+    "INFO",
+    "    Return information about the current client connection.",
+    "KILL <ip:port>",
+    "    Kill connection made from <ip:port>.",
+    "KILL <option> <value> [<option> <value> [...]]",
+    "    Kill connections. Options are:",
+    "    * ADDR <ip:port>",
+    "      Kill connections made from the specified address",
+    "    * LADDR <ip:port>",
+    "      Kill connections made to specified local address",
+    "    * ID <client-id>",
+    "      Kill the connection with the specified ID.",
+    "    * TYPE (NORMAL|MASTER|REPLICA|PUBSUB)",
+    "      Kill connections by type.",
+    "    * USER <username>",
+    "      Kill connections authenticated by <username>.",
+    "    * SKIPME (YES|NO)",
+    "      Skip killing current connection (default: yes).",
+    "LIST [options ...]",
+    "    Return information about client connections. Options:",
+    "    * TYPE (NORMAL|MASTER|REPLICA|PUBSUB)",
+    "      Return clients of specified type.",
+    "    * ID <client-id> [<client-id> ...]",
+    "      Return clients of the specified IDs.",
+    "SETINFO <LIB-NAME|LIB-VER> <value>",
+    "    Accepted and ignored.",
+    "SETNAME <name>",
+    "    Assign the name <name> to the current connection.",
+    "HELP",
+    "    Print this help.",
+    NULL,
+};
+/* CLIENT LIST's cmd= as Redis's command table names them; NULL for a subcommand not
+ * known (Redis's lookup fails then, and its lastcmd is NULL). */
+static const char *const client_names[] = {
+    "client|getname", "client|help", "client|id",      "client|info",
+    "client|kill",    "client|list", "client|setinfo", "client|setname",
+};
+
+/* CLIENT SETNAME <name>: +OK, or the error client_name_error() gives the name. */
+static void client_setname(struct cmd_ctx *c, struct cmd_session *s, const struct proto_argv *av,
+			   struct proto_buf *out)
+{
+	const char *err;
+
+	if (av->argc != 3) {
+		resp_error_arity(c, out, "client|setname");
+		return;
+	}
+	err = client_name_error(av->argv[2], av->argvlen[2], sizeof(s->name));
+	if (err) {
+		resp_error(c, out, err);
+		return;
+	}
+	set_client_name(s, av->argv[2], av->argvlen[2]);
+	proto_resp_ok(out);
+}
+
+/* CLIENT SETINFO LIB-NAME|LIB-VER <value>: accepted and ignored (+OK); Redis's error for any
+ * other attribute. */
+static void client_setinfo(struct cmd_ctx *c, const struct proto_argv *av, struct proto_buf *out)
+{
+	size_t n;
+
+	if (av->argc != 4) {
+		resp_error_arity(c, out, "client|setinfo");
+		return;
+	}
+	if (!resp_arg_is(av, 2, "lib-name") && !resp_arg_is(av, 2, "lib-ver")) {
+		c->errors++;
+		n = strnlen(av->argv[2], av->argvlen[2]);
+		proto_resp_error_fmt(out, "Unrecognized option '%.*s'", (int)(n > 128 ? 128 : n),
+				     av->argv[2]);
+		return;
+	}
+	proto_resp_ok(out);
+}
+
 void resp_server_client(struct cmd_ctx *c, struct cmd_session *s, const struct proto_argv *av,
 			struct proto_buf *out)
 {
-	static const char *const help[] = {
-	    "CLIENT <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
-	    "GETNAME",
-	    "    Return the name of the current connection.",
-	    "ID",
-	    "    Return the ID of the current connection.",
-	    "INFO",
-	    "    Return information about the current client connection.",
-	    "KILL <ip:port>",
-	    "    Kill connection made from <ip:port>.",
-	    "KILL <option> <value> [<option> <value> [...]]",
-	    "    Kill connections. Options are:",
-	    "    * ADDR <ip:port>",
-	    "      Kill connections made from the specified address",
-	    "    * LADDR <ip:port>",
-	    "      Kill connections made to specified local address",
-	    "    * ID <client-id>",
-	    "      Kill the connection with the specified ID.",
-	    "    * TYPE (NORMAL|MASTER|REPLICA|PUBSUB)",
-	    "      Kill connections by type.",
-	    "    * USER <username>",
-	    "      Kill connections authenticated by <username>.",
-	    "    * SKIPME (YES|NO)",
-	    "      Skip killing current connection (default: yes).",
-	    "LIST [options ...]",
-	    "    Return information about client connections. Options:",
-	    "    * TYPE (NORMAL|MASTER|REPLICA|PUBSUB)",
-	    "      Return clients of specified type.",
-	    "    * ID <client-id> [<client-id> ...]",
-	    "      Return clients of the specified IDs.",
-	    "SETINFO <LIB-NAME|LIB-VER> <value>",
-	    "    Accepted and ignored.",
-	    "SETNAME <name>",
-	    "    Assign the name <name> to the current connection.",
-	    "HELP",
-	    "    Print this help.",
-	    NULL,
-	};
-	/* CLIENT LIST's cmd= as Redis's command table names them; NULL for a subcommand not
-	 * known (Redis's lookup fails then, and its lastcmd is NULL). */
-	static const char *const names[] = {
-	    "client|getname", "client|help", "client|id",      "client|info",
-	    "client|kill",    "client|list", "client|setinfo", "client|setname",
-	};
 	struct cmd_client buf;
 	struct proto_buf b;
 
 	s->last_cmd = NULL;
-	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
-		if (resp_arg_is(av, 1, names[i] + strlen("client|")))
-			s->last_cmd = names[i];
+	for (size_t i = 0; i < sizeof(client_names) / sizeof(client_names[0]); i++)
+		if (resp_arg_is(av, 1, client_names[i] + strlen("client|")))
+			s->last_cmd = client_names[i];
 
 	if (resp_arg_is(av, 1, "setname")) {
-		if (av->argc != 3) {
-			resp_error_arity(c, out, "client|setname");
-			return;
-		}
-		const char *err = client_name_error(av->argv[2], av->argvlen[2], sizeof(s->name));
-		if (err) {
-			resp_error(c, out, err);
-			return;
-		}
-		set_client_name(s, av->argv[2], av->argvlen[2]);
-		proto_resp_ok(out);
+		client_setname(c, s, av, out);
 	} else if (resp_arg_is(av, 1, "getname")) {
 		if (av->argc != 2) {
 			resp_error_arity(c, out, "client|getname");
@@ -556,20 +587,9 @@ void resp_server_client(struct cmd_ctx *c, struct cmd_session *s, const struct p
 		}
 		client_kill(c, s, av, out);
 	} else if (resp_arg_is(av, 1, "setinfo")) {
-		if (av->argc != 4) {
-			resp_error_arity(c, out, "client|setinfo");
-			return;
-		}
-		if (!resp_arg_is(av, 2, "lib-name") && !resp_arg_is(av, 2, "lib-ver")) {
-			c->errors++;
-			size_t n = strnlen(av->argv[2], av->argvlen[2]);
-			proto_resp_error_fmt(out, "Unrecognized option '%.*s'",
-					     (int)(n > 128 ? 128 : n), av->argv[2]);
-			return;
-		}
-		proto_resp_ok(out);
+		client_setinfo(c, av, out);
 	} else if (resp_arg_is(av, 1, "help") && av->argc == 2) {
-		resp_reply_help(out, help);
+		resp_reply_help(out, client_help);
 	} else {
 		resp_error_unknown_sub(c, av, out, "CLIENT");
 	}
@@ -974,8 +994,8 @@ static void info_section(struct proto_buf *b, const char *title)
 	proto_buf_append(b, "\r\n", 2);
 }
 
-void resp_server_info(struct cmd_ctx *c, struct cmd_session *s, const struct proto_argv *av,
-		      struct proto_buf *out)
+/* The sections INFO's arguments name (SEC_*; all of them without arguments). */
+static unsigned info_wanted(const struct proto_argv *av)
 {
 	static const struct {
 		const char *name;
@@ -992,26 +1012,57 @@ void resp_server_info(struct cmd_ctx *c, struct cmd_session *s, const struct pro
 	    {"everything", SEC_ALL},
 	};
 	unsigned want = av->argc == 1 ? SEC_ALL : 0;
-	struct proto_buf b;
 
 	for (size_t i = 1; i < av->argc; i++)
 		for (size_t k = 0; k < sizeof(names) / sizeof(names[0]); k++)
 			if (resp_arg_is(av, i, names[k].name))
 				want |= names[k].bits;
+	return want;
+}
+
+/* INFO's Server section: versions and uptime. */
+static void info_server(const struct cmd_ctx *c, struct proto_buf *b)
+{
+	uint64_t now = (uint64_t)time(NULL);
+	uint64_t up = c->started_unix && now > c->started_unix ? now - c->started_unix : 0;
+	info_section(b, "Server");
+	proto_buf_append_str(b, "redis_version:" RESP_REDIS_VERSION "\r\n"
+				"redis_mode:standalone\r\n"
+				"blossomd_version:");
+	proto_buf_append_str(b, c->version ? c->version : "unknown");
+	proto_buf_append_str(b, "\r\narch_bits:64\r\n");
+	info_line(b, "uptime_in_seconds", up);
+	info_line(b, "uptime_in_days", up / 86400);
+}
+
+/* INFO's Keyspace section: db0's filters, those with a TTL and their mean time left. */
+static void info_keyspace(const struct cmd_ctx *c, struct proto_buf *b)
+{
+	size_t n = bf_registry_count(c->reg);
+	uint64_t sum, now = cmd_now_ms();
+	size_t ne = bf_registry_expiring(c->reg, &sum);
+	info_section(b, "Keyspace");
+	if (n) {
+		proto_buf_append_str(b, "db0:keys=");
+		proto_buf_append_u64(b, n);
+		proto_buf_append_str(b, ",expires=");
+		proto_buf_append_u64(b, ne);
+		/* The mean time left in ms, as Redis's (which estimates it by sampling). */
+		proto_buf_append_str(b, ",avg_ttl=");
+		proto_buf_append_u64(b, ne && sum / ne > now ? sum / ne - now : 0);
+		proto_buf_append(b, "\r\n", 2);
+	}
+}
+
+void resp_server_info(struct cmd_ctx *c, struct cmd_session *s, const struct proto_argv *av,
+		      struct proto_buf *out)
+{
+	unsigned want = info_wanted(av);
+	struct proto_buf b;
 
 	proto_buf_init(&b);
-	if (want & SEC_SERVER) {
-		uint64_t now = (uint64_t)time(NULL);
-		uint64_t up = c->started_unix && now > c->started_unix ? now - c->started_unix : 0;
-		info_section(&b, "Server");
-		proto_buf_append_str(&b, "redis_version:" RESP_REDIS_VERSION "\r\n"
-					 "redis_mode:standalone\r\n"
-					 "blossomd_version:");
-		proto_buf_append_str(&b, c->version ? c->version : "unknown");
-		proto_buf_append_str(&b, "\r\narch_bits:64\r\n");
-		info_line(&b, "uptime_in_seconds", up);
-		info_line(&b, "uptime_in_days", up / 86400);
-	}
+	if (want & SEC_SERVER)
+		info_server(c, &b);
 	if (want & SEC_MEMORY) {
 		info_section(&b, "Memory");
 		info_line(&b, "used_memory", bf_registry_memory(c->reg));
@@ -1036,22 +1087,8 @@ void resp_server_info(struct cmd_ctx *c, struct cmd_session *s, const struct pro
 		info_section(&b, "Replication");
 		proto_buf_append_str(&b, "role:master\r\nconnected_slaves:0\r\n");
 	}
-	if (want & SEC_KEYSPACE) {
-		size_t n = bf_registry_count(c->reg);
-		uint64_t sum, now = cmd_now_ms();
-		size_t ne = bf_registry_expiring(c->reg, &sum);
-		info_section(&b, "Keyspace");
-		if (n) {
-			proto_buf_append_str(&b, "db0:keys=");
-			proto_buf_append_u64(&b, n);
-			proto_buf_append_str(&b, ",expires=");
-			proto_buf_append_u64(&b, ne);
-			/* The mean time left in ms, as Redis's (which estimates it by sampling). */
-			proto_buf_append_str(&b, ",avg_ttl=");
-			proto_buf_append_u64(&b, ne && sum / ne > now ? sum / ne - now : 0);
-			proto_buf_append(&b, "\r\n", 2);
-		}
-	}
+	if (want & SEC_KEYSPACE)
+		info_keyspace(c, &b);
 	if (b.failed)
 		resp_error(c, out, resp_err_oom);
 	else

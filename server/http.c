@@ -796,6 +796,109 @@ static void http_mhd_refusing(struct http_server *h)
 	}
 }
 
+/* Queue the response that waited for the log (http_answer). None when the log failed and its
+ * refusal could not be built: MHD_NO, and MHD closes the connection. */
+static enum MHD_Result http_send_held(struct MHD_Connection *conn, struct http_conn *c)
+{
+	enum MHD_Result ret = MHD_NO;
+
+	if (!c->held) {
+		c->resumed = false;
+		return ret;
+	}
+	ret = MHD_queue_response(conn, c->held_status, c->held);
+	MHD_destroy_response(c->held);
+	c->held = NULL;
+	c->resumed = false;
+	return ret;
+}
+
+/*
+ * The headers of a new request are in: start c's state for it, then refuse it at once if its
+ * head, its token or its framing is wrong, or start a streaming bulk load. Otherwise MHD_YES:
+ * the answer comes with the last call.
+ */
+static enum MHD_Result http_request_begin(struct http_server *h, struct MHD_Connection *conn,
+					  struct http_conn *c, const char *url, const char *method,
+					  const char *version)
+{
+	enum http_fault fault, framing;
+	struct http_head f;
+	bool body;
+
+	c->in_head = false;
+	c->in_request = true;
+	c->body_bytes = 0;
+	c->too_large = false;
+	c->no_memory = false;
+	proto_buf_reset(&c->body);
+	/* A malformed head is refused whatever the route (where its body ends, if it has one, is
+	 * not known). Then a request refused whatever its body is answered, then bad framing. A
+	 * request without a body is answered in full later (the connection stays open). */
+	fault = http_head_fault(conn, version, &f);
+	if (fault)
+		return http_send(conn, http_fault_answer(h, url, method, fault));
+	/* A streaming bulk load's body is not bounded by max_body_bytes (nor kept). */
+	struct http_api_request head = http_request(conn, url, method);
+	c->streaming = http_api_stream_wanted(&head);
+	framing = http_framing_fault(h, conn, &f, c->streaming, &body);
+	if (body && !http_admitted(h, conn, url, method))
+		return http_send(conn, &h->resp);
+	if (framing)
+		return http_send(conn, http_fault_answer(h, url, method, framing));
+	if (c->streaming)
+		return http_stream_start(h, conn, c, url, method);
+	/* Even without a body, answer on the next call: a response queued now is an "early" one
+	 * to libmicrohttpd, which then closes the connection after it. */
+	return MHD_YES;
+}
+
+/*
+ * A piece of body (*size bytes at data): fed to c's stream, or kept in c->body up to
+ * max_body_bytes (past it, or without memory, read on and dropped; the answer says so).
+ * *size is left at what MHD is to give again.
+ */
+static enum MHD_Result http_take_body(struct http_server *h, struct MHD_Connection *conn,
+				      struct http_conn *c, const char *data, size_t *size)
+{
+	size_t n = *size;
+
+	*size = 0;
+	c->body_bytes += n;
+	if (c->stream) {
+		size_t took = http_api_stream_feed(&h->api, c->stream, data, n);
+
+		/* What it did not take, libmicrohttpd keeps and gives again first. */
+		*size = n - took;
+		c->fed = true;
+		/* Its filter was paged out under it: the rest of the body waits for it. */
+		if (h->cmd->paging)
+			return http_suspend_paging(h, conn, c);
+		/* A gzip slice done: the rest of the piece on the next loop turn, other clients
+		 * served meanwhile. */
+		if (took < n) {
+			c->slicing = true;
+			LIST_INSERT_HEAD(&h->slicing, c, wait_link);
+			MHD_suspend_connection(conn);
+		}
+		return MHD_YES;
+	}
+	if (c->too_large || c->no_memory)
+		return MHD_YES;
+	if (c->body_bytes > h->cfg->max_body_bytes) {
+		/* Keep reading (the client is sending it anyway) but store nothing. */
+		c->too_large = true;
+		proto_buf_free(&c->body);
+		return MHD_YES;
+	}
+	proto_buf_append(&c->body, data, n);
+	if (c->body.failed) {
+		c->no_memory = true;
+		proto_buf_free(&c->body);
+	}
+	return MHD_YES;
+}
+
 /*
  * MHD calls this once when the headers are in (token and framing checked, refused at once),
  * then once per piece of body, then once more with *upload_data_size 0: the answer.
@@ -807,10 +910,6 @@ static enum MHD_Result http_on_request(void *cls, struct MHD_Connection *conn, c
 {
 	struct http_server *h = cls;
 	struct http_conn *c = *con_cls;
-	size_t n = *upload_data_size;
-	enum http_fault fault, framing;
-	struct http_head f;
-	bool body;
 
 	if (!c)
 		return MHD_NO; /* no memory for the connection */
@@ -821,85 +920,12 @@ static enum MHD_Result http_on_request(void *cls, struct MHD_Connection *conn, c
 		c->repeat = false;
 		return http_answer(h, conn, c, url, method);
 	}
-	if (c->resumed) {
-		/* Its response waited for the log (http_answer): send it now. None when the log
-		 * failed and its refusal could not be built: MHD closes the connection. */
-		enum MHD_Result ret = MHD_NO;
-
-		if (!c->held) {
-			c->resumed = false;
-			return ret;
-		}
-		ret = MHD_queue_response(conn, c->held_status, c->held);
-		MHD_destroy_response(c->held);
-		c->held = NULL;
-		c->resumed = false;
-		return ret;
-	}
-	if (!c->in_request) {
-		c->in_head = false;
-		c->in_request = true;
-		c->body_bytes = 0;
-		c->too_large = false;
-		c->no_memory = false;
-		proto_buf_reset(&c->body);
-		/* A malformed head is refused whatever the route (where its body ends, if it has
-		 * one, is not known). Then a request refused whatever its body is answered, then
-		 * bad framing. A request without a body is answered in full later (the
-		 * connection stays open). */
-		fault = http_head_fault(conn, version, &f);
-		if (fault)
-			return http_send(conn, http_fault_answer(h, url, method, fault));
-		/* A streaming bulk load's body is not bounded by max_body_bytes (nor kept). */
-		struct http_api_request head = http_request(conn, url, method);
-		c->streaming = http_api_stream_wanted(&head);
-		framing = http_framing_fault(h, conn, &f, c->streaming, &body);
-		if (body && !http_admitted(h, conn, url, method))
-			return http_send(conn, &h->resp);
-		if (framing)
-			return http_send(conn, http_fault_answer(h, url, method, framing));
-		if (c->streaming)
-			return http_stream_start(h, conn, c, url, method);
-		/* Even without a body, answer on the next call: a response queued now is an
-		 * "early" one to libmicrohttpd, which then closes the connection after it. */
-		return MHD_YES;
-	}
-	if (n) {
-		*upload_data_size = 0;
-		c->body_bytes += n;
-		if (c->stream) {
-			size_t took = http_api_stream_feed(&h->api, c->stream, upload_data, n);
-
-			/* What it did not take, libmicrohttpd keeps and gives again first. */
-			*upload_data_size = n - took;
-			c->fed = true;
-			/* Its filter was paged out under it: the rest of the body waits for it. */
-			if (h->cmd->paging)
-				return http_suspend_paging(h, conn, c);
-			/* A gzip slice done: the rest of the piece on the next loop turn, other
-			 * clients served meanwhile. */
-			if (took < n) {
-				c->slicing = true;
-				LIST_INSERT_HEAD(&h->slicing, c, wait_link);
-				MHD_suspend_connection(conn);
-			}
-			return MHD_YES;
-		}
-		if (c->too_large || c->no_memory)
-			return MHD_YES;
-		if (c->body_bytes > h->cfg->max_body_bytes) {
-			/* Keep reading (the client is sending it anyway) but store nothing. */
-			c->too_large = true;
-			proto_buf_free(&c->body);
-			return MHD_YES;
-		}
-		proto_buf_append(&c->body, upload_data, n);
-		if (c->body.failed) {
-			c->no_memory = true;
-			proto_buf_free(&c->body);
-		}
-		return MHD_YES;
-	}
+	if (c->resumed)
+		return http_send_held(conn, c);
+	if (!c->in_request)
+		return http_request_begin(h, conn, c, url, method, version);
+	if (*upload_data_size)
+		return http_take_body(h, conn, c, upload_data, upload_data_size);
 	/* As of the last TCP_INFO reading (one syscall per request is enough): at worst the
 	 * first sweep takes earlier bytes for the response moving, and restarts its clock once. */
 	c->out_mark = c->bytes_out;

@@ -195,6 +195,51 @@ static int journal_fill(struct srv *s, uint64_t newest)
 	return 0;
 }
 
+/*
+ * Log why the replay at start failed (rc, the log's why, the record's reason jr_why), with what
+ * the operator can do about it: a corrupt log or missing segments name the flag that goes on
+ * without them.
+ */
+static void journal_replay_failed(const char *dir, int rc, const char *why, const char *jr_why)
+{
+	if (rc == -EBADMSG && jr_why[0])
+		srv_log(SRV_LOG_ERR, "write-ahead log %s: %s: %s; not starting", dir, why, jr_why);
+	else if (rc == -EBADMSG)
+		srv_log(SRV_LOG_ERR,
+			"write-ahead log %s: %s; not starting (start once with "
+			"--wal-truncate-corrupt to cut the log there, losing what follows)",
+			dir, why);
+	else if (rc == -ENOENT && why[0])
+		srv_log(SRV_LOG_ERR,
+			"write-ahead log %s: %s; not starting (put the segments back, or start "
+			"once with --accept-missing-files to go on without them)",
+			dir, why);
+	else
+		srv_log(SRV_LOG_ERR, "write-ahead log %s: replay: %s", dir,
+			why[0] ? why : strerror(-rc));
+}
+
+/* Start the loop's check and prepare handles that drive the log each turn. 0, or libuv's
+ * error with neither handle left open. */
+static int journal_handles_start(struct srv *s)
+{
+	int rc = uv_check_init(&s->loop, &s->wal_check);
+
+	if (rc)
+		return rc;
+	rc = uv_prepare_init(&s->loop, &s->wal_prepare);
+	if (rc) {
+		uv_close((uv_handle_t *)&s->wal_check, NULL);
+		return rc;
+	}
+	s->wal_check_init = true;
+	s->wal_check.data = s;
+	s->wal_prepare.data = s;
+	uv_check_start(&s->wal_check, journal_on_check);
+	uv_prepare_start(&s->wal_prepare, journal_on_prepare);
+	return 0;
+}
+
 int journal_start(struct srv *s)
 {
 	struct wal_options o = {
@@ -236,23 +281,10 @@ int journal_start(struct srv *s)
 		rc = wal_replay(s->wal, from, s->wal_truncate_corrupt, journal_apply, &jr, &st, why,
 				sizeof(why));
 	bf_registry_set_max_memory(s->reg, limit);
-	if (rc == -EBADMSG && jr.why[0])
-		srv_log(SRV_LOG_ERR, "write-ahead log %s: %s: %s; not starting", dir, why, jr.why);
-	else if (rc == -EBADMSG)
-		srv_log(SRV_LOG_ERR,
-			"write-ahead log %s: %s; not starting (start once with "
-			"--wal-truncate-corrupt to cut the log there, losing what follows)",
-			dir, why);
-	else if (rc == -ENOENT && why[0])
-		srv_log(SRV_LOG_ERR,
-			"write-ahead log %s: %s; not starting (put the segments back, or start "
-			"once with --accept-missing-files to go on without them)",
-			dir, why);
-	else if (rc)
-		srv_log(SRV_LOG_ERR, "write-ahead log %s: replay: %s", dir,
-			why[0] ? why : strerror(-rc));
-	if (rc)
+	if (rc) {
+		journal_replay_failed(dir, rc, why, jr.why);
 		goto fail;
+	}
 	if (why[0])
 		srv_log(SRV_LOG_WARNING, "write-ahead log %s: %s", dir, why);
 	struct bf_replay_stats rs;
@@ -272,19 +304,9 @@ int journal_start(struct srv *s)
 	s->ctx.logged_lsn = wal_next_lsn(s->wal) - 1;
 	srv_snap_after_replay(s->snap, s->reg);
 
-	rc = uv_check_init(&s->loop, &s->wal_check);
+	rc = journal_handles_start(s);
 	if (rc)
 		goto fail;
-	rc = uv_prepare_init(&s->loop, &s->wal_prepare);
-	if (rc) {
-		uv_close((uv_handle_t *)&s->wal_check, NULL);
-		goto fail;
-	}
-	s->wal_check_init = true;
-	s->wal_check.data = s;
-	s->wal_prepare.data = s;
-	uv_check_start(&s->wal_check, journal_on_check);
-	uv_prepare_start(&s->wal_prepare, journal_on_prepare);
 	s->ctx.hooks.log = journal_log;
 	s->ctx.durable_lsn = wal_durable_lsn(s->wal);
 	return 0;

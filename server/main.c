@@ -88,82 +88,107 @@ static const char *main_flag_key(int opt, const char **flag)
 	}
 }
 
-int main(int argc, char **argv)
-{
-	struct srv_override *ov;
-	struct srv_options opts = {0};
-	const char *config_path = NULL;
-	bool test_config = false;
-	struct config cfg;
-	struct srv *srv = NULL;
-	char err[768];
-	size_t nov = 0;
-	int status = 1;
-	int opt, rc;
+/* What the command line asks beyond the configuration's keys. */
+struct main_args {
+	struct srv_override *ov; /* at most one per argument; they point into argv */
+	size_t nov;
+	const char *config_path; /* -c */
+	bool test_config;	 /* -t */
+};
 
-	/* At most one override per argument; they point into argv, which outlives the server. */
-	ov = calloc((size_t)argc + 1, sizeof(*ov));
-	if (!ov) {
-		fprintf(stderr, "blossomd: out of memory\n");
-		return 1;
-	}
+/*
+ * Read argv into a (the configuration flags as overrides) and opts (the start's flags). -1 to
+ * go on, or the status to exit with: 0 after --version or --help, 2 on a usage error.
+ */
+static int main_args_read(int argc, char **argv, struct main_args *a, struct srv_options *opts)
+{
+	int opt;
+
 	while ((opt = getopt_long(argc, argv, "c:p:b:d:l:tVh", main_options, NULL)) != -1) {
 		const char *flag = NULL, *key = main_flag_key(opt, &flag);
 
 		if (key) {
-			ov[nov].flag = flag;
-			ov[nov].key = key;
-			ov[nov].value = optarg;
-			nov++;
+			a->ov[a->nov].flag = flag;
+			a->ov[a->nov].key = key;
+			a->ov[a->nov].value = optarg;
+			a->nov++;
 			continue;
 		}
 		switch (opt) {
 		case 'c':
-			config_path = optarg;
+			a->config_path = optarg;
 			break;
 		case 't':
-			test_config = true;
+			a->test_config = true;
 			break;
 		case OPT_WAL_TRUNCATE:
-			opts.wal_truncate_corrupt = true;
+			opts->wal_truncate_corrupt = true;
 			break;
 		case OPT_ACCEPT_MISSING:
-			opts.accept_missing_files = true;
+			opts->accept_missing_files = true;
 			break;
 		case 'V':
 			printf("blossomd %s\n", BLOSSOMD_VERSION);
-			status = 0;
-			goto out_ov;
+			return 0;
 		case 'h':
 			main_usage(stdout);
-			status = 0;
-			goto out_ov;
+			return 0;
 		default:
 			fprintf(stderr, "Try 'blossomd --help' for more information.\n");
-			status = 2;
-			goto out_ov;
+			return 2;
 		}
 	}
 	if (optind < argc) {
 		fprintf(stderr, "blossomd: unexpected argument '%s'\n", argv[optind]);
 		fprintf(stderr, "Try 'blossomd --help' for more information.\n");
-		status = 2;
+		return 2;
+	}
+	return -1;
+}
+
+/*
+ * -t: the configuration read (rc, err) and checked as a start would check it. The status to
+ * exit with: 0 and "configuration OK", or 1 with the reason on stderr.
+ */
+static int main_test_config(int rc, const struct config *cfg, const char *err)
+{
+	if (rc) {
+		fprintf(stderr, "blossomd: %s\n", err);
+		return 1;
+	}
+	/* What a start would refuse from the configuration alone, so does the check, in the same
+	 * words, printed as the check's other messages are. */
+	srv_log_set_priority_prefix(0);
+	if (srv_config_check_start(cfg))
+		return 1;
+	printf("configuration OK\n");
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	struct srv_options opts = {0};
+	struct main_args a = {0};
+	struct config cfg;
+	struct srv *srv = NULL;
+	char err[768];
+	int status = 1;
+	int rc;
+
+	a.ov = calloc((size_t)argc + 1, sizeof(*a.ov));
+	if (!a.ov) {
+		fprintf(stderr, "blossomd: out of memory\n");
+		return 1;
+	}
+	rc = main_args_read(argc, argv, &a, &opts);
+	if (rc >= 0) {
+		status = rc;
 		goto out_ov;
 	}
 
-	rc = srv_config_read(config_path, ov, nov, &cfg, err, sizeof(err));
-	if (test_config) {
-		if (rc) {
-			fprintf(stderr, "blossomd: %s\n", err);
-			goto out_ov;
-		}
-		/* What a start would refuse from the configuration alone, so does the check, in
-		 * the same words, printed as the check's other messages are. */
-		srv_log_set_priority_prefix(0);
-		if (srv_config_check_start(&cfg))
-			goto out_ov;
-		printf("configuration OK\n");
-		status = 0;
+	rc = srv_config_read(a.config_path, a.ov, a.nov, &cfg, err, sizeof(err));
+	if (a.test_config) {
+		status = main_test_config(rc, &cfg, err);
 		goto out_ov;
 	}
 	if (rc) {
@@ -176,9 +201,9 @@ int main(int argc, char **argv)
 	signal(SIGPIPE, SIG_IGN);
 
 	opts.config = &cfg;
-	opts.config_path = config_path;
-	opts.overrides = ov;
-	opts.noverrides = nov;
+	opts.config_path = a.config_path;
+	opts.overrides = a.ov;
+	opts.noverrides = a.nov;
 	opts.version = BLOSSOMD_VERSION;
 	rc = srv_new(&opts, &srv);
 	if (rc)
@@ -191,6 +216,6 @@ out_srv:
 	if (srv_free(srv))
 		status = 1;
 out_ov:
-	free(ov);
+	free(a.ov);
 	return status;
 }

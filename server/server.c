@@ -803,45 +803,124 @@ static void srv_drain_loop(struct srv *s)
 	uv_run(&s->loop, UV_RUN_DEFAULT);
 }
 
-int srv_new(const struct srv_options *opt, struct srv **out)
+/*
+ * glibc raises its mmap threshold to the largest block freed so far (up to 32 MiB); from then
+ * on large buffers come from the heap, and their pages stay with the process after free(): 20
+ * connections that had each run one 1M-key command and gone idle kept 48 MB. A fixed
+ * threshold keeps every large buffer (and filter) in a mapping of its own, which free()
+ * returns to the system.
+ */
+static void srv_malloc_tune(void)
 {
-	struct srv *s;
-	int rc;
-
 #ifdef M_MMAP_THRESHOLD
-	/*
-	 * glibc raises its mmap threshold to the largest block freed so far (up to 32 MiB); from
-	 * then on large buffers come from the heap, and their pages stay with the process after
-	 * free(): 20 connections that had each run one 1M-key command and gone idle kept 48 MB.
-	 * A fixed threshold keeps every large buffer (and filter) in a mapping of its own, which
-	 * free() returns to the system.
-	 */
 	mallopt(M_MMAP_THRESHOLD, SRV_MMAP_THRESHOLD);
 #endif
-	s = calloc(1, sizeof(*s));
+}
+
+/*
+ * Read auth_token_file, if set, into s. Running without the protection the operator asked for
+ * would be worse than not running: an unreadable or weak token refuses the start (returns its
+ * error, logged).
+ */
+static int srv_start_token(struct srv *s)
+{
+	char *token;
+	size_t len;
+	int rc;
+
+	if (!s->cfg.auth_token_file[0])
+		return 0;
+	rc = srv_token_read(s->cfg.auth_token_file, "refusing to start: ", &token, &len);
+	if (rc)
+		return rc;
+	srv_token_set(s, token, len);
+	return 0;
+}
+
+/* A zeroed server holding opt's configuration and overrides; NULL (logged) without memory. */
+static struct srv *srv_alloc(const struct srv_options *opt)
+{
+	struct srv *s = calloc(1, sizeof(*s));
+
 	if (!s) {
 		srv_log(SRV_LOG_ERR, "out of memory");
-		return -ENOMEM;
+		return NULL;
 	}
 	s->cfg = *opt->config;
 	s->config_path = opt->config_path;
 	s->ov = opt->overrides;
 	s->nov = opt->noverrides;
+	return s;
+}
 
+/* Wire the command layer's context to the registry and to this server's hooks. */
+static void srv_ctx_init(struct srv *s, const struct srv_options *opt)
+{
+	s->ctx.reg = s->reg;
+	s->ctx.default_expansion = 2;
+	s->ctx.hooks.arg = s;
+	s->ctx.hooks.seed = srv_seed;
+	s->ctx.hooks.flush = srv_flush;
+	s->ctx.hooks.bgsave = srv_bgsave;
+	s->ctx.hooks.created = srv_created;
+	s->ctx.hooks.dropping = srv_dropping;
+	s->ctx.hooks.client_get = conn_client_get;
+	s->ctx.hooks.client_each = conn_client_each;
+	s->ctx.hooks.client_kill = conn_client_kill;
+	s->ctx.hooks.renamed = srv_renamed;
+	s->ctx.hooks.page_in = srv_page_in;
+	s->ctx.hooks.page_out = srv_page_out;
+	s->ctx.started_unix = (uint64_t)time(NULL);
+	s->ctx.version = opt->version;
+}
+
+/*
+ * The start's recovery, before the first client can connect: load every snapshot, replay the
+ * write-ahead log over them, end the load (the replay found the filters it needed by id
+ * there), then drop what expired while the daemon was down. Returns 0 or the first failing
+ * step's error; the caller then frees what was set up (s->prefault, s->snap, the log).
+ */
+static int srv_recover(struct srv *s, const struct srv_options *opt)
+{
+	int rc;
+
+	srv_notify_status("loading snapshots from %s", s->cfg.data_dir);
+	s->ctx.now_s = (uint32_t)(uv_now(&s->loop) / 1000);
+	/* From here on: the load is most of a start's new memory (prefault.h). */
+	s->prefault = srv_prefault_start();
+	rc = srv_snap_new(&s->loop, &s->cfg, &s->ctx, s->prefault, opt->accept_missing_files,
+			  &s->snap);
+	if (rc)
+		return rc;
+	srv_snap_set_paged_in(s->snap, srv_paged_in, s);
+	s->wal_truncate_corrupt = opt->wal_truncate_corrupt;
+	s->accept_missing_files = opt->accept_missing_files;
+	srv_notify_status("replaying the write-ahead log");
+	rc = journal_start(s);
+	if (rc)
+		return rc;
+	rc = srv_snap_load_end(s->snap);
+	if (rc)
+		return rc;
+	srv_prefault_settle(s->prefault);
+	cmd_expire_due(&s->ctx, cmd_now_ms(), 0);
+	return 0;
+}
+
+int srv_new(const struct srv_options *opt, struct srv **out)
+{
+	struct srv *s;
+	int rc;
+
+	srv_malloc_tune();
+	s = srv_alloc(opt);
+	if (!s)
+		return -ENOMEM;
 	rc = srv_config_check_start(&s->cfg);
+	if (!rc)
+		rc = srv_start_token(s);
 	if (rc)
 		goto fail_free;
-	if (s->cfg.auth_token_file[0]) {
-		char *token;
-		size_t len;
-
-		/* Running without the protection the operator asked for would be worse than not
-		 * running: an unreadable or weak token refuses the start. */
-		rc = srv_token_read(s->cfg.auth_token_file, "refusing to start: ", &token, &len);
-		if (rc)
-			goto fail_free;
-		srv_token_set(s, token, len);
-	}
 
 	rc = uv_loop_init(&s->loop);
 	if (rc) {
@@ -859,22 +938,7 @@ int srv_new(const struct srv_options *opt, struct srv **out)
 		srv_log(SRV_LOG_ERR, "registry: %s", strerror(-rc));
 		goto fail_rbuf;
 	}
-	s->ctx.reg = s->reg;
-	s->ctx.default_expansion = 2;
-	s->ctx.hooks.arg = s;
-	s->ctx.hooks.seed = srv_seed;
-	s->ctx.hooks.flush = srv_flush;
-	s->ctx.hooks.bgsave = srv_bgsave;
-	s->ctx.hooks.created = srv_created;
-	s->ctx.hooks.dropping = srv_dropping;
-	s->ctx.hooks.client_get = conn_client_get;
-	s->ctx.hooks.client_each = conn_client_each;
-	s->ctx.hooks.client_kill = conn_client_kill;
-	s->ctx.hooks.renamed = srv_renamed;
-	s->ctx.hooks.page_in = srv_page_in;
-	s->ctx.hooks.page_out = srv_page_out;
-	s->ctx.started_unix = (uint64_t)time(NULL);
-	s->ctx.version = opt->version;
+	srv_ctx_init(s, opt);
 	srv_apply_limits(s);
 	srv_raise_fd_limit(s);
 
@@ -884,34 +948,12 @@ int srv_new(const struct srv_options *opt, struct srv **out)
 		goto fail_handles;
 	}
 	rc = srv_notify_init(&s->notify, &s->loop);
-	if (rc)
-		goto fail_handles;
-	srv_notify_status("loading snapshots from %s", s->cfg.data_dir);
-	/* Every snapshot is loaded before the first client can connect. */
-	s->ctx.now_s = (uint32_t)(uv_now(&s->loop) / 1000);
-	/* From here on: the load is most of a start's new memory (prefault.h). */
-	s->prefault = srv_prefault_start();
-	rc = srv_snap_new(&s->loop, &s->cfg, &s->ctx, s->prefault, opt->accept_missing_files,
-			  &s->snap);
-	if (rc)
-		goto fail_handles;
-	srv_snap_set_paged_in(s->snap, srv_paged_in, s);
-	s->wal_truncate_corrupt = opt->wal_truncate_corrupt;
-	s->accept_missing_files = opt->accept_missing_files;
-	srv_notify_status("replaying the write-ahead log");
-	rc = journal_start(s);
-	if (rc)
-		goto fail_handles;
-	rc = srv_snap_load_end(s->snap); /* the replay found the filters it needed by id there */
-	if (rc)
-		goto fail_handles;
-	srv_prefault_settle(s->prefault);
-	/* What expired while the daemon was down is gone before the first client comes. */
-	cmd_expire_due(&s->ctx, cmd_now_ms(), 0);
-	rc = srv_listen_all(s);
-	if (rc)
-		goto fail_handles;
-	rc = srv_http_start(s);
+	if (!rc)
+		rc = srv_recover(s, opt);
+	if (!rc)
+		rc = srv_listen_all(s);
+	if (!rc)
+		rc = srv_http_start(s);
 	if (rc)
 		goto fail_handles;
 

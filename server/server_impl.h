@@ -260,8 +260,15 @@ void conn_release_waiting(struct srv *s);
 /* A page-in ended: the connections it held run their next command again. */
 void conn_resume_paused(struct srv *s);
 
-/* conn.c: the command layer's client hooks (command.h: client_get, client_each, client_kill),
- * arg the struct srv. */
+/* conn.c, for conn_client.c: the loop's time in ms; the bytes c's buffers hold (counted against
+ * max_client_memory); end c as CLIENT KILL does (its unsent replies and partial command
+ * dropped, then closed as any connection ends). */
+uint64_t conn_now(const struct srv *s);
+size_t conn_held(const struct srv_conn *c);
+void conn_kill(struct srv_conn *c);
+
+/* conn_client.c: the command layer's client hooks (command.h: client_get, client_each,
+ * client_kill), arg the struct srv. */
 struct cmd_client;
 const struct cmd_client *conn_client_get(void *arg, uint64_t self, uint64_t id,
 					 struct cmd_client *buf);
