@@ -299,7 +299,7 @@ struct srv_snap {
 		char *renamed;
 	} * ids;
 	size_t ids_cap, ids_n;
-	size_t nrenamed; /* at most this many slots have renamed set */
+	size_t nrenamed;     /* at most this many slots have renamed set */
 	uint64_t loaded_lsn; /* the newest LSN a loaded filter holds */
 
 	/* What was set aside at load, until srv_snap_after_replay(). */
@@ -2186,8 +2186,8 @@ static bool snap_file_adopted(const struct srv_snap *sn, const char *file, uint6
 	if (!sn->ids || !sn->nrenamed)
 		return false;
 	for (size_t i = 0; i < sn->ids_cap; i++)
-		if (sn->ids[i].renamed && sn->ids[i].id != id && sn->ids[i].e &&
-		    sn->ids[i].e->f && !strcmp(sn->ids[i].renamed, file))
+		if (sn->ids[i].renamed && sn->ids[i].id != id && sn->ids[i].e && sn->ids[i].e->f &&
+		    !strcmp(sn->ids[i].renamed, file))
 			return true;
 	return false;
 }
