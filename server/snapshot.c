@@ -162,7 +162,7 @@ struct snap_pjob {
 	const char *step;
 	uint64_t write_ns;
 	/* Loop only: the pack's result recorded; its members' up to apos (each let go then);
-	 * recording: after_work ran, the rest is recorded in rounds (snap_on_pidle). */
+	 * recording: after_work ran, the rest is recorded in rounds (snap_pjob_on_idle). */
 	bool applied, recording;
 	size_t apos;
 };
@@ -210,7 +210,7 @@ struct srv_snap {
 	struct snap_entry **pending;
 	size_t npending, pending_pos, pending_cap;
 	bool cycle_running;
-	/* The cycle lists its entries in rounds (snap_on_fidle), walking ents down from
+	/* The cycle lists its entries in rounds (ckpt_on_fidle), walking ents down from
 	 * fill_pos (0: not listing): a million are not looked at in one turn of the loop. */
 	size_t fill_pos;
 	uv_idle_t fidle;
@@ -225,7 +225,7 @@ struct srv_snap {
 	 * background, before the cycle's next write (then, for a close, paged out). */
 	struct snap_entry **waits;
 	size_t nwaits, waits_cap;
-	/* SAVE and flush of all: the cycles begun by snap_cycle_start and ended; the last ended
+	/* SAVE and flush of all: the cycles begun by ckpt_cycle_start and ended; the last ended
 	 * one that had a failure; another cycle is due once this one ends (a save came while it
 	 * ran); a save waits for a cycle (the commands run again when it ends). */
 	uint64_t cycles_begun, cycles_done, cycle_failed_at;
@@ -310,10 +310,10 @@ struct srv_snap {
 	size_t naside;
 };
 
-static void snap_step(struct srv_snap *sn);
-static void snap_on_pidle(uv_idle_t *h);
+static void ckpt_step(struct srv_snap *sn);
+static void snap_pjob_on_idle(uv_idle_t *h);
 static struct snap_idslot *snap_id_slot(const struct srv_snap *sn, uint64_t id);
-static void snap_cycle_start(struct srv_snap *sn);
+static void ckpt_cycle_start(struct srv_snap *sn);
 
 static uint64_t snap_next_gen(struct srv_snap *sn)
 {
@@ -374,7 +374,7 @@ static void snap_pack_name(int pack, char out[32])
 #define SNAP_RECORD "packs"
 
 /* Write the record of the packs in mask, crash-safe (bf_file_write). 0 or -errno. */
-static int snap_record_write(int dirfd, uint32_t mask)
+static int snap_pack_record_write(int dirfd, uint32_t mask)
 {
 	char text[SNAP_PACKS * 32], file[32];
 	size_t len = 0;
@@ -389,7 +389,7 @@ static int snap_record_write(int dirfd, uint32_t mask)
 
 /* Read the record into *mask. 0, -ENOENT (none), -EBADMSG (a line that names no pack), or
  * another -errno. */
-static int snap_record_read(int dirfd, uint32_t *mask)
+static int snap_pack_record_read(int dirfd, uint32_t *mask)
 {
 	char text[SNAP_PACKS * 32 + 1], file[32];
 	int fd = openat(dirfd, SNAP_RECORD, O_RDONLY | O_CLOEXEC);
@@ -793,7 +793,7 @@ static void snap_worker_nice(void)
 }
 
 /* Threadpool: write the job's filter. */
-static void snap_work(uv_work_t *req)
+static void snap_job_work(uv_work_t *req)
 {
 	struct snap_job *job = req->data;
 	const char *step = NULL;
@@ -814,7 +814,7 @@ static void snap_work(uv_work_t *req)
 }
 
 /* Loop: record a finished job's result (once). */
-static void snap_apply(struct srv_snap *sn, struct snap_job *job)
+static void snap_job_apply(struct srv_snap *sn, struct snap_job *job)
 {
 	struct snap_entry *e = job->e;
 
@@ -838,7 +838,7 @@ static void snap_apply(struct srv_snap *sn, struct snap_job *job)
 }
 
 /* Wait for the job on the threadpool to finish writing, then record its result. */
-static void snap_settle(struct srv_snap *sn)
+static void snap_job_settle(struct srv_snap *sn)
 {
 	struct snap_job *job = sn->job;
 
@@ -848,10 +848,10 @@ static void snap_settle(struct srv_snap *sn)
 	while (!job->done)
 		uv_cond_wait(&job->cond, &job->lock);
 	uv_mutex_unlock(&job->lock);
-	snap_apply(sn, job);
+	snap_job_apply(sn, job);
 }
 
-static void snap_after_work(uv_work_t *req, int status)
+static void snap_job_after(uv_work_t *req, int status)
 {
 	struct snap_job *job = req->data;
 	struct srv_snap *sn = job->sn;
@@ -861,23 +861,23 @@ static void snap_after_work(uv_work_t *req, int status)
 		job->step = "queue";
 		job->done = true;
 	}
-	snap_apply(sn, job);
+	snap_job_apply(sn, job);
 	if (sn->job == job)
 		sn->job = NULL;
 	snap_job_free(job);
-	snap_step(sn);
+	ckpt_step(sn);
 }
 
 /* Hand a job whose filter is ready to the threadpool. */
-static void snap_queue(struct srv_snap *sn, struct snap_job *job)
+static void snap_job_queue(struct srv_snap *sn, struct snap_job *job)
 {
-	int rc = uv_queue_work(sn->loop, &job->req, snap_work, snap_after_work);
+	int rc = uv_queue_work(sn->loop, &job->req, snap_job_work, snap_job_after);
 
 	if (rc) {
 		job->rc = rc;
 		job->step = "queue";
 		job->done = true;
-		snap_apply(sn, job);
+		snap_job_apply(sn, job);
 		snap_job_free(job);
 		return;
 	}
@@ -895,7 +895,7 @@ static void snap_job_drop(struct snap_job *job)
 }
 
 /* Give up a copy in progress; its filter stays dirty. */
-static void snap_copy_abort(struct srv_snap *sn)
+static void snap_job_copy_abort(struct srv_snap *sn)
 {
 	struct snap_job *job = sn->copy;
 
@@ -914,7 +914,7 @@ static void snap_copy_abort(struct srv_snap *sn)
 }
 
 /* One slice of a plain filter's copy; the last one hands the copy to the threadpool. */
-static void snap_on_idle(uv_idle_t *h)
+static void snap_job_on_idle(uv_idle_t *h)
 {
 	struct srv_snap *sn = h->data;
 	struct snap_job *job = sn->copy;
@@ -947,12 +947,12 @@ static void snap_on_idle(uv_idle_t *h)
 	if (job->e->on_disk && job->e->saved_changes >= job->cut) {
 		/* A flush wrote a newer state while we copied. */
 		snap_job_drop(job);
-		snap_step(sn);
+		ckpt_step(sn);
 		return;
 	}
-	snap_queue(sn, job);
+	snap_job_queue(sn, job);
 	if (!sn->job)
-		snap_step(sn);
+		ckpt_step(sn);
 }
 
 /*
@@ -961,7 +961,7 @@ static void snap_on_idle(uv_idle_t *h)
  * job goes on (slicing, or queued for its write), -1 if it ended (failure recorded, or the
  * filter is clean by now). Does not start other jobs.
  */
-static int snap_copy_begin(struct srv_snap *sn, struct snap_job *job)
+static int snap_job_copy_begin(struct srv_snap *sn, struct snap_job *job)
 {
 	struct snap_entry *e = job->e;
 	const struct bf_filter *f = e->f;
@@ -987,17 +987,17 @@ static int snap_copy_begin(struct srv_snap *sn, struct snap_job *job)
 	if (f->params->type == BF_TYPE_COUNTING || bf_filter_bytes(f) <= SRV_SNAP_SLICE) {
 		bf_filter_copy_body(c, f, 0, bf_filter_bytes(f));
 		job->copy_ns = job->copy_max_ns = uv_hrtime() - t0;
-		snap_queue(sn, job);
+		snap_job_queue(sn, job);
 		return sn->job ? 0 : -1;
 	}
 	job->copy_off = 0;
 	sn->copy = job;
-	uv_idle_start(&sn->idle, snap_on_idle);
+	uv_idle_start(&sn->idle, snap_job_on_idle);
 	return 0;
 }
 
 /* Threadpool: fault in the copy's memory, so the loop's copy is a plain memcpy. */
-static void snap_prefault_work(uv_work_t *req)
+static void snap_job_prefault_work(uv_work_t *req)
 {
 	struct snap_job *job = req->data;
 
@@ -1005,7 +1005,7 @@ static void snap_prefault_work(uv_work_t *req)
 	bf_filter_prefault(job->f);
 }
 
-static void snap_prefault_after(uv_work_t *req, int status)
+static void snap_job_prefault_after(uv_work_t *req, int status)
 {
 	struct snap_job *job = req->data;
 	struct srv_snap *sn = job->sn;
@@ -1017,8 +1017,8 @@ static void snap_prefault_after(uv_work_t *req, int status)
 		return;
 	}
 	sn->copy = NULL;
-	if (snap_copy_begin(sn, job))
-		snap_step(sn);
+	if (snap_job_copy_begin(sn, job))
+		ckpt_step(sn);
 }
 
 /*
@@ -1027,7 +1027,7 @@ static void snap_prefault_after(uv_work_t *req, int status)
  * into it. Returns 0 if something now runs (preparation, copy or write), -1 if not (a failure
  * is recorded). Does not start other jobs.
  */
-static int snap_start(struct srv_snap *sn, struct snap_entry *e)
+static int snap_job_start(struct srv_snap *sn, struct snap_entry *e)
 {
 	const struct bf_filter *f = e->f;
 	struct snap_job *job = snap_job_new(sn, e);
@@ -1044,7 +1044,7 @@ static int snap_start(struct srv_snap *sn, struct snap_entry *e)
 	if (sn->stopping) {
 		job->f = e->f;
 		job->owned = false;
-		snap_queue(sn, job);
+		snap_job_queue(sn, job);
 		return sn->job ? 0 : -1;
 	}
 	job->owned = true;
@@ -1056,12 +1056,13 @@ static int snap_start(struct srv_snap *sn, struct snap_entry *e)
 		return -1;
 	}
 	if (bf_filter_bytes(job->f) >= SNAP_PREFAULT_MIN &&
-	    uv_queue_work(sn->loop, &job->req, snap_prefault_work, snap_prefault_after) == 0) {
+	    uv_queue_work(sn->loop, &job->req, snap_job_prefault_work, snap_job_prefault_after) ==
+		0) {
 		job->prefaulting = true;
 		sn->copy = job;
 		return 0;
 	}
-	return snap_copy_begin(sn, job);
+	return snap_job_copy_begin(sn, job);
 }
 
 /* ---------------------------------------------------------------------------------------- */
@@ -1134,7 +1135,7 @@ static void snap_pmem_after(uv_work_t *req, int status)
 		snap_pmem_free(pm);
 		return;
 	}
-	snap_step(sn);
+	ckpt_step(sn);
 }
 
 /* Have the memory for a job writing pack readied on the threadpool. Returns false if it
@@ -1473,7 +1474,7 @@ static void snap_pjob_work(uv_work_t *req)
 	snap_worker_nice();
 	t0 = uv_hrtime();
 	rc = bf_pack_write(pj->sn->dirfd, pj->file, pj->buf, pj->ends, pj->count, &step);
-	if (!rc && pj->record && (rc = snap_record_write(pj->sn->dirfd, pj->record)))
+	if (!rc && pj->record && (rc = snap_pack_record_write(pj->sn->dirfd, pj->record)))
 		step = "write the packs record";
 	/* Freed here, not on the loop (megabytes unmapped); the loop reads neither any more. */
 	free(pj->buf);
@@ -1500,14 +1501,14 @@ static void snap_pjob_after(uv_work_t *req, int status)
 	}
 	if (sn->pjob == pj && !sn->stopping && !snap_pjob_record(sn, pj, SNAP_ROUND_NS)) {
 		pj->recording = true;
-		uv_idle_start(&sn->pidle, snap_on_pidle);
+		uv_idle_start(&sn->pidle, snap_pjob_on_idle);
 		return;
 	}
 	snap_pjob_apply(sn, pj);
 	if (sn->pjob == pj)
 		sn->pjob = NULL;
 	snap_pjob_free(pj);
-	snap_step(sn);
+	ckpt_step(sn);
 }
 
 /* The encoded job goes to the threadpool. Returns 0, or -1 if it ended here (recorded). */
@@ -1527,7 +1528,7 @@ static int snap_pjob_queue(struct srv_snap *sn, struct snap_pjob *pj)
 }
 
 /* One round of encoding; the last hands the job to the threadpool. */
-static void snap_on_pidle(uv_idle_t *h)
+static void snap_pjob_on_idle(uv_idle_t *h)
 {
 	struct srv_snap *sn = h->data;
 	struct snap_pjob *pj = sn->pjob;
@@ -1540,7 +1541,7 @@ static void snap_on_pidle(uv_idle_t *h)
 		uv_idle_stop(h);
 		sn->pjob = NULL;
 		snap_pjob_free(pj);
-		snap_step(sn);
+		ckpt_step(sn);
 		return;
 	}
 	if (!pj || !sn->pencoding) {
@@ -1565,7 +1566,7 @@ static void snap_on_pidle(uv_idle_t *h)
 	} else if (!snap_pjob_queue(sn, pj)) {
 		return;
 	}
-	snap_step(sn);
+	ckpt_step(sn);
 }
 
 /* Give up a pack job still encoding: the pack stays dirty. */
@@ -1643,7 +1644,7 @@ static int snap_pack_start(struct srv_snap *sn, int pack)
 		return snap_pjob_queue(sn, pj);
 	}
 	sn->pencoding = true;
-	uv_idle_start(&sn->pidle, snap_on_pidle);
+	uv_idle_start(&sn->pidle, snap_pjob_on_idle);
 	return 0;
 }
 
@@ -1678,7 +1679,8 @@ static int snap_pack_write_now(struct srv_snap *sn, int pack)
 		t0 = uv_hrtime();
 		pj->rc =
 		    bf_pack_write(sn->dirfd, pj->file, pj->buf, pj->ends, pj->count, &pj->step);
-		if (!pj->rc && pj->record && (pj->rc = snap_record_write(sn->dirfd, pj->record)))
+		if (!pj->rc && pj->record &&
+		    (pj->rc = snap_pack_record_write(sn->dirfd, pj->record)))
 			pj->step = "write the packs record";
 		pj->write_ns = uv_hrtime() - t0;
 	}
@@ -1704,7 +1706,7 @@ static bool snap_pack_claim(struct srv_snap *sn, struct snap_entry *e)
 /* ---------------------------------------------------------------------------------------- */
 /* Cycles */
 
-static void snap_pending_clear(struct srv_snap *sn)
+static void ckpt_pending_clear(struct srv_snap *sn)
 {
 	for (size_t i = sn->pending_pos; i < sn->npending; i++) {
 		struct snap_entry *e = sn->pending[i];
@@ -1715,10 +1717,10 @@ static void snap_pending_clear(struct srv_snap *sn)
 	sn->npending = sn->pending_pos = 0;
 }
 
-/* Start listing the dirty entries for a cycle (snap_pending_round()). 0 or -ENOMEM. */
-static int snap_pending_begin(struct srv_snap *sn)
+/* Start listing the dirty entries for a cycle (ckpt_pending_round()). 0 or -ENOMEM. */
+static int ckpt_pending_begin(struct srv_snap *sn)
 {
-	snap_pending_clear(sn);
+	ckpt_pending_clear(sn);
 	uv_idle_stop(&sn->fidle);
 	sn->fill_pos = 0;
 	/* Room for every entry there is now: the walk visits no more places than that. */
@@ -1744,7 +1746,7 @@ static int snap_pending_begin(struct srv_snap *sn)
  * So every entry dirty when the listing began and still live is listed, and none dead.
  * Returns true once the listing is over.
  */
-static bool snap_pending_round(struct srv_snap *sn, uint64_t budget_ns)
+static bool ckpt_pending_round(struct srv_snap *sn, uint64_t budget_ns)
 {
 	uint64_t t0 = uv_hrtime();
 	size_t k = 0;
@@ -1768,16 +1770,16 @@ static bool snap_pending_round(struct srv_snap *sn, uint64_t budget_ns)
 }
 
 /* List every dirty entry at once (shutdown). 0 or -ENOMEM. */
-static int snap_pending_fill(struct srv_snap *sn)
+static int ckpt_pending_fill(struct srv_snap *sn)
 {
-	int rc = snap_pending_begin(sn);
+	int rc = ckpt_pending_begin(sn);
 
 	if (!rc)
-		snap_pending_round(sn, 0);
+		ckpt_pending_round(sn, 0);
 	return rc;
 }
 
-static bool snap_packs_dirty(const struct srv_snap *sn)
+static bool ckpt_packs_dirty(const struct srv_snap *sn)
 {
 	for (int i = 0; i < SNAP_PACKS; i++)
 		if (sn->packs[i].dirty)
@@ -1785,7 +1787,7 @@ static bool snap_packs_dirty(const struct srv_snap *sn)
 	return false;
 }
 
-static void snap_cycle_end(struct srv_snap *sn)
+static void ckpt_cycle_end(struct srv_snap *sn)
 {
 	uint64_t now = uv_now(sn->loop);
 	uint64_t ms = now - sn->cycle_started_ms;
@@ -1817,7 +1819,7 @@ static void snap_cycle_end(struct srv_snap *sn)
 }
 
 /* Forget the waits (shutdown): their filters stay in memory; the shutdown pass writes them. */
-static void snap_waits_clear(struct srv_snap *sn)
+static void ckpt_waits_clear(struct srv_snap *sn)
 {
 	while (sn->nwaits) {
 		struct snap_entry *e = sn->waits[--sn->nwaits];
@@ -1829,21 +1831,21 @@ static void snap_waits_clear(struct srv_snap *sn)
 }
 
 /* A wait ended: the commands that waited run again, from the loop (never from inside a
- * command or snap_step(), which a wait may end in). A save asked for while a cycle ran starts
+ * command or ckpt_step(), which a wait may end in). A save asked for while a cycle ran starts
  * the next cycle first. */
-static void snap_on_cidle(uv_idle_t *h)
+static void ckpt_on_cidle(uv_idle_t *h)
 {
 	struct srv_snap *sn = h->data;
 
 	uv_idle_stop(h);
 	if (sn->save_again && !sn->cycle_running && !sn->stopping)
-		snap_cycle_start(sn); /* clears save_again (else the next tick tries again) */
+		ckpt_cycle_start(sn); /* clears save_again (else the next tick tries again) */
 	if (sn->paged_in)
 		sn->paged_in(sn->paged_arg);
 }
 
-/* Add e to the waits (its write starts at the next snap_step). 0 or -ENOMEM. */
-static int snap_wait_add(struct srv_snap *sn, struct snap_entry *e, bool close)
+/* Add e to the waits (its write starts at the next ckpt_step). 0 or -ENOMEM. */
+static int ckpt_wait_add(struct srv_snap *sn, struct snap_entry *e, bool close)
 {
 	if (!e->waited) {
 		if (sn->nwaits == sn->waits_cap) {
@@ -1864,8 +1866,8 @@ static int snap_wait_add(struct srv_snap *sn, struct snap_entry *e, bool close)
 }
 
 /* e's wait is over (written, paged out, failed, or its filter gone): the commands waiting for
- * it run again (snap_on_cidle), and are answered rc (told once). */
-static void snap_wait_end(struct srv_snap *sn, size_t i, int rc)
+ * it run again (ckpt_on_cidle), and are answered rc (told once). */
+static void ckpt_wait_end(struct srv_snap *sn, size_t i, int rc)
 {
 	struct snap_entry *e = sn->waits[i];
 
@@ -1873,28 +1875,28 @@ static void snap_wait_end(struct srv_snap *sn, size_t i, int rc)
 	e->waited = e->wait_written = e->wait_close = false;
 	e->wait_error = (int16_t)(e->f ? rc : 0);
 	snap_release(e);
-	uv_idle_start(&sn->cidle, snap_on_cidle);
+	uv_idle_start(&sn->cidle, ckpt_on_cidle);
 }
 
 /* e's write for its wait: its pack's (a flush of a packed filter) or a file of its own (a
  * close always: the load on its next use reads that file). 0 if it runs, -1 if not (a failure
  * is recorded, or it was clean by now). */
-static int snap_wait_write(struct srv_snap *sn, struct snap_entry *e)
+static int ckpt_wait_write(struct srv_snap *sn, struct snap_entry *e)
 {
 	e->wait_written = true;
 	if (!e->wait_close && snap_pack_claim(sn, e))
 		return snap_pack_start(sn, e->pack);
-	return snap_start(sn, e);
+	return snap_job_start(sn, e);
 }
 
 /*
  * Nothing runs: go on with the waits, one write at a time. A flush's ends once its filter is
  * clean (a write holds it as it is); a close's once a write of its own file holds it as it is,
  * and it is paged out. Either ends with the write's error if that failed; a filter that
- * changed during its write is written again. Returns true if a write started (snap_step waits
+ * changed during its write is written again. Returns true if a write started (ckpt_step waits
  * for it).
  */
-static bool snap_waits_step(struct srv_snap *sn)
+static bool ckpt_waits_step(struct srv_snap *sn)
 {
 	while (sn->nwaits) {
 		size_t i = sn->nwaits - 1;
@@ -1903,52 +1905,52 @@ static bool snap_waits_step(struct srv_snap *sn)
 		if (sn->job || sn->copy || sn->pjob)
 			return true; /* one write at a time */
 		if (!e->f || e->f->paged) {
-			snap_wait_end(sn, i, 0); /* dropped, renamed or cleared meanwhile */
+			ckpt_wait_end(sn, i, 0); /* dropped, renamed or cleared meanwhile */
 		} else if (e->wait_written && e->failed) {
-			snap_wait_end(sn, i, -EIO);
+			ckpt_wait_end(sn, i, -EIO);
 		} else if (!snap_dirty(e) && !e->wait_close) {
-			snap_wait_end(sn, i, 0);
+			ckpt_wait_end(sn, i, 0);
 		} else if (!snap_dirty(e) && e->own_file && e->pack < 0) {
 			int rc = bf_filter_page_out(e->f);
 
 			if (!rc)
 				srv_log(SRV_LOG_DEBUG, "filter '%s' paged out",
 					bf_filter_name(e->f));
-			snap_wait_end(sn, i, rc);
-		} else if (snap_wait_write(sn, e) == 0) {
+			ckpt_wait_end(sn, i, rc);
+		} else if (ckpt_wait_write(sn, e) == 0) {
 			return true;
 		} else if (!e->failed && snap_dirty(e)) {
 			/* Not started: out of memory for a pack's job (its failure is logged), or
 			 * it ends above, next round (failed, or clean by now). */
-			snap_wait_end(sn, i, -ENOMEM);
+			ckpt_wait_end(sn, i, -ENOMEM);
 		}
 	}
 	return false;
 }
 
 /* A cycle ended (or found nothing to write): the saves waiting for it are answered. */
-static void snap_cycle_over(struct srv_snap *sn)
+static void ckpt_cycle_over(struct srv_snap *sn)
 {
 	sn->cycles_done = sn->cycles_begun;
 	if (sn->cycle_failed)
 		sn->cycle_failed_at = sn->cycles_done;
 	if (sn->save_waiting || sn->save_again) {
 		sn->save_waiting = false;
-		uv_idle_start(&sn->cidle, snap_on_cidle);
+		uv_idle_start(&sn->cidle, ckpt_on_cidle);
 	}
 }
 
 /* Start the next pending write if nothing runs; end the cycle when none is left. */
-static void snap_step(struct srv_snap *sn)
+static void ckpt_step(struct srv_snap *sn)
 {
 	while (!sn->job && !sn->copy && !sn->pjob) {
 		struct snap_entry *e;
 
-		if (!sn->stopping && snap_waits_step(sn))
+		if (!sn->stopping && ckpt_waits_step(sn))
 			continue;
 		if (sn->pending_pos == sn->npending) {
 			if (sn->fill_pos)
-				return; /* snap_on_fidle steps on once all are listed */
+				return; /* ckpt_on_fidle steps on once all are listed */
 			/* Files of their own first (a filter that left its pack is then on disk),
 			 * then the packs, each once its memory is ready (not at shutdown). */
 			if (sn->cycle_running && sn->pack_pos < SNAP_PACKS) {
@@ -1964,8 +1966,8 @@ static void snap_step(struct srv_snap *sn)
 			}
 			sn->npending = sn->pending_pos = 0;
 			if (sn->cycle_running) {
-				snap_cycle_end(sn);
-				snap_cycle_over(sn);
+				ckpt_cycle_end(sn);
+				ckpt_cycle_over(sn);
 			}
 			return;
 		}
@@ -1977,38 +1979,38 @@ static void snap_step(struct srv_snap *sn)
 		}
 		if (!snap_dirty(e) || e->busy)
 			continue;
-		snap_start(sn, e);
+		snap_job_start(sn, e);
 	}
 }
 
 /* The cycle's entries are listed: write them, or end it at once if nothing changed. */
-static void snap_cycle_listed(struct srv_snap *sn)
+static void ckpt_cycle_listed(struct srv_snap *sn)
 {
-	if (!sn->npending && !snap_packs_dirty(sn)) {
+	if (!sn->npending && !ckpt_packs_dirty(sn)) {
 		(void)snap_files_sync(sn); /* files removed since */
 		sn->cycle_running = false;
 		sn->ctx->save_in_progress = false;
 		sn->next_due_ms =
 		    sn->cycle_started_ms + (uint64_t)sn->cfg->snapshot_interval * 1000;
-		snap_cycle_over(sn);
+		ckpt_cycle_over(sn);
 		return;
 	}
-	snap_step(sn);
+	ckpt_step(sn);
 }
 
-static void snap_on_fidle(uv_idle_t *h)
+static void ckpt_on_fidle(uv_idle_t *h)
 {
 	struct srv_snap *sn = h->data;
 
-	if (!snap_pending_round(sn, SNAP_ROUND_NS))
+	if (!ckpt_pending_round(sn, SNAP_ROUND_NS))
 		return;
 	uv_idle_stop(h);
-	snap_cycle_listed(sn);
+	ckpt_cycle_listed(sn);
 }
 
-static void snap_cycle_start(struct srv_snap *sn)
+static void ckpt_cycle_start(struct srv_snap *sn)
 {
-	if (snap_pending_begin(sn)) {
+	if (ckpt_pending_begin(sn)) {
 		srv_log(SRV_LOG_ERR, "snapshot cycle: out of memory; retrying at the next tick");
 		return;
 	}
@@ -2018,13 +2020,13 @@ static void snap_cycle_start(struct srv_snap *sn)
 	sn->cycles_begun++;
 	sn->save_again = false; /* a save waiting for the next cycle waits for this one */
 	sn->ctx->save_in_progress = true;
-	if (snap_pending_round(sn, SNAP_ROUND_NS))
-		snap_cycle_listed(sn);
+	if (ckpt_pending_round(sn, SNAP_ROUND_NS))
+		ckpt_cycle_listed(sn);
 	else
-		uv_idle_start(&sn->fidle, snap_on_fidle);
+		uv_idle_start(&sn->fidle, ckpt_on_fidle);
 }
 
-static void snap_on_tick(uv_timer_t *t)
+static void ckpt_on_tick(uv_timer_t *t)
 {
 	struct srv_snap *sn = t->data;
 	uint32_t interval = sn->cfg->snapshot_interval;
@@ -2034,7 +2036,7 @@ static void snap_on_tick(uv_timer_t *t)
 		return;
 	/* A save waits for a cycle that could not start (out of memory): tried every tick. */
 	if (sn->save_again) {
-		snap_cycle_start(sn);
+		ckpt_cycle_start(sn);
 		return;
 	}
 	if (!interval)
@@ -2044,7 +2046,7 @@ static void snap_on_tick(uv_timer_t *t)
 		sn->next_due_ms = now + (uint64_t)interval * 1000;
 	if (now + SNAP_TICK_MS / 2 < sn->next_due_ms)
 		return;
-	snap_cycle_start(sn);
+	ckpt_cycle_start(sn);
 }
 
 /* ---------------------------------------------------------------------------------------- */
@@ -2107,7 +2109,7 @@ int srv_snap_bgsave(struct srv_snap *sn)
 	if (sn->cycle_running)
 		return -EBUSY;
 	if (!sn->stopping)
-		snap_cycle_start(sn);
+		ckpt_cycle_start(sn);
 	return 0;
 }
 
@@ -2115,7 +2117,7 @@ void srv_snap_soon(struct srv_snap *sn)
 {
 	if (sn->stopping || sn->cycle_running)
 		return;
-	snap_cycle_start(sn);
+	ckpt_cycle_start(sn);
 }
 
 /* Write e now, on the loop thread, from the live filter, as a file of its own. */
@@ -2130,7 +2132,7 @@ static int snap_write_now(struct srv_snap *sn, struct snap_entry *e)
 	snap_file(e, file);
 	/* Never two writers of one file, never an older state over a newer one. */
 	if (sn->job && !sn->job->applied && !strcmp(sn->job->file, file))
-		snap_settle(sn);
+		snap_job_settle(sn);
 	/* A pack job still encoding may hold this filter: its state is newer there. */
 	if (e->packing && sn->pencoding)
 		snap_pjob_abort(sn);
@@ -2148,7 +2150,7 @@ static int snap_write_now(struct srv_snap *sn, struct snap_entry *e)
  * Take e, a live entry, out of the filters this module writes: out of ents, its copy in
  * progress given up, out of its pack (the log keeps the record just logged, at logged_lsn, until
  * the pack is written without the filter; during the replay, what the filter needed). Its own
- * file stays. Returns true if a copy was given up (the caller restarts the cycle: snap_step).
+ * file stays. Returns true if a copy was given up (the caller restarts the cycle: ckpt_step).
  */
 static bool snap_detach(struct srv_snap *sn, struct snap_entry *e)
 {
@@ -2161,7 +2163,7 @@ static bool snap_detach(struct srv_snap *sn, struct snap_entry *e)
 	snap_set_failed(sn, e, false);
 	e->f->owner = NULL;
 	if (sn->copy && sn->copy->e == e) {
-		snap_copy_abort(sn);
+		snap_job_copy_abort(sn);
 		restart = true;
 	}
 	snap_pack_leave(sn, e, sn->ctx->logged_lsn ? sn->ctx->logged_lsn : e->need_lsn);
@@ -2216,7 +2218,7 @@ int srv_snap_dropping(struct srv_snap *sn, struct bf_filter *f, bool remove_file
 		snap_remove_file(sn, file, "filter dropped");
 	snap_release(e);
 	if (restart)
-		snap_step(sn);
+		ckpt_step(sn);
 	return 0;
 }
 
@@ -2312,7 +2314,7 @@ int srv_snap_renamed(struct srv_snap *sn, struct bf_filter *f, const char *from,
 	}
 	snap_release(e);
 	if (restart)
-		snap_step(sn);
+		ckpt_step(sn);
 	return rc;
 }
 
@@ -2351,15 +2353,15 @@ int srv_snap_page_out(struct srv_snap *sn, struct bf_filter *f)
 	 * writes it, and paged out then (the command waits; other clients do not). */
 	if ((snap_dirty(e) || !e->own_file) && e->pack < 0 && !sn->stopping &&
 	    bf_filter_bytes(f) > SRV_SNAP_SLICE) {
-		rc = snap_wait_add(sn, e, true);
+		rc = ckpt_wait_add(sn, e, true);
 		if (rc)
 			return rc;
-		snap_step(sn);
+		ckpt_step(sn);
 		return -EINPROGRESS;
 	}
 	/* Its layers go: a copy of them in progress is given up (the file is written now). */
 	if (sn->copy && sn->copy->e == e) {
-		snap_copy_abort(sn);
+		snap_job_copy_abort(sn);
 		restart = true;
 	}
 	/* On disk as a file of its own, durable, as it is now: the load on its next use reads
@@ -2368,7 +2370,7 @@ int srv_snap_page_out(struct srv_snap *sn, struct bf_filter *f)
 		rc = snap_write_now(sn, e);
 		if (rc) {
 			if (restart)
-				snap_step(sn);
+				ckpt_step(sn);
 			return rc;
 		}
 	}
@@ -2376,11 +2378,11 @@ int srv_snap_page_out(struct srv_snap *sn, struct bf_filter *f)
 	if (!rc)
 		srv_log(SRV_LOG_DEBUG, "filter '%s' paged out", bf_filter_name(f));
 	if (restart)
-		snap_step(sn);
+		ckpt_step(sn);
 	return rc;
 }
 
-struct snap_load {
+struct snap_pagein {
 	uv_work_t req;
 	struct srv_snap *sn;
 	struct snap_entry *e;
@@ -2390,17 +2392,17 @@ struct snap_load {
 	char file[BF_SNAPSHOT_NAME_MAX];
 };
 
-static void snap_load_work(uv_work_t *req)
+static void snap_pagein_work(uv_work_t *req)
 {
-	struct snap_load *l = req->data;
+	struct snap_pagein *l = req->data;
 	uint64_t gen;
 
 	l->rc = bf_snapshot_read(l->sn->dirfd, l->file, &l->copy, &gen, l->why, sizeof(l->why));
 }
 
-static void snap_load_after(uv_work_t *req, int status)
+static void snap_pagein_after(uv_work_t *req, int status)
 {
-	struct snap_load *l = req->data;
+	struct snap_pagein *l = req->data;
 	struct snap_entry *e = l->e;
 	struct srv_snap *sn = l->sn;
 	int rc = status ? status : l->rc;
@@ -2432,7 +2434,7 @@ static void snap_load_after(uv_work_t *req, int status)
 int srv_snap_page_in(struct srv_snap *sn, struct bf_filter *f)
 {
 	struct snap_entry *e = snap_find(sn, f);
-	struct snap_load *l;
+	struct snap_pagein *l;
 	int rc;
 
 	if (!e)
@@ -2451,7 +2453,7 @@ int srv_snap_page_in(struct srv_snap *sn, struct bf_filter *f)
 	l->sn = sn;
 	l->e = e;
 	snap_file(e, l->file);
-	rc = uv_queue_work(sn->loop, &l->req, snap_load_work, snap_load_after);
+	rc = uv_queue_work(sn->loop, &l->req, snap_pagein_work, snap_pagein_after);
 	if (rc) {
 		free(l);
 		return rc;
@@ -2486,7 +2488,7 @@ size_t srv_snap_cold(struct srv_snap *sn, uint32_t now_s, uint32_t interval, siz
 
 /* Write every dirty filter now, on the loop thread, from the live filters (the shutdown's
  * fallback when it has no room for its list). 0, or the first failure's negative errno. */
-static int snap_flush_all_now(struct srv_snap *sn)
+static int ckpt_flush_all_now(struct srv_snap *sn)
 {
 	struct snap_entry *e;
 	int rc = 0, r;
@@ -2513,7 +2515,7 @@ static int snap_flush_all_now(struct srv_snap *sn)
 
 /* flush of one filter: see srv_snap_flush(). *ticket is what f->changes was, plus 1, when the
  * command began to wait. */
-static int snap_flush_one(struct srv_snap *sn, struct bf_filter *f, uint64_t *ticket)
+static int ckpt_flush_one(struct srv_snap *sn, struct bf_filter *f, uint64_t *ticket)
 {
 	struct snap_entry *e = snap_find(sn, f);
 	int rc;
@@ -2539,16 +2541,16 @@ static int snap_flush_one(struct srv_snap *sn, struct bf_filter *f, uint64_t *ti
 	if (sn->stopping)
 		return snap_pack_claim(sn, e) ? snap_pack_write_now(sn, e->pack)
 					      : snap_write_now(sn, e);
-	rc = snap_wait_add(sn, e, false);
+	rc = ckpt_wait_add(sn, e, false);
 	if (rc)
 		return rc;
 	*ticket = e->f->changes + 1;
-	snap_step(sn);
+	ckpt_step(sn);
 	return -EINPROGRESS;
 }
 
 /* SAVE and flush of all: see srv_snap_flush(). *ticket is the cycle that must end. */
-static int snap_flush_all(struct srv_snap *sn, uint64_t *ticket)
+static int ckpt_flush_all(struct srv_snap *sn, uint64_t *ticket)
 {
 	if (sn->stopping)
 		return 0; /* the shutdown pass writes everything (no command runs then) */
@@ -2559,7 +2561,7 @@ static int snap_flush_all(struct srv_snap *sn, uint64_t *ticket)
 	} else if (!*ticket) {
 		uint64_t begun = sn->cycles_begun;
 
-		snap_cycle_start(sn);
+		ckpt_cycle_start(sn);
 		if (sn->cycles_begun == begun)
 			return -ENOMEM; /* logged */
 		*ticket = sn->cycles_begun;
@@ -2578,7 +2580,7 @@ int srv_snap_flush(struct srv_snap *sn, struct bf_filter *f, uint64_t *ticket)
 	if (f && !f->params->persist)
 		rc = 0;
 	else
-		rc = f ? snap_flush_one(sn, f, ticket) : snap_flush_all(sn, ticket);
+		rc = f ? ckpt_flush_one(sn, f, ticket) : ckpt_flush_all(sn, ticket);
 	if (rc != -EINPROGRESS)
 		*ticket = 0;
 	return rc;
@@ -2589,23 +2591,23 @@ void srv_snap_shutdown(struct srv_snap *sn)
 	if (!sn || sn->stopping)
 		return;
 	sn->stopping = true;
-	snap_copy_abort(sn);
+	snap_job_copy_abort(sn);
 	snap_pjob_abort(sn);
 	if (sn->pjob && sn->pjob->recording)
 		snap_pjob_apply(sn, sn->pjob); /* so the pass below sees its members written */
-	snap_waits_clear(sn); /* the shutdown pass writes them; their clients are let go */
-	if (snap_pending_fill(sn)) {
+	ckpt_waits_clear(sn); /* the shutdown pass writes them; their clients are let go */
+	if (ckpt_pending_fill(sn)) {
 		/* No room for a list: write them one by one here, on the loop. */
 		srv_log(SRV_LOG_ERR, "final snapshot: out of memory; writing on the loop thread");
-		sn->final_failed = snap_flush_all_now(sn) != 0;
+		sn->final_failed = ckpt_flush_all_now(sn) != 0;
 		return;
 	}
 	sn->cycle_started_ms = uv_now(sn->loop);
 	sn->cycle_saved = sn->cycle_failed = 0;
 	sn->cycle_running = true;
-	if (sn->npending || snap_packs_dirty(sn))
+	if (sn->npending || ckpt_packs_dirty(sn))
 		srv_log(SRV_LOG_INFO, "writing changed filters before exit");
-	snap_step(sn);
+	ckpt_step(sn);
 }
 
 bool srv_snap_final_failed(const struct srv_snap *sn)
@@ -3285,12 +3287,12 @@ static int snap_packs_check(struct srv_snap *sn)
 	uint32_t mask, missing = 0;
 	char file[32], aside[48];
 	struct stat sb;
-	int rc = snap_record_read(sn->dirfd, &mask);
+	int rc = snap_pack_record_read(sn->dirfd, &mask);
 
 	if (rc == -ENOENT) {
 		for (int i = 0; i < SNAP_PACKS; i++)
 			mask |= snap_pack_exists(sn, i) ? 1u << i : 0;
-		rc = mask ? snap_record_write(sn->dirfd, mask) : 0;
+		rc = mask ? snap_pack_record_write(sn->dirfd, mask) : 0;
 	}
 	if (rc) {
 		srv_log(SRV_LOG_ERR, "%s/%s: %s; not starting", sn->dir, SNAP_RECORD,
@@ -3317,7 +3319,7 @@ static int snap_packs_check(struct srv_snap *sn)
 		return -ENOENT;
 	}
 	sn->packs_recorded = mask & ~missing;
-	return missing ? snap_record_write(sn->dirfd, sn->packs_recorded) : 0;
+	return missing ? snap_pack_record_write(sn->dirfd, sn->packs_recorded) : 0;
 }
 
 /* Read the files record: its text, NUL-terminated, in *out (NULL if there is none). 0 or a
@@ -3601,7 +3603,7 @@ int srv_snap_new(uv_loop_t *loop, const struct config *cfg, struct cmd_ctx *ctx,
 	sn->cidle.data = sn;
 	sn->fidle.data = sn;
 	sn->next_due_ms = uv_now(loop) + (uint64_t)cfg->snapshot_interval * 1000;
-	uv_timer_start(&sn->timer, snap_on_tick, SNAP_TICK_MS, SNAP_TICK_MS);
+	uv_timer_start(&sn->timer, ckpt_on_tick, SNAP_TICK_MS, SNAP_TICK_MS);
 	*out = sn;
 	return 0;
 
@@ -3765,7 +3767,7 @@ void srv_snap_free(struct srv_snap *sn)
 		return;
 	snap_aside_free(sn);
 	if (sn->copy)
-		snap_copy_abort(sn);
+		snap_job_copy_abort(sn);
 	snap_pjob_abort(sn);
 	if (sn->pjob && sn->pjob->recording) {
 		uv_idle_stop(&sn->pidle);
@@ -3777,8 +3779,8 @@ void srv_snap_free(struct srv_snap *sn)
 		snap_pmem_free(sn->pmem);
 	/* A job still here means its after_work never ran: the loop was not drained. Its
 	 * memory may still be in use by the threadpool, so it is left alone. */
-	snap_pending_clear(sn);
-	snap_waits_clear(sn);
+	ckpt_pending_clear(sn);
+	ckpt_waits_clear(sn);
 	snap_load_state_free(sn);
 	for (size_t i = 0; i < sn->nents; i++)
 		bf_pool_put(sn->ents[i]);
