@@ -187,13 +187,6 @@ static void snap_aside_note(struct srv_snap *sn, const char *label, const char *
 	}
 }
 
-/*
- * Adopt f, read from file (pack >= 0: that pack file's), into the registry and track it. The
- * same filter in a pack and in a file of its own (a crash between writing one and removing the
- * other): the higher generation wins; the other file is removed, or its pack marked for
- * writing again (repack[]). 0 (adopted, or the older copy dropped), or a negative errno that
- * must stop the start. f is consumed.
- */
 /* Where the search for id's slot begins (ids_cap > 0). */
 static size_t snap_id_home(const struct srv_snap *sn, uint64_t id)
 {
@@ -293,67 +286,93 @@ static void snap_adopt_stay(struct srv_snap *sn, struct snap_entry *e, int pack)
 }
 
 /*
- * Adopt f, loaded from file (pack >= 0: an entry of that pack), a copy of generation gen: of two
- * copies of one filter (one id), or of two filters under one name, the one written later stays.
- * A renamed file's filter (renamed: its header has its name before a RENAME) is adopted under a
- * hidden name until the log's replay of that RENAME names it (srv_snap_load_end if none does):
- * under the old name it could meet a filter that took that name since, and under the new one
- * the records before the RENAME of a filter it replaced.
+ * The id step of adopting f, a copy of generation gen from file (pack >= 0: an entry of that
+ * pack): one filter under two names (renamed, and the old name's copy not yet removed). A filter
+ * without an id (a file from before ids) has no step here. Else *slot is its slot in the table of
+ * ids, and if a copy of that filter is loaded already the one written later stays: f is skipped
+ * if it is the older (returns 1: f consumed, the older copy removed or its pack written again),
+ * or the one loaded is forgotten. 0 to go on, 1, or -ENOMEM (f freed).
  */
-static int snap_adopt(struct srv_snap *sn, struct bf_filter *f, uint64_t gen, bool renamed,
-		      const char *file, int pack, bool repack[SNAP_PACKS])
+static int snap_adopt_id(struct srv_snap *sn, struct bf_filter *f, uint64_t gen, const char *file,
+			 int pack, bool repack[SNAP_PACKS], struct snap_idslot **slot)
 {
-	struct snap_idslot *slot = NULL;
+	struct snap_idslot *s;
+
+	if (!f->id)
+		return 0;
+	if (snap_ids_reserve(sn, sn->ids_n + 1)) {
+		bf_filter_free(f);
+		return -ENOMEM;
+	}
+	s = snap_id_slot(sn, f->id);
+	*slot = s;
+	if (!s->id || !s->e)
+		return 0;
+	if (gen <= s->gen) {
+		snap_skip_older(sn, f, gen, s->gen, file, pack, repack);
+		return 1;
+	}
+	srv_log(SRV_LOG_NOTICE,
+		"filter '%s' (id %" PRIu64 "): %s/%s holds a newer copy (generation "
+		"%" PRIu64 ") than '%s' loaded (%" PRIu64 ")",
+		bf_filter_name(f), (uint64_t)f->id, sn->dir, file, gen, bf_filter_name(s->e->f),
+		s->gen);
+	snap_forget_older(sn, s->e, repack);
+	s->e = NULL;
+	return 0;
+}
+
+/*
+ * The name step: f goes into the registry, under a hidden name if renamed, else under its own.
+ * A filter loaded already under that name (two filters, one name: a crash between a new copy's
+ * write and the old one's removal) gives way if f was written later; else f is skipped as the
+ * older copy (returns 1: f consumed). 0 (f added), 1, or the registry's negative errno (f not
+ * added, and still the caller's).
+ */
+static int snap_adopt_name(struct srv_snap *sn, struct bf_filter *f, uint64_t gen, bool renamed,
+			   const char *file, int pack, bool repack[SNAP_PACKS])
+{
 	struct bf_filter *old;
 	struct snap_entry *e;
+	uint64_t had;
 	int rc;
 
-	if (gen > sn->gen)
-		sn->gen = gen;
-	/* One filter under two names: renamed, and the old name's copy not yet removed. */
-	if (f->id) {
-		if (snap_ids_reserve(sn, sn->ids_n + 1)) {
-			bf_filter_free(f);
-			return -ENOMEM;
-		}
-		slot = snap_id_slot(sn, f->id);
-		if (slot->id && slot->e) {
-			if (gen <= slot->gen) {
-				snap_skip_older(sn, f, gen, slot->gen, file, pack, repack);
-				return 0;
-			}
-			srv_log(SRV_LOG_NOTICE,
-				"filter '%s' (id %" PRIu64
-				"): %s/%s holds a newer copy (generation "
-				"%" PRIu64 ") than '%s' loaded (%" PRIu64 ")",
-				bf_filter_name(f), (uint64_t)f->id, sn->dir, file, gen,
-				bf_filter_name(slot->e->f), slot->gen);
-			snap_forget_older(sn, slot->e, repack);
-			slot->e = NULL;
-		}
-	}
 	if (renamed)
 		rc = bf_registry_adopt_hidden(sn->ctx->reg, f);
 	else
 		rc = bf_registry_adopt(sn->ctx->reg, bf_filter_name(f), f->name_len, f);
-	if (rc == -EEXIST &&
-	    (old = bf_registry_get(sn->ctx->reg, bf_filter_name(f), f->name_len)) &&
-	    (e = snap_find(sn, old))) {
-		uint64_t had = snap_id_slot(sn, old->id)->gen;
-
-		if (gen <= had) {
-			snap_skip_older(sn, f, gen, had, file, pack, repack);
-			return 0;
-		}
-		srv_log(SRV_LOG_NOTICE,
-			"filter '%s': %s/%s holds a newer copy (generation %" PRIu64
-			") than the one loaded (%" PRIu64 ")",
-			bf_filter_name(f), sn->dir, file, gen, had);
-		if (e->f->id && e->f->id != f->id)
-			snap_id_slot(sn, e->f->id)->e = NULL;
-		snap_forget_older(sn, e, repack);
-		rc = bf_registry_adopt(sn->ctx->reg, bf_filter_name(f), f->name_len, f);
+	if (rc != -EEXIST ||
+	    !(old = bf_registry_get(sn->ctx->reg, bf_filter_name(f), f->name_len)) ||
+	    !(e = snap_find(sn, old)))
+		return rc;
+	had = snap_id_slot(sn, old->id)->gen;
+	if (gen <= had) {
+		snap_skip_older(sn, f, gen, had, file, pack, repack);
+		return 1;
 	}
+	srv_log(SRV_LOG_NOTICE,
+		"filter '%s': %s/%s holds a newer copy (generation %" PRIu64
+		") than the one loaded (%" PRIu64 ")",
+		bf_filter_name(f), sn->dir, file, gen, had);
+	if (e->f->id && e->f->id != f->id)
+		snap_id_slot(sn, e->f->id)->e = NULL;
+	snap_forget_older(sn, e, repack);
+	return bf_registry_adopt(sn->ctx->reg, bf_filter_name(f), f->name_len, f);
+}
+
+/*
+ * The registry refused f (rc, negative). Passing max_memory stops the start (-ENOMEM returned:
+ * the operator raises it; starting without the filter would lose acknowledged keys). Any other
+ * refusal (a filter of that name is loaded that is not an older copy of this one, or the name is
+ * not valid) is taken as the file's, as a bad file is: the start goes on without it (0), a file
+ * of its own set aside as .corrupt and reported after the replay, a pack entry left out (logged)
+ * and its pack written again without it. f is consumed.
+ */
+static int snap_adopt_refused(struct srv_snap *sn, struct bf_filter *f, int rc, const char *file,
+			      int pack, bool repack[SNAP_PACKS])
+{
+	char why[320];
+
 	if (rc == -ENOMEM) {
 		srv_log(SRV_LOG_ERR,
 			"snapshot %s/%s: filter '%s' needs %" PRIu64 " bytes; with %" PRIu64
@@ -364,23 +383,29 @@ static int snap_adopt(struct srv_snap *sn, struct bf_filter *f, uint64_t gen, bo
 		bf_filter_free(f);
 		return rc;
 	}
-	if (rc) {
-		char why[320];
-
-		snprintf(why, sizeof(why), "cannot add filter '%s': %s", bf_filter_name(f),
-			 rc == -EEXIST ? "a filter of that name is already loaded" : strerror(-rc));
-		bf_filter_free(f);
-		if (pack >= 0) {
-			srv_log(SRV_LOG_ERR, "snapshot %s/%s: %s; not loaded", sn->dir, file, why);
-			repack[pack] = true;
-		} else {
-			snap_set_aside(sn, file, why);
-		}
-		return 0;
+	snprintf(why, sizeof(why), "cannot add filter '%s': %s", bf_filter_name(f),
+		 rc == -EEXIST ? "a filter of that name is already loaded" : strerror(-rc));
+	bf_filter_free(f);
+	if (pack >= 0) {
+		srv_log(SRV_LOG_ERR, "snapshot %s/%s: %s; not loaded", sn->dir, file, why);
+		repack[pack] = true;
+	} else {
+		snap_set_aside(sn, file, why);
 	}
-	e = snap_track(sn, f);
+	return 0;
+}
+
+/*
+ * The entry step: f, now in the registry, is tracked as clean, holding what its copy holds (from
+ * pack >= 0, or a file of its own, which the files record lists), and counted as loaded. NULL on
+ * allocation failure.
+ */
+static struct snap_entry *snap_adopt_entry(struct srv_snap *sn, struct bf_filter *f, int pack)
+{
+	struct snap_entry *e = snap_track(sn, f);
+
 	if (!e)
-		return -ENOMEM;
+		return NULL;
 	e->on_disk = true;
 	e->own_file = pack < 0;
 	e->filed = pack < 0;
@@ -389,6 +414,19 @@ static int snap_adopt(struct srv_snap *sn, struct bf_filter *f, uint64_t gen, bo
 	sn->st.loaded++;
 	if (f->lsn > sn->loaded_lsn)
 		sn->loaded_lsn = f->lsn;
+	return e;
+}
+
+/*
+ * The slot step: e's filter in the table of ids (slot from the id step, NULL if it had no id
+ * there), with the generation loaded and, for a renamed file, that file's name (for the replay's
+ * RENAME, srv_snap_dropping and srv_snap_load_end). 0 or -ENOMEM.
+ */
+static int snap_adopt_slot(struct srv_snap *sn, struct snap_entry *e, struct snap_idslot *slot,
+			   uint64_t gen, bool renamed, const char *file)
+{
+	const struct bf_filter *f = e->f;
+
 	/* A filter that had no id before (a file from before ids) has one now. */
 	if (!slot) {
 		if (snap_ids_reserve(sn, sn->ids_n + 1))
@@ -404,6 +442,44 @@ static int snap_adopt(struct srv_snap *sn, struct bf_filter *f, uint64_t gen, bo
 	slot->renamed = renamed ? strdup(file) : NULL;
 	if (renamed && !slot->renamed)
 		return -ENOMEM;
+	return 0;
+}
+
+/*
+ * Adopt f, loaded from file (pack >= 0: an entry of that pack), a copy of generation gen: of two
+ * copies of one filter (one id), or of two filters under one name, the one written later stays;
+ * the older copy's file is removed, or its pack marked for writing again (repack[]).
+ * A renamed file's filter (renamed: its header has its name before a RENAME) is adopted under a
+ * hidden name until the log's replay of that RENAME names it (srv_snap_load_end if none does):
+ * under the old name it could meet a filter that took that name since, and under the new one
+ * the records before the RENAME of a filter it replaced. 0 (adopted, or the older copy dropped,
+ * or set aside), or a negative errno that must stop the start. f is consumed.
+ */
+static int snap_adopt(struct srv_snap *sn, struct bf_filter *f, uint64_t gen, bool renamed,
+		      const char *file, int pack, bool repack[SNAP_PACKS])
+{
+	struct snap_idslot *slot = NULL;
+	struct snap_entry *e;
+	int rc;
+
+	if (gen > sn->gen)
+		sn->gen = gen;
+	rc = snap_adopt_id(sn, f, gen, file, pack, repack, &slot);
+	if (rc)
+		return rc < 0 ? rc : 0;
+	rc = snap_adopt_name(sn, f, gen, renamed, file, pack, repack);
+	if (rc > 0)
+		return 0;
+	if (rc)
+		return snap_adopt_refused(sn, f, rc, file, pack, repack);
+	e = snap_adopt_entry(sn, f, pack);
+	if (!e)
+		return -ENOMEM;
+	rc = snap_adopt_slot(sn, e, slot, gen, renamed, file);
+	if (rc)
+		return rc;
+	/* Loaded from a pack it no longer belongs in: it stays a member until a durable file holds
+	 * it elsewhere (snap_adopt_stay). */
 	if (pack >= 0 && e->pack != pack)
 		snap_adopt_stay(sn, e, pack);
 	/* Packed where it was a file of its own: its pack is written with it, and only then
