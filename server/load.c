@@ -571,43 +571,51 @@ static void snap_keep_copy(struct srv_snap *sn, const char *file)
 	srv_log(SRV_LOG_WARNING, "cannot keep a copy of %s/%s: %s", sn->dir, file, strerror(errno));
 }
 
-/* Load pack file `pack`, read into buf's buffer (bf_pack_reopen). 0 (loaded, or set aside) or a
- * negative errno that must stop the start. */
-static int snap_load_pack(struct srv_snap *sn, int pack, struct bf_pack *buf, uint64_t *newest,
-			  bool repack[SNAP_PACKS])
+/*
+ * The open step of a pack's load: `file` read whole into buf's buffer (bf_pack_reopen), *sb its
+ * stat. 1 if there is nothing to load: no such file (a pack not yet written; the packs record
+ * was checked before, snap_packs_check), or one that is not a valid pack, set aside as .corrupt
+ * with every filter in it noted for srv_snap_after_replay (the log may rebuild them: the start
+ * goes on as for any bad file). 0 once open; a negative errno (cannot read it) stops the start.
+ */
+static int snap_load_pack_open(struct srv_snap *sn, const char *file, struct bf_pack *buf,
+			       struct stat *sb)
 {
-	char file[32], why[640], label[96];
+	char why[640], label[96];
 	struct bf_pack pk = *buf;
-	struct stat sb;
-	bool kept = false;
 	int rc;
 
-	snap_pack_name(pack, file);
-	if (fstatat(sn->dirfd, file, &sb, AT_SYMLINK_NOFOLLOW) && errno == ENOENT)
-		return 0;
+	if (fstatat(sn->dirfd, file, sb, AT_SYMLINK_NOFOLLOW) && errno == ENOENT)
+		return 1;
 	rc = bf_pack_reopen(sn->dirfd, file, &pk, why, sizeof(why));
 	*buf = pk; /* its buffer, whatever the result */
 	if (rc == -EINVAL || rc == -ENOTSUP) {
 		snap_set_aside(sn, file, why);
 		snprintf(label, sizeof(label), "%s (every filter in it)", file);
 		snap_aside_note(sn, label, NULL, NULL, 0);
-		return 0;
+		return 1;
 	}
-	if (rc) {
+	if (rc)
 		srv_log(SRV_LOG_ERR, "snapshot %s/%s: %s; not starting (fix or move the file)",
 			sn->dir, file, why);
-		return rc;
-	}
-	sn->st.loaded_bytes += pk.len;
+	return rc;
+}
+
+/*
+ * Room for an open pack's filters before they are adopted, and the prefault handshake: the
+ * prefault thread is told how much the heap will grow, and the registry, the table of ids and
+ * the entries are sized for this pack's count times the packs still to load. All best effort:
+ * adopting grows what could not be sized here.
+ */
+static void snap_load_pack_room(struct srv_snap *sn, const struct bf_pack *pk, int pack)
+{
 	/* Its filters take about as many bytes of heap as they have in the file, if their layers
 	 * all come from the heap (not if packs hold layers big enough for mappings of their own:
 	 * the room would be populated for nothing). */
 	if (sn->cfg->snapshot_pack_bytes < SRV_MMAP_THRESHOLD)
-		srv_prefault_expect(sn->prefault, pk.len);
-	if ((uint64_t)sb.st_mtime > *newest)
-		*newest = (uint64_t)sb.st_mtime;
+		srv_prefault_expect(sn->prefault, pk->len);
 	/* Packs hold about as many each: size the tables for all of them once. */
-	size_t expect = sn->nents + (size_t)pk.count * (size_t)(SNAP_PACKS - pack);
+	size_t expect = sn->nents + (size_t)pk->count * (size_t)(SNAP_PACKS - pack);
 	bf_registry_reserve(sn->ctx->reg, expect);
 	/* Best effort too: a million ids by doublings faulted in 64 MB, not 32 (adopt grows the
 	 * table if this could not). */
@@ -620,63 +628,116 @@ static int snap_load_pack(struct srv_snap *sn, int pack, struct bf_pack *buf, ui
 			sn->ents_cap = expect;
 		}
 	}
-	for (uint32_t i = 0; i < pk.count && !rc; i++) {
-		struct bf_filter *f = NULL;
-		uint64_t gen, next_id;
-		const char *next_name;
-		size_t next_len;
+}
 
-		/* The id table and the registry's buckets are far larger than the caches: fetch
-		 * what an entry a few ahead will look up while this one is decoded (a third of
-		 * the adopting was waiting on those misses). */
-		if (i + SNAP_LOAD_AHEAD < pk.count &&
-		    bf_pack_entry_peek(&pk, i + SNAP_LOAD_AHEAD, &next_id, &next_name, &next_len)) {
-			if (next_id && sn->ids_cap)
-				__builtin_prefetch(&sn->ids[snap_id_home(sn, next_id)]);
-			bf_registry_prefetch(sn->ctx->reg, next_name, next_len);
-		}
+/* The id table and the registry's buckets are far larger than the caches: fetch what the entry
+ * SNAP_LOAD_AHEAD after entry i will look up while i is decoded (a third of the adopting was
+ * waiting on those misses). */
+static void snap_load_pack_prefetch(struct srv_snap *sn, const struct bf_pack *pk, uint32_t i)
+{
+	uint64_t next_id;
+	const char *next_name;
+	size_t next_len;
 
-		/* The heap grows by about a filter's size per entry: its new memory is faulted
-		 * in by the prefault thread, just ahead of the entries that will use it. */
-		if (i % SNAP_LOAD_POKE == 0)
-			srv_prefault_poke(sn->prefault);
-		rc = bf_pack_entry(&pk, i, UINT64_MAX, &f, &gen, why, sizeof(why));
-		if (rc == -EINVAL) {
-			const unsigned char *e;
-			const char *name = NULL;
-			size_t elen, nlen = 0;
-
-			bf_pack_entry_bytes(&pk, i, &e, &elen);
-			if (!bf_snapshot_entry_name(e, elen, &name, &nlen))
-				name = NULL;
-			srv_log(SRV_LOG_ERR,
-				"snapshot %s/%s: entry %" PRIu32 " (filter '%.*s'): %s; "
-				"not loaded",
-				sn->dir, file, i, name ? (int)nlen : 1, name ? name : "?", why);
-			if (!kept)
-				snap_keep_copy(sn, file);
-			kept = true;
-			repack[pack] = true;
-			sn->st.set_aside++;
-			snprintf(label, sizeof(label), "%s entry %" PRIu32, file, i);
-			snap_aside_note(sn, label, NULL, name, nlen);
-			rc = 0;
-			continue;
-		}
-		if (rc) {
-			srv_log(SRV_LOG_ERR,
-				"snapshot %s/%s: entry %" PRIu32 ": %s; not starting (raise "
-				"max_memory?)",
-				sn->dir, file, i, why);
-			break;
-		}
-		if (!f->params->persist) {
-			bf_filter_free(f);
-			repack[pack] = true;
-			continue;
-		}
-		rc = snap_adopt(sn, f, gen, false, file, pack, repack);
+	if (i + SNAP_LOAD_AHEAD < pk->count &&
+	    bf_pack_entry_peek(pk, i + SNAP_LOAD_AHEAD, &next_id, &next_name, &next_len)) {
+		if (next_id && sn->ids_cap)
+			__builtin_prefetch(&sn->ids[snap_id_home(sn, next_id)]);
+		bf_registry_prefetch(sn->ctx->reg, next_name, next_len);
 	}
+}
+
+/*
+ * Entry i of the pack in `file` is bad (why): logged with its filter's name if that can be read,
+ * and left out, as a bad file of its own is set aside: a copy of the pack is kept as .corrupt (once
+ * per pack: *kept), the filter is noted for srv_snap_after_replay (the log may rebuild it), and the
+ * pack is written again without it.
+ */
+static void snap_load_pack_bad(struct srv_snap *sn, const struct bf_pack *pk, const char *file,
+			       int pack, uint32_t i, const char *why, bool *kept,
+			       bool repack[SNAP_PACKS])
+{
+	const unsigned char *e;
+	const char *name = NULL;
+	size_t elen, nlen = 0;
+	char label[96];
+
+	bf_pack_entry_bytes(pk, i, &e, &elen);
+	if (!bf_snapshot_entry_name(e, elen, &name, &nlen))
+		name = NULL;
+	srv_log(SRV_LOG_ERR,
+		"snapshot %s/%s: entry %" PRIu32 " (filter '%.*s'): %s; "
+		"not loaded",
+		sn->dir, file, i, name ? (int)nlen : 1, name ? name : "?", why);
+	if (!*kept)
+		snap_keep_copy(sn, file);
+	*kept = true;
+	repack[pack] = true;
+	sn->st.set_aside++;
+	snprintf(label, sizeof(label), "%s entry %" PRIu32, file, i);
+	snap_aside_note(sn, label, NULL, name, nlen);
+}
+
+/*
+ * The entry step: entry i of the open pack (pack, in `file`) decoded and adopted. A bad entry is
+ * left out (snap_load_pack_bad), and a filter no longer persistent too (its pack is written
+ * again without it). 0, or a negative errno that must stop the start (it cannot be decoded in
+ * memory, or snap_adopt's).
+ */
+static int snap_load_pack_entry(struct srv_snap *sn, const struct bf_pack *pk, const char *file,
+				int pack, uint32_t i, bool *kept, bool repack[SNAP_PACKS])
+{
+	struct bf_filter *f = NULL;
+	char why[640];
+	uint64_t gen;
+	int rc;
+
+	snap_load_pack_prefetch(sn, pk, i);
+	/* The heap grows by about a filter's size per entry: its new memory is faulted in by the
+	 * prefault thread, just ahead of the entries that will use it. */
+	if (i % SNAP_LOAD_POKE == 0)
+		srv_prefault_poke(sn->prefault);
+	rc = bf_pack_entry(pk, i, UINT64_MAX, &f, &gen, why, sizeof(why));
+	if (rc == -EINVAL) {
+		snap_load_pack_bad(sn, pk, file, pack, i, why, kept, repack);
+		return 0;
+	}
+	if (rc) {
+		srv_log(SRV_LOG_ERR,
+			"snapshot %s/%s: entry %" PRIu32 ": %s; not starting (raise "
+			"max_memory?)",
+			sn->dir, file, i, why);
+		return rc;
+	}
+	if (!f->params->persist) {
+		bf_filter_free(f);
+		repack[pack] = true;
+		return 0;
+	}
+	return snap_adopt(sn, f, gen, false, file, pack, repack);
+}
+
+/* Load pack file `pack`, read into buf's buffer (bf_pack_reopen): opened, room made for its
+ * filters, then each entry adopted in turn. 0 (loaded, or set aside) or a negative errno that
+ * must stop the start. */
+static int snap_load_pack(struct srv_snap *sn, int pack, struct bf_pack *buf, uint64_t *newest,
+			  bool repack[SNAP_PACKS])
+{
+	char file[32];
+	struct stat sb;
+	bool kept = false;
+	int rc;
+
+	snap_pack_name(pack, file);
+	rc = snap_load_pack_open(sn, file, buf, &sb);
+	if (rc)
+		return rc > 0 ? 0 : rc;
+	sn->st.loaded_bytes += buf->len;
+	if ((uint64_t)sb.st_mtime > *newest)
+		*newest = (uint64_t)sb.st_mtime;
+	snap_load_pack_room(sn, buf, pack);
+	for (uint32_t i = 0; i < buf->count && !rc; i++)
+		rc = snap_load_pack_entry(sn, buf, file, pack, i, &kept, repack);
 	return rc;
 }
 
