@@ -28,7 +28,7 @@
  * pack is listed before the pack lets it go), at the end of a cycle, and at a start. Until it is
  * written the log keeps every record since its last write (srv_snap_log_needed): a new file
  * not yet listed is covered by the log, and a listed file removed since by the log's DROP,
- * FLUSHALL or RENAME record. Without the log, a removal writes it first (snap_files_leaving).
+ * FLUSHALL or RENAME record. Without the log, a removal writes it first (snap_files_removing).
  */
 #define SNAP_FILES	"files"
 #define SNAP_FILES_LINE (16 + 1 + BF_SNAPSHOT_NAME_MAX + 1)

@@ -21,7 +21,7 @@
 #define SNAP_TICK_MS 1000
 /* Entries srv_snap_get_status() looks at per call for its count of changed filters. */
 #define SNAP_DIRTY_BUDGET 65536
-/* Added to the nice value of a threadpool thread once it runs snapshot work (see below). */
+/* Added to the nice value of a threadpool thread once it runs snapshot work (snap_worker_nice). */
 #define SNAP_WORKER_NICE 10
 /* Copies of at least this many bytes have their memory faulted in on the threadpool. */
 #define SNAP_PREFAULT_MIN (2u << 20)
