@@ -153,6 +153,16 @@ static int truncate_file(struct wal *w, const char *name, uint64_t len)
 	return err;
 }
 
+/* Delete the segment file name (gone already is fine). 0, or -errno with why naming it. */
+static int unlink_segment(struct wal *w, const char *name, char *why, size_t whylen)
+{
+	if (unlinkat(w->dirfd, name, 0) == 0 || errno == ENOENT)
+		return 0;
+	int err = -errno;
+	set_why(why, whylen, "segment %s: unlink: %s", name, strerror(-err));
+	return err;
+}
+
 /*
  * The segments wholly before the recorded start (the next one begins at or below it) are what
  * a release deleted after recording the start: the delete had not reached the disk when the
@@ -171,12 +181,9 @@ static int drop_before_start(struct wal *w, uint64_t start, char *why, size_t wh
 		return 0;
 	for (size_t i = 0; i < n; i++) {
 		wal_segment_name(w->segs[i].first, name);
-		if (unlinkat(w->dirfd, name, 0) != 0 && errno != ENOENT) {
-			int err = -errno;
-			set_why(why, whylen, "segment %s (before the log's start): unlink: %s",
-				name, strerror(-err));
+		int err = unlink_segment(w, name, why, whylen);
+		if (err)
 			return err;
-		}
 	}
 	memmove(w->segs, w->segs + n, (w->nsegs - n) * sizeof(*w->segs));
 	w->nsegs -= n;
@@ -537,12 +544,9 @@ static int replay_drop_later(struct replay *rp, const struct replay_seg *s, uint
 
 	for (size_t k = w->nsegs; k-- > s->j + 1;) {
 		wal_segment_name(w->segs[k].first, kname);
-		if (unlinkat(w->dirfd, kname, 0) != 0 && errno != ENOENT) {
-			int err = -errno;
-			set_why(rp->why, rp->whylen, "segment %s: unlink: %s", kname,
-				strerror(errno));
+		int err = unlink_segment(w, kname, rp->why, rp->whylen);
+		if (err)
 			return err;
-		}
 		(*n)++;
 		*bytes += w->segs[k].bytes;
 		w->nsegs--;
@@ -568,12 +572,9 @@ static int replay_cut_corrupt(struct replay *rp, const struct replay_seg *s)
 	if (s->gap) {
 		/* The segment does not continue the log: it goes too (never the first one
 		 * read, whose start defines where the log begins). */
-		if (unlinkat(w->dirfd, s->name, 0) != 0 && errno != ENOENT) {
-			err = -errno;
-			set_why(rp->why, rp->whylen, "segment %s: unlink: %s", s->name,
-				strerror(errno));
+		err = unlink_segment(w, s->name, rp->why, rp->whylen);
+		if (err)
 			return err;
-		}
 		dropped++;
 		dbytes += rp->r.size;
 		w->nsegs--;
