@@ -442,7 +442,17 @@ static int snap_adopt_slot(struct srv_snap *sn, struct snap_entry *e, struct sna
 	slot->renamed = renamed ? strdup(file) : NULL;
 	if (renamed && !slot->renamed)
 		return -ENOMEM;
-	sn->nrenamed += renamed; /* a gate for snap_file_adopted(): an upper bound */
+	if (renamed && sn->nrenamed == sn->renamed_cap) {
+		size_t cap = sn->renamed_cap ? 2 * sn->renamed_cap : 16;
+		uint64_t *ids = realloc(sn->renamed_ids, cap * sizeof(*ids));
+
+		if (!ids)
+			return -ENOMEM;
+		sn->renamed_ids = ids;
+		sn->renamed_cap = cap;
+	}
+	if (renamed)
+		sn->renamed_ids[sn->nrenamed++] = f->id;
 	return 0;
 }
 
@@ -860,7 +870,10 @@ static void snap_ids_free(struct srv_snap *sn, bool name)
 		}
 	free(sn->ids);
 	sn->ids = NULL;
-	sn->ids_cap = sn->ids_n = sn->nrenamed = 0;
+	sn->ids_cap = sn->ids_n = 0;
+	free(sn->renamed_ids);
+	sn->renamed_ids = NULL;
+	sn->nrenamed = sn->renamed_cap = 0;
 }
 
 /* What only a start keeps, freed without a start (it failed). */

@@ -402,12 +402,17 @@ static void snap_remove_file(struct srv_snap *sn, const char *file, const char *
  * Dropping the filter that had the new name then leaves it: it holds the renamed filter. */
 static bool snap_file_adopted(const struct srv_snap *sn, const char *file, uint64_t id)
 {
-	if (!sn->ids || !sn->nrenamed)
+	if (!sn->ids)
 		return false;
-	for (size_t i = 0; i < sn->ids_cap; i++)
-		if (sn->ids[i].renamed && sn->ids[i].id != id && sn->ids[i].e && sn->ids[i].e->f &&
-		    !strcmp(sn->ids[i].renamed, file))
+	/* The few renamed files' ids, not the whole table: a FLUSHALL replayed over a million
+	 * filters drops each of them. */
+	for (size_t i = 0; i < sn->nrenamed; i++) {
+		const struct snap_idslot *slot = snap_id_slot(sn, sn->renamed_ids[i]);
+
+		if (slot->renamed && slot->id != id && slot->e && slot->e->f &&
+		    !strcmp(slot->renamed, file))
 			return true;
+	}
 	return false;
 }
 

@@ -278,7 +278,8 @@ struct srv_snap {
 		char *renamed;
 	} * ids;
 	size_t ids_cap, ids_n;
-	size_t nrenamed;     /* at most this many slots have renamed set */
+	uint64_t *renamed_ids; /* the ids whose slot had renamed set (snap_file_adopted) */
+	size_t nrenamed, renamed_cap;
 	uint64_t loaded_lsn; /* the newest LSN a loaded filter holds */
 
 	/* What was set aside at load, until srv_snap_after_replay(). */
