@@ -133,6 +133,7 @@ static int snap_files_missing(struct srv_snap *sn, uint64_t id, const char *file
 	m[sn->nmissing].file = strdup(file);
 	if (!m[sn->nmissing].file)
 		return -ENOMEM;
+	snprintf(m[sn->nmissing].named, sizeof(m[sn->nmissing].named), "%s", file);
 	sn->nmissing++;
 	return 0;
 }
@@ -219,11 +220,15 @@ void srv_snap_replayed(struct srv_snap *sn, int type, const void *payload, size_
 				snap_files_explained(sn, i);
 	} else if (type == BF_REC_RENAME && !bf_record_read_rename(payload, len, &id, &name, &n)) {
 		/* The filter that had the new name is replaced: its file written over, or
-		 * removed first. */
+		 * removed first. That filter's name is followed through the renames replayed
+		 * before (named): the record lists a file under the name its filter had then. */
 		bf_snapshot_filename(name, n, file);
 		for (size_t i = sn->nmissing; i--;)
-			if (!strcmp(sn->missing[i].file, file))
+			if (sn->missing[i].id != id && !strcmp(sn->missing[i].named, file))
 				snap_files_explained(sn, i);
+		for (size_t i = 0; i < sn->nmissing; i++)
+			if (sn->missing[i].id == id)
+				memcpy(sn->missing[i].named, file, sizeof(file));
 	}
 }
 

@@ -241,6 +241,8 @@ struct srv_snap {
 	struct snap_listed {
 		uint64_t id;
 		char *file;
+		/* The file of its filter's name as the replay renames it (at first, file). */
+		char named[BF_SNAPSHOT_NAME_MAX];
 	} * missing;
 	size_t nmissing;
 	bool accept_missing;	/* --accept-missing-files */

@@ -454,6 +454,38 @@ START_TEST(test_rename_over_logged_filter)
 }
 END_TEST
 
+/*
+ * RENAME a b, RENAME b c, then RENAME d c over it: a's file went to b.bsnap, then c.bsnap, and
+ * d's file was renamed over that. The files record, not written since, lists a.bsnap and d.bsnap;
+ * at the next start a.bsnap is missing, and only the replay explains it: a's filter, followed
+ * through its renames, is the one the last RENAME replaced (found by crashsim seed 1003: the start
+ * refused, "a.bsnap is missing").
+ */
+START_TEST(test_renamed_twice_then_replaced)
+{
+	int fd;
+
+	data_dir_new();
+	start_in(RENAME_CONF);
+	fd = conn();
+	big_saved(fd, "a");
+	big_saved(fd, "d");
+	RX(fd, "RENAME a b", "+OK\r\n");
+	RX(fd, "RENAME b c", "+OK\r\n");
+	RX(fd, "RENAME d c", "+OK\r\n");
+	close(fd);
+	kill9();
+	ck_assert(!exists("a.bsnap") && !exists("d.bsnap") && exists("c.bsnap"));
+	start_in(RENAME_CONF);
+	ck_assert_msg(!strstr(itest_log(&d), "missing"), "%s", itest_log(&d));
+	fd = conn();
+	ck_assert_uint_eq(resp_count_keys(fd, "c", "k", BIG_KEYS), BIG_KEYS);
+	RX(fd, "EXISTS a b d", ":0\r\n");
+	close(fd);
+	stop();
+}
+END_TEST
+
 /* Issue 30 item 2: a snapshot file of its own deleted outside the daemon stops the start, naming
  * it, unless --accept-missing-files; files the daemon removed itself (a drop, logged or not, a
  * RENAME, a filter packed again) never do. conf: with or without the log. */
@@ -577,6 +609,7 @@ static Suite *recovery_suite(void)
 	tcase_add_test(rename, test_rename_twice_name_retaken);
 	tcase_add_test(rename, test_rename_away_and_back);
 	tcase_add_test(rename, test_rename_over_logged_filter);
+	tcase_add_test(rename, test_renamed_twice_then_replaced);
 	suite_add_tcase(s, rename);
 	return s;
 }
