@@ -96,7 +96,7 @@ struct pending {
 
 struct stats {
 	unsigned long ops, restarts, kills, inflight_kills, terms, config_changes, keys_acked,
-	    checks, power_cuts, cut_calls;
+	    checks, power_cuts, cut_calls, resyncs;
 };
 
 static struct sim {
@@ -477,8 +477,15 @@ static void start(void)
 	for (int i = 0; i < 5; i++) {
 		int rc;
 
-		if (S.fm && fsmodel_daemon_start(S.fm))
+		bool resynced = false;
+
+		if (S.fm && fsmodel_daemon_start(S.fm, &resynced))
 			fail("cannot note a daemon's start in the trace");
+		if (resynced) {
+			note("  the disk differs from the trace (a call made, its record not, at "
+			     "the kill): a sync point");
+			S.st.resyncs++;
+		}
 		rc = itest_start(&S.d, S.conf, extra);
 
 		if (rc == 0 && itest_log_wait(&S.d, "ready (pid ", PATIENCE_MS)) {
@@ -1387,9 +1394,10 @@ static void print_stats(const char *what, const struct stats *s)
 {
 	printf("# %s: %lu operations, %lu restarts, %lu kills (%lu with a request in flight), "
 	       "%lu SIGTERMs, %lu configuration changes, %lu keys acknowledged, %lu key checks, "
-	       "%lu power cuts (%lu file system calls lost)\n",
+	       "%lu power cuts (%lu file system calls lost; the model taken again from the disk "
+	       "%lu times)\n",
 	       what, s->ops, s->restarts, s->kills, s->inflight_kills, s->terms, s->config_changes,
-	       s->keys_acked, s->checks, s->power_cuts, s->cut_calls);
+	       s->keys_acked, s->checks, s->power_cuts, s->cut_calls, s->resyncs);
 	fflush(stdout);
 }
 
@@ -1527,6 +1535,7 @@ int main(int argc, char **argv)
 		total.checks += S.st.checks;
 		total.power_cuts += S.st.power_cuts;
 		total.cut_calls += S.st.cut_calls;
+		total.resyncs += S.st.resyncs;
 	}
 	print_stats("total", &total);
 	return 0;

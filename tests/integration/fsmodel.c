@@ -211,8 +211,8 @@ uint64_t fsmodel_trace_bytes(const struct fsmodel *m)
 
 /*
  * A kill can cut fsrec's last record short (a write is cut at a fatal signal): the trace ends
- * at the last whole record, so the next daemon's records follow it. That call is then as if
- * not made: it had not returned to the daemon.
+ * at the last whole record, so the next daemon's records follow it. (The call itself was made:
+ * fsmodel_daemon_start() finds the disk then differs from the trace.)
  */
 static int trace_trim(struct fsmodel *m)
 {
@@ -240,20 +240,6 @@ static int trace_trim(struct fsmodel *m)
 		rc = -errno;
 	close(fd);
 	return rc;
-}
-
-int fsmodel_daemon_start(struct fsmodel *m)
-{
-	uint64_t *v = realloc(m->starts, (m->nstarts + 1) * sizeof(*v));
-	int rc = trace_trim(m);
-
-	if (rc)
-		return rc;
-	if (!v)
-		return -ENOMEM;
-	m->starts = v;
-	m->starts[m->nstarts++] = fsmodel_trace_bytes(m);
-	return 0;
 }
 
 /* ---- a cut ---- */
@@ -599,33 +585,139 @@ static int cut_write(struct fsmodel *m, struct state *st, const char *out)
 	return 0;
 }
 
-int fsmodel_cut(struct fsmodel *m, unsigned keep_permille, const char *out, size_t *nondurable,
-		char *why, size_t whylen)
+static void cut_free(struct cut *c, struct state *st)
 {
-	struct cut c = {0};
-	struct state st = {0};
+	for (int i = 0; st->files && i < c->nfiles; i++)
+		free(st->files[i].b);
+	free(st->files);
+	free(st->ents);
+	free(st->dirs);
+	for (size_t k = 0; k < c->nops; k++) {
+		free((char *)c->ops[k].path);
+		free((char *)c->ops[k].path2);
+	}
+	free(c->ops);
+	free(c->trace);
+}
+
+/* The state of the cut that keeps keep_permille thousandths of the calls not durable. */
+static int cut_state(struct fsmodel *m, unsigned keep_permille, struct cut *c, struct state *st,
+		     size_t *nondurable, char *why, size_t whylen)
+{
 	int rc;
 
 	snprintf(why, whylen, "out of memory or a file error");
 	rc = trace_trim(m);
 	if (!rc)
-		rc = cut_parse(m, &c, why, whylen);
+		rc = cut_parse(m, c, why, whylen);
 	if (!rc)
-		rc = cut_choose(&c, keep_permille, nondurable);
+		rc = cut_choose(c, keep_permille, nondurable);
 	if (!rc)
-		rc = cut_apply(m, &c, &st);
+		rc = cut_apply(m, c, st);
+	return rc;
+}
+
+int fsmodel_cut(struct fsmodel *m, unsigned keep_permille, const char *out, size_t *nondurable,
+		char *why, size_t whylen)
+{
+	struct cut c = {0};
+	struct state st = {0};
+	int rc = cut_state(m, keep_permille, &c, &st, nondurable, why, whylen);
+
 	if (!rc)
 		rc = cut_write(m, &st, out);
-	for (int i = 0; st.files && i < c.nfiles; i++)
-		free(st.files[i].b);
-	free(st.files);
-	free(st.ents);
-	free(st.dirs);
-	for (size_t k = 0; k < c.nops; k++) {
-		free((char *)c.ops[k].path);
-		free((char *)c.ops[k].path2);
-	}
-	free(c.ops);
-	free(c.trace);
+	cut_free(&c, &st);
 	return rc;
+}
+
+/* The regular files under path, counted into *n. */
+static int count_files(const char *path, size_t *n)
+{
+	DIR *d = opendir(path);
+	struct dirent *e;
+	int rc = 0;
+
+	if (!d)
+		return -errno;
+	while (!rc && (e = readdir(d))) {
+		char p[PATH_MAX];
+		struct stat sb;
+
+		if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
+			continue;
+		snprintf(p, sizeof(p), "%s/%s", path, e->d_name);
+		if (lstat(p, &sb))
+			rc = -errno;
+		else if (S_ISDIR(sb.st_mode))
+			rc = count_files(p, n);
+		else
+			*n += S_ISREG(sb.st_mode);
+	}
+	closedir(d);
+	return rc;
+}
+
+/* Whether the files under m->dir are those of st, byte for byte, and no others. */
+static int state_on_disk(struct fsmodel *m, const struct state *st, bool *same)
+{
+	size_t dl = strlen(m->dir), want = 0, have = 0;
+	int rc = count_files(m->dir, &have);
+
+	*same = true;
+	for (size_t e = 0; !rc && *same && e < st->nents; e++) {
+		const struct ment *n = &st->ents[e];
+		const struct mfile *f;
+		uint8_t *b = NULL;
+		size_t len = 0;
+		int fd;
+
+		if (!n->path || strncmp(n->path, m->dir, dl))
+			continue;
+		want++;
+		f = &st->files[n->file];
+		fd = open(n->path, O_RDONLY);
+		if (fd < 0) {
+			*same = false;
+			break;
+		}
+		rc = read_all(fd, &b, &len);
+		close(fd);
+		*same = !rc && len == f->len && (!len || !memcmp(b, f->b, len));
+		free(b);
+	}
+	if (!rc && *same)
+		*same = want == have;
+	return rc;
+}
+
+int fsmodel_daemon_start(struct fsmodel *m, bool *resynced)
+{
+	uint64_t *v = realloc(m->starts, (m->nstarts + 1) * sizeof(*v));
+	bool same = true;
+	int rc = 0;
+
+	*resynced = false;
+	if (!v)
+		return -ENOMEM;
+	m->starts = v;
+	if (m->nstarts) {
+		struct cut c = {0};
+		struct state st = {0};
+		char why[128];
+
+		rc = cut_state(m, 1000, &c, &st, NULL, why, sizeof(why));
+		if (!rc)
+			rc = state_on_disk(m, &st, &same);
+		cut_free(&c, &st);
+	} else {
+		rc = trace_trim(m);
+	}
+	if (!rc && !same) {
+		rc = fsmodel_sync_point(m);
+		*resynced = true;
+	}
+	if (rc)
+		return rc;
+	m->starts[m->nstarts++] = fsmodel_trace_bytes(m);
+	return 0;
 }

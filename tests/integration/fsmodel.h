@@ -11,6 +11,7 @@
 #ifndef BLOSSOMD_TESTS_FSMODEL_H
 #define BLOSSOMD_TESTS_FSMODEL_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -26,9 +27,14 @@ void fsmodel_free(struct fsmodel *m);
  */
 int fsmodel_sync_point(struct fsmodel *m);
 
-/* A daemon is about to start on dir: its records' sync covers count from here (a record the
- * last kill cut short is dropped first). */
-int fsmodel_daemon_start(struct fsmodel *m);
+/*
+ * A daemon is about to start on dir: its records' sync covers count from here (a record the
+ * last kill cut short is dropped first). fsrec makes a call before it records it, so a SIGKILL
+ * between the two leaves a call on disk that the trace lacks (a log record written, and a
+ * later cut rebuilding the file without it). So the disk is compared with what the trace gives;
+ * if they differ, the disk as it is becomes a sync point, and *resynced says so. 0 or -errno.
+ */
+int fsmodel_daemon_start(struct fsmodel *m, bool *resynced);
 
 /* Bytes of trace since the sync point. */
 uint64_t fsmodel_trace_bytes(const struct fsmodel *m);
