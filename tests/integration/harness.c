@@ -69,21 +69,33 @@ long itest_raise_fd_limit(void)
 	return rl.rlim_cur == RLIM_INFINITY ? 1L << 30 : (long)rl.rlim_cur;
 }
 
+/* Ports are drawn from below the kernel's ephemeral range (32768 and up on Linux), so that no
+ * client socket of any test running beside this one can take a daemon's port while it restarts,
+ * and at random, so that tests running side by side rarely draw the same one. */
+#define FREE_PORT_LOW  20000
+#define FREE_PORT_SPAN 12000
+
 int itest_free_port(uint16_t *port)
 {
-	struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-	socklen_t len = sizeof(a);
-	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	int rc = 0;
+	static unsigned seed;
+	int rc = -EADDRINUSE;
 
-	if (fd < 0)
-		return -errno;
-	if (bind(fd, (struct sockaddr *)&a, sizeof(a)) ||
-	    getsockname(fd, (struct sockaddr *)&a, &len))
-		rc = -errno;
-	else
-		*port = ntohs(a.sin_port);
-	close(fd);
+	if (!seed)
+		seed = (unsigned)getpid() ^ (unsigned)time(NULL) << 12;
+	for (int tries = 0; tries < 100 && rc == -EADDRINUSE; tries++) {
+		struct sockaddr_in a = {.sin_family = AF_INET,
+					.sin_port =
+					    htons(FREE_PORT_LOW + rand_r(&seed) % FREE_PORT_SPAN),
+					.sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+		int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+		if (fd < 0)
+			return -errno;
+		rc = bind(fd, (struct sockaddr *)&a, sizeof(a)) ? -errno : 0;
+		if (!rc)
+			*port = ntohs(a.sin_port);
+		close(fd);
+	}
 	return rc;
 }
 
@@ -230,8 +242,8 @@ int itest_start(struct itest_daemon *d, const char *config_text, const char *con
 	snprintf(d->log_path, sizeof(d->log_path), "%s/daemon.log", d->dir);
 	if (mkdir(d->data_dir, 0700))
 		return -errno;
-	/* The kernel may hand out the port it just gave for the text one, which is free again:
-	 * the daemon refuses the same port twice, so ask until they differ. */
+	/* The draw may repeat the text port, which is free until the daemon binds it: the daemon
+	 * refuses the same port twice, so draw until they differ. */
 	for (int tries = 0; (rc = itest_free_port(&d->http_port)) == 0 && d->http_port == d->port;
 	     tries++)
 		if (tries == 100)

@@ -40,7 +40,8 @@ const char *itest_bin(void);
  * Returns the new soft limit. */
 long itest_raise_fd_limit(void);
 
-/* A loopback TCP port that was free a moment ago (bind port 0, read it, close). 0 or -errno. */
+/* A loopback TCP port below the ephemeral range that was free a moment ago (bound, then
+ * closed). 0 or -errno. */
 int itest_free_port(uint16_t *port);
 
 /*
