@@ -1,4 +1,5 @@
 /* SPDX-License-Identifier: MIT */
+/* Filters: the scalable chain of layers, plain or counting; see bf_filter.h. */
 #include "core/bf_filter.h"
 #include "core/bf_kernels.h"
 #include "core/bf_pool.h"

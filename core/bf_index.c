@@ -1,4 +1,5 @@
 /* SPDX-License-Identifier: MIT */
+/* The filters in name order, as two levels of sorted arrays; see bf_index.h. */
 #include "core/bf_index.h"
 
 #include <errno.h>

@@ -1,4 +1,6 @@
 /* SPDX-License-Identifier: MIT */
+/* One layer of a filter: its geometry and sizing, its blocks' memory, and the probes (over
+ * bf_kernels.h's scalar and AVX2 kernels); see bf_layer.h. */
 #include "core/bf_kernels.h"
 #include "core/bf_layer_impl.h"
 #include "core/bf_model.h"

@@ -1,4 +1,6 @@
 /* SPDX-License-Identifier: MIT */
+/* The sizing model: a blocked filter's false-positive rate, and the smallest layer that meets
+ * a target; see bf_model.h. */
 #include "core/bf_model.h"
 
 #include <errno.h>

@@ -1,4 +1,6 @@
 /* SPDX-License-Identifier: MIT */
+/* Pools of same-size pieces in slabs, found from a piece by a search of the slabs; see
+ * bf_pool.h. */
 #include "core/bf_pool.h"
 
 #include <pthread.h>

@@ -1,4 +1,5 @@
 /* SPDX-License-Identifier: MIT */
+/* The registry of named filters and their shared memory budget; see bf_registry.h. */
 #include "core/bf_registry.h"
 
 #include "core/bf_index.h"

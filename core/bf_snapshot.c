@@ -1,4 +1,6 @@
 /* SPDX-License-Identifier: MIT */
+/* Snapshot files: their format, the checked reader and the crash-safe writer; see
+ * bf_snapshot.h. */
 #include "core/bf_snapshot.h"
 
 #include <errno.h>
