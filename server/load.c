@@ -759,6 +759,14 @@ int snap_load_all(struct srv_snap *sn)
 	size_t n = 0, i;
 	int rc;
 
+	/* The names about to be loaded made durable: the process before may have died between a
+	 * rename or unlink and its directory's fsync, and a power cut after this start relies on
+	 * them (a file it trusts and releases the log for, a dropped filter's file gone). */
+	if (fsync(sn->dirfd)) {
+		rc = -errno;
+		srv_log(SRV_LOG_ERR, "data_dir %s: fsync: %s", sn->dir, strerror(-rc));
+		return rc;
+	}
 	rc = snap_list(sn, &names, &n);
 	if (rc) {
 		srv_log(SRV_LOG_ERR, "data_dir %s: cannot list: %s", sn->dir, strerror(-rc));
