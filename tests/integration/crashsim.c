@@ -477,13 +477,14 @@ static void start(void)
 	for (int i = 0; i < 5; i++) {
 		int rc;
 
-		bool resynced = false;
+		char resynced[512] = "";
 
-		if (S.fm && fsmodel_daemon_start(S.fm, &resynced))
+		if (S.fm && fsmodel_daemon_start(S.fm, resynced, sizeof(resynced)))
 			fail("cannot note a daemon's start in the trace");
-		if (resynced) {
-			note("  the disk differs from the trace (a call made, its record not, at "
-			     "the kill): a sync point");
+		if (resynced[0]) {
+			note("  the disk differs from the trace at %s (a call made, its record "
+			     "not, at the kill): a sync point",
+			     resynced);
 			S.st.resyncs++;
 		}
 		rc = itest_start(&S.d, S.conf, extra);

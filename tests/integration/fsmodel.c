@@ -657,13 +657,16 @@ static int count_files(const char *path, size_t *n)
 	return rc;
 }
 
-/* Whether the files under m->dir are those of st, byte for byte, and no others. */
-static int state_on_disk(struct fsmodel *m, const struct state *st, bool *same)
+/* Whether the files under m->dir are those of st, byte for byte, and no others; if not, what
+ * differs in diff. */
+static int state_on_disk(struct fsmodel *m, const struct state *st, bool *same, char *diff,
+			 size_t difflen)
 {
 	size_t dl = strlen(m->dir), want = 0, have = 0;
 	int rc = count_files(m->dir, &have);
 
 	*same = true;
+	snprintf(diff, difflen, "the number of files");
 	for (size_t e = 0; !rc && *same && e < st->nents; e++) {
 		const struct ment *n = &st->ents[e];
 		const struct mfile *f;
@@ -675,6 +678,7 @@ static int state_on_disk(struct fsmodel *m, const struct state *st, bool *same)
 			continue;
 		want++;
 		f = &st->files[n->file];
+		snprintf(diff, difflen, "%s", n->path + dl);
 		fd = open(n->path, O_RDONLY);
 		if (fd < 0) {
 			*same = false;
@@ -690,13 +694,13 @@ static int state_on_disk(struct fsmodel *m, const struct state *st, bool *same)
 	return rc;
 }
 
-int fsmodel_daemon_start(struct fsmodel *m, bool *resynced)
+int fsmodel_daemon_start(struct fsmodel *m, char *resynced, size_t len)
 {
 	uint64_t *v = realloc(m->starts, (m->nstarts + 1) * sizeof(*v));
 	bool same = true;
 	int rc = 0;
 
-	*resynced = false;
+	resynced[0] = '\0';
 	if (!v)
 		return -ENOMEM;
 	m->starts = v;
@@ -707,15 +711,15 @@ int fsmodel_daemon_start(struct fsmodel *m, bool *resynced)
 
 		rc = cut_state(m, 1000, &c, &st, NULL, why, sizeof(why));
 		if (!rc)
-			rc = state_on_disk(m, &st, &same);
+			rc = state_on_disk(m, &st, &same, resynced, len);
 		cut_free(&c, &st);
 	} else {
 		rc = trace_trim(m);
 	}
-	if (!rc && !same) {
+	if (same)
+		resynced[0] = '\0';
+	else if (!rc)
 		rc = fsmodel_sync_point(m);
-		*resynced = true;
-	}
 	if (rc)
 		return rc;
 	m->starts[m->nstarts++] = fsmodel_trace_bytes(m);

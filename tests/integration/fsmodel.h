@@ -11,7 +11,6 @@
 #ifndef BLOSSOMD_TESTS_FSMODEL_H
 #define BLOSSOMD_TESTS_FSMODEL_H
 
-#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -32,9 +31,10 @@ int fsmodel_sync_point(struct fsmodel *m);
  * last kill cut short is dropped first). fsrec makes a call before it records it, so a SIGKILL
  * between the two leaves a call on disk that the trace lacks (a log record written, and a
  * later cut rebuilding the file without it). So the disk is compared with what the trace gives;
- * if they differ, the disk as it is becomes a sync point, and *resynced says so. 0 or -errno.
+ * if they differ, the disk as it is becomes a sync point, and resynced (len bytes) names what
+ * differed (else it is ""). 0 or -errno.
  */
-int fsmodel_daemon_start(struct fsmodel *m, bool *resynced);
+int fsmodel_daemon_start(struct fsmodel *m, char *resynced, size_t len);
 
 /* Bytes of trace since the sync point. */
 uint64_t fsmodel_trace_bytes(const struct fsmodel *m);
