@@ -398,12 +398,97 @@ nomem:
 	return -ENOMEM;
 }
 
+/*
+ * The count line "*N\r\n" at buf[0]. *go_on: the state is set for N arguments, read on. Else
+ * the result is proto_resp_parse()'s: 0 if more bytes are needed, the bytes of an empty command
+ * consumed, or an error.
+ */
+static ssize_t resp_count_line(struct proto_resp_state *st, const char *buf, size_t len,
+			       const struct proto_limits *lim, const char **errmsg, bool *go_on)
+{
+	size_t eol;
+	long long ll;
+	bool toobig;
+
+	*go_on = false;
+	if (!resp_find_eol(st, buf, len, &eol, &toobig))
+		return toobig ? resp_fail(errmsg, err_mbulk_big) : 0;
+	if (buf[eol + 1] != '\n' || !proto_resp_parse_ll(buf + 1, eol - 1, &ll) ||
+	    (ll > 0 && (unsigned long long)ll > lim->max_args))
+		return resp_fail(errmsg, err_mbulk_len);
+	if (lim->unauthenticated && ll > PROTO_RESP_UNAUTH_MAX_ARGS)
+		return resp_fail(errmsg, err_unauth_mbulk);
+	if (ll <= 0) {
+		proto_resp_state_init(st);
+		return (ssize_t)(eol + 2);
+	}
+	st->nargs = (size_t)ll;
+	st->got = 0;
+	st->pos = eol + 2;
+	st->scan = st->pos;
+	st->bulklen = RESP_NO_BULK;
+	*go_on = true;
+	return 0;
+}
+
+/* A bulk header line "$L\r\n" at st->pos: 1 with st->bulklen set, 0 if more bytes are needed,
+ * or an error as proto_resp_parse()'s. */
+static ssize_t resp_bulk_header(struct proto_resp_state *st, const char *buf, size_t len,
+				const struct proto_limits *lim, const char **errmsg)
+{
+	size_t eol;
+	long long ll;
+	bool toobig;
+
+	if (!resp_find_eol(st, buf, len, &eol, &toobig))
+		return toobig ? resp_fail(errmsg, err_bulk_big) : 0;
+	if (buf[st->pos] != '$')
+		return resp_fail_got(st, errmsg, '$', buf[st->pos]);
+	if (buf[eol + 1] != '\n' ||
+	    !proto_resp_parse_ll(buf + st->pos + 1, eol - st->pos - 1, &ll) || ll < 0 ||
+	    (unsigned long long)ll > lim->max_bulk_bytes || (unsigned long long)ll > SIZE_MAX - 2)
+		return resp_fail(errmsg, err_bulk_len);
+	if (lim->unauthenticated && ll > PROTO_RESP_UNAUTH_MAX_BULK)
+		return resp_fail(errmsg, err_unauth_bulk);
+	st->bulklen = (size_t)ll;
+	st->pos = eol + 2;
+	return 1;
+}
+
+/* The bulk's data and its "\r\n" at st->pos, noted as the next argument: 1, 0 if more bytes
+ * are needed, or an error as proto_resp_parse()'s. */
+static ssize_t resp_bulk_data(struct proto_resp_state *st, const char *buf, size_t len,
+			      struct proto_argv *av, const char **errmsg)
+{
+	if (len - st->pos < st->bulklen + 2) {
+		st->need =
+		    st->pos > SIZE_MAX - (st->bulklen + 2) ? SIZE_MAX : st->pos + st->bulklen + 2;
+		return 0;
+	}
+	if (buf[st->pos + st->bulklen] != '\r' || buf[st->pos + st->bulklen + 1] != '\n')
+		return resp_fail(errmsg, err_bulk_crlf);
+	if (st->got == av->cap && proto_argv_reserve(av, st->got + 1) < 0)
+		return -ENOMEM;
+	av->argoff[st->got] = st->pos;
+	/* Touched now, as the command comes in, rather than all at once when it is complete: a
+	 * million arguments' first touch of argv[] is tens of ms of page faults that would hold
+	 * the loop in one turn. */
+	av->argv[st->got] = NULL;
+	av->argvlen[st->got] = st->bulklen;
+	if (st->got >= 2 && st->bulklen > st->maxlen2)
+		st->maxlen2 = st->bulklen;
+	st->got++;
+	st->pos += st->bulklen + 2;
+	st->scan = st->pos;
+	st->bulklen = RESP_NO_BULK;
+	return 1;
+}
+
 ssize_t proto_resp_parse(struct proto_resp_state *st, const char *buf, size_t len,
 			 const struct proto_limits *lim, struct proto_argv *av, const char **errmsg)
 {
-	size_t eol, consumed, i;
-	long long ll;
-	bool toobig;
+	size_t consumed;
+	ssize_t r;
 
 	av->argc = 0;
 	av->maxlen2 = 0;
@@ -412,77 +497,30 @@ ssize_t proto_resp_parse(struct proto_resp_state *st, const char *buf, size_t le
 		*errmsg = NULL;
 
 	if (st->nargs == 0) {
-		/* The count line "*N\r\n". */
+		bool go_on;
+
 		if (len == 0) {
 			st->need = 1;
 			return 0;
 		}
 		if (buf[0] != '*')
 			return resp_inline(st, buf, len, av, errmsg);
-		if (!resp_find_eol(st, buf, len, &eol, &toobig))
-			return toobig ? resp_fail(errmsg, err_mbulk_big) : 0;
-		if (buf[eol + 1] != '\n' || !proto_resp_parse_ll(buf + 1, eol - 1, &ll) ||
-		    (ll > 0 && (unsigned long long)ll > lim->max_args))
-			return resp_fail(errmsg, err_mbulk_len);
-		if (lim->unauthenticated && ll > PROTO_RESP_UNAUTH_MAX_ARGS)
-			return resp_fail(errmsg, err_unauth_mbulk);
-		if (ll <= 0) {
-			proto_resp_state_init(st);
-			return (ssize_t)(eol + 2);
-		}
-		st->nargs = (size_t)ll;
-		st->got = 0;
-		st->pos = eol + 2;
-		st->scan = st->pos;
-		st->bulklen = RESP_NO_BULK;
+		r = resp_count_line(st, buf, len, lim, errmsg, &go_on);
+		if (!go_on)
+			return r;
 	}
-
 	while (st->got < st->nargs) {
-		if (st->bulklen == RESP_NO_BULK) {
-			/* A bulk header line "$L\r\n". */
-			if (!resp_find_eol(st, buf, len, &eol, &toobig))
-				return toobig ? resp_fail(errmsg, err_bulk_big) : 0;
-			if (buf[st->pos] != '$')
-				return resp_fail_got(st, errmsg, '$', buf[st->pos]);
-			if (buf[eol + 1] != '\n' ||
-			    !proto_resp_parse_ll(buf + st->pos + 1, eol - st->pos - 1, &ll) ||
-			    ll < 0 || (unsigned long long)ll > lim->max_bulk_bytes ||
-			    (unsigned long long)ll > SIZE_MAX - 2)
-				return resp_fail(errmsg, err_bulk_len);
-			if (lim->unauthenticated && ll > PROTO_RESP_UNAUTH_MAX_BULK)
-				return resp_fail(errmsg, err_unauth_bulk);
-			st->bulklen = (size_t)ll;
-			st->pos = eol + 2;
-		}
-		/* The bulk's data and its "\r\n". */
-		if (len - st->pos < st->bulklen + 2) {
-			st->need = st->pos > SIZE_MAX - (st->bulklen + 2)
-				       ? SIZE_MAX
-				       : st->pos + st->bulklen + 2;
-			return 0;
-		}
-		if (buf[st->pos + st->bulklen] != '\r' || buf[st->pos + st->bulklen + 1] != '\n')
-			return resp_fail(errmsg, err_bulk_crlf);
-		if (st->got == av->cap && proto_argv_reserve(av, st->got + 1) < 0)
-			return -ENOMEM;
-		av->argoff[st->got] = st->pos;
-		/* Touched now, as the command comes in, rather than all at once when it is
-		 * complete: a million arguments' first touch of argv[] is tens of ms of page
-		 * faults that would hold the loop in one turn. */
-		av->argv[st->got] = NULL;
-		av->argvlen[st->got] = st->bulklen;
-		if (st->got >= 2 && st->bulklen > st->maxlen2)
-			st->maxlen2 = st->bulklen;
-		st->got++;
-		st->pos += st->bulklen + 2;
-		st->scan = st->pos;
-		st->bulklen = RESP_NO_BULK;
+		if (st->bulklen == RESP_NO_BULK &&
+		    (r = resp_bulk_header(st, buf, len, lim, errmsg)) <= 0)
+			return r;
+		if ((r = resp_bulk_data(st, buf, len, av, errmsg)) <= 0)
+			return r;
 	}
 
 	/* Complete: turn offsets into pointers into this call's buffer (or leave that to the
 	 * caller). */
 	av->argv_unset = lim->point_max && st->got > lim->point_max;
-	for (i = 0; i < st->got && !av->argv_unset; i++)
+	for (size_t i = 0; i < st->got && !av->argv_unset; i++)
 		av->argv[i] = buf + av->argoff[i];
 	av->argc = st->got;
 	av->maxlen2 = st->maxlen2;
