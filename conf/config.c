@@ -81,6 +81,7 @@ static const struct conf_key conf_keys[] = {
     {"max_output_bytes", CONF_SIZE, CONF_FIELD(max_output_bytes), 1, UINT64_MAX, NULL},
     {"max_client_memory", CONF_SIZE, CONF_FIELD(max_client_memory), 0, UINT64_MAX, NULL},
     {"log_level", CONF_LOG_LEVEL, CONF_FIELD(log_level), 0, 7, NULL},
+    {"log_create_bytes", CONF_SIZE, CONF_FIELD(log_create_bytes), 0, UINT64_MAX, NULL},
     {"auth_token_file", CONF_STRING, CONF_FIELD(auth_token_file), 0, 0, NULL},
 };
 
@@ -143,6 +144,7 @@ void conf_defaults(struct config *c)
 	c->max_output_bytes = UINT64_C(64) << 20;
 	c->max_client_memory = UINT64_C(1) << 30;
 	c->log_level = 6;
+	c->log_create_bytes = UINT64_C(256) << 20;
 	c->auth_token_file[0] = '\0';
 }
 

@@ -64,6 +64,8 @@ struct config {
 				     * arguments, scratch, replies), default 1 GiB; 0 = no
 				     * limit */
 	int log_level;		    /* syslog priority 0 (emerg) .. 7 (debug), default 6 (info) */
+	uint64_t log_create_bytes;  /* a create of a filter this large or larger is logged at
+				     * info, default 256 MiB; 0 = never */
 	char auth_token_file[4096]; /* file holding the token; default "" (no auth) */
 };
 
@@ -120,7 +122,7 @@ int conf_validate(const struct config *c, char *err, size_t errlen);
  *   byte sizes               decimal digits with an optional suffix k/K, m/M, g/G (x1024^n):
  *                            max_memory, max_line_bytes, max_bulk_bytes, max_key_bytes,
  *                            max_body_bytes, max_gzip_bytes, max_output_bytes,
- *                            max_client_memory
+ *                            max_client_memory, log_create_bytes
  *   default_error_rate       a decimal number, 0 < p < 1 ("0.01", "1e-3")
  *   log_level                emerg alert crit err error warning notice info debug
  *                            (any case) or one digit 0-7

@@ -577,6 +577,7 @@ int bf_filter_page_out(struct bf_filter *f)
 		return -ENOMEM;
 
 	uint64_t cost = bf_filter_cost(f), items = bf_filter_items(f), bytes = bf_filter_bytes(f);
+	double fpr = bf_filter_fpr(f);
 
 	for (unsigned i = 0; i < f->nlayers; i++)
 		bf_layer_free(&bf_filter_layers(f)[i]);
@@ -586,6 +587,7 @@ int bf_filter_page_out(struct bf_filter *f)
 	/* In the first layer's place, which it no longer has. */
 	f->paged_counts.items = items;
 	f->paged_counts.bytes = bytes;
+	f->paged_counts.fpr = fpr;
 	bf_budget_release(bf_filter_budget(f), cost - bf_filter_cost(f));
 	f->paged = true;
 	f->rare->page_outs++;
@@ -1068,6 +1070,8 @@ double bf_filter_fpr(const struct bf_filter *f)
 	/* 1 - prod(1 - p_i), kept accurate for tiny p_i (1 - (1 - 1e-19) is 0 in doubles). */
 	double log_pass = 0;
 
+	if (f->paged)
+		return f->paged_counts.fpr;
 	for (unsigned i = 0; i < f->nlayers; i++)
 		log_pass += log1p(-bf_layer_fpr(&bf_filter_layers(f)[i]));
 	return log_pass == 0 ? 0 : -expm1(log_pass); /* -expm1(0) is -0, printed "-0" */

@@ -153,10 +153,11 @@ struct bf_filter {
 	union {
 		struct bf_layer layer0;
 		struct bf_layer *table; /* layers_cap > 1 */
-		/* Paged out (no layer): the items and bytes it had, which its layers give
-		 * otherwise. */
+		/* Paged out (no layer): the items, bytes and false-positive estimate it had,
+		 * which its layers give otherwise. */
 		struct {
 			uint64_t items, bytes;
+			double fpr;
 		} paged_counts;
 	};
 	uint32_t used_s;	  /* when it was last used, in the owner's clock (cold_interval) */
@@ -531,7 +532,8 @@ uint64_t bf_filter_layer_capacity(const struct bf_params *p, unsigned i);
 /* Capacity of the whole chain as built so far (sum of layer capacities). */
 uint64_t bf_filter_capacity(const struct bf_filter *f);
 
-/* Model estimate of the chain's current false-positive rate: 1 - prod(1 - fpr_i). */
+/* Model estimate of the chain's current false-positive rate: 1 - prod(1 - fpr_i) (a paged-out
+ * filter's, as it was). */
 double bf_filter_fpr(const struct bf_filter *f);
 
 #endif

@@ -284,6 +284,26 @@ const char *http_api_field_label(const char *s, char *buf, size_t len)
 }
 
 /*
+ * A body of the wrong media type. The add route also streams text/plain and
+ * application/x-ndjson: its answer names all three and the header to set, as a file sent with
+ * curl --data-binary and no -H goes as a form.
+ */
+static void media_type_problem(const struct http_api_request *req, struct http_api_response *r)
+{
+	struct span path = {req->path, req->path_len}, name, key;
+
+	if (strcmp(req->method, "POST") == 0 &&
+	    http_api_route_match(path, &name, &key) == HTTP_ROUTE_ADD) {
+		http_problem(r, P_MEDIA_TYPE,
+			     "the body must be application/json, text/plain (a key per line) or "
+			     "application/x-ndjson: set the Content-Type header, e.g. curl -H "
+			     "'Content-Type: text/plain'");
+		return;
+	}
+	http_problem(r, P_MEDIA_TYPE, "the body must be application/json");
+}
+
+/*
  * The body as a JSON value (or a problem, and NULL). Before cJSON sees it: a NUL byte or a
  * \u0000 escape is refused (a C string would cut the key there), and the values are counted
  * (every value but the root follows a '[', '{' or ',') so a huge array is refused before a
@@ -298,7 +318,7 @@ cJSON *http_api_parse_body(struct http_api *api, const struct http_api_request *
 	cJSON *j;
 
 	if (!is_json_type(req->content_type)) {
-		http_problem(r, P_MEDIA_TYPE, "the body must be application/json");
+		media_type_problem(req, r);
 		return NULL;
 	}
 	/* Only a streamed add inflates its body: a gzip'd JSON body is refused as such, not

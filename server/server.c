@@ -350,6 +350,7 @@ static void srv_reload(struct srv *s)
 	SRV_LOG_CHANGE_U64(request_timeout);
 	SRV_LOG_CHANGE_U64(max_output_bytes);
 	SRV_LOG_CHANGE_U64(max_client_memory);
+	SRV_LOG_CHANGE_U64(log_create_bytes);
 	if (old->log_level != nc->log_level)
 		srv_log(SRV_LOG_INFO, "reload: log_level %s -> %s",
 			conf_log_level_name(old->log_level), conf_log_level_name(nc->log_level));
@@ -428,10 +429,20 @@ static int srv_bgsave(void *arg)
 	return srv_snap_bgsave(s->snap);
 }
 
+/* A new filter; one of log_create_bytes or more is logged, as its memory and its first
+ * checkpoint's write are large enough to notice. */
 static void srv_created(void *arg, struct bf_filter *f)
 {
 	struct srv *s = arg;
+	uint64_t bytes = bf_filter_bytes(f);
 
+	if (s->cfg.log_create_bytes && bytes >= s->cfg.log_create_bytes)
+		srv_log(SRV_LOG_INFO,
+			"created filter '%s': %" PRIu64 " bytes (%.1f MiB) of bits for %" PRIu64
+			" keys at %g%s",
+			bf_filter_name(f), bytes, bytes / 1048576.0, bf_filter_capacity(f),
+			f->params->error_rate,
+			f->params->persist ? "; its first checkpoint writes as much" : "");
 	srv_snap_created(s->snap, f);
 }
 

@@ -146,7 +146,7 @@ if __name__ == "__main__":
     pg = Cluster().start()
     try:
         print(f"postgres pid {pg.pid}, DSN: {pg.dsn}", flush=True)
-        print("Ctrl-C stops it and removes its directory", flush=True)
+        print(f"Ctrl-C (or kill {os.getpid()}) stops it and removes its directory", flush=True)
         signal.sigwait([signal.SIGINT, signal.SIGTERM])
     finally:
         pg.stop()

@@ -367,12 +367,19 @@ START_TEST(close_pages_out_and_next_use_pages_in)
 	ctx.hooks.page_in = page_in_hook;
 	SAYS("create f capacity=1000 prob=0.01", "Done\n");
 	SAYS("set f before", "Yes\n");
+	/* One false-positive estimate whichever state the filter is in (it was 0 once closed). */
+	char fpr_line[64];
+	const char *open_info = say("info f"), *at = strstr(open_info, "\nfpr_estimate ");
+	ck_assert_ptr_nonnull(at);
+	snprintf(fpr_line, sizeof(fpr_line), "%.*s", (int)strcspn(at + 1, "\n") + 2, at);
+	ck_assert_str_ne(fpr_line, "\nfpr_estimate 0\n");
 	SAYS("close f", "Done\n");
 	struct bf_filter *f = bf_registry_get(reg, "f", 1);
 	ck_assert(f->paged);
 	ck_assert_uint_eq(f->nlayers, 0);
 	const char *info = say("info f");
 	ck_assert_ptr_nonnull(strstr(info, "\nin_memory 0\npage_ins 0\npage_outs 1\n"));
+	ck_assert_msg(strstr(info, fpr_line), "%s not in %s", fpr_line, info);
 	ck_assert_ptr_nonnull(strstr(info, "\nsize 1\n"));
 	ck_assert_ptr_nonnull(strstr(say("list"), "f 0.010000 "));
 	ctx.paging = NULL;

@@ -137,6 +137,7 @@ static const struct {
     {"max_output_bytes", "7"},
     {"max_client_memory", "0"},
     {"log_level", "debug"},
+    {"log_create_bytes", "0"},
     {"auth_token_file", "/etc/blossomd/token"},
 };
 
@@ -183,6 +184,7 @@ static void other_config(struct config *c)
 	c->max_output_bytes = 7;
 	c->max_client_memory = 0;
 	c->log_level = 7;
+	c->log_create_bytes = 0;
 	set_str(c->auth_token_file, sizeof(c->auth_token_file), "/etc/blossomd/token");
 }
 
@@ -220,6 +222,7 @@ static void expect_config_eq(const struct config *a, const struct config *b)
 	ck_assert_uint_eq(a->max_output_bytes, b->max_output_bytes);
 	ck_assert_uint_eq(a->max_client_memory, b->max_client_memory);
 	ck_assert_int_eq(a->log_level, b->log_level);
+	ck_assert_uint_eq(a->log_create_bytes, b->log_create_bytes);
 	ck_assert_str_eq(a->auth_token_file, b->auth_token_file);
 	/* and byte for byte, padding and string tails included */
 	ck_assert(memcmp(a, b, sizeof(*a)) == 0);
@@ -330,7 +333,7 @@ START_TEST(test_other_values_cover_every_field)
 	other_config(&want);
 	expect_config_eq(&c, &want);
 	expect_valid(&c);
-	ck_assert_uint_eq(N_OTHER, 32);
+	ck_assert_uint_eq(N_OTHER, 33);
 }
 END_TEST
 

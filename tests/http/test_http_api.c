@@ -679,6 +679,17 @@ START_TEST(bad_key_bodies)
 	EXPECT(415, CT_PROBLEM,
 	       PROBLEM("unsupported_media_type", "Unsupported media type", 415,
 		       "the body must be application/json"));
+	/* The add route streams text/plain and ndjson too: a form (curl --data-binary without
+	 * -H) or no type at all is told the three types and the header to set. */
+	static const char *const add_bad[] = {"application/x-www-form-urlencoded", NULL};
+	for (size_t i = 0; i < 2; i++) {
+		call("POST", "/v1/filters/f/add", add_bad[i], "a\nb\n");
+		EXPECT(415, CT_PROBLEM,
+		       PROBLEM("unsupported_media_type", "Unsupported media type", 415,
+			       "the body must be application/json, text/plain (a key per line) or "
+			       "application/x-ndjson: set the Content-Type header, e.g. curl -H "
+			       "'Content-Type: text/plain'"));
+	}
 	/* A missing filter is reported before the body is looked at. */
 	POST("/v1/filters/g/check", "nonsense", 404, FILTER_NOT_FOUND);
 	/* Nothing was added by the refused requests. */

@@ -15,7 +15,7 @@ backend, which bulk-loads every id into the filter before it listens. Then:
     (pg_stat_statements' calls of the lookup query, before and after) are exactly the filter's
     false positives among them (asked of blossomd directly), at most 2 % of them (the filter is
     made for 1 %, and is half full);
-  - snippet.py and snippet.mjs print what they should against the daemon, and README.md shows
+  - snippet.py and snippet.mjs print what they should against the daemon, and doc/http-api.md shows
     each file verbatim;
   - with blossomd stopped (SIGTERM, exit 0), a lookup still finds an existing user (fail open)
     and a create answers 503 and leaves no row behind.
@@ -306,10 +306,10 @@ def main(tmp, procs, pg):
         node = shutil.which("node")
         runs = [("snippet.py", ["/usr/bin/python3"], want_py),
                 ("snippet.mjs", [node] if node else None, want_js)]
-        readme = read(os.path.join(ROOT, "README.md"))
+        page = read(os.path.join(ROOT, "doc", "http-api.md"))
         for name, interp, want in runs:
             path = os.path.join(SNIPPETS, name)
-            check(f"README.md shows examples/snippets/{name} verbatim", read(path) in readme)
+            check(f"doc/http-api.md shows examples/snippets/{name} verbatim", read(path) in page)
             if interp is None:
                 not_ok(f"{name} runs", "node not found (scripts/bootstrap installs nodejs)")
                 continue

@@ -1342,6 +1342,63 @@ START_TEST(test_sighup_good_file)
 }
 END_TEST
 
+/* storage (the bits' bytes) of filter name, from text info. */
+static unsigned long long info_storage(int fd, const char *name)
+{
+	char req[128], buf[4096];
+	const char *p;
+
+	snprintf(req, sizeof(req), "info %s\n", name);
+	ck_assert_int_eq(itest_send_str(fd, req), 0);
+	ck_assert_int_gt(itest_recv_until(fd, buf, sizeof(buf), "END\n", T), 0);
+	p = strstr(buf, "\nstorage ");
+	ck_assert_ptr_nonnull(p);
+	return strtoull(p + strlen("\nstorage "), NULL, 10);
+}
+
+/*
+ * A create of log_create_bytes of bits or more is logged at info, with its size: at the edge
+ * (a filter exactly that large) and not one byte under it; 0 never logs; SIGHUP changes it.
+ */
+START_TEST(test_large_create_logged)
+{
+	char expect[512];
+	unsigned long long bytes;
+	int fd;
+
+	start(CONF("log_create_bytes = 0\n"), NULL);
+	fd = conn();
+	EXCHANGE(fd, "create a capacity=100000 prob=0.01\n", "Done\n");
+	bytes = info_storage(fd, "a");
+	snprintf(expect, sizeof(expect), "[blossomd]\nlog_create_bytes = %llu\n", bytes + 1);
+	ck_assert_int_eq(itest_write_file(d.conf_path, expect), 0);
+	ck_assert_int_eq(itest_signal(&d, SIGHUP), 0);
+	ck_assert(itest_log_wait(&d, "reload: log_create_bytes 0 -> ", T));
+	EXCHANGE(fd, "create b capacity=100000 prob=0.01\n", "Done\n");
+	snprintf(expect, sizeof(expect), "[blossomd]\nlog_create_bytes = %llu\n", bytes);
+	ck_assert_int_eq(itest_write_file(d.conf_path, expect), 0);
+	ck_assert_int_eq(itest_signal(&d, SIGHUP), 0);
+	snprintf(expect, sizeof(expect), "reload: log_create_bytes %llu -> %llu", bytes + 1, bytes);
+	ck_assert(itest_log_wait(&d, expect, T));
+	EXCHANGE(fd, "create c capacity=100000 prob=0.01 in_memory=1\n", "Done\n");
+	EXCHANGE(fd, "create d capacity=100000 prob=0.01\n", "Done\n");
+	snprintf(expect, sizeof(expect),
+		 "<6>blossomd: created filter 'd': %llu bytes (%.1f MiB) of bits for 100000 keys "
+		 "at 0.01; its first checkpoint writes as much\n",
+		 bytes, bytes / 1048576.0);
+	ck_assert_msg(itest_log_wait(&d, expect, T), "%s", itest_log(&d));
+	snprintf(expect, sizeof(expect),
+		 "<6>blossomd: created filter 'c': %llu bytes (%.1f MiB) of bits for 100000 keys "
+		 "at 0.01\n",
+		 bytes, bytes / 1048576.0);
+	ck_assert_msg(strstr(itest_log(&d), expect), "%s", itest_log(&d));
+	ck_assert_ptr_null(strstr(itest_log(&d), "created filter 'a'"));
+	ck_assert_ptr_null(strstr(itest_log(&d), "created filter 'b'"));
+	close(fd);
+	stop();
+}
+END_TEST
+
 START_TEST(test_sighup_without_config)
 {
 	int fd;
@@ -1645,6 +1702,7 @@ static Suite *server_suite(void)
 	tcase_set_timeout(sig, 30);
 	tcase_add_test(sig, test_sighup_bad_file);
 	tcase_add_test(sig, test_sighup_good_file);
+	tcase_add_test(sig, test_large_create_logged);
 	tcase_add_test(sig, test_sighup_without_config);
 	tcase_add_test(sig, test_sigterm_and_sigint);
 	suite_add_tcase(s, sig);

@@ -103,10 +103,43 @@ def case_contents(pkg):
     # Nothing under /usr/local (a package never installs there) and no stray files: every
     # regular file is one of these.
     files = sorted(p for p, line in c.items() if line.startswith("-"))
+    # The README, the Grafana dashboard and the Prometheus rules with the docs, the last two
+    # uncompressed so they import as they are.
+    doc = "/usr/share/doc/blossomd/"
     expected = sorted(["/usr/bin/blossomd", "/etc/blossomd/blossomd.conf", unit_path(pkg),
-                       "/usr/share/man/man8/blossomd.8.gz", "/usr/share/doc/blossomd/copyright",
-                       "/usr/share/doc/blossomd/changelog.gz"])
+                       "/usr/share/man/man8/blossomd.8.gz", doc + "copyright",
+                       doc + "changelog.gz", doc + "README.md.gz", doc + "blossomd.json",
+                       doc + "blossomd.rules.yml"])
     assert files == expected, files
+
+
+def case_docs(pkg):
+    # The dashboard and the rules in the package are the checkout's, byte for byte.
+    pkg.need()
+    doc = os.path.join(pkg.root, "usr", "share", "doc", "blossomd")
+    for name, src in (("blossomd.json", "contrib/grafana/blossomd.json"),
+                      ("blossomd.rules.yml", "contrib/prometheus/blossomd.rules.yml")):
+        assert read(os.path.join(doc, name)) == read(os.path.join(SRC, src)), name
+
+
+def case_leftovers_ignored(pkg):
+    # What dpkg-buildpackage leaves in the tree (debian/blossomd.postrm.debhelper, ...) is
+    # ignored by .gitignore, so `git status` stays clean after a package build.
+    pkg.need()
+    src = os.path.join(pkg.tmp, "blossomd")
+    sources = set(filter(None, run(["git", "-C", SRC, "ls-files", "-z", "--cached", "--others",
+                                    "--exclude-standard"], 60).split("\0")))
+    left = []
+    for top, dirs, files in os.walk(src):
+        for f in files:
+            rel = os.path.relpath(os.path.join(top, f), src)
+            if rel not in sources:
+                left.append(rel)
+    assert left, "the build left nothing behind: is this test still looking at the right tree?"
+    r = subprocess.run(["git", "-C", SRC, "check-ignore", "--no-index", "--stdin"],
+                       input="\n".join(left) + "\n", capture_output=True, text=True, timeout=60)
+    shown = [f for f in left if f not in r.stdout.splitlines()]
+    assert not shown, f"left by the build and not in .gitignore: {sorted(shown)}"
 
 
 def control_file(pkg, name):
@@ -185,8 +218,11 @@ def main():
         pkg = Package(tmp)
         t.case("dpkg-buildpackage builds blossomd_*.deb from a copy of the tree", case_build,
                pkg)
-        t.case("package contents: binary, unit, conffile, man page, nothing else",
-               case_contents, pkg)
+        t.case("package contents: binary, unit, conffile, man page, README, dashboard, rules, "
+               "nothing else", case_contents, pkg)
+        t.case("the dashboard and the rules in /usr/share/doc/blossomd, as in contrib/",
+               case_docs, pkg)
+        t.case("what the build leaves in the tree is in .gitignore", case_leftovers_ignored, pkg)
         t.case("control: shlibs Depends, conffiles, unit enabled and started", case_control,
                pkg)
         t.case("lintian: no errors, every other tag justified", case_lintian, pkg)

@@ -1,12 +1,13 @@
 # SPDX-License-Identifier: MIT
-"""The README's examples, run as printed against a fresh daemon:
-- every `console` block of the section "A quick tour" (the text protocol with nc, RESP with
-  redis-cli, HTTP with curl), command by command: what each prints on stdout must be the
+"""The user documentation's examples, run as printed against a fresh daemon:
+- every `console` block of the README's section "A quick tour" (the text protocol with nc, RESP
+  with redis-cli, HTTP with curl), command by command: what each prints on stdout must be the
   README's lines byte for byte (blank lines included), with nothing on stderr and exit status 0;
-- the curl block of "Client snippets": each command exits 0, and one whose line ends in a
-  comment `# OUTPUT` must print exactly OUTPUT and a newline.
-The only change made to a command is the ports (8673 and 8674 become free ones), so a README
-example cannot drift from what blossomd answers."""
+- the curl block of doc/http-api.md's "Client snippets": each command exits 0, and one whose
+  line ends in a comment `# OUTPUT` must print exactly OUTPUT and a newline.
+The only change made to a command is the ports (8673 and 8674 become free ones), so an example
+cannot drift from what blossomd answers. (scripts/run's message, shown in the README, is
+checked by run_script.py; the Python and Node snippets by tests/integration/guard.py.)"""
 import os
 import re
 import subprocess
@@ -14,15 +15,29 @@ import subprocess
 from servicetest import Skip, Tap, free_port, spawn, stop, tempdir, wait_port, env_path
 
 README = os.path.join(env_path("BLOSSOMD_SOURCE_ROOT"), "README.md")
+HTTP_API = os.path.join(env_path("BLOSSOMD_SOURCE_ROOT"), "doc", "http-api.md")
+
+
+def section(path, heading):
+    """The lines of the section `heading` (a whole line, such as "## A quick tour") of the file
+    at path, up to the next heading of the same or a higher level outside a code block."""
+    lines = open(path, encoding="utf-8").read().splitlines(keepends=True)
+    start = lines.index(heading + "\n")
+    level, fenced = heading.index(" "), False
+    for i in range(start + 1, len(lines)):
+        if lines[i].startswith("```"):
+            fenced = not fenced
+        m = re.match(r"(#+) ", lines[i])
+        if m and not fenced and len(m.group(1)) <= level:
+            return "".join(lines[start:i])
+    return "".join(lines[start:])
 
 
 def tour_blocks():
-    """The console blocks of "## A quick tour": lists of (command, expected output)."""
-    text = open(README, encoding="utf-8").read()
-    start = text.index("\n## A quick tour\n")
-    end = text.index("\n## ", start + 1)
+    """The console blocks of the README's "## A quick tour": lists of (command, expected
+    output)."""
     blocks = []
-    for body in re.findall(r"```console\n(.*?)```", text[start:end], re.S):
+    for body in re.findall(r"```console\n(.*?)```", section(README, "## A quick tour"), re.S):
         steps = []
         for line in body.splitlines(keepends=True):
             if line.startswith("$ "):
@@ -35,11 +50,9 @@ def tour_blocks():
 
 
 def curl_snippet():
-    """The curl block of "### Client snippets": (command, expected output or None)."""
-    text = open(README, encoding="utf-8").read()
-    start = text.index("\n### Client snippets\n")
-    end = text.index("\n## ", start + 1)
-    m = re.search(r"\ncurl:\n\n```sh\n(.*?)```", text[start:end], re.S)
+    """The curl block of doc/http-api.md's "## Client snippets": (command, expected output or
+    None)."""
+    m = re.search(r"\ncurl:\n\n```sh\n(.*?)```", section(HTTP_API, "## Client snippets"), re.S)
     assert m, "no curl block in Client snippets"
     steps = []
     for cmd in re.sub(r"\\\n", " ", m.group(1)).splitlines():
@@ -96,8 +109,8 @@ def main():
             tap.case(f"README tour, {name}: {len(steps)} commands, output as printed",
                      run_block, steps, port, http)
         snippet = curl_snippet()
-        tap.case(f"README client snippet, curl: {len(snippet)} commands, output as in its "
-                 "comments", run_snippet, snippet, port, http)
+        tap.case(f"doc/http-api.md client snippet, curl: {len(snippet)} commands, output as in "
+                 "its comments", run_snippet, snippet, port, http)
     finally:
         stop(proc)
         tmp.cleanup()

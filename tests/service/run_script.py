@@ -2,7 +2,8 @@
 # SPDX-License-Identifier: MIT
 """The README's first command, scripts/run: it starts a daemon that answers PING, and that
 daemon stops cleanly by its PID (the script execs blossomd, so the script's PID is the
-daemon's).
+daemon's); it prints the message the README shows; and a source tree that does not compile
+makes it show the compiler's error and exit 1, starting nothing.
 
 scripts/run normally installs packages and builds ./build first. Here it must neither touch
 the checkout nor rebuild the build under test while that build's tests run, so the test runs
@@ -12,6 +13,7 @@ build. Free ports are passed as extra arguments, which scripts/run hands to blos
 
 Usage: run_script.py (with $BLOSSOMD_BIN and $BLOSSOMD_SOURCE_ROOT set); prints TAP."""
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -30,11 +32,11 @@ class Run:
         self.root = os.path.join(tmp, "checkout")
         shutil.copytree(os.path.join(SRC, "scripts"), os.path.join(self.root, "scripts"))
         shutil.copytree(os.path.join(SRC, "conf"), os.path.join(self.root, "conf"))
-        self.port = free_port()
+        self.port, self.http = free_port(), free_port()
         self.err = os.path.join(tmp, "stderr")
         with open(self.err, "wb") as err, open(os.path.join(tmp, "stdout"), "wb") as out:
             self.proc = spawn([os.path.join(self.root, "scripts", "run"), "--port",
-                               str(self.port), "--http-port", str(free_port()), *args],
+                               str(self.port), "--http-port", str(self.http), *args],
                               env={"BLOSSOMD_RUN_BIN": BIN}, stdin=subprocess.DEVNULL,
                               stdout=out, stderr=err)
 
@@ -78,10 +80,23 @@ def case_pid_is_daemon(r):
     assert exe == os.path.realpath(BIN), f"pid {r.proc.pid} runs {exe}"
 
 
+def readme_message():
+    """The `text` block of the README's "## The two commands": scripts/run's message."""
+    text = read(os.path.join(SRC, "README.md"))
+    start = text.index("\n## The two commands\n")
+    m = re.search(r"```text\n(.*?)```", text[start:text.index("\n## ", start + 1)], re.S)
+    assert m, "no text block in The two commands"
+    return m.group(1)
+
+
 def case_message_and_data(r):
+    # Exactly the README's message, but for the ports and the version: where it listens (text
+    # and RESP, HTTP, the status page), where the data goes, how to stop it.
+    version = subprocess.run([BIN, "--version"], capture_output=True, text=True).stdout.strip()
+    want = readme_message().replace("8673", str(r.port)).replace("8674", str(r.http))
+    want = re.sub(r"^blossomd \S+:", version + ":", want)
     err = r.stderr()
-    assert f"blossomd on 127.0.0.1:{r.port} (text and RESP), data in ./data" in err, err
-    assert f"nc -q1 127.0.0.1 {r.port}" in err and f"redis-cli -h 127.0.0.1 -p {r.port}" in err
+    assert err.startswith(want), f"--- README\n{want}--- scripts/run\n{err}"
     assert os.path.isdir(os.path.join(r.root, "data"))
 
 
@@ -121,6 +136,38 @@ def case_bad_flag():
             r.kill()
 
 
+def copy_source(dst):
+    """The source tree without its builds, data, git and node_modules."""
+    skip = shutil.ignore_patterns("build*", ".git", "node_modules", "data")
+    shutil.copytree(SRC, dst, ignore=skip)
+
+
+def case_build_error():
+    # A syntax error: scripts/run builds (no install step: BLOSSOMD_RUN_NO_BOOTSTRAP), shows
+    # meson's progress and the compiler's error with its file and line, says the build failed
+    # and exits 1 without starting a daemon.
+    if not shutil.which("meson") or not shutil.which("cc"):
+        raise Skip("meson or cc not installed")
+    with tempdir("run") as tmp:
+        root = os.path.join(tmp, "checkout")
+        copy_source(root)
+        main_c = os.path.join(root, "server", "main.c")
+        with open(main_c, "a") as f:
+            f.write("int blossomd_broken(;\n")
+        line = read(main_c).count("\n")
+        env = dict(os.environ, BLOSSOMD_RUN_NO_BOOTSTRAP="1")
+        env.pop("BLOSSOMD_RUN_BIN", None)
+        r = subprocess.run([os.path.join(root, "scripts", "run"), "--port", str(free_port())],
+                           env=env, stdin=subprocess.DEVNULL, capture_output=True, text=True,
+                           timeout=600)
+        out = r.stdout + r.stderr
+        assert r.returncode == 1, f"exit {r.returncode}\n{out}"
+        assert re.search(r"^\[\d+/\d+\] Compiling C object", out, re.M), out
+        assert re.search(rf"server/main\.c:{line}:\d+: error: ", out), out
+        assert "run: the build failed (the compiler's error is above)" in r.stderr, out
+        assert not os.path.exists(os.path.join(root, "data")), "the build failed, yet ./data"
+
+
 def main():
     tap = Tap()
     with tempdir("run") as tmp:
@@ -140,6 +187,8 @@ def main():
     tap.case("Ctrl-C (SIGINT): clean exit 0", case_sigint)
     tap.case("a bad flag or setting: no daemon, non-zero exit with the reason",
              case_bad_flag)
+    tap.case("a syntax error: meson's progress, the compiler's error, exit 1, no daemon",
+             case_build_error)
     tap.done()
 
 

@@ -238,6 +238,14 @@ async function showsFilterAndFollows(browser, d, r, headers) {
     const cells = await page.locator('#filters tr[data-name="page-test"] td').allTextContents();
     assert(cells[1] === 'bloom' && cells[2] === '1000' && cells[6] === '1.00 %' && cells[7] === '1',
       `row ${JSON.stringify(cells)}`);
+    // The estimate and the target in one notation: percent, exponent form only below 0.001 %.
+    assert(/^\d\.\d\de-\d+ %$/.test(cells[5]), `estimate ${JSON.stringify(cells[5])}`);
+    await r.cmd('BF.RESERVE', 'page-tight', '0.001', '1000');
+    await r.cmd('BF.RESERVE', 'page-tighter', '0.00001', '1000');
+    await waitText(() => page.locator('#filters tr[data-name="page-tight"] td').nth(6).textContent(),
+      '0.100 %');
+    await waitText(() => page.locator('#filters tr[data-name="page-tighter"] td').nth(6)
+      .textContent(), '0.00100 %');
     const keys = Array.from({ length: 250 }, (_, i) => `key-${i}`);
     await r.cmd('BF.MADD', 'page-test', ...keys);
     const card = Number(await r.cmd('BF.CARD', 'page-test'));
