@@ -134,6 +134,9 @@ struct cmd_ctx {
 	/* WATCHed names of every session (proto/multi.c); NULL: none, and a change costs nothing
 	 * more. */
 	struct cmd_watch *watches;
+	/* An EXEC runs its queue: a BGSAVE in it starts the snapshot cycle only once the
+	 * transaction has ended (bgsave_after), so that no checkpoint is cut inside it. */
+	bool in_exec, bgsave_after;
 	struct cmd_hooks hooks;
 	/* Server-wide counters the front ends update. */
 	uint64_t commands, errors;

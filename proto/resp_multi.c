@@ -129,16 +129,22 @@ RESP_HANDLER(resp_multi_exec)
 	if (c->hooks.log && c->hooks.txn)
 		c->hooks.txn(c->hooks.arg, false);
 	proto_resp_array(out, n);
+	c->in_exec = true;
 	for (size_t i = 0; i < n; i++) {
 		queued_argv(s, i, &q);
 		exec_one(c, s, &q, out);
 	}
+	c->in_exec = false;
 	if (c->hooks.log && c->hooks.txn) {
 		uint64_t lsn = c->hooks.txn(c->hooks.arg, true);
 
 		/* The replies are acknowledged once the transaction's end is durable. */
 		if (lsn > c->durable_lsn && lsn > c->wait_lsn)
 			c->wait_lsn = lsn;
+	}
+	if (c->bgsave_after) {
+		c->bgsave_after = false;
+		c->hooks.bgsave(c->hooks.arg);
 	}
 	cmd_multi_discard(s);
 }

@@ -1622,9 +1622,10 @@ static int tx_filters_after(void)
 }
 
 /*
- * SIGKILL at a random moment of an EXEC of 128 commands, 16 times (64 filters created, 128,000 keys added;
- * about 2 MB of log over 256 KiB segments, so its records span segments): after the restart
- * either every one of its changes is there or none. Then an acknowledged EXEC survives a kill.
+ * SIGKILL at a random moment of an EXEC of 128 commands, 16 times (64 filters created,
+ * 128,000 keys added; about 2 MB of log over 256 KiB segments, so its records span segments):
+ * after the restart either every one of its changes is there or none. Then an acknowledged
+ * EXEC survives a kill.
  */
 START_TEST(test_kill9_during_exec)
 {

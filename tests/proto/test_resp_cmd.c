@@ -1966,6 +1966,14 @@ static uint64_t fake_log(void *arg, int type, const void *payload, size_t len)
 	return ++next_lsn;
 }
 
+static int fake_bgsave(void *arg)
+{
+	(void)arg;
+	if (nlogged + 1 < sizeof(logged_kinds))
+		logged_kinds[nlogged++] = 'S';
+	return 0;
+}
+
 static uint64_t fake_txn(void *arg, bool end)
 {
 	(void)arg;
@@ -2198,6 +2206,22 @@ START_TEST(multi_is_one_log_unit)
 	ck_assert_str_eq(logged_kinds, "B122E");
 	/* The reply waits for the end's LSN. */
 	ck_assert_uint_eq(ctx.wait_lsn, 4);
+	/* A BGSAVE inside starts its cycle once the transaction has ended, never inside it. */
+	ctx.hooks.bgsave = fake_bgsave;
+	nlogged = 0;
+	run("MULTI", NULL);
+	run("BF.ADD", "f", "s1", NULL);
+	run("BGSAVE", NULL);
+	run("BF.ADD", "f", "s2", NULL);
+	SAYS("*3\r\n:1\r\n+Background saving started\r\n:1\r\n", "EXEC");
+	logged_kinds[nlogged] = '\0';
+	ck_assert_str_eq(logged_kinds, "B22ES");
+	/* One running already: the error in its place. */
+	ctx.save_in_progress = true;
+	run("MULTI", NULL);
+	run("BGSAVE", NULL);
+	SAYS("*1\r\n-ERR Background save already in progress\r\n", "EXEC");
+	ctx.save_in_progress = false;
 	/* A transaction that fails at queue time logs nothing. */
 	nlogged = 0;
 	run("MULTI", NULL);
