@@ -75,6 +75,7 @@ static void teardown(void)
 	proto_argv_free(&av);
 	proto_buf_free(&out);
 	cmd_session_free(&sess);
+	cmd_ctx_free(&ctx); /* a test with a log hook has a record scratch */
 	cmd_fixture_free(&ctx);
 }
 
