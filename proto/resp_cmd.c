@@ -488,6 +488,9 @@ static bool multi_queued(struct cmd_ctx *c, struct cmd_session *s, const struct 
 	}
 	int rc = cmd_multi_queue(c, s, av->argc, av->argv, av->argvlen);
 	if (rc == 0) {
+		/* Counted when EXEC runs it, as Redis counts it. */
+		c->commands--;
+		c->peer_commands[CMD_PEER_RESP]--;
 		proto_resp_simple(out, "QUEUED", 6);
 		return true;
 	}

@@ -1992,10 +1992,12 @@ START_TEST(multi_exec_runs_queue)
 	SAYS("+QUEUED\r\n", "BF.MADD", "f", "b", "c");
 	SAYS("+QUEUED\r\n", "BF.RESERVE", "f", "0.01", "100");
 	SAYS("+QUEUED\r\n", "PING");
-	/* Nothing ran while queued. */
+	/* Nothing ran while queued, nor was counted. */
 	ck_assert_ptr_null(filter("f"));
+	ck_assert_uint_eq(ctx.commands, 1);
 	/* One reply per command; one failing at run time is an error in its place. */
 	SAYS("*6\r\n:1\r\n:0\r\n:1\r\n*2\r\n:1\r\n:1\r\n-ERR item exists\r\n+PONG\r\n", "EXEC");
+	ck_assert_uint_eq(ctx.commands, 8); /* MULTI, EXEC and the six */
 	ck_assert_ptr_nonnull(filter("f"));
 	SAYS("-ERR EXEC without MULTI\r\n", "EXEC");
 	/* An empty transaction. */
