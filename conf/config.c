@@ -71,6 +71,8 @@ static const struct conf_key conf_keys[] = {
     {"max_line_bytes", CONF_SIZE, CONF_FIELD(max_line_bytes), 1, UINT32_MAX, NULL},
     {"max_bulk_bytes", CONF_SIZE, CONF_FIELD(max_bulk_bytes), 1, UINT32_MAX, NULL},
     {"max_args", CONF_UINT, CONF_FIELD(max_args), 1, UINT32_MAX, NULL},
+    {"multi_max_commands", CONF_UINT, CONF_FIELD(multi_max_commands), 1, UINT32_MAX, NULL},
+    {"multi_max_bytes", CONF_SIZE, CONF_FIELD(multi_max_bytes), 1, UINT64_MAX, NULL},
     {"max_key_bytes", CONF_SIZE, CONF_FIELD(max_key_bytes), 1, UINT32_MAX, NULL},
     {"max_body_bytes", CONF_SIZE, CONF_FIELD(max_body_bytes), 1, UINT64_MAX, NULL},
     {"max_gzip_bytes", CONF_SIZE, CONF_FIELD(max_gzip_bytes), 1, UINT64_MAX, NULL},
@@ -134,6 +136,8 @@ void conf_defaults(struct config *c)
 	c->max_line_bytes = UINT32_C(1) << 20;
 	c->max_bulk_bytes = UINT32_C(64) << 20;
 	c->max_args = 1048576;
+	c->multi_max_commands = 100000;
+	c->multi_max_bytes = UINT64_C(16) << 20;
 	c->max_key_bytes = UINT32_C(64) << 10;
 	c->max_body_bytes = UINT64_C(16) << 20;
 	c->max_gzip_bytes = UINT64_C(64) << 30;

@@ -50,6 +50,8 @@ struct config {
 	uint32_t max_line_bytes;	/* text protocol line, default 1 MiB */
 	uint32_t max_bulk_bytes;	/* RESP bulk string, default 64 MiB */
 	uint32_t max_args;		/* arguments per command (RESP and text), default 1048576 */
+	uint32_t multi_max_commands;	/* commands a MULTI queues, default 100000 */
+	uint64_t multi_max_bytes;	/* bytes of their arguments, default 16 MiB */
 	uint32_t max_key_bytes;	    /* default 64 KiB, <= max_line_bytes and <= max_bulk_bytes */
 	uint64_t max_body_bytes;    /* HTTP request body, default 16 MiB */
 	uint64_t max_gzip_bytes;    /* a gzip'd streamed add decodes to, default 64 GiB */

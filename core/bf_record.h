@@ -22,6 +22,16 @@
  *   RENAME  u64 id, u8 name_len, name: the filter's new name; a filter holding that name whose
  *           last change is older is dropped (RENAME over an existing key) in the same record
  *   EXPIRE  u64 id, u64 expire_ms: the filter expires at that Unix time in ms (0: never)
+ *
+ * A transaction (RESP's EXEC) is one unit: each of its records is logged as a TXN_PART (u8 the
+ * record's type, then its payload), and a TXN_COMMIT (no payload) follows the last. A replay
+ * holds the parts back and applies them at their COMMIT, or drops them at a TXN_ABORT (no
+ * payload: written by the next start after a log that ends in parts, the crash's cut) or at
+ * the log's end. Parts are never written before a record of another kind with no COMMIT in
+ * between (a COMMIT the log could not take is the exception: such parts were applied in
+ * memory and are applied at the next record). A log written before transactions existed has
+ * none of the three, and replays as it did; one with them is refused by an older build (an
+ * unknown type).
  */
 #ifndef BF_RECORD_H
 #define BF_RECORD_H
@@ -45,6 +55,9 @@ enum bf_record_type {
 	BF_REC_FLUSHALL = 8,
 	BF_REC_RENAME = 9,
 	BF_REC_EXPIRE = 10,
+	BF_REC_TXN_PART = 11,
+	BF_REC_TXN_COMMIT = 12,
+	BF_REC_TXN_ABORT = 13,
 };
 
 /* Largest CREATE payload, and the bytes an ADD or DELETE takes before its hashes. */

@@ -41,6 +41,7 @@ void cmd_session_free(struct cmd_session *s)
 {
 	cmd_session_trim(s);
 	cmd_session_end_listing(s);
+	cmd_multi_free(s);
 }
 
 int cmd_session_reserve(struct cmd_session *s, size_t n)
@@ -217,6 +218,7 @@ enum cmd_status cmd_create(struct cmd_ctx *c, const char *name, size_t len,
 	}
 	if (c->hooks.created)
 		c->hooks.created(c->hooks.arg, f);
+	cmd_watch_touch(c, name, len);
 	if (out)
 		*out = f;
 	return CMD_OK;
@@ -257,6 +259,7 @@ static void expire_now(struct cmd_ctx *c, struct bf_filter *f)
 	}
 	memcpy(name, bf_filter_name(f), len);
 	c->expired++;
+	cmd_watch_touch(c, name, len);
 	if (c->hooks.dropping)
 		c->hooks.dropping(c->hooks.arg, f, true);
 	bf_registry_drop(c->reg, name, len);
@@ -310,6 +313,7 @@ enum cmd_status cmd_set_expire(struct cmd_ctx *c, struct bf_filter *f, uint64_t 
 		return CMD_NO_MEMORY;
 	}
 	f->changes++;
+	cmd_watch_touch(c, bf_filter_name(f), f->name_len);
 	return CMD_OK;
 }
 
@@ -333,6 +337,7 @@ enum cmd_status cmd_drop(struct cmd_ctx *c, const char *name, size_t len, bool r
 	}
 	if (c->hooks.dropping && c->hooks.dropping(c->hooks.arg, f, remove_file) && !remove_file)
 		return CMD_INTERNAL;
+	cmd_watch_touch(c, name, len);
 	return cmd_status_from_errno(bf_registry_drop(c->reg, name, len));
 }
 
@@ -382,6 +387,7 @@ enum cmd_status cmd_flushall(struct cmd_ctx *c, uint64_t *dropped)
 
 		memcpy(name, bf_filter_name(f), len);
 		c->ops[CMD_OP_DROP]++;
+		cmd_watch_touch(c, name, len);
 		if (c->hooks.dropping)
 			c->hooks.dropping(c->hooks.arg, f, true);
 		bf_registry_drop(c->reg, name, len);
@@ -433,6 +439,8 @@ enum cmd_status cmd_rename(struct cmd_ctx *c, const char *from, size_t flen, con
 	if (lsn && logged(c, f))
 		f->lsn = lsn;
 	f->changes++;
+	cmd_watch_touch(c, from, flen);
+	cmd_watch_touch(c, to, tlen);
 	if (lsn)
 		wait_for(c, lsn);
 	if (c->hooks.renamed)
@@ -474,6 +482,8 @@ enum cmd_status cmd_add(struct cmd_ctx *c, struct bf_filter *f, size_t n, const 
 	if (f->paged)
 		return CMD_PAGED_OUT;
 	f->used_s = c->now_s;
+	/* Any add is a change to a WATCH, as a write command in Redis, new bits or not. */
+	cmd_watch_touch(c, bf_filter_name(f), f->name_len);
 	if (!cmd_keys_fit(c, n, lens))
 		return CMD_KEY_TOO_LONG;
 	if (n == 0)
@@ -554,6 +564,7 @@ enum cmd_status cmd_delete(struct cmd_ctx *c, struct bf_filter *f, size_t n,
 	f->used_s = c->now_s;
 	if (f->params->type != BF_TYPE_COUNTING)
 		return CMD_NOT_COUNTING;
+	cmd_watch_touch(c, bf_filter_name(f), f->name_len);
 	if (!cmd_keys_fit(c, n, lens))
 		return CMD_KEY_TOO_LONG;
 	bool log = logged(c, f);
@@ -632,6 +643,7 @@ enum cmd_status cmd_load_header(struct cmd_ctx *c, const char *name, size_t len,
 	}
 	if (c->hooks.created)
 		c->hooks.created(c->hooks.arg, f);
+	cmd_watch_touch(c, name, len);
 	return CMD_OK;
 }
 
@@ -654,6 +666,8 @@ int cmd_load_body(struct cmd_ctx *c, struct bf_filter *f, uint64_t off, const vo
 		memcpy(c->rec + 16, data, len);
 	}
 	int rc = bf_filter_body_write(f, off, data, len);
+	if (!rc)
+		cmd_watch_touch(c, bf_filter_name(f), f->name_len);
 	if (rc || !logged(c, f))
 		return rc;
 	return log_change(c, f, BF_REC_BODY, c->rec, 16 + len);

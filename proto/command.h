@@ -78,6 +78,13 @@ struct cmd_hooks {
 	 * change to a persistent filter, after the change is made in memory and before the reply.
 	 */
 	uint64_t (*log)(void *arg, int type, const void *payload, size_t len);
+	/*
+	 * A transaction (EXEC) begins (end false) or ends (end true): the records logged in
+	 * between are one unit, which a replay applies whole or not at all. The end returns the
+	 * LSN the transaction's replies must wait for (0: nothing was logged, or the end could not
+	 * be logged). NULL with the log: no unit (a test's log).
+	 */
+	uint64_t (*txn)(void *arg, bool end);
 	/* f was renamed (RENAME) from the name from[0, from_len) (f->name is the new one): the
 	 * owner moves its own bookkeeping (the checkpoint's file). */
 	void (*renamed)(void *arg, struct bf_filter *f, const char *from, size_t from_len);
@@ -121,6 +128,15 @@ struct cmd_ctx {
 	uint32_t default_expansion; /* 2 */
 	size_t max_key_bytes;
 	size_t max_args;
+	/* A MULTI's queue: at most this many commands, and this many bytes of arguments (0: no
+	 * bound; the config's multi_max_commands, multi_max_bytes). */
+	size_t multi_max_commands, multi_max_bytes;
+	/* WATCHed names of every session (proto/multi.c); NULL: none, and a change costs nothing
+	 * more. */
+	struct cmd_watch *watches;
+	/* An EXEC runs its queue: a BGSAVE in it starts the snapshot cycle only once the
+	 * transaction has ended (bgsave_after), so that no checkpoint is cut inside it. */
+	bool in_exec, bgsave_after;
 	struct cmd_hooks hooks;
 	/* Server-wide counters the front ends update. */
 	uint64_t commands, errors;
@@ -242,10 +258,11 @@ struct cmd_session {
 	struct cmd_listing *listing; /* a listing under way, or NULL */
 	struct cmd_slice slice;	     /* a multi-key command under way */
 	uint64_t flush_ticket;	     /* a flush or SAVE waiting for its write (cmd_flush) */
+	struct cmd_multi *multi;     /* MULTI's queue and WATCHed names (proto/multi.c), or NULL */
 };
 
 void cmd_session_init(struct cmd_session *s, uint64_t id);
-/* Free what the session holds. */
+/* Free what the session holds (also its transaction and its WATCHes). */
 void cmd_session_free(struct cmd_session *s);
 /* Free its scratch arrays only (they are grown again as needed). */
 void cmd_session_trim(struct cmd_session *s);
@@ -437,6 +454,52 @@ enum cmd_status cmd_load_header(struct cmd_ctx *c, const char *name, size_t len,
 				const unsigned char *h, size_t hlen);
 int cmd_load_body(struct cmd_ctx *c, struct bf_filter *f, uint64_t off, const void *data,
 		  size_t len);
+
+/*
+ * Transactions (Redis's MULTI / EXEC / WATCH; proto/multi.c). A session's transaction queues
+ * commands (copies of their arguments) until EXEC runs them as one unit; WATCH names filters
+ * whose change since makes EXEC refuse to run.
+ *
+ * cmd_multi_begin: start queueing (0, -EEXIST if already, -ENOMEM). cmd_multi_active: whether
+ * s queues. cmd_multi_queue: queue a copy of av: 0; -E2BIG past multi_max_commands,
+ * -EMSGSIZE past multi_max_bytes, -ENOMEM (nothing queued). cmd_multi_flag: a command was
+ * refused at queue time: EXEC will abort. cmd_multi_flagged: whether one was. cmd_multi_count
+ * and cmd_multi_get: the queued commands (av's arrays are the queue's; valid until it ends).
+ * cmd_multi_discard: end the transaction and every WATCH of s.
+ */
+struct proto_argv;
+int cmd_multi_begin(struct cmd_ctx *c, struct cmd_session *s);
+bool cmd_multi_active(const struct cmd_session *s);
+int cmd_multi_queue(struct cmd_ctx *c, struct cmd_session *s, size_t argc, const char *const *argv,
+		    const size_t *argvlen);
+void cmd_multi_flag(struct cmd_session *s);
+bool cmd_multi_flagged(const struct cmd_session *s);
+size_t cmd_multi_count(const struct cmd_session *s);
+void cmd_multi_get(const struct cmd_session *s, size_t i, size_t *argc, const char *const **argv,
+		   const size_t **argvlen);
+void cmd_multi_discard(struct cmd_session *s);
+/* EXEC runs the queue: commands run from now on instead of being queued (the queue stays until
+ * cmd_multi_discard). */
+void cmd_multi_running(struct cmd_session *s);
+/* Free s's transaction state (cmd_session_free calls it). */
+void cmd_multi_free(struct cmd_session *s);
+
+/*
+ * WATCH name[0, len) for s: 0 or -ENOMEM. cmd_watch_changed: whether a WATCHed filter of s
+ * changed (or its time came) since it was WATCHed. cmd_unwatch: forget every WATCH of s.
+ * cmd_watch_touch: the filter named name[0, len) changed (any write command on it, its drop,
+ * expiry, rename from or to it): every session WATCHing it is marked. The command layer calls
+ * it on every change; cheap when nothing is WATCHed.
+ */
+int cmd_watch(struct cmd_ctx *c, struct cmd_session *s, const char *name, size_t len);
+bool cmd_watch_changed(struct cmd_ctx *c, const struct cmd_session *s);
+void cmd_unwatch(struct cmd_session *s);
+void cmd_watch_touch_slow(struct cmd_ctx *c, const char *name, size_t len);
+static inline void cmd_watch_touch(struct cmd_ctx *c, const char *name, size_t len)
+{
+	if (c->watches)
+		cmd_watch_touch_slow(c, name, len);
+}
 
 /* Free what the command layer allocated in c (the record scratch). */
 void cmd_ctx_free(struct cmd_ctx *c);

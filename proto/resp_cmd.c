@@ -274,6 +274,11 @@ static const struct resp_cmd commands[] = {
     {"expiretime", 10, resp_keys_ttl, 2, 2, "readonly fast", 1, 1, 1},
     {"pexpiretime", 11, resp_keys_ttl, 2, 2, "readonly fast", 1, 1, 1},
     {"persist", 7, resp_keys_persist, 2, 2, "write fast", 1, 1, 1},
+    {"multi", 5, resp_multi_multi, 1, 1, "noscript loading stale fast allow_busy", 0, 0, 0},
+    {"exec", 4, resp_multi_exec, 1, 1, "noscript loading stale skip_slowlog", 0, 0, 0},
+    {"discard", 7, resp_multi_discard, 1, 1, "noscript loading stale fast allow_busy", 0, 0, 0},
+    {"watch", 5, resp_multi_watch, 2, 0, "noscript loading stale fast allow_busy", 1, -1, 1},
+    {"unwatch", 7, resp_multi_unwatch, 1, 1, "noscript loading stale fast allow_busy", 0, 0, 0},
 };
 
 #define NCOMMANDS (sizeof(commands) / sizeof(commands[0]))
@@ -442,25 +447,102 @@ static bool loads_filters(const struct resp_cmd *e)
 	       e->run == resp_keys_expire || e->run == resp_keys_persist;
 }
 
+/* Start loading e's paged-out filters: CMD_OK (c->paging set if one is loading), or
+ * CMD_PAGED_OUT if one cannot be loaded. */
+static enum cmd_status load_filters(struct cmd_ctx *c, const struct resp_cmd *e,
+				    const struct proto_argv *av)
+{
+	size_t last = e->last < 0 ? av->argc - 1 : (size_t)e->last;
+
+	for (size_t k = (size_t)e->first; k <= last && k < av->argc; k += (size_t)e->step) {
+		if (cmd_ready(c, av->argv[k], av->argvlen[k]) != CMD_OK)
+			return CMD_PAGED_OUT;
+		if (c->paging)
+			break;
+	}
+	return CMD_OK;
+}
+
+bool resp_cmd_load(struct cmd_ctx *c, struct cmd_session *s, const struct proto_argv *av)
+{
+	const struct resp_cmd *e = lookup(av->argv[0], av->argvlen[0]);
+
+	/* One that cannot be loaded is left to the command's own run, which answers its error. */
+	if (e && loads_filters(e) && cmd_session_authed(c, s) && e->first > 0)
+		load_filters(c, e, av);
+	return c->paging != NULL;
+}
+
+/* Redis's processCommand under MULTI for a command e that passed the checks: run at once
+ * (EXEC, DISCARD, MULTI, WATCH, QUIT), refused (SAVE: "no-multi"), or queued. */
+static bool multi_queued(struct cmd_ctx *c, struct cmd_session *s, const struct resp_cmd *e,
+			 const struct proto_argv *av, struct proto_buf *out)
+{
+	if (!cmd_multi_active(s) || e->run == resp_multi_exec || e->run == resp_multi_discard ||
+	    e->run == resp_multi_multi || e->run == resp_multi_watch || e->run == resp_server_quit)
+		return false;
+	if (e->run == resp_server_save && !resp_arg_is(av, 0, "bgsave")) {
+		resp_error(c, out, "ERR Command not allowed inside a transaction");
+		cmd_multi_flag(s);
+		return true;
+	}
+	int rc = cmd_multi_queue(c, s, av->argc, av->argv, av->argvlen);
+	if (rc == 0) {
+		/* Counted when EXEC runs it, as Redis counts it. */
+		c->commands--;
+		c->peer_commands[CMD_PEER_RESP]--;
+		proto_resp_simple(out, "QUEUED", 6);
+		return true;
+	}
+	if (rc == -E2BIG)
+		proto_resp_error_fmt(out, "MULTI queue is full (multi_max_commands is %zu)",
+				     c->multi_max_commands);
+	else if (rc == -EMSGSIZE)
+		proto_resp_error_fmt(out, "MULTI queue is full (multi_max_bytes is %zu)",
+				     c->multi_max_bytes);
+	else
+		proto_resp_error_str(out, "internal error");
+	c->errors++;
+	cmd_multi_flag(s);
+	return true;
+}
+
+/* A command refused before it runs: as Redis's rejectCommand, an EXEC so refused aborts the
+ * transaction with the reason; under MULTI, the transaction is flagged (EXEC aborts). */
+static void reply_arity(struct cmd_ctx *c, struct cmd_session *s, const struct resp_cmd *e,
+			struct proto_buf *out)
+{
+	if (e->run == resp_multi_exec) {
+		c->errors++;
+		proto_resp_error_fmt(out,
+				     "-EXECABORT Transaction discarded because of: wrong number of "
+				     "arguments for '%s' command",
+				     e->name);
+		cmd_multi_discard(s);
+		return;
+	}
+	resp_error_arity(c, out, e->name);
+	cmd_multi_flag(s);
+}
+
 void resp_cmd_exec(struct cmd_ctx *c, struct cmd_session *s, const struct proto_argv *av,
 		   struct proto_buf *out)
 {
 	if (av->argc == 0)
 		return;
 	const struct resp_cmd *e = lookup(av->argv[0], av->argvlen[0]);
-	/* Its filters in memory first; if one is loading, the command runs again later. */
-	if (e && loads_filters(e) && cmd_session_authed(c, s) && e->first > 0) {
-		size_t last = e->last < 0 ? av->argc - 1 : (size_t)e->last;
-		for (size_t k = (size_t)e->first; k <= last && k < av->argc; k += (size_t)e->step) {
-			if (cmd_ready(c, av->argv[k], av->argvlen[k]) != CMD_OK) {
-				c->commands++;
-				c->peer_commands[CMD_PEER_RESP]++;
-				resp_error_status(c, out, CMD_PAGED_OUT, NULL);
-				return;
-			}
-			if (c->paging)
-				return;
+	/* Its filters in memory first; if one is loading, the command runs again later. Not for
+	 * one that is queued: EXEC loads them. */
+	if (e && loads_filters(e) && cmd_session_authed(c, s) && e->first > 0 &&
+	    !cmd_multi_active(s)) {
+		if (load_filters(c, e, av) != CMD_OK) {
+			c->commands++;
+			c->peer_commands[CMD_PEER_RESP]++;
+			resp_error_status(c, out, CMD_PAGED_OUT, NULL);
+			return;
 		}
+		if (c->paging)
+			return;
 	}
 	c->commands++;
 	c->peer_commands[CMD_PEER_RESP]++;
@@ -469,15 +551,19 @@ void resp_cmd_exec(struct cmd_ctx *c, struct cmd_session *s, const struct proto_
 	    (!e || (e->run != resp_server_auth && e->run != resp_server_hello &&
 		    e->run != resp_server_ping && e->run != resp_server_quit))) {
 		resp_error(c, out, resp_err_noauth);
+		cmd_multi_flag(s);
 		return;
 	}
 	if (!e) {
 		reply_unknown(c, av, out);
+		cmd_multi_flag(s);
 		return;
 	}
 	if (av->argc < e->min || (e->max && av->argc > e->max)) {
-		resp_error_arity(c, out, e->name);
+		reply_arity(c, s, e, out);
 		return;
 	}
+	if (multi_queued(c, s, e, av, out))
+		return;
 	e->run(c, s, av, out);
 }

@@ -73,6 +73,15 @@ RESP_HANDLER(resp_bf_loadchunk);
 RESP_HANDLER(resp_server_ping);
 RESP_HANDLER(resp_server_echo);
 RESP_HANDLER(resp_server_quit);
+RESP_HANDLER(resp_multi_multi);
+RESP_HANDLER(resp_multi_exec);
+RESP_HANDLER(resp_multi_discard);
+RESP_HANDLER(resp_multi_watch);
+RESP_HANDLER(resp_multi_unwatch);
+
+/* Start loading the paged-out filters the command av reads or changes (EXEC's queue, before
+ * it runs). True if one is loading (c->paging set): run again once it is in memory. */
+bool resp_cmd_load(struct cmd_ctx *c, struct cmd_session *s, const struct proto_argv *av);
 RESP_HANDLER(resp_server_auth);
 RESP_HANDLER(resp_server_hello);
 RESP_HANDLER(resp_server_select);

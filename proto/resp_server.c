@@ -936,7 +936,10 @@ void resp_server_save(struct cmd_ctx *c, struct cmd_session *s, const struct pro
 	 * already running is an error, SCHEDULE or not (Redis schedules only behind an AOF
 	 * rewrite, which blossomd does not have). */
 	if (background && c->hooks.bgsave) {
-		if (c->hooks.bgsave(c->hooks.arg) == -EBUSY)
+		int rc = !c->in_exec	       ? c->hooks.bgsave(c->hooks.arg)
+			 : c->save_in_progress ? -EBUSY
+					       : (c->bgsave_after = true, 0);
+		if (rc == -EBUSY)
 			resp_error(c, out, "ERR Background save already in progress");
 		else
 			proto_resp_simple(out, "Background saving started", 25);

@@ -13,6 +13,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "core/bf_record.h"
@@ -31,14 +32,66 @@
 /* Segments are kept zero-filled this far ahead of their records (wal_options). */
 #define JOURNAL_PREALLOC (4u << 20)
 
+/* Append a record of an EXEC as its TXN_PART (core/bf_record.h). 0 or a negative errno. */
+static int journal_part(struct srv *s, int type, const void *payload, size_t len, uint64_t *lsn)
+{
+	if (len + 1 > s->txn_rec_cap) {
+		size_t cap = s->txn_rec_cap ? s->txn_rec_cap : 4096;
+		unsigned char *p;
+
+		while (cap < len + 1)
+			cap *= 2;
+		p = realloc(s->txn_rec, cap);
+		if (!p)
+			return -ENOMEM;
+		s->txn_rec = p;
+		s->txn_rec_cap = cap;
+	}
+	s->txn_rec[0] = (unsigned char)type;
+	if (len)
+		memcpy(s->txn_rec + 1, payload, len);
+	int rc = wal_append(s->wal, BF_REC_TXN_PART, s->txn_rec, len + 1, lsn);
+	if (!rc)
+		s->txn_parts++;
+	return rc;
+}
+
 static uint64_t journal_log(void *arg, int type, const void *payload, size_t len)
 {
 	struct srv *s = arg;
 	uint64_t lsn;
+	int rc = s->txn_open ? journal_part(s, type, payload, len, &lsn)
+			     : wal_append(s->wal, (unsigned)type, payload, len, &lsn);
 
-	if (wal_append(s->wal, (unsigned)type, payload, len, &lsn)) {
+	if (rc) {
 		srv_log(SRV_LOG_ERR, "write-ahead log: out of memory for a record; change refused");
 		return 0;
+	}
+	s->ctx.logged_lsn = lsn;
+	return lsn;
+}
+
+/*
+ * cmd_hooks.txn: an EXEC begins or ends. Its records are parts, and its end a COMMIT, so a
+ * replay applies all of them or none. A COMMIT the log cannot take (out of memory) leaves the
+ * parts to be applied at the next record the replay meets: they are in memory already.
+ */
+static uint64_t journal_txn(void *arg, bool end)
+{
+	struct srv *s = arg;
+	uint64_t lsn;
+
+	if (!end) {
+		s->txn_open = true;
+		s->txn_parts = 0;
+		return 0;
+	}
+	s->txn_open = false;
+	if (!s->txn_parts)
+		return 0;
+	if (wal_append(s->wal, BF_REC_TXN_COMMIT, NULL, 0, &lsn)) {
+		srv_log(SRV_LOG_ERR, "write-ahead log: out of memory for a transaction's end");
+		return s->ctx.logged_lsn;
 	}
 	s->ctx.logged_lsn = lsn;
 	return lsn;
@@ -126,7 +179,74 @@ struct journal_replay {
 	struct bf_replay *rp;
 	char why[256];
 	uint64_t noops;
+	/* The parts of a transaction read since its last COMMIT: each u64 LSN, u32 length, then
+	 * the part's payload (u8 type, the record's payload). */
+	unsigned char *txn;
+	size_t txn_len, txn_cap;
+	uint64_t txn_parts, txn_dropped;
 };
+
+static int journal_apply_one(struct journal_replay *jr, uint64_t lsn, int type,
+			     const unsigned char *payload, size_t len)
+{
+	srv_snap_replayed(jr->s->snap, type, payload, len);
+	int rc = bf_replay_apply(jr->rp, lsn, type, payload, len, jr->why, sizeof(jr->why));
+	if (rc == -EINVAL)
+		return -EBADMSG;
+	return rc;
+}
+
+/* Hold a transaction's part until its COMMIT. 0, -EBADMSG (not a part), -ENOMEM. */
+static int journal_txn_hold(struct journal_replay *jr, uint64_t lsn, const unsigned char *p,
+			    size_t len)
+{
+	uint32_t n = (uint32_t)len;
+
+	if (len < 1 || p[0] == 0 || p[0] == BF_REC_TXN_PART || p[0] == BF_REC_TXN_COMMIT ||
+	    p[0] == BF_REC_TXN_ABORT || p[0] == JOURNAL_REC_NOOP) {
+		snprintf(jr->why, sizeof(jr->why), "a transaction's part holds no record");
+		return -EBADMSG;
+	}
+	if (jr->txn_len + 12 + len > jr->txn_cap) {
+		size_t cap = jr->txn_cap ? jr->txn_cap : 65536;
+		unsigned char *q;
+
+		while (cap < jr->txn_len + 12 + len)
+			cap *= 2;
+		q = realloc(jr->txn, cap);
+		if (!q)
+			return -ENOMEM;
+		jr->txn = q;
+		jr->txn_cap = cap;
+	}
+	memcpy(jr->txn + jr->txn_len, &lsn, 8);
+	memcpy(jr->txn + jr->txn_len + 8, &n, 4);
+	memcpy(jr->txn + jr->txn_len + 12, p, len);
+	jr->txn_len += 12 + len;
+	jr->txn_parts++;
+	return 0;
+}
+
+/* Apply the parts held, in their order, and forget them. */
+static int journal_txn_apply(struct journal_replay *jr)
+{
+	size_t at = 0;
+	int rc = 0;
+
+	while (!rc && at < jr->txn_len) {
+		uint64_t lsn;
+		uint32_t n;
+
+		memcpy(&lsn, jr->txn + at, 8);
+		memcpy(&n, jr->txn + at + 8, 4);
+		const unsigned char *p = jr->txn + at + 12;
+		rc = journal_apply_one(jr, lsn, p[0], p + 1, n - 1);
+		at += 12 + n;
+	}
+	jr->txn_len = 0;
+	jr->txn_parts = 0;
+	return rc;
+}
 
 static int journal_apply(void *arg, uint64_t lsn, unsigned type, const void *payload, size_t len)
 {
@@ -136,11 +256,47 @@ static int journal_apply(void *arg, uint64_t lsn, unsigned type, const void *pay
 		jr->noops++;
 		return 0;
 	}
-	srv_snap_replayed(jr->s->snap, (int)type, payload, len);
-	int rc = bf_replay_apply(jr->rp, lsn, (int)type, payload, len, jr->why, sizeof(jr->why));
-	if (rc == -EINVAL)
-		return -EBADMSG;
-	return rc;
+	if (type == BF_REC_TXN_PART)
+		return journal_txn_hold(jr, lsn, payload, len);
+	if (type == BF_REC_TXN_ABORT) {
+		if (jr->txn_parts)
+			jr->txn_dropped++;
+		jr->txn_len = 0;
+		jr->txn_parts = 0;
+		return 0;
+	}
+	/* At its COMMIT, or (one the log could not take) at the next record. */
+	if (jr->txn_parts) {
+		int rc = journal_txn_apply(jr);
+		if (rc)
+			return rc;
+	}
+	if (type == BF_REC_TXN_COMMIT)
+		return 0;
+	return journal_apply_one(jr, lsn, (int)type, payload, len);
+}
+
+/*
+ * After the replay: the parts of a transaction the log ends in were cut by a crash before its
+ * COMMIT. None of it is applied; an ABORT tells the next replay so, before any record of this
+ * run follows them. 0 or -ENOMEM.
+ */
+static int journal_txn_cut(struct srv *s, struct journal_replay *jr)
+{
+	if (jr->txn_parts) {
+		srv_log(SRV_LOG_WARNING,
+			"write-ahead log: a transaction cut short (%" PRIu64
+			" records, no end) is not applied",
+			jr->txn_parts);
+		jr->txn_dropped++;
+		jr->txn_len = 0;
+		jr->txn_parts = 0;
+		if (wal_append(s->wal, BF_REC_TXN_ABORT, NULL, 0, NULL))
+			return -ENOMEM;
+	}
+	free(jr->txn);
+	jr->txn = NULL;
+	return 0;
 }
 
 static void journal_dropping(void *arg, struct bf_filter *f, bool remove_file)
@@ -298,7 +454,9 @@ int journal_start(struct srv *s)
 	s->wal_replay_ns = st.ns;
 	bf_replay_free(jr.rp);
 	jr.rp = NULL;
-	rc = journal_fill(s, newest);
+	rc = journal_txn_cut(s, &jr);
+	if (!rc)
+		rc = journal_fill(s, newest);
 	if (rc)
 		goto fail;
 	s->ctx.logged_lsn = wal_next_lsn(s->wal) - 1;
@@ -308,9 +466,11 @@ int journal_start(struct srv *s)
 	if (rc)
 		goto fail;
 	s->ctx.hooks.log = journal_log;
+	s->ctx.hooks.txn = journal_txn;
 	s->ctx.durable_lsn = wal_durable_lsn(s->wal);
 	return 0;
 fail:
+	free(jr.txn);
 	bf_replay_free(jr.rp);
 	wal_close(s->wal);
 	s->wal = NULL;
@@ -355,6 +515,10 @@ void journal_stop(struct srv *s)
 	if (!s->wal)
 		return;
 	s->ctx.hooks.log = NULL;
+	s->ctx.hooks.txn = NULL;
+	free(s->txn_rec);
+	s->txn_rec = NULL;
+	s->txn_rec_cap = 0;
 	if (s->wal_check_init) {
 		uv_close((uv_handle_t *)&s->wal_check, NULL);
 		uv_close((uv_handle_t *)&s->wal_prepare, NULL);

@@ -72,6 +72,8 @@ static void srv_apply_limits(struct srv *s)
 	    (struct cmd_defaults){c->resp_default_capacity, c->resp_default_error_rate};
 	s->ctx.max_key_bytes = c->max_key_bytes;
 	s->ctx.max_args = c->max_args;
+	s->ctx.multi_max_commands = c->multi_max_commands;
+	s->ctx.multi_max_bytes = c->multi_max_bytes;
 	s->lim.max_bulk_bytes = c->max_bulk_bytes;
 	s->lim.max_args = c->max_args;
 	s->lim.max_line_bytes = c->max_line_bytes;
@@ -343,6 +345,8 @@ static void srv_reload(struct srv *s)
 	SRV_LOG_CHANGE_U64(max_line_bytes);
 	SRV_LOG_CHANGE_U64(max_bulk_bytes);
 	SRV_LOG_CHANGE_U64(max_args);
+	SRV_LOG_CHANGE_U64(multi_max_commands);
+	SRV_LOG_CHANGE_U64(multi_max_bytes);
 	SRV_LOG_CHANGE_U64(max_key_bytes);
 	SRV_LOG_CHANGE_U64(max_body_bytes);
 	SRV_LOG_CHANGE_U64(max_connections);

@@ -243,6 +243,11 @@ struct srv {
 	bool accept_missing_files; /* --accept-missing-files: start without missing segments */
 	uint64_t wal_release_ms;   /* last look for segments to delete */
 	uint64_t wal_replay_records, wal_replay_ns; /* the replay at start, for /metrics */
+	/* An EXEC is under way (cmd_hooks.txn): records are logged as its parts. */
+	bool txn_open;
+	uint64_t txn_parts;	/* parts logged since it began */
+	unsigned char *txn_rec; /* a part's payload, grown as needed */
+	size_t txn_rec_cap;
 
 	char *rbuf;  /* shared read buffer, SRV_READ_SIZE bytes */
 	char *token; /* from auth_token_file, NUL-terminated; NULL: no auth (ctx.token) */

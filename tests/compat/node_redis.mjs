@@ -426,6 +426,40 @@ async function run(port) {
     await allAckedPresent(client, 'before the restart');
   });
 
+  await group('multi/exec, watch', async () => {
+    is('client.multi()...exec(): one reply per command',
+       await client.multi().bf.add('tx', 'a').bf.mAdd('tx', ['a', 'b']).bf.exists('tx', 'b')
+         .exec(),
+       [true, [false, true], true]);
+    await rejects('a command refused at queue time: EXECABORT',
+                  () => client.multi().bf.add('tx:abort', 'a').addCommand(['BF.ADD', 'tx:abort'])
+                    .exec(),
+                  'EXECABORT Transaction discarded because of previous errors.');
+    is('nothing of the aborted transaction applied', await client.exists('tx:abort'), 0);
+    try {
+      await client.multi().bf.reserve('tx', 0.01, 10).bf.add('tx', 'z').exec();
+      notOk('a run-time error inside EXEC', 'no error');
+    } catch (e) {
+      is('a run-time error inside EXEC: its error in its place, the other applied',
+         [e.constructor.name, e.errorIndexes, e.replies[0].message, e.replies[1]],
+         ['MultiErrorReply', [0], 'ERR item exists', true]);
+    }
+    const other = client.duplicate();
+    const watcher = client.duplicate();
+    await Promise.all([other.connect(), watcher.connect()]);
+    is('WATCH', await watcher.watch('tx:w'), 'OK');
+    await other.bf.add('tx:w', 'x');
+    await rejects('a WATCHed filter changed: WatchError',
+                  () => watcher.multi().bf.add('tx:w', 'y').exec(),
+                  'One (or more) of the watched keys has been changed');
+    is('the transaction did not run', await client.bf.exists('tx:w', 'y'), false);
+    is('WATCH again, no change: it runs',
+       [await watcher.watch('tx:w'), await watcher.multi().bf.add('tx:w', 'y').exec()],
+       ['OK', [true]]);
+    ack('tx:w', 'y');
+    await Promise.all([other.quit(), watcher.quit()]);
+  });
+
   await client.quit();
 }
 

@@ -80,7 +80,7 @@ def case(name):
 
 try:
     import redis
-    from redis.exceptions import ResponseError
+    from redis.exceptions import ResponseError, WatchError
 except ImportError as e:
     bail(f"redis-py not importable by {sys.executable} ({e}); "
          "install python3-redis and run with /usr/bin/python3")
@@ -543,6 +543,55 @@ def run(port):
                lambda: r.execute_command("FLUSHDB", "SYNC", "ASYNC"), ResponseError,
                "syntax error")
 
+
+    @case("transactions (MULTI/EXEC, WATCH)")
+    def _():
+        r.flushall()
+        p = r.pipeline()  # transaction=True: MULTI ... EXEC
+        p.execute_command("BF.ADD", "tx", "a")
+        p.execute_command("BF.MADD", "tx", "a", "b")
+        p.execute_command("BF.EXISTS", "tx", "b")
+        is_("pipeline(transaction=True) executes, one reply per command", p.execute(),
+            [1, [0, 1], 1])
+        # A command refused at queue time: EXECABORT, which redis-py reports as that error,
+        # and nothing of the transaction applies.
+        p = r.pipeline()
+        p.execute_command("BF.ADD", "tx:abort", "a")
+        p.execute_command("BF.ADD", "tx:abort")
+        raises("EXECABORT", p.execute, ResponseError,
+               "Command # 2 (BF.ADD tx:abort) of pipeline caused error: wrong number of "
+               "arguments for 'bf.add' command")
+        is_("nothing of an aborted transaction applied", r.exists("tx:abort"), 0)
+        # A command failing at run time: its error in its place, the others applied.
+        p = r.pipeline()
+        p.execute_command("BF.RESERVE", "tx", "0.01", "10")
+        p.execute_command("BF.ADD", "tx", "z")
+        got = p.execute(raise_on_error=False)
+        is_("run-time error in its place", ([str(x) for x in got[:1]], got[1]),
+            (["item exists"], 1))
+        # WATCH: a change by another client since makes EXEC return null (WatchError).
+        other = redis.Redis(host="127.0.0.1", port=r.connection_pool.connection_kwargs["port"])
+        with r.pipeline() as p:
+            p.watch("tx:w")
+            other.execute_command("BF.ADD", "tx:w", "x")
+            p.multi()
+            p.execute_command("BF.ADD", "tx:w", "y")
+            raises("a WATCHed filter changed: WatchError", p.execute, WatchError,
+                   "Watched variable changed.")
+        is_("the transaction did not run", r.execute_command("BF.EXISTS", "tx:w", "y"), 0)
+        # r.transaction() retries until no conflict.
+        tries = []
+
+        def body(pipe):
+            tries.append(1)
+            if len(tries) == 1:
+                other.execute_command("BF.ADD", "tx:w", "again")
+            pipe.multi()
+            pipe.execute_command("BF.ADD", "tx:w", "y")
+
+        is_("r.transaction() retries after a conflict", (r.transaction(body, "tx:w"), len(tries)),
+            ([1], 2))
+        other.close()
 
 def main():
     d = Daemon()

@@ -75,6 +75,7 @@ static void teardown(void)
 	proto_argv_free(&av);
 	proto_buf_free(&out);
 	cmd_session_free(&sess);
+	cmd_ctx_free(&ctx); /* a test with a log hook has a record scratch */
 	cmd_fixture_free(&ctx);
 }
 
@@ -1949,6 +1950,293 @@ START_TEST(counters)
 END_TEST
 
 /* ---------------------------------------------------------------------------------------- */
+/* MULTI / EXEC / DISCARD / WATCH (replies captured from redis-server 7.0.15) */
+
+/* A fake log: records' types in order, with begin/end of transactions as 'B' and 'E'. */
+static char logged_kinds[64];
+static size_t nlogged;
+static uint64_t next_lsn;
+
+static uint64_t fake_log(void *arg, int type, const void *payload, size_t len)
+{
+	(void)arg;
+	(void)payload;
+	(void)len;
+	if (nlogged + 1 < sizeof(logged_kinds))
+		logged_kinds[nlogged++] = (char)('0' + type);
+	return ++next_lsn;
+}
+
+static int fake_bgsave(void *arg)
+{
+	(void)arg;
+	if (nlogged + 1 < sizeof(logged_kinds))
+		logged_kinds[nlogged++] = 'S';
+	return 0;
+}
+
+static uint64_t fake_txn(void *arg, bool end)
+{
+	(void)arg;
+	if (nlogged + 1 < sizeof(logged_kinds))
+		logged_kinds[nlogged++] = end ? 'E' : 'B';
+	return end ? ++next_lsn : 0;
+}
+
+START_TEST(multi_exec_runs_queue)
+{
+	SAYS("+OK\r\n", "MULTI");
+	SAYS("+QUEUED\r\n", "BF.ADD", "f", "a");
+	SAYS("+QUEUED\r\n", "BF.ADD", "f", "a");
+	SAYS("+QUEUED\r\n", "bf.exists", "f", "a");
+	SAYS("+QUEUED\r\n", "BF.MADD", "f", "b", "c");
+	SAYS("+QUEUED\r\n", "BF.RESERVE", "f", "0.01", "100");
+	SAYS("+QUEUED\r\n", "PING");
+	/* Nothing ran while queued, nor was counted. */
+	ck_assert_ptr_null(filter("f"));
+	ck_assert_uint_eq(ctx.commands, 1);
+	/* One reply per command; one failing at run time is an error in its place. */
+	SAYS("*6\r\n:1\r\n:0\r\n:1\r\n*2\r\n:1\r\n:1\r\n-ERR item exists\r\n+PONG\r\n", "EXEC");
+	ck_assert_uint_eq(ctx.commands, 8); /* MULTI, EXEC and the six */
+	ck_assert_ptr_nonnull(filter("f"));
+	SAYS("-ERR EXEC without MULTI\r\n", "EXEC");
+	/* An empty transaction. */
+	SAYS("+OK\r\n", "MULTI");
+	SAYS("*0\r\n", "EXEC");
+	/* RESP3: the same replies in RESP3 form. */
+	SAYS("+OK\r\n", "MULTI");
+	SAYS("+QUEUED\r\n", "HELLO", "3");
+	SAYS("+QUEUED\r\n", "BF.EXISTS", "f", "zz");
+	run("EXEC", NULL);
+	ck_assert(reply_has("#f\r\n"));
+	ck_assert_int_eq(sess.resp, 3);
+}
+END_TEST
+
+START_TEST(multi_errors)
+{
+	SAYS("-ERR EXEC without MULTI\r\n", "EXEC");
+	SAYS("-ERR DISCARD without MULTI\r\n", "DISCARD");
+	SAYS("-ERR wrong number of arguments for 'watch' command\r\n", "WATCH");
+	SAYS("-ERR wrong number of arguments for 'unwatch' command\r\n", "UNWATCH", "x");
+	SAYS("-EXECABORT Transaction discarded because of: wrong number of arguments for 'exec' "
+	     "command\r\n",
+	     "EXEC", "x");
+	SAYS("+OK\r\n", "MULTI");
+	/* Neither of these two aborts the transaction. */
+	SAYS("-ERR MULTI calls can not be nested\r\n", "MULTI");
+	SAYS("-ERR WATCH inside MULTI is not allowed\r\n", "WATCH", "f");
+	SAYS("+QUEUED\r\n", "BF.ADD", "f", "a");
+	SAYS("*1\r\n:1\r\n", "EXEC");
+	/* DISCARD drops the queue. */
+	SAYS("+OK\r\n", "MULTI");
+	SAYS("+QUEUED\r\n", "BF.ADD", "g", "a");
+	SAYS("+OK\r\n", "DISCARD");
+	ck_assert_ptr_null(filter("g"));
+	SAYS("-ERR EXEC without MULTI\r\n", "EXEC");
+	/* An EXEC with arguments inside MULTI ends the transaction with its reason. */
+	SAYS("+OK\r\n", "MULTI");
+	SAYS("+QUEUED\r\n", "BF.ADD", "g", "a");
+	SAYS("-EXECABORT Transaction discarded because of: wrong number of arguments for 'exec' "
+	     "command\r\n",
+	     "EXEC", "x");
+	ck_assert_ptr_null(filter("g"));
+	SAYS("-ERR EXEC without MULTI\r\n", "EXEC");
+}
+END_TEST
+
+START_TEST(multi_execabort)
+{
+	/* A command refused at queue time aborts the whole transaction: nothing applies. */
+	SAYS("+OK\r\n", "MULTI");
+	SAYS("+QUEUED\r\n", "BF.ADD", "f", "a");
+	SAYS("-ERR wrong number of arguments for 'bf.add' command\r\n", "BF.ADD", "f");
+	SAYS("+QUEUED\r\n", "BF.ADD", "f", "b");
+	SAYS("-EXECABORT Transaction discarded because of previous errors.\r\n", "EXEC");
+	ck_assert_ptr_null(filter("f"));
+	SAYS("-ERR EXEC without MULTI\r\n", "EXEC");
+	SAYS("+OK\r\n", "MULTI");
+	SAYS("-ERR unknown command 'NOPE', with args beginning with: 'x' \r\n", "NOPE", "x");
+	SAYS("-EXECABORT Transaction discarded because of previous errors.\r\n", "EXEC");
+	/* SAVE is not allowed inside; BGSAVE is queued. */
+	SAYS("+OK\r\n", "MULTI");
+	SAYS("-ERR Command not allowed inside a transaction\r\n", "SAVE");
+	SAYS("+QUEUED\r\n", "BGSAVE");
+	SAYS("-EXECABORT Transaction discarded because of previous errors.\r\n", "EXEC");
+	ck_assert_int_eq(flushes, 0);
+}
+END_TEST
+
+START_TEST(multi_limits)
+{
+	ctx.multi_max_commands = 2;
+	SAYS("+OK\r\n", "MULTI");
+	SAYS("+QUEUED\r\n", "BF.ADD", "f", "a");
+	SAYS("+QUEUED\r\n", "BF.ADD", "f", "b");
+	SAYS("*2\r\n:1\r\n:1\r\n", "EXEC");
+	SAYS("+OK\r\n", "MULTI");
+	SAYS("+QUEUED\r\n", "BF.ADD", "g", "a");
+	SAYS("+QUEUED\r\n", "BF.ADD", "g", "b");
+	SAYS("-ERR MULTI queue is full (multi_max_commands is 2)\r\n", "BF.ADD", "g", "c");
+	SAYS("-EXECABORT Transaction discarded because of previous errors.\r\n", "EXEC");
+	ck_assert_ptr_null(filter("g"));
+	/* Bytes: the arguments' bytes, "BF.ADD" "g" "a" being 8. */
+	ctx.multi_max_commands = 0;
+	ctx.multi_max_bytes = 16;
+	SAYS("+OK\r\n", "MULTI");
+	SAYS("+QUEUED\r\n", "BF.ADD", "g", "a");
+	SAYS("+QUEUED\r\n", "BF.ADD", "g", "b");
+	SAYS("*2\r\n:1\r\n:1\r\n", "EXEC");
+	SAYS("+OK\r\n", "MULTI");
+	SAYS("+QUEUED\r\n", "BF.ADD", "h", "a");
+	SAYS("+QUEUED\r\n", "BF.ADD", "h", "b");
+	SAYS("-ERR MULTI queue is full (multi_max_bytes is 16)\r\n", "BF.ADD", "h", "c");
+	SAYS("-EXECABORT Transaction discarded because of previous errors.\r\n", "EXEC");
+	ck_assert_ptr_null(filter("h"));
+}
+END_TEST
+
+/* WATCH f, then `change` on another session, then MULTI/EXEC: the null reply, nothing run. */
+static void expect_watch_abort(const char *const *change, size_t n, bool aborts)
+{
+	struct cmd_session other, mine;
+	size_t lens[8];
+
+	for (size_t i = 0; i < n; i++)
+		lens[i] = strlen(change[i]);
+	SAYS("+OK\r\n", "WATCH", "f", "zz");
+	cmd_session_init(&other, 8);
+	mine = sess;
+	sess = other;
+	runv(n, change, lens);
+	other = sess;
+	sess = mine;
+	SAYS("+OK\r\n", "MULTI");
+	SAYS("+QUEUED\r\n", "BF.ADD", "t", "x");
+	run("EXEC", NULL);
+	if (aborts)
+		ck_assert_msg(out.len == 5 && !memcmp(out.data, "*-1\r\n", 5), "%s %s: %s",
+			      change[0], change[1], shown(out.data, out.len));
+	else
+		ck_assert_msg(out.len == 8 && !memcmp(out.data, "*1\r\n:1\r\n", 8), "%s %s: %s",
+			      change[0], change[1], shown(out.data, out.len));
+	ck_assert_msg(!!filter("t") == !aborts, "%s", change[0]);
+	cmd_session_free(&other);
+	run("DEL", "t", NULL);
+}
+
+START_TEST(watch_conflicts)
+{
+	static const char *const add[] = {"BF.ADD", "f", "a"};
+	static const char *const again[] = {"BF.ADD", "f", "a"}; /* sets no bit: still a change */
+	static const char *const exists[] = {"BF.EXISTS", "f", "a"};
+	static const char *const other[] = {"BF.ADD", "g", "a"};
+	static const char *const create[] = {"BF.RESERVE", "zz", "0.01", "100"};
+	static const char *const expire[] = {"EXPIRE", "f", "1000"};
+	static const char *const rename_to[] = {"RENAME", "g", "zz"};
+	static const char *const rename_from[] = {"RENAME", "zz", "y"};
+	static const char *const del[] = {"DEL", "f"};
+	static const char *const flush[] = {"FLUSHALL"};
+
+	expect_watch_abort(add, 3, true); /* creates f */
+	expect_watch_abort(again, 3, true);
+	expect_watch_abort(exists, 3, false);
+	expect_watch_abort(other, 3, false);
+	expect_watch_abort(create, 4, true); /* watched while missing, then created */
+	expect_watch_abort(expire, 3, true);
+	expect_watch_abort(rename_to, 3, true);
+	expect_watch_abort(rename_from, 3, true);
+	expect_watch_abort(del, 2, true);
+	expect_watch_abort(del, 2, false); /* f is gone: the DEL changed nothing */
+	run("BF.ADD", "f", "a", NULL);
+	expect_watch_abort(flush, 1, true);
+}
+END_TEST
+
+START_TEST(watch_resp3_unwatch_discard)
+{
+	SAYS("+OK\r\n", "WATCH", "f");
+	SAYS(":1\r\n", "BF.ADD", "f", "a"); /* its own change counts too, as in Redis */
+	SAYS("+OK\r\n", "UNWATCH");
+	SAYS("+OK\r\n", "MULTI");
+	SAYS("*0\r\n", "EXEC");
+	/* RESP3's null. */
+	run("HELLO", "3", NULL);
+	SAYS("+OK\r\n", "WATCH", "f");
+	SAYS("#f\r\n", "BF.ADD", "f", "a");
+	SAYS("+OK\r\n", "MULTI");
+	SAYS("+QUEUED\r\n", "PING");
+	SAYS("_\r\n", "EXEC");
+	/* EXEC and DISCARD end every WATCH. */
+	SAYS("+OK\r\n", "MULTI");
+	SAYS("*0\r\n", "EXEC");
+	SAYS("+OK\r\n", "WATCH", "f");
+	SAYS("+OK\r\n", "MULTI");
+	SAYS("+OK\r\n", "DISCARD");
+	SAYS("#f\r\n", "BF.ADD", "f", "a");
+	SAYS("+OK\r\n", "MULTI");
+	SAYS("*0\r\n", "EXEC");
+	/* A WATCHed filter whose time comes before EXEC aborts it, dropped or not yet. */
+	SAYS(":1\r\n", "PEXPIRE", "f", "20");
+	SAYS("+OK\r\n", "WATCH", "f");
+	usleep(30000);
+	SAYS("+OK\r\n", "MULTI");
+	SAYS("_\r\n", "EXEC");
+	/* A session's end forgets its WATCHes. */
+	SAYS("+OK\r\n", "WATCH", "a", "b", "a");
+	ck_assert_ptr_nonnull(ctx.watches);
+	cmd_session_free(&sess);
+	ck_assert_ptr_null(ctx.watches);
+	cmd_session_init(&sess, 7);
+}
+END_TEST
+
+START_TEST(multi_is_one_log_unit)
+{
+	ctx.hooks.log = fake_log;
+	ctx.hooks.txn = fake_txn;
+	nlogged = 0;
+	next_lsn = 0;
+	run("MULTI", NULL);
+	run("BF.ADD", "f", "a", NULL);
+	run("BF.MADD", "f", "b", "c", NULL);
+	run("BF.EXISTS", "f", "a", NULL);
+	ck_assert_uint_eq(nlogged, 0);
+	ctx.wait_lsn = 0;
+	SAYS("*3\r\n:1\r\n*2\r\n:1\r\n:1\r\n:1\r\n", "EXEC");
+	logged_kinds[nlogged] = '\0';
+	/* CREATE, ADD, ADD between the transaction's begin and end. */
+	ck_assert_str_eq(logged_kinds, "B122E");
+	/* The reply waits for the end's LSN. */
+	ck_assert_uint_eq(ctx.wait_lsn, 4);
+	/* A BGSAVE inside starts its cycle once the transaction has ended, never inside it. */
+	ctx.hooks.bgsave = fake_bgsave;
+	nlogged = 0;
+	run("MULTI", NULL);
+	run("BF.ADD", "f", "s1", NULL);
+	run("BGSAVE", NULL);
+	run("BF.ADD", "f", "s2", NULL);
+	SAYS("*3\r\n:1\r\n+Background saving started\r\n:1\r\n", "EXEC");
+	logged_kinds[nlogged] = '\0';
+	ck_assert_str_eq(logged_kinds, "B22ES");
+	/* One running already: the error in its place. */
+	ctx.save_in_progress = true;
+	run("MULTI", NULL);
+	run("BGSAVE", NULL);
+	SAYS("*1\r\n-ERR Background save already in progress\r\n", "EXEC");
+	ctx.save_in_progress = false;
+	/* A transaction that fails at queue time logs nothing. */
+	nlogged = 0;
+	run("MULTI", NULL);
+	run("BF.ADD", "f", "q", NULL);
+	run("NOPE", NULL);
+	run("EXEC", NULL);
+	ck_assert_uint_eq(nlogged, 0);
+	ck_assert_int_eq(bf_filter_check(filter("f"), "q", 1), 0);
+}
+END_TEST
+
+/* ---------------------------------------------------------------------------------------- */
 
 static Suite *resp_cmd_suite(void)
 {
@@ -1958,6 +2246,7 @@ static Suite *resp_cmd_suite(void)
 	TCase *conn = tcase_create("connection");
 	TCase *gen = tcase_create("generic");
 	TCase *clients = tcase_create("clients");
+	TCase *multi = tcase_create("multi");
 
 	tcase_add_checked_fixture(bf, setup, teardown);
 	tcase_add_test(bf, reserve_ok_and_exists);
@@ -2020,6 +2309,16 @@ static Suite *resp_cmd_suite(void)
 	tcase_add_test(gen, unknown_commands);
 	tcase_add_test(gen, counters);
 	suite_add_tcase(s, gen);
+
+	tcase_add_checked_fixture(multi, setup, teardown);
+	tcase_add_test(multi, multi_exec_runs_queue);
+	tcase_add_test(multi, multi_errors);
+	tcase_add_test(multi, multi_execabort);
+	tcase_add_test(multi, multi_limits);
+	tcase_add_test(multi, watch_conflicts);
+	tcase_add_test(multi, watch_resp3_unwatch_discard);
+	tcase_add_test(multi, multi_is_one_log_unit);
+	suite_add_tcase(s, multi);
 	return s;
 }
 
