@@ -761,12 +761,13 @@ int snap_load_all(struct srv_snap *sn)
 
 	/* The names about to be loaded made durable: the process before may have died between a
 	 * rename or unlink and its directory's fsync, and a power cut after this start relies on
-	 * them (a file it trusts and releases the log for, a dropped filter's file gone). */
-	if (fsync(sn->dirfd)) {
-		rc = -errno;
-		srv_log(SRV_LOG_ERR, "data_dir %s: fsync: %s", sn->dir, strerror(-rc));
-		return rc;
-	}
+	 * them (a file it trusts and releases the log for, a dropped filter's file gone). A
+	 * failure leaves them as durable as they were before this call: told, not fatal. */
+	if (fsync(sn->dirfd))
+		srv_log(SRV_LOG_WARNING,
+			"data_dir %s: fsync: %s; what the last process renamed or removed may not "
+			"be durable yet",
+			sn->dir, strerror(errno));
 	rc = snap_list(sn, &names, &n);
 	if (rc) {
 		srv_log(SRV_LOG_ERR, "data_dir %s: cannot list: %s", sn->dir, strerror(-rc));
