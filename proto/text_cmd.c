@@ -549,17 +549,26 @@ static void do_auth(struct cmd_ctx *c, struct cmd_session *s, struct span args,
 		client_error(c, out, CLIENT_ERR("Invalid token"));
 }
 
-bool text_cmd_known(const char *p, size_t n)
+bool text_cmd_bloomd(const char *p, size_t n)
 {
 	static const char *const bloomd[] = {"c",     "check", "s",	"set",	  "m",
 					     "multi", "b",     "bulk",	"create", "list",
 					     "drop",  "clear", "close", "info",	  "flush"};
-	static const char *const ours[] = {"d", "delete", "ping", "quit", "auth", "expires"};
 	struct span w = {p, n};
 
 	for (size_t i = 0; i < sizeof(bloomd) / sizeof(bloomd[0]); i++)
 		if (word_is(w, bloomd[i]))
 			return true;
+	return false;
+}
+
+bool text_cmd_known(const char *p, size_t n)
+{
+	static const char *const ours[] = {"d", "delete", "ping", "quit", "auth", "expires"};
+	struct span w = {p, n};
+
+	if (text_cmd_bloomd(p, n))
+		return true;
 	for (size_t i = 0; i < sizeof(ours) / sizeof(ours[0]); i++)
 		if (ext_is(w, ours[i]))
 			return true;

@@ -967,6 +967,46 @@ START_TEST(test_resp_malformed)
 	fd = conn();
 	EXCHANGE(fd, "check users u1\n", "Yes\n");
 	close(fd);
+	/* A first line in Redis's inline form (CRLF) is RESP when it is not one of bloomd's own
+	 * commands: PING (redis-benchmark's PING_INLINE), a Redis command blossomd lacks, a word
+	 * neither protocol knows. With LF alone, PING and unknown words stay text. */
+	fd = conn();
+	EXCHANGE(fd, "PING\r\nPING\r\n", "+PONG\r\n+PONG\r\n");
+	close(fd);
+	fd = conn();
+	EXCHANGE(fd, "GET k\r\n", "-ERR unknown command 'GET', with args beginning with: 'k' \r\n");
+	close(fd);
+	fd = conn();
+	EXCHANGE(fd, "LPUSH l a\n",
+		 "-ERR unknown command 'LPUSH', with args beginning with: 'l' 'a' \r\n");
+	close(fd);
+	fd = conn();
+	EXCHANGE(fd, "nosuch x\r\n",
+		 "-ERR unknown command 'nosuch', with args beginning with: 'x' \r\n");
+	close(fd);
+	fd = conn();
+	EXCHANGE(fd, "nosuch x\n", "Client Error: Command not supported\n");
+	close(fd);
+	fd = conn();
+	EXCHANGE(fd, "ping\n", "PONG\n");
+	close(fd);
+	fd = conn();
+	EXCHANGE(fd, "check users u1\r\n", "Yes\n");
+	close(fd);
+	fd = conn();
+	EXCHANGE(fd, "AUTH x\r\n", "Client Error: Authentication is not configured\n");
+	close(fd);
+	fd = conn();
+	EXCHANGE(fd, "delete users u1\r\n", "Client Error: Not a counting filter\n");
+	close(fd);
+	/* The line end is waited for when it decides. */
+	fd = conn();
+	ck_assert_int_eq(itest_send_str(fd, "PING"), 0);
+	itest_sleep_ms(100);
+	ck_assert_int_eq(itest_send_str(fd, "\r"), 0);
+	itest_sleep_ms(100);
+	EXCHANGE(fd, "\n", "+PONG\r\n");
+	close(fd);
 	/* The first word split between reads is waited for. */
 	fd = conn();
 	ck_assert_int_eq(itest_send_str(fd, "BF."), 0);
