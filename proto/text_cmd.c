@@ -294,7 +294,8 @@ static void do_close(struct cmd_ctx *c, struct span args, struct proto_buf *out)
 }
 
 /* clear: as bloomd's, only a closed filter is forgotten (its files stay: a restart loads it
- * again); one in memory is refused. */
+ * again); one in memory is refused with bloomd's exact line, which has no "Client Error: "
+ * (bloomd's integration suite checks it). */
 static void do_clear(struct cmd_ctx *c, struct span args, struct proto_buf *out)
 {
 	struct span name;
@@ -303,7 +304,7 @@ static void do_clear(struct cmd_ctx *c, struct span args, struct proto_buf *out)
 	if (!only_name(c, args, &name, out) || !(f = lookup(c, name, out)))
 		return;
 	if (!f->paged) {
-		client_error(c, out, CLIENT_ERR("Filter is not proxied. Close it first."));
+		client_error(c, out, "Filter is not proxied. Close it first.\n");
 		return;
 	}
 	reply(c, out, cmd_drop(c, name.p, name.n, false));
