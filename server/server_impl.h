@@ -231,6 +231,10 @@ struct srv {
 	bool warned_full, warned_accept;
 	bool stopping;
 	uint64_t conns_rejected, bytes_in, bytes_out; /* text/RESP port, for /metrics */
+	/* INFO: next_id and conns_rejected at the last CONFIG RESETSTAT (/metrics' counters
+	 * never go back); the commands counted at the last sweep, and their rate since. */
+	uint64_t info_conns_base, info_rejected_base;
+	uint64_t ops_sample_ms, ops_sample_commands, ops_per_sec;
 	uint64_t client_mem; /* sum of every connection's held, against max_client_memory */
 
 	/* The write-ahead log (journal.c); NULL with wal = off. */

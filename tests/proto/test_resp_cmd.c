@@ -1638,7 +1638,7 @@ START_TEST(command_and_config)
 	SAYS("*2\r\n$9\r\nmaxmemory\r\n$1\r\n0\r\n", "CONFIG", "GET", "MAXMEM*");
 	SAYS("*0\r\n", "CONFIG", "GET", "nosuch");
 	run("CONFIG", "GET", "*", NULL);
-	ck_assert(out.len > 3 && memcmp(out.data, "*8\r\n", 4) == 0);
+	ck_assert(out.len > 3 && memcmp(out.data, "*14\r\n", 5) == 0);
 	SAYS("-ERR unknown subcommand 'SET'. Try CONFIG HELP.\r\n", "CONFIG", "SET", "a", "b");
 	SAYS("-ERR wrong number of arguments for 'config|get' command\r\n", "CONFIG", "GET");
 	SAYS("-ERR wrong number of arguments for 'config' command\r\n", "CONFIG");
@@ -1662,8 +1662,11 @@ START_TEST(info_command)
 	ck_assert_mem_eq(out.data, "$", 1);
 	ck_assert(reply_has("\r\n# Server\r\nredis_version:7.0.15\r\nredis_mode:standalone\r\n"
 			    "blossomd_version:0.1.0\r\n"));
-	ck_assert(reply_has("\r\n\r\n# Persistence\r\nloading:0\r\nrdb_bgsave_in_progress:0\r\n"
-			    "rdb_last_save_time:1234567890\r\nrdb_last_bgsave_status:ok\r\n"));
+	ck_assert(reply_has("\r\n\r\n# Persistence\r\nloading:0\r\nasync_loading:0\r\n"
+			    "rdb_changes_since_last_save:0\r\nrdb_bgsave_in_progress:0\r\n"
+			    "rdb_last_save_time:1234567890\r\nrdb_last_bgsave_status:ok\r\n"
+			    "aof_enabled:0\r\naof_rewrite_in_progress:0\r\n"
+			    "aof_rewrite_scheduled:0\r\n\r\n"));
 	ck_assert(reply_has("\r\n\r\n# Replication\r\nrole:master\r\n"));
 	ck_assert(reply_has("\r\n\r\n# Keyspace\r\ndb0:keys=1,expires=0,avg_ttl=0\r\n\r\n"));
 	ck_assert(reply_has("\r\nmaxmemory:0\r\n"));
@@ -1673,10 +1676,101 @@ START_TEST(info_command)
 	ck_assert(reply_has(used));
 	run("INFO", "server", "stats", NULL);
 	ck_assert(reply_has("# Server\r\n"));
-	ck_assert(reply_has("\r\n\r\n# Stats\r\ntotal_commands_processed:"));
+	ck_assert(reply_has("\r\n\r\n# Stats\r\ntotal_connections_received:0\r\n"
+			    "total_commands_processed:"));
 	ck_assert(!reply_has("# Keyspace"));
 	STARTS("%7\r\n", "HELLO", "3");
 	SAYS("=48\r\ntxt:# Keyspace\r\ndb0:keys=1,expires=0,avg_ttl=0\r\n\r\n", "INFO", "keyspace");
+}
+END_TEST
+
+/* A server's figures (cmd_hooks.server_info), as server.c reports them. */
+static struct cmd_server_info fake_info;
+static int resets;
+
+static void fake_server_info(void *arg, struct cmd_server_info *o)
+{
+	(void)arg;
+	*o = fake_info;
+}
+
+static void fake_reset_stats(void *arg)
+{
+	(void)arg;
+	resets++;
+	fake_info.total_connections = fake_info.rejected_connections = 0;
+}
+
+/* INFO's clients, cpu, stats, persistence and replication sections and CONFIG GET over the
+ * server's figures; CONFIG RESETSTAT. */
+START_TEST(info_sections_with_hooks)
+{
+	fake_info = (struct cmd_server_info){.connected_clients = 3,
+					     .total_connections = 12,
+					     .rejected_connections = 2,
+					     .maxclients = 10000,
+					     .ops_per_sec = 41,
+					     .cpu_sys = 0.25,
+					     .cpu_user = 1.5,
+					     .idle_timeout = 300,
+					     .snapshot_interval = 5,
+					     .dirty = 4,
+					     .wal = true,
+					     .wal_fsync = 1,
+					     .wal_bytes = 8192};
+	ctx.hooks.server_info = fake_server_info;
+	ctx.hooks.reset_stats = fake_reset_stats;
+	resets = 0;
+	SAYS("$69\r\n# Clients\r\nconnected_clients:3\r\nmaxclients:10000\r\nblocked_clients:0\r\n"
+	     "\r\n",
+	     "INFO", "clients");
+	SAYS("$54\r\n# CPU\r\nused_cpu_sys:0.250000\r\nused_cpu_user:1.500000\r\n\r\n", "INFO",
+	     "cpu");
+	SAYS("$48\r\n# Replication\r\nrole:master\r\nconnected_slaves:0\r\n\r\n", "INFO",
+	     "replication");
+	SAYS("$274\r\n# Persistence\r\nloading:0\r\nasync_loading:0\r\n"
+	     "rdb_changes_since_last_save:4\r\nrdb_bgsave_in_progress:0\r\n"
+	     "rdb_last_save_time:1234567890\r\nrdb_last_bgsave_status:ok\r\naof_enabled:1\r\n"
+	     "aof_rewrite_in_progress:0\r\naof_rewrite_scheduled:0\r\naof_last_write_status:ok\r\n"
+	     "aof_current_size:8192\r\n\r\n",
+	     "INFO", "persistence");
+	/* Two keys checked, one found; total_commands_processed counts the INFO asking too. */
+	SAYS(":1\r\n", "BF.ADD", "f", "a");
+	SAYS("*2\r\n:1\r\n:0\r\n", "BF.MEXISTS", "f", "a", "b");
+	SAYS("-ERR unknown command 'GET', with args beginning with: \r\n", "GET");
+	SAYS("$213\r\n# Stats\r\ntotal_connections_received:12\r\ntotal_commands_processed:8\r\n"
+	     "instantaneous_ops_per_sec:41\r\nrejected_connections:2\r\nexpired_keys:0\r\n"
+	     "evicted_keys:0\r\nkeyspace_hits:1\r\nkeyspace_misses:1\r\n"
+	     "total_error_replies:1\r\n\r\n",
+	     "INFO", "stats");
+	SAYS("*4\r\n$10\r\nappendonly\r\n$3\r\nyes\r\n$4\r\nsave\r\n$3\r\n5 1\r\n", "CONFIG", "GET",
+	     "save", "appendonly");
+	SAYS("*6\r\n$11\r\nappendfsync\r\n$8\r\neverysec\r\n$10\r\nmaxclients\r\n$5\r\n10000\r\n"
+	     "$7\r\ntimeout\r\n$3\r\n300\r\n",
+	     "CONFIG", "GET", "appendfsync", "maxclients", "timeout");
+	/* RESETSTAT: the counters start again; what INFO shows counts from there. */
+	SAYS("+OK\r\n", "CONFIG", "RESETSTAT");
+	ck_assert_int_eq(resets, 1);
+	SAYS("-ERR wrong number of arguments for 'config|resetstat' command\r\n", "CONFIG",
+	     "RESETSTAT", "x");
+	run("INFO", "stats", NULL);
+	ck_assert(reply_has("\r\ntotal_connections_received:0\r\ntotal_commands_processed:2\r\n"));
+	ck_assert(reply_has("\r\nrejected_connections:0\r\n"));
+	ck_assert(
+	    reply_has("\r\nkeyspace_hits:0\r\nkeyspace_misses:0\r\ntotal_error_replies:1\r\n"));
+	/* Checkpoints off and no log: save is "", appendonly no. */
+	fake_info.snapshot_interval = 0;
+	fake_info.wal = false;
+	fake_info.wal_fsync = 2;
+	SAYS("*6\r\n$11\r\nappendfsync\r\n$2\r\nno\r\n$10\r\nappendonly\r\n$2\r\nno\r\n$"
+	     "4\r\nsave\r\n"
+	     "$0\r\n\r\n",
+	     "CONFIG", "GET", "save", "append*");
+	STARTS("%7\r\n", "HELLO", "3");
+	SAYS("%2\r\n$10\r\nappendonly\r\n$2\r\nno\r\n$4\r\nsave\r\n$0\r\n\r\n", "CONFIG", "GET",
+	     "save", "appendonly");
+	SAYS("=52\r\ntxt:# Replication\r\nrole:master\r\nconnected_slaves:0\r\n\r\n", "INFO",
+	     "replication");
 }
 END_TEST
 
@@ -2002,6 +2096,7 @@ static Suite *resp_cmd_suite(void)
 	tcase_add_test(conn, client_last_cmd);
 	tcase_add_test(conn, command_and_config);
 	tcase_add_test(conn, info_command);
+	tcase_add_test(conn, info_sections_with_hooks);
 	suite_add_tcase(s, conn);
 
 	/* CLIENT LIST / INFO / KILL over a server's hooks (three fake connections). */

@@ -1,0 +1,61 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
+#
+# The tools of Debian's redis-cli a Redis user runs against a server, against the real blossomd,
+# each bounded in time: --stat (INFO's keys, memory, clients, requests, connections), --bigkeys,
+# --memkeys, --scan, --latency; and the CONFIG GET answers tools read (appendonly, save). Prints
+# TAP.
+# shellcheck source=tests/compat/lib.sh
+. "$(dirname "$0")/lib.sh"
+
+need redis-cli timeout stdbuf
+daemon_start
+
+cli() {
+	redis-cli -p "$BLOSSOMD_PORT" --raw "$@" 2>&1
+}
+
+t_is "BF.ADD a" 1 "$(cli BF.ADD a x)"
+t_is "BF.MADD b" "$(printf '1\n1\n1')" "$(cli BF.MADD b x y z)"
+
+# ---- --stat: two lines of real numbers ---------------------------------------------------
+# stdout is a pipe: line-buffered, so what it printed before timeout stopped it is kept.
+stat=$(timeout 3 stdbuf -oL redis-cli -p "$BLOSSOMD_PORT" --stat -i 0.5 2>&1)
+# keys mem clients blocked requests (+delta) connections
+lines=$(printf '%s\n' "$stat" |
+	grep -E '^[0-9]+ +[0-9.]+[BKMGT] +[0-9]+ +[0-9]+ +[0-9]+ \(\+[0-9]+\) +[0-9]+ *$')
+if [[ $(printf '%s\n' "$lines" | grep -c .) -ge 2 ]] && ! printf '%s\n' "$stat" | grep -q -- '-9223372036854775808'; then
+	ok "redis-cli --stat prints lines of numbers"
+else
+	not_ok "redis-cli --stat prints lines of numbers" "$stat"
+fi
+read -r keys mem clients blocked requests delta conns <<<"$(printf '%s\n' "$lines" | sed -n 2p)"
+t_is "--stat keys: the two filters" 2 "$keys"
+t_is "--stat mem: used_memory" "$(cli INFO memory | tr -d '\r' | sed -n 's/^used_memory:\([0-9]*\)$/\1/p')B" "$mem"
+t_is "--stat clients: its own connection" 1 "$clients"
+t_is "--stat blocked: none" 0 "$blocked"
+t_is "--stat requests grow by its one INFO per line" "(+1)" "$delta"
+if ((requests >= 4 && conns >= 3)); then
+	ok "--stat requests ($requests) and connections ($conns) count what came before"
+else
+	not_ok "--stat requests and connections count what came before" "$stat"
+fi
+
+# ---- CONFIG GET and INFO persistence: the log and the checkpoints -------------------------
+t_is "CONFIG GET appendonly: the log is on" "$(printf 'appendonly\nyes')" "$(cli CONFIG GET appendonly)"
+t_is "CONFIG GET save: a checkpoint every 5 s after a change" "$(printf 'save\n5 1')" "$(cli CONFIG GET save)"
+t_is "CONFIG GET appendfsync: wal_fsync" "$(printf 'appendfsync\nalways')" "$(cli CONFIG GET appendfsync)"
+t_is "INFO persistence: aof_enabled:1" "aof_enabled:1" \
+	"$(cli INFO persistence | tr -d '\r' | grep '^aof_enabled:')"
+t_is "INFO replication: role:master" "role:master" \
+	"$(cli INFO replication | tr -d '\r' | grep '^role:')"
+t_is "INFO clients: blocked_clients:0" "blocked_clients:0" \
+	"$(cli INFO clients | tr -d '\r' | grep '^blocked_clients:')"
+if cli INFO cpu | tr -d '\r' | grep -Eq '^used_cpu_user:[0-9]+\.[0-9]{6}$'; then
+	ok "INFO cpu: used_cpu_user in seconds"
+else
+	not_ok "INFO cpu: used_cpu_user in seconds" "$(cli INFO cpu)"
+fi
+
+daemon_stop_case
+t_done
