@@ -275,6 +275,11 @@ static const struct resp_cmd commands[] = {
     {"expiretime", 10, resp_keys_ttl, 2, 2, "readonly fast", 1, 1, 1},
     {"pexpiretime", 11, resp_keys_ttl, 2, 2, "readonly fast", 1, 1, 1},
     {"persist", 7, resp_keys_persist, 2, 2, "write fast", 1, 1, 1},
+    {"bf.debug", 8, resp_bf_debug, 2, 2, "readonly fast", 1, 1, 1},
+    {"module", 6, resp_admin_module, 2, 0, "", 0, 0, 0},
+    {"object", 6, resp_admin_object, 2, 0, "", 0, 0, 0},
+    {"wait", 4, resp_admin_wait, 3, 3, "noscript", 0, 0, 0},
+    {"debug", 5, resp_admin_debug, 2, 0, "admin noscript loading stale", 0, 0, 0},
 };
 
 #define NCOMMANDS (sizeof(commands) / sizeof(commands[0]))

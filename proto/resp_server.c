@@ -185,7 +185,7 @@ void resp_server_hello(struct cmd_ctx *c, struct cmd_session *s, const struct pr
 	proto_resp_bulk_str(out, "role");
 	proto_resp_bulk_str(out, "master");
 	proto_resp_bulk_str(out, "modules");
-	proto_resp_array(out, 0);
+	resp_admin_module_list(out, s->resp);
 }
 
 void resp_server_select(struct cmd_ctx *c, struct cmd_session *s, const struct proto_argv *av,

@@ -3,8 +3,8 @@
 #
 # The tools of Debian's redis-cli a Redis user runs against a server, against the real blossomd,
 # each bounded in time: --stat (INFO's keys, memory, clients, requests, connections), --bigkeys,
-# --memkeys, --scan, --latency; and the CONFIG GET answers tools read (appendonly, save). Prints
-# TAP.
+# --memkeys, --scan, --latency; the CONFIG GET answers tools read (appendonly, save); MODULE LIST
+# and TYPE, by which tools detect Bloom support. Prints TAP.
 # shellcheck source=tests/compat/lib.sh
 . "$(dirname "$0")/lib.sh"
 
@@ -56,6 +56,38 @@ if cli INFO cpu | tr -d '\r' | grep -Eq '^used_cpu_user:[0-9]+\.[0-9]{6}$'; then
 else
 	not_ok "INFO cpu: used_cpu_user in seconds" "$(cli INFO cpu)"
 fi
+
+# ---- --bigkeys, --memkeys, --scan, --latency ----------------------------------------------
+big=$(timeout 20 redis-cli -p "$BLOSSOMD_PORT" --bigkeys 2>&1)
+if printf '%s\n' "$big" | grep -q '^Sampled 2 keys in the keyspace!' &&
+	printf '%s\n' "$big" | grep -q '^2 MBbloom--s with '; then
+	ok "redis-cli --bigkeys samples both filters as MBbloom-- keys"
+else
+	not_ok "redis-cli --bigkeys samples both filters as MBbloom-- keys" "$big"
+fi
+mem=$(timeout 20 redis-cli -p "$BLOSSOMD_PORT" --memkeys 2>&1)
+want=$(($(cli MEMORY USAGE a) + $(cli MEMORY USAGE b)))
+if printf '%s\n' "$mem" | grep -q "^2 MBbloom--s with $want bytes"; then
+	ok "redis-cli --memkeys sums MEMORY USAGE ($want bytes)"
+else
+	not_ok "redis-cli --memkeys sums MEMORY USAGE ($want bytes)" "$mem"
+fi
+t_is "redis-cli --scan lists the filters" "$(printf 'a\nb')" \
+	"$(timeout 20 redis-cli -p "$BLOSSOMD_PORT" --scan 2>&1 | sort)"
+t_is "redis-cli --scan --pattern" "b" \
+	"$(timeout 20 redis-cli -p "$BLOSSOMD_PORT" --scan --pattern 'b*' 2>&1)"
+# Not a terminal: --latency samples for about a second and prints "min max avg samples".
+lat=$(timeout 20 redis-cli -p "$BLOSSOMD_PORT" --latency 2>&1)
+if [[ "$lat" =~ ^[0-9]+\ [0-9]+\ [0-9.]+\ [1-9][0-9]*$ ]]; then
+	ok "redis-cli --latency reports min max avg samples ($lat)"
+else
+	not_ok "redis-cli --latency reports min max avg samples" "$lat"
+fi
+# DEBUG SLEEP answers once the time has passed.
+t_is "DEBUG SLEEP 0.2" OK "$(cli DEBUG SLEEP 0.2)"
+t_is "MODULE LIST names RedisBloom's bf" "$(printf 'name\nbf\nver\n20612\npath\n\nargs')" \
+	"$(cli MODULE LIST)"
+t_is "TYPE of a filter is RedisBloom's" "MBbloom--" "$(cli TYPE a)"
 
 daemon_stop_case
 t_done

@@ -1184,14 +1184,20 @@ END_TEST
 
 #define HELLO2 "*14\r\n$6\r\nserver\r\n$5\r\nredis\r\n$7\r\nversion\r\n$6\r\n7.0.15\r\n"
 #define HELLO3 "%7\r\n$6\r\nserver\r\n$5\r\nredis\r\n$7\r\nversion\r\n$6\r\n7.0.15\r\n"
+/* MODULE LIST's one module, RedisBloom's name and version: a map, an array of pairs in RESP2. */
+#define BF_MODULE_BODY                                                                             \
+	"$4\r\nname\r\n$2\r\nbf\r\n$3\r\nver\r\n:20612\r\n$4\r\npath\r\n$0\r\n\r\n$4\r\nargs\r\n*" \
+	"0\r\n"
+#define BF_MODULE2 "*1\r\n*8\r\n" BF_MODULE_BODY
+#define BF_MODULE3 "*1\r\n%4\r\n" BF_MODULE_BODY
 #define HELLO_REST(proto)                                                                          \
 	"$5\r\nproto\r\n:" proto "\r\n$2\r\nid\r\n:7\r\n$4\r\nmode\r\n$10\r\nstandalone\r\n"       \
-	"$4\r\nrole\r\n$6\r\nmaster\r\n$7\r\nmodules\r\n*0\r\n"
+	"$4\r\nrole\r\n$6\r\nmaster\r\n$7\r\nmodules\r\n"
 
 START_TEST(hello)
 {
-	SAYS(HELLO2 HELLO_REST("2"), "HELLO");
-	SAYS(HELLO2 HELLO_REST("2"), "HELLO", "2");
+	SAYS(HELLO2 HELLO_REST("2") BF_MODULE2, "HELLO");
+	SAYS(HELLO2 HELLO_REST("2") BF_MODULE2, "HELLO", "2");
 	SAYS("-NOPROTO unsupported protocol version\r\n", "HELLO", "4");
 	SAYS("-NOPROTO unsupported protocol version\r\n", "HELLO", "1");
 	SAYS("-NOPROTO unsupported protocol version\r\n", "HELLO", "-1");
@@ -1208,12 +1214,13 @@ START_TEST(hello)
 	     "HELLO", "3", "AUTH", "alice", "pw", "SETNAME", "a b");
 	ck_assert_int_eq(sess.resp, 2);
 	ck_assert_str_eq(sess.name, "");
-	SAYS(HELLO3 HELLO_REST("3"), "hello", "3", "auth", "default", "anything", "setname", "nm");
+	SAYS(HELLO3 HELLO_REST("3") BF_MODULE3, "hello", "3", "auth", "default", "anything",
+	     "setname", "nm");
 	ck_assert_int_eq(sess.resp, 3);
 	SAYS("$2\r\nnm\r\n", "CLIENT", "GETNAME");
-	SAYS(HELLO3 HELLO_REST("3"), "HELLO");
+	SAYS(HELLO3 HELLO_REST("3") BF_MODULE3, "HELLO");
 	SAYS("+PONG\r\n", "PING");
-	SAYS(HELLO2 HELLO_REST("2"), "HELLO", "2");
+	SAYS(HELLO2 HELLO_REST("2") BF_MODULE2, "HELLO", "2");
 	ck_assert_int_eq(sess.resp, 2);
 }
 END_TEST
@@ -1255,7 +1262,7 @@ START_TEST(auth_with_token)
 
 	cmd_session_free(&sess);
 	cmd_session_init(&sess, 7);
-	SAYS(HELLO3 HELLO_REST("3"), "HELLO", "3", "AUTH", "default", TOKEN);
+	SAYS(HELLO3 HELLO_REST("3") BF_MODULE3, "HELLO", "3", "AUTH", "default", TOKEN);
 	ck_assert(sess.authed);
 	ck_assert_int_eq(sess.resp, 3);
 
@@ -1774,6 +1781,85 @@ START_TEST(info_sections_with_hooks)
 }
 END_TEST
 
+/* MODULE LIST / HELP, OBJECT, WAIT, DEBUG SLEEP, BF.DEBUG and their COMMAND INFO entries. */
+START_TEST(admin_commands)
+{
+	SAYS(BF_MODULE2, "MODULE", "LIST");
+	SAYS(BF_MODULE2, "module", "list");
+	STARTS("*5\r\n+MODULE <subcommand> [<arg> [value] [opt] ...]. Subcommands are:\r\n",
+	       "MODULE", "HELP");
+	SAYS("-ERR wrong number of arguments for 'module|list' command\r\n", "MODULE", "LIST", "x");
+	SAYS("-ERR blossomd does not load modules: the BF.* family is built in\r\n", "MODULE",
+	     "LOAD", "/x.so");
+	SAYS("-ERR unknown subcommand 'FOO'. Try MODULE HELP.\r\n", "MODULE", "FOO");
+	SAYS("-ERR wrong number of arguments for 'module' command\r\n", "MODULE");
+
+	SAYS(":1\r\n", "BF.ADD", "f", "a");
+	SAYS("$3\r\nraw\r\n", "OBJECT", "ENCODING", "f");
+	SAYS("$-1\r\n", "OBJECT", "ENCODING", "nosuch");
+	SAYS(":1\r\n", "OBJECT", "refcount", "f");
+	SAYS(":0\r\n", "OBJECT", "IDLETIME", "f");
+	ctx.now_s += 7;
+	SAYS(":7\r\n", "OBJECT", "IDLETIME", "f");
+	SAYS("-ERR An LFU maxmemory policy is not selected, access frequency not tracked. Please "
+	     "note that when switching between policies at runtime LRU and LFU data will take some "
+	     "time to adjust.\r\n",
+	     "OBJECT", "FREQ", "f");
+	SAYS("$-1\r\n", "OBJECT", "FREQ", "nosuch");
+	SAYS("-ERR wrong number of arguments for 'object|refcount' command\r\n", "OBJECT",
+	     "REFCOUNT");
+	SAYS("-ERR wrong number of arguments for 'object|encoding' command\r\n", "OBJECT",
+	     "ENCODING", "f", "g");
+	SAYS("-ERR unknown subcommand 'FOO'. Try OBJECT HELP.\r\n", "OBJECT", "FOO", "f");
+	STARTS("*15\r\n+OBJECT <subcommand>", "OBJECT", "HELP");
+
+	SAYS(":0\r\n", "WAIT", "0", "0");
+	SAYS(":0\r\n", "WAIT", "1", "100");
+	SAYS("-ERR value is not an integer or out of range\r\n", "WAIT", "x", "0");
+	SAYS("-ERR timeout is not an integer or out of range\r\n", "WAIT", "1", "x");
+	SAYS("-ERR timeout is negative\r\n", "WAIT", "1", "-1");
+	SAYS("-ERR wrong number of arguments for 'wait' command\r\n", "WAIT", "1");
+
+	SAYS("+OK\r\n", "DEBUG", "SLEEP", "0");
+	SAYS("+OK\r\n", "DEBUG", "sleep", "0.01");
+	SAYS("+OK\r\n", "DEBUG", "SLEEP", "-1");
+	SAYS("-ERR value is not a valid float\r\n", "DEBUG", "SLEEP", "x");
+	SAYS("-ERR value is not a valid float\r\n", "DEBUG", "SLEEP", "inf");
+	SAYS("-ERR unknown subcommand 'RELOAD'. Try DEBUG HELP.\r\n", "DEBUG", "RELOAD");
+	SAYS("-ERR unknown subcommand 'SLEEP'. Try DEBUG HELP.\r\n", "DEBUG", "SLEEP");
+
+	/* RedisBloom's BF.DEBUG lines: the items, then each layer, oldest first. */
+	SAYS("+OK\r\n", "BF.RESERVE", "d", "0.01", "2");
+	SAYS("*3\r\n:1\r\n:1\r\n:1\r\n", "BF.MADD", "d", "a", "b", "c");
+	SAYS("*3\r\n$6\r\nsize:3\r\n"
+	     "$70\r\nbytes:64 bits:512 hashes:8 hashwidth:128 capacity:2 size:2 ratio:0.002\r\n"
+	     "$71\r\nbytes:64 bits:512 hashes:8 hashwidth:128 capacity:4 size:1 ratio:0.0024\r\n",
+	     "BF.DEBUG", "d");
+	SAYS("+OK\r\n", "BF.RESERVE", "cd", "0.01", "100", "NONSCALING", "COUNTING");
+	SAYS("*2\r\n$6\r\nsize:0\r\n"
+	     "$73\r\nbytes:576 bits:1152 hashes:8 hashwidth:128 capacity:100 size:0 ratio:0.01\r\n",
+	     "BF.DEBUG", "cd");
+	SAYS("-ERR not found\r\n", "BF.DEBUG", "nosuch");
+	SAYS("-ERR wrong number of arguments for 'bf.debug' command\r\n", "BF.DEBUG", "d", "x");
+
+	SAYS("*2\r\n*10\r\n$4\r\nwait\r\n:3\r\n*1\r\n+noscript\r\n:0\r\n:0\r\n:0\r\n*0\r\n*0\r\n"
+	     "*0\r\n*0\r\n*10\r\n$8\r\nbf.debug\r\n:2\r\n*2\r\n+readonly\r\n+fast\r\n:1\r\n:1\r\n:"
+	     "1\r\n"
+	     "*0\r\n*0\r\n*0\r\n*0\r\n",
+	     "COMMAND", "INFO", "wait", "BF.DEBUG");
+
+	/* RESP3: MODULE LIST's entry is a map, a missing key's OBJECT answer a null. */
+	STARTS("%7\r\n", "HELLO", "3");
+	SAYS(BF_MODULE3, "MODULE", "LIST");
+	SAYS("_\r\n", "OBJECT", "ENCODING", "nosuch");
+	SAYS("$3\r\nraw\r\n", "OBJECT", "ENCODING", "f");
+	SAYS(":0\r\n", "WAIT", "0", "0");
+	SAYS("*2\r\n$6\r\nsize:0\r\n"
+	     "$73\r\nbytes:576 bits:1152 hashes:8 hashwidth:128 capacity:100 size:0 ratio:0.01\r\n",
+	     "BF.DEBUG", "cd");
+}
+END_TEST
+
 /* ---------------------------------------------------------------------------------------- */
 /* Keyspace commands */
 
@@ -2097,6 +2183,7 @@ static Suite *resp_cmd_suite(void)
 	tcase_add_test(conn, command_and_config);
 	tcase_add_test(conn, info_command);
 	tcase_add_test(conn, info_sections_with_hooks);
+	tcase_add_test(conn, admin_commands);
 	suite_add_tcase(s, conn);
 
 	/* CLIENT LIST / INFO / KILL over a server's hooks (three fake connections). */
