@@ -129,6 +129,15 @@ struct cmd_hooks {
 	void (*server_info)(void *arg, struct cmd_server_info *out);
 	/* CONFIG RESETSTAT: the server's own counters (connections received, rejected) to 0. */
 	void (*reset_stats)(void *arg);
+	/*
+	 * CONFIG SET: set the n config keys keys[i] (blossomd's INI names, NUL-terminated) to
+	 * vals[i], all or none, and apply them as SIGHUP applies a re-read file. 0; or, with
+	 * *bad the index of the pair at fault and nothing changed: -ENOENT (no such key), -EPERM
+	 * (a key only a restart changes: bind, port, http_port, data_dir, the log's, the token
+	 * file), -EINVAL (a bad value, or a rule across keys broken; err says which).
+	 */
+	int (*config_set)(void *arg, size_t n, const char *const *keys, const char *const *vals,
+			  size_t *bad, char *err, size_t errlen);
 };
 
 /* Shared state of the command layer: the registry, the defaults and limits from the config. */

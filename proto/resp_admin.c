@@ -2,8 +2,8 @@
 /*
  * RESP: the administration commands Redis tools call, with Redis 7.0.15's replies: MODULE LIST
  * (blossomd answers as a Redis with RedisBloom loaded, name "bf", so clients and RedisInsight
- * find Bloom support the way they look for it; HELLO lists the same), OBJECT, WAIT and DEBUG
- * SLEEP.
+ * find Bloom support the way they look for it; HELLO lists the same), OBJECT, WAIT, DEBUG
+ * SLEEP and CONFIG SET.
  *
  * Differences from Redis 7.0, on purpose:
  *   - MODULE LOAD, LOADEX and UNLOAD are refused: the BF.* family is built in.
@@ -13,15 +13,25 @@
  *   - DEBUG has SLEEP and HELP only, and is allowed (Redis 7.0's enable-debug-command is "no"
  *     by default); DEBUG SLEEP blocks the whole server, as in Redis: it is for testing tools
  *     such as redis-cli --latency.
+ *   - CONFIG SET takes the keys SIGHUP applies live, by Redis's names where Redis has them
+ *     (maxmemory, maxclients, timeout, loglevel, save as "SECONDS 1" or "") or by blossomd's
+ *     own (max_key_bytes, ...); the rest (port, bind, dir, appendonly, appendfsync,
+ *     requirepass: blossomd's restart-only keys) are immutable. The config file is not
+ *     rewritten.
  *   - OBJECT IDLETIME is counted from the coarse once-a-second clock filters' use is stamped
  *     with (the one cold_interval pages out by).
  */
 #include "proto/resp_cmd_impl.h"
 
+#include <ctype.h>
 #include <errno.h>
-#include <stdint.h>
+#include <limits.h>
 #include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <time.h>
 
 #include "core/bf_filter.h"
@@ -186,4 +196,194 @@ void resp_admin_debug(struct cmd_ctx *c, struct cmd_session *s, const struct pro
 			;
 	}
 	proto_resp_ok(out);
+}
+
+/* ---------------------------------------------------------------------------------------- */
+/* CONFIG SET */
+
+/* Redis's parameter names for blossomd's keys; any other name is taken as blossomd's own. */
+static const struct {
+	const char *redis, *ours;
+} config_names[] = {
+    {"maxmemory", "max_memory"},
+    {"maxclients", "max_connections"},
+    {"timeout", "idle_timeout"},
+    {"loglevel", "log_level"},
+    {"save", "snapshot_interval"},
+    {"port", "port"},
+    {"bind", "bind"},
+    {"dir", "data_dir"},
+    {"appendonly", "wal"},
+    {"appendfsync", "wal_fsync"},
+    {"requirepass", "auth_token_file"},
+};
+
+#define CONFIG_KEY_MAX	 64
+#define CONFIG_VALUE_MAX 4096
+
+/* One CONFIG SET pair, as the server's config takes it. */
+struct config_pair {
+	char key[CONFIG_KEY_MAX];
+	char val[CONFIG_VALUE_MAX];
+};
+
+/* Redis's memory values (memtoull: b, k = 1000, kb = 1024, m, mb, g, gb, any case) as bytes. */
+static bool config_memory(const char *v, char *out, size_t outlen)
+{
+	static const struct {
+		const char *unit;
+		unsigned long long mul;
+	} units[] = {{"", 1},	     {"b", 1},	      {"k", 1000},	 {"kb", 1024},
+		     {"m", 1000000}, {"mb", 1 << 20}, {"g", 1000000000}, {"gb", 1 << 30}};
+	char *end;
+	unsigned long long n;
+
+	if (!isdigit((unsigned char)v[0]))
+		return false;
+	errno = 0;
+	n = strtoull(v, &end, 10);
+	if (errno)
+		return false;
+	for (size_t i = 0; i < sizeof(units) / sizeof(units[0]); i++) {
+		if (strcasecmp(end, units[i].unit) == 0) {
+			if (n > ULLONG_MAX / units[i].mul)
+				return false;
+			snprintf(out, outlen, "%llu", n * units[i].mul);
+			return true;
+		}
+	}
+	return false;
+}
+
+/*
+ * A pair in blossomd's terms: the key's INI name, the value translated where Redis writes it
+ * differently (save "N 1" or "": a checkpoint every N seconds after a change, or none; memory
+ * units; loglevel verbose). NULL, or the error text after "- " when the value cannot be one.
+ */
+static const char *config_pair_of(const char *name, size_t nlen, const char *val, size_t vlen,
+				  struct config_pair *p)
+{
+	size_t i = 0;
+
+	for (size_t k = 0; k < nlen; k++)
+		p->key[k] = (char)tolower((unsigned char)name[k]);
+	p->key[nlen] = '\0';
+	memcpy(p->val, val, vlen);
+	p->val[vlen] = '\0';
+	while (i < sizeof(config_names) / sizeof(config_names[0]) &&
+	       strcmp(p->key, config_names[i].redis))
+		i++;
+	if (i == sizeof(config_names) / sizeof(config_names[0]))
+		return NULL;
+	snprintf(p->key, sizeof(p->key), "%s", config_names[i].ours);
+	if (!strcmp(p->key, "snapshot_interval")) {
+		unsigned long secs;
+		char *end;
+		if (!vlen) {
+			strcpy(p->val, "0");
+			return NULL;
+		}
+		if (!isdigit((unsigned char)val[0]))
+			return "Invalid save parameters";
+		secs = strtoul(p->val, &end, 10);
+		if (strcmp(end, " 1"))
+			return "Invalid save parameters (blossomd checkpoints after any change: "
+			       "\"SECONDS 1\")";
+		snprintf(p->val, sizeof(p->val), "%lu", secs);
+	} else if (!strcmp(p->key, "max_memory")) {
+		char bytes[32];
+		if (!config_memory(p->val, bytes, sizeof(bytes)))
+			return "argument must be a memory value";
+		snprintf(p->val, sizeof(p->val), "%s", bytes);
+	} else if (!strcmp(p->key, "log_level") && !strcasecmp(p->val, "verbose")) {
+		strcpy(p->val, "info");
+	}
+	return NULL;
+}
+
+static void config_set_error(struct cmd_ctx *c, struct proto_buf *out, const char *name,
+			     size_t nlen, const char *why)
+{
+	c->errors++;
+	proto_resp_error_fmt(out, "CONFIG SET failed (possibly related to argument '%.*s') - %s",
+			     (int)strnlen(name, nlen), name, why);
+}
+
+/*
+ * CONFIG SET name value [name value ...]: Redis's names for the keys blossomd shares with it
+ * (maxmemory, maxclients, timeout, loglevel, save), or blossomd's own; every pair or none, as
+ * the server applies SIGHUP's re-read file (the config file itself is not written).
+ */
+void resp_admin_config_set(struct cmd_ctx *c, struct cmd_session *s, const struct proto_argv *av,
+			   struct proto_buf *out)
+{
+	size_t n = (av->argc - 2) / 2, bad = 0;
+	struct config_pair *pairs;
+	const char **keys, **vals;
+	char err[512] = "";
+	int rc;
+	(void)s;
+
+	if (av->argc < 4 || av->argc % 2) {
+		resp_error_arity(c, out, "config|set");
+		return;
+	}
+	for (size_t i = 0; i < n; i++) {
+		size_t nlen = av->argvlen[2 + 2 * i], vlen = av->argvlen[3 + 2 * i];
+		if (nlen == 0 || nlen >= CONFIG_KEY_MAX || memchr(av->argv[2 + 2 * i], 0, nlen)) {
+			c->errors++;
+			proto_resp_error_fmt(
+			    out, "Unknown option or number of arguments for CONFIG SET - '%.*s'",
+			    (int)strnlen(av->argv[2 + 2 * i], nlen > 128 ? 128 : nlen),
+			    av->argv[2 + 2 * i]);
+			return;
+		}
+		if (vlen >= CONFIG_VALUE_MAX || memchr(av->argv[3 + 2 * i], 0, vlen)) {
+			config_set_error(c, out, av->argv[2 + 2 * i], nlen, "argument too long");
+			return;
+		}
+	}
+	if (!c->hooks.config_set) {
+		resp_error(c, out, "ERR CONFIG SET is not available");
+		return;
+	}
+	pairs = malloc(n * sizeof(*pairs));
+	keys = malloc(n * sizeof(*keys));
+	vals = malloc(n * sizeof(*vals));
+	if (!pairs || !keys || !vals) {
+		resp_error(c, out, resp_err_oom);
+		goto out;
+	}
+	for (size_t i = 0; i < n; i++) {
+		const char *name = av->argv[2 + 2 * i], *why;
+		size_t nlen = av->argvlen[2 + 2 * i];
+
+		why = config_pair_of(name, nlen, av->argv[3 + 2 * i], av->argvlen[3 + 2 * i],
+				     &pairs[i]);
+		for (size_t j = 0; !why && j < i; j++)
+			if (!strcmp(pairs[j].key, pairs[i].key))
+				why = "duplicate parameter";
+		if (why) {
+			config_set_error(c, out, name, nlen, why);
+			goto out;
+		}
+		keys[i] = pairs[i].key;
+		vals[i] = pairs[i].val;
+	}
+	rc = c->hooks.config_set(c->hooks.arg, n, keys, vals, &bad, err, sizeof(err));
+	if (rc == 0)
+		proto_resp_ok(out);
+	else if (rc == -ENOENT) {
+		c->errors++;
+		proto_resp_error_fmt(
+		    out, "Unknown option or number of arguments for CONFIG SET - '%.*s'",
+		    (int)strnlen(av->argv[2 + 2 * bad], av->argvlen[2 + 2 * bad]),
+		    av->argv[2 + 2 * bad]);
+	} else
+		config_set_error(c, out, av->argv[2 + 2 * bad], av->argvlen[2 + 2 * bad],
+				 rc == -EPERM ? "can't set immutable config" : err);
+out:
+	free(pairs);
+	free(keys);
+	free(vals);
 }

@@ -1254,6 +1254,8 @@ void resp_server_config(struct cmd_ctx *c, struct cmd_session *s, const struct p
 	    "CONFIG <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
 	    "GET <pattern>",
 	    "    Return parameters matching the glob-like <pattern> and their values.",
+	    "SET <directive> <value>",
+	    "    Set the configuration <directive> to <value>.",
 	    "RESETSTAT",
 	    "    Reset statistics reported by the INFO command.",
 	    "HELP",
@@ -1265,6 +1267,8 @@ void resp_server_config(struct cmd_ctx *c, struct cmd_session *s, const struct p
 		resp_reply_help(out, help);
 	else if (resp_arg_is(av, 1, "get"))
 		config_get(c, s, av, out);
+	else if (resp_arg_is(av, 1, "set"))
+		resp_admin_config_set(c, s, av, out);
 	else if (resp_arg_is(av, 1, "resetstat") && av->argc == 2)
 		config_resetstat(c, out);
 	else if (resp_arg_is(av, 1, "resetstat"))

@@ -897,6 +897,37 @@ static void srv_reset_stats(void *arg)
 	s->info_rejected_base = s->conns_rejected;
 }
 
+/* CONFIG SET (cmd_hooks.config_set): the keys srv_reload() applies live, as it applies them. */
+static int srv_config_set(void *arg, size_t n, const char *const *keys, const char *const *vals,
+			  size_t *bad, char *err, size_t errlen)
+{
+	static const char *const restart[] = {
+	    "bind", "port",	 "http_port",	      "data_dir",
+	    "wal",  "wal_fsync", "wal_segment_bytes", "auth_token_file"};
+	struct srv *s = arg;
+	struct config nc = s->cfg;
+	uint32_t old_conns = s->cfg.max_connections;
+
+	for (size_t i = 0; i < n; i++) {
+		*bad = i;
+		for (size_t k = 0; k < sizeof(restart) / sizeof(restart[0]); k++)
+			if (!strcmp(keys[i], restart[k]))
+				return -EPERM;
+		if (conf_set(&nc, keys[i], vals[i], err, errlen))
+			return strncmp(err, "unknown key", 11) ? -EINVAL : -ENOENT;
+	}
+	*bad = 0;
+	if (conf_validate(&nc, err, errlen))
+		return -EINVAL;
+	for (size_t i = 0; i < n; i++)
+		srv_log(SRV_LOG_NOTICE, "CONFIG SET %s %s", keys[i], vals[i]);
+	s->cfg = nc;
+	srv_apply_limits(s);
+	if (nc.max_connections > old_conns)
+		srv_raise_fd_limit(s);
+	return 0;
+}
+
 /* Wire the command layer's context to the registry and to this server's hooks. */
 static void srv_ctx_init(struct srv *s, const struct srv_options *opt)
 {
@@ -916,6 +947,7 @@ static void srv_ctx_init(struct srv *s, const struct srv_options *opt)
 	s->ctx.hooks.page_out = srv_page_out;
 	s->ctx.hooks.server_info = srv_server_info;
 	s->ctx.hooks.reset_stats = srv_reset_stats;
+	s->ctx.hooks.config_set = srv_config_set;
 	s->ctx.started_unix = (uint64_t)time(NULL);
 	s->ctx.version = opt->version;
 }

@@ -89,5 +89,25 @@ t_is "MODULE LIST names RedisBloom's bf" "$(printf 'name\nbf\nver\n20612\npath\n
 	"$(cli MODULE LIST)"
 t_is "TYPE of a filter is RedisBloom's" "MBbloom--" "$(cli TYPE a)"
 
+# ---- CONFIG SET and RESETSTAT on the live daemon -----------------------------------------
+t_is "CONFIG SET maxclients timeout save" OK "$(cli CONFIG SET maxclients 50 timeout 100 save '7 1')"
+t_is "CONFIG GET shows them" "$(printf 'maxclients\n50\nsave\n7 1\ntimeout\n100')" \
+	"$(cli CONFIG GET maxclients save timeout)"
+t_is "CONFIG SET max_key_bytes 4 (blossomd's own key)" OK "$(cli CONFIG SET max_key_bytes 4)"
+t_is "an item past it is refused" "ERR item too long" "$(cli BF.ADD a 12345)"
+t_is "CONFIG SET max_key_bytes 64K" OK "$(cli CONFIG SET max_key_bytes 64K)"
+t_is "the item fits again" 1 "$(cli BF.ADD a 12345)"
+t_is "CONFIG SET port: restart only" \
+	"ERR CONFIG SET failed (possibly related to argument 'port') - can't set immutable config" \
+	"$(cli CONFIG SET port 1)"
+t_is "CONFIG SET of a bad pair changes nothing" \
+	"ERR CONFIG SET failed (possibly related to argument 'maxclients') - bad value for max_connections: 'x' (expected a whole number)" \
+	"$(cli CONFIG SET timeout 5 maxclients x)"
+t_is "timeout kept" "$(printf 'timeout\n100')" "$(cli CONFIG GET timeout)"
+t_is "CONFIG RESETSTAT" OK "$(cli CONFIG RESETSTAT)"
+t_is "INFO stats after it: this INFO's connection and command only" \
+	"$(printf 'total_connections_received:1\ntotal_commands_processed:1')" \
+	"$(cli INFO stats | tr -d '\r' | grep -E '^total_(connections_received|commands_processed):')"
+
 daemon_stop_case
 t_done

@@ -1646,7 +1646,8 @@ START_TEST(command_and_config)
 	SAYS("*0\r\n", "CONFIG", "GET", "nosuch");
 	run("CONFIG", "GET", "*", NULL);
 	ck_assert(out.len > 3 && memcmp(out.data, "*14\r\n", 5) == 0);
-	SAYS("-ERR unknown subcommand 'SET'. Try CONFIG HELP.\r\n", "CONFIG", "SET", "a", "b");
+	SAYS("-ERR CONFIG SET is not available\r\n", "CONFIG", "SET", "a", "b");
+	SAYS("-ERR unknown subcommand 'FOO'. Try CONFIG HELP.\r\n", "CONFIG", "FOO", "a", "b");
 	SAYS("-ERR wrong number of arguments for 'config|get' command\r\n", "CONFIG", "GET");
 	SAYS("-ERR wrong number of arguments for 'config' command\r\n", "CONFIG");
 	STARTS("%7\r\n", "HELLO", "3");
@@ -1778,6 +1779,74 @@ START_TEST(info_sections_with_hooks)
 	     "save", "appendonly");
 	SAYS("=52\r\ntxt:# Replication\r\nrole:master\r\nconnected_slaves:0\r\n\r\n", "INFO",
 	     "replication");
+}
+END_TEST
+
+/* CONFIG SET's server hook: records what it was given, answers fake_set_rc at pair 1. */
+static char fake_set[256];
+static int fake_set_rc;
+
+static int fake_config_set(void *arg, size_t n, const char *const *keys, const char *const *vals,
+			   size_t *bad, char *err, size_t errlen)
+{
+	(void)arg;
+	fake_set[0] = '\0';
+	for (size_t i = 0; i < n; i++) {
+		size_t len = strlen(fake_set);
+		snprintf(fake_set + len, sizeof(fake_set) - len, "%s=%s;", keys[i], vals[i]);
+	}
+	*bad = 1;
+	snprintf(err, errlen, "bad value for %s: '%s'", keys[1 % n], vals[1 % n]);
+	return fake_set_rc;
+}
+
+/* CONFIG SET: Redis's names mapped to blossomd's keys and values, Redis's errors, all or
+ * nothing (the server's hook applies them). */
+START_TEST(config_set)
+{
+	ctx.hooks.config_set = fake_config_set;
+	fake_set_rc = 0;
+	SAYS("+OK\r\n", "CONFIG", "SET", "maxmemory", "1mb", "MaxClients", "5", "timeout", "0");
+	ck_assert_str_eq(fake_set, "max_memory=1048576;max_connections=5;idle_timeout=0;");
+	SAYS("+OK\r\n", "CONFIG", "SET", "maxmemory", "2k", "save", "10 1", "loglevel", "verbose");
+	ck_assert_str_eq(fake_set, "max_memory=2000;snapshot_interval=10;log_level=info;");
+	SAYS("+OK\r\n", "CONFIG", "SET", "save", "", "max_key_bytes", "1K");
+	ck_assert_str_eq(fake_set, "snapshot_interval=0;max_key_bytes=1K;");
+	fake_set[0] = '\0';
+	SAYS("-ERR CONFIG SET failed (possibly related to argument 'save') - Invalid save "
+	     "parameters\r\n",
+	     "CONFIG", "SET", "save", "x");
+	SAYS("-ERR CONFIG SET failed (possibly related to argument 'save') - Invalid save "
+	     "parameters (blossomd checkpoints after any change: \"SECONDS 1\")\r\n",
+	     "CONFIG", "SET", "save", "3600 1 300 100");
+	SAYS("-ERR CONFIG SET failed (possibly related to argument 'maxmemory') - argument must be "
+	     "a memory value\r\n",
+	     "CONFIG", "SET", "maxmemory", "1xb");
+	SAYS("-ERR CONFIG SET failed (possibly related to argument 'max_memory') - duplicate "
+	     "parameter\r\n",
+	     "CONFIG", "SET", "maxmemory", "1", "max_memory", "2");
+	ck_assert_str_eq(fake_set, ""); /* refused before the server saw any */
+	SAYS("-ERR wrong number of arguments for 'config|set' command\r\n", "CONFIG", "SET",
+	     "timeout");
+	SAYS("-ERR wrong number of arguments for 'config|set' command\r\n", "CONFIG", "SET",
+	     "timeout", "1", "maxclients");
+	/* The server's answers, about the pair it names. */
+	fake_set_rc = -ENOENT;
+	SAYS("-ERR Unknown option or number of arguments for CONFIG SET - 'nosuch'\r\n", "CONFIG",
+	     "SET", "timeout", "1", "nosuch", "2");
+	fake_set_rc = -EPERM;
+	SAYS("-ERR CONFIG SET failed (possibly related to argument 'port') - can't set immutable "
+	     "config\r\n",
+	     "CONFIG", "SET", "timeout", "1", "port", "2");
+	ck_assert_str_eq(fake_set, "idle_timeout=1;port=2;");
+	fake_set_rc = -EINVAL;
+	SAYS("-ERR CONFIG SET failed (possibly related to argument 'maxclients') - bad value for "
+	     "max_connections: 'x'\r\n",
+	     "CONFIG", "SET", "timeout", "1", "maxclients", "x");
+	SAYS("-ERR CONFIG SET failed (possibly related to argument 'appendonly') - bad value for "
+	     "wal: 'no'\r\n",
+	     "CONFIG", "SET", "save", "", "appendonly", "no");
+	ck_assert_str_eq(fake_set, "snapshot_interval=0;wal=no;");
 }
 END_TEST
 
@@ -2184,6 +2253,7 @@ static Suite *resp_cmd_suite(void)
 	tcase_add_test(conn, info_command);
 	tcase_add_test(conn, info_sections_with_hooks);
 	tcase_add_test(conn, admin_commands);
+	tcase_add_test(conn, config_set);
 	suite_add_tcase(s, conn);
 
 	/* CLIENT LIST / INFO / KILL over a server's hooks (three fake connections). */
