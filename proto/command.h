@@ -138,6 +138,10 @@ struct cmd_hooks {
 	 */
 	int (*config_set)(void *arg, size_t n, const char *const *keys, const char *const *vals,
 			  size_t *bad, char *err, size_t errlen);
+	/* SHUTDOWN: stop the daemon as SIGTERM does (changed filters written, the log closed),
+	 * once the command's turn of the loop is over. 0, or a negative errno (it keeps running).
+	 */
+	int (*shutdown)(void *arg);
 };
 
 /* Shared state of the command layer: the registry, the defaults and limits from the config. */

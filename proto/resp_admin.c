@@ -3,7 +3,7 @@
  * RESP: the administration commands Redis tools call, with Redis 7.0.15's replies: MODULE LIST
  * (blossomd answers as a Redis with RedisBloom loaded, name "bf", so clients and RedisInsight
  * find Bloom support the way they look for it; HELLO lists the same), OBJECT, WAIT, DEBUG
- * SLEEP and CONFIG SET.
+ * SLEEP, CONFIG SET and SHUTDOWN.
  *
  * Differences from Redis 7.0, on purpose:
  *   - MODULE LOAD, LOADEX and UNLOAD are refused: the BF.* family is built in.
@@ -386,4 +386,45 @@ out:
 	free(pairs);
 	free(keys);
 	free(vals);
+}
+
+/*
+ * SHUTDOWN [NOSAVE|SAVE] [NOW] [FORCE] [ABORT]: Redis's checks, then the daemon stops as on
+ * SIGTERM and the connection closes with no reply, as Redis's does. Every form writes the
+ * changed filters on the way out (a checkpoint is never skipped: NOSAVE is accepted for
+ * clients that send it, and the log holds every acknowledged change either way). No shutdown
+ * ever waits (there are no replicas to wait for), so ABORT finds none in progress.
+ */
+void resp_admin_shutdown(struct cmd_ctx *c, struct cmd_session *s, const struct proto_argv *av,
+			 struct proto_buf *out)
+{
+	bool save = false, nosave = false, other = false, abort_it = false;
+
+	for (size_t i = 1; i < av->argc; i++) {
+		if (resp_arg_is(av, i, "nosave"))
+			nosave = true;
+		else if (resp_arg_is(av, i, "save"))
+			save = true;
+		else if (resp_arg_is(av, i, "now") || resp_arg_is(av, i, "force"))
+			other = true;
+		else if (resp_arg_is(av, i, "abort"))
+			abort_it = true;
+		else {
+			resp_error(c, out, resp_err_syntax);
+			return;
+		}
+	}
+	if ((abort_it && (save || nosave || other)) || (save && nosave)) {
+		resp_error(c, out, resp_err_syntax);
+		return;
+	}
+	if (abort_it) {
+		resp_error(c, out, "ERR No shutdown in progress.");
+		return;
+	}
+	if (!c->hooks.shutdown || c->hooks.shutdown(c->hooks.arg)) {
+		resp_error(c, out, "ERR Errors trying to SHUTDOWN. Check logs.");
+		return;
+	}
+	s->close_after = true;
 }

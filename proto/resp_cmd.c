@@ -280,6 +280,8 @@ static const struct resp_cmd commands[] = {
     {"object", 6, resp_admin_object, 2, 0, "", 0, 0, 0},
     {"wait", 4, resp_admin_wait, 3, 3, "noscript", 0, 0, 0},
     {"debug", 5, resp_admin_debug, 2, 0, "admin noscript loading stale", 0, 0, 0},
+    {"shutdown", 8, resp_admin_shutdown, 1, 0, "admin noscript loading stale no_multi allow_busy",
+     0, 0, 0},
 };
 
 #define NCOMMANDS (sizeof(commands) / sizeof(commands[0]))

@@ -928,6 +928,34 @@ static int srv_config_set(void *arg, size_t n, const char *const *keys, const ch
 	return 0;
 }
 
+static void srv_on_shutdown(uv_timer_t *t)
+{
+	srv_stop(t->data);
+}
+
+/* SHUTDOWN (cmd_hooks.shutdown): the stop closes every connection, the asking one too, so it
+ * runs from a timer, not inside the command. */
+static int srv_shutdown(void *arg)
+{
+	struct srv *s = arg;
+	int rc;
+
+	if (s->shutdown_armed || s->stopping)
+		return 0;
+	rc = uv_timer_init(&s->loop, &s->shutdown);
+	if (rc)
+		return rc;
+	s->shutdown.data = s;
+	rc = uv_timer_start(&s->shutdown, srv_on_shutdown, 0, 0);
+	if (rc) {
+		uv_close((uv_handle_t *)&s->shutdown, NULL);
+		return rc;
+	}
+	s->shutdown_armed = true;
+	srv_log(SRV_LOG_NOTICE, "SHUTDOWN received; shutting down");
+	return 0;
+}
+
 /* Wire the command layer's context to the registry and to this server's hooks. */
 static void srv_ctx_init(struct srv *s, const struct srv_options *opt)
 {
@@ -948,6 +976,7 @@ static void srv_ctx_init(struct srv *s, const struct srv_options *opt)
 	s->ctx.hooks.server_info = srv_server_info;
 	s->ctx.hooks.reset_stats = srv_reset_stats;
 	s->ctx.hooks.config_set = srv_config_set;
+	s->ctx.hooks.shutdown = srv_shutdown;
 	s->ctx.started_unix = (uint64_t)time(NULL);
 	s->ctx.version = opt->version;
 }

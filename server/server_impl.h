@@ -206,6 +206,8 @@ struct srv {
 	size_t nlisteners;
 	uv_signal_t sig_term, sig_int, sig_hup;
 	uv_timer_t sweep;
+	uv_timer_t shutdown; /* SHUTDOWN's stop, in a turn of its own; armed once */
+	bool shutdown_armed;
 	uv_timer_t expire;	  /* drops the filters whose time came (SRV_EXPIRE_MS) */
 	struct srv_notify notify; /* sd_notify watchdog timer */
 	bool handles_ready;	  /* signals and timer initialised */

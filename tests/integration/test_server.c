@@ -1424,6 +1424,37 @@ START_TEST(test_sigterm_and_sigint)
 }
 END_TEST
 
+/*
+ * SHUTDOWN stops the daemon as SIGTERM does: the asking connection closes with no reply, the
+ * changed filters are written, exit 0. Its refusals (ABORT, bad flags) change nothing.
+ */
+START_TEST(test_shutdown_command)
+{
+	int fd, other, st;
+
+	start(NULL, NULL);
+	fd = conn();
+	other = conn();
+	EXCHANGE(other, "ping\n", "PONG\n");
+	EXCHANGE(fd, "*3\r\n$6\r\nBF.ADD\r\n$1\r\nf\r\n$1\r\nx\r\n", ":1\r\n");
+	EXCHANGE(fd, "*2\r\n$8\r\nSHUTDOWN\r\n$5\r\nABORT\r\n",
+		 "-ERR No shutdown in progress.\r\n");
+	EXCHANGE(fd, "*3\r\n$8\r\nSHUTDOWN\r\n$4\r\nSAVE\r\n$6\r\nNOSAVE\r\n",
+		 "-ERR syntax error\r\n");
+	EXCHANGE(fd, "*2\r\n$8\r\nshutdown\r\n$3\r\nnow\r\n", "");
+	CLOSED(fd);
+	CLOSED(other);
+	st = itest_wait_exit(&d, T);
+	ck_assert_msg(st >= 0 && WIFEXITED(st) && WEXITSTATUS(st) == 0, "status %d", st);
+	ck_assert_ptr_nonnull(strstr(itest_log(&d), "<5>blossomd: SHUTDOWN received"));
+	ck_assert_ptr_nonnull(strstr(itest_log(&d), "final snapshot: 1 filters written"));
+	ck_assert_ptr_nonnull(strstr(itest_log(&d), "<5>blossomd: stopped\n"));
+	close(fd);
+	close(other);
+	itest_stop(&d, T);
+}
+END_TEST
+
 /* ---------------------------------------------------------------------------------------- */
 /* max_memory counts everything a filter costs (issue 17 item 10) */
 
@@ -1687,6 +1718,7 @@ static Suite *server_suite(void)
 	tcase_add_test(sig, test_sighup_good_file);
 	tcase_add_test(sig, test_sighup_without_config);
 	tcase_add_test(sig, test_sigterm_and_sigint);
+	tcase_add_test(sig, test_shutdown_command);
 	suite_add_tcase(s, sig);
 	return s;
 }

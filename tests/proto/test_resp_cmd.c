@@ -1850,6 +1850,37 @@ START_TEST(config_set)
 }
 END_TEST
 
+static int shutdowns, shutdown_rc;
+
+static int fake_shutdown(void *arg)
+{
+	(void)arg;
+	shutdowns++;
+	return shutdown_rc;
+}
+
+/* SHUTDOWN: Redis's flag checks; then no reply, the connection closes and the server stops. */
+START_TEST(shutdown_command)
+{
+	SAYS("-ERR Errors trying to SHUTDOWN. Check logs.\r\n", "SHUTDOWN");
+	ctx.hooks.shutdown = fake_shutdown;
+	shutdowns = shutdown_rc = 0;
+	SAYS("-ERR No shutdown in progress.\r\n", "SHUTDOWN", "ABORT");
+	SAYS("-ERR syntax error\r\n", "SHUTDOWN", "ABORT", "NOW");
+	SAYS("-ERR syntax error\r\n", "SHUTDOWN", "SAVE", "NOSAVE");
+	SAYS("-ERR syntax error\r\n", "SHUTDOWN", "LATER");
+	ck_assert_int_eq(shutdowns, 0);
+	ck_assert(!sess.close_after);
+	shutdown_rc = -ENOMEM;
+	SAYS("-ERR Errors trying to SHUTDOWN. Check logs.\r\n", "SHUTDOWN", "NOSAVE");
+	ck_assert(!sess.close_after);
+	shutdown_rc = 0;
+	SAYS("", "shutdown", "nosave", "now", "force");
+	ck_assert_int_eq(shutdowns, 2);
+	ck_assert(sess.close_after);
+}
+END_TEST
+
 /* MODULE LIST / HELP, OBJECT, WAIT, DEBUG SLEEP, BF.DEBUG and their COMMAND INFO entries. */
 START_TEST(admin_commands)
 {
@@ -2254,6 +2285,7 @@ static Suite *resp_cmd_suite(void)
 	tcase_add_test(conn, info_sections_with_hooks);
 	tcase_add_test(conn, admin_commands);
 	tcase_add_test(conn, config_set);
+	tcase_add_test(conn, shutdown_command);
 	suite_add_tcase(s, conn);
 
 	/* CLIENT LIST / INFO / KILL over a server's hooks (three fake connections). */
