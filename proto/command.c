@@ -537,6 +537,11 @@ enum cmd_status cmd_check(struct cmd_ctx *c, struct bf_filter *f, size_t n, cons
 		out[0] = bf_filter_check(f, keys[0], lens[0]);
 	else
 		bf_filter_check_batch(f, n, keys, lens, out);
+	size_t hits = 0;
+	for (size_t i = 0; i < n; i++)
+		hits += out[i] == 1;
+	c->check_hits += hits;
+	c->check_misses += n - hits;
 	/* A "present" may owe it to a change not yet durable: then the reply waits for it. An
 	 * all-"absent" answer, or one about a filter whose changes are all durable, never waits.
 	 * Nor does any while the log cannot write: the wait would end only in the log-failure

@@ -53,6 +53,22 @@ enum cmd_peer {
 	CMD_PEER_COUNT,
 };
 
+/* The process's figures INFO and CONFIG GET report (cmd_hooks.server_info). */
+struct cmd_server_info {
+	uint64_t connected_clients;    /* open text/RESP connections */
+	uint64_t total_connections;    /* accepted since start (or CONFIG RESETSTAT) */
+	uint64_t rejected_connections; /* closed at once: max_connections reached */
+	uint64_t maxclients;	       /* max_connections */
+	uint64_t ops_per_sec;	       /* commands in the last second */
+	double cpu_sys, cpu_user;      /* seconds of CPU the process used */
+	uint64_t idle_timeout;	       /* seconds, 0 = none (CONFIG GET timeout) */
+	uint32_t snapshot_interval;    /* seconds between checkpoints, 0 = none (save) */
+	uint64_t dirty;		       /* persistent filters with changes no checkpoint holds */
+	bool wal;		       /* the write-ahead log is on (aof_enabled, appendonly) */
+	int wal_fsync;		       /* 0 always, 1 everysec, 2 no (appendfsync) */
+	uint64_t wal_bytes;	       /* bytes of the log's segments (aof_current_size) */
+};
+
 /* Hooks the server provides; any may be NULL. */
 struct cmd_hooks {
 	void *arg;
@@ -115,6 +131,24 @@ struct cmd_hooks {
 			    void (*fn)(void *fnarg, const struct cmd_client *cl), void *fnarg);
 	size_t (*client_kill)(void *arg, uint64_t self,
 			      bool (*match)(void *marg, const struct cmd_client *cl), void *marg);
+	/* The process's figures for INFO and CONFIG GET into *out (zeroed by the caller). NULL:
+	 * they stay zero. */
+	void (*server_info)(void *arg, struct cmd_server_info *out);
+	/* CONFIG RESETSTAT: the server's own counters (connections received, rejected) to 0. */
+	void (*reset_stats)(void *arg);
+	/*
+	 * CONFIG SET: set the n config keys keys[i] (blossomd's INI names, NUL-terminated) to
+	 * vals[i], all or none, and apply them as SIGHUP applies a re-read file. 0; or, with
+	 * *bad the index of the pair at fault and nothing changed: -ENOENT (no such key), -EPERM
+	 * (a key only a restart changes: bind, port, http_port, data_dir, the log's, the token
+	 * file), -EINVAL (a bad value, or a rule across keys broken; err says which).
+	 */
+	int (*config_set)(void *arg, size_t n, const char *const *keys, const char *const *vals,
+			  size_t *bad, char *err, size_t errlen);
+	/* SHUTDOWN: stop the daemon as SIGTERM does (changed filters written, the log closed),
+	 * once the command's turn of the loop is over. 0, or a negative errno (it keeps running).
+	 */
+	int (*shutdown)(void *arg);
 };
 
 /* Shared state of the command layer: the registry, the defaults and limits from the config. */
@@ -143,6 +177,13 @@ struct cmd_ctx {
 	/* Of commands, those each protocol sent (enum cmd_peer: text, RESP, HTTP). */
 	uint64_t peer_commands[CMD_PEER_COUNT];
 	uint64_t expired; /* filters dropped because their time came (INFO's expired_keys) */
+	/* Keys checked (cmd_check) found maybe present / absent (INFO's keyspace_hits/misses). */
+	uint64_t check_hits, check_misses;
+	/* The counters above at the last CONFIG RESETSTAT: INFO shows what came since (the
+	 * counters themselves never go back: /metrics exports them). */
+	struct cmd_stat_base {
+		uint64_t commands, errors, expired, check_hits, check_misses;
+	} stat_base;
 	/* Calls of each cmd_* operation below, and the keys they were given (add, check,
 	 * delete), whichever front end made them. */
 	uint64_t ops[CMD_OP_COUNT], keys[CMD_OP_COUNT];

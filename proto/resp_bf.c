@@ -8,6 +8,7 @@
 
 #include <ctype.h>
 #include <errno.h>
+#include <inttypes.h>
 #include <limits.h>
 #include <math.h>
 #include <stdio.h>
@@ -416,6 +417,43 @@ void resp_bf_card(struct cmd_ctx *c, struct cmd_session *s, const struct proto_a
 	(void)s;
 
 	proto_resp_integer(out, f ? (int64_t)bf_filter_items(f) : 0);
+}
+
+/*
+ * BF.DEBUG key: RedisBloom's lines, "size:<items>" then one per layer, oldest first:
+ * "bytes:B bits:N hashes:K hashwidth:128 capacity:C size:S ratio:E". bits is the layer's
+ * positions (a counting layer's four-bit counters), hashes the positions a key sets (8 words
+ * of b), hashwidth the hash's (XXH3-128), ratio the layer's error target, printed as %g as
+ * RedisBloom prints it.
+ */
+void resp_bf_debug(struct cmd_ctx *c, struct cmd_session *s, const struct proto_argv *av,
+		   struct proto_buf *out)
+{
+	struct bf_filter *f = resp_arg_filter(c, av, 1);
+	char line[256];
+	int len;
+	(void)s;
+
+	if (!f) {
+		resp_error(c, out, resp_err_not_found);
+		return;
+	}
+	proto_resp_array(out, 1 + (size_t)f->nlayers);
+	len = snprintf(line, sizeof(line), "size:%" PRIu64, bf_filter_items(f));
+	proto_resp_bulk(out, line, (size_t)len);
+	for (unsigned i = 0; i < f->nlayers; i++) {
+		const struct bf_layer *l = &bf_filter_layers(f)[i];
+		uint64_t cap, bytes = bf_layer_bytes(l);
+		double err;
+
+		bf_filter_layer_target(f->params, i, &cap, &err);
+		len = snprintf(line, sizeof(line),
+			       "bytes:%" PRIu64 " bits:%" PRIu64 " hashes:%u hashwidth:128"
+			       " capacity:%" PRIu64 " size:%" PRIu64 " ratio:%g",
+			       bytes, l->counting ? bytes * 2 : bytes * 8,
+			       (unsigned)(BF_BLOCK_WORDS * l->b), cap, l->items, err);
+		proto_resp_bulk(out, line, (size_t)len);
+	}
 }
 
 /* ---------------------------------------------------------------------------------------- */

@@ -15,7 +15,8 @@
  * updating the counters. Never fails: problems become RESP errors (on allocation failure,
  * out->failed is set).
  */
-/* Whether p[0..n) names a RESP command blossomd has (any case). */
+/* Whether p[0..n) names a Redis command (any case): one blossomd has, one of Redis 7.0's, or one
+ * of a RedisBloom-family module (BF., CF., CMS., TOPK., TDIGEST.). Protocol detection uses it. */
 bool resp_cmd_known(const char *p, size_t n);
 
 void resp_cmd_exec(struct cmd_ctx *c, struct cmd_session *s, const struct proto_argv *av,

@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Private to the RESP front end, shared by its three files: resp_cmd.c (replies, argument
- * helpers, the command table and resp_cmd_exec), resp_bf.c (the BF.* family) and
- * resp_server.c (connection, keyspace and server commands). Nothing else includes it.
+ * helpers, the command table and resp_cmd_exec), resp_bf.c (the BF.* family), resp_server.c
+ * (connection, keyspace and server commands), resp_keys.c (RENAME, the EXPIRE family) and
+ * resp_admin.c (MODULE, OBJECT, WAIT, DEBUG, CONFIG SET, SHUTDOWN). Nothing else includes it.
  */
 #ifndef BLOSSOMD_PROTO_RESP_CMD_IMPL_H
 #define BLOSSOMD_PROTO_RESP_CMD_IMPL_H
@@ -16,6 +17,11 @@
 
 /* The Redis version clients are told: the one whose replies these are. */
 #define RESP_REDIS_VERSION "7.0.15"
+
+/* RedisBloom's module name and version (major * 10000 + minor * 100 + patch) as MODULE LIST
+ * and HELLO report them: 2.6.12, the release whose BF.* replies, RESP3 forms included, these
+ * are. */
+#define RESP_BF_MODULE_VERSION 20612
 
 /* RedisBloom's module type name, as TYPE and SCAN ... TYPE report it. */
 #define RESP_BF_TYPE "MBbloom--"
@@ -69,6 +75,7 @@ RESP_HANDLER(resp_bf_info);
 RESP_HANDLER(resp_bf_card);
 RESP_HANDLER(resp_bf_scandump);
 RESP_HANDLER(resp_bf_loadchunk);
+RESP_HANDLER(resp_bf_debug);
 
 RESP_HANDLER(resp_server_ping);
 RESP_HANDLER(resp_server_echo);
@@ -98,6 +105,15 @@ RESP_HANDLER(resp_server_save);
 RESP_HANDLER(resp_server_lastsave);
 RESP_HANDLER(resp_server_info);
 RESP_HANDLER(resp_server_config);
+
+RESP_HANDLER(resp_admin_module);
+RESP_HANDLER(resp_admin_object);
+RESP_HANDLER(resp_admin_wait);
+RESP_HANDLER(resp_admin_debug);
+RESP_HANDLER(resp_admin_config_set);
+RESP_HANDLER(resp_admin_shutdown);
+/* MODULE LIST's reply, which HELLO's "modules" repeats. */
+void resp_admin_module_list(struct proto_buf *out, int resp);
 
 RESP_HANDLER(resp_keys_rename);
 RESP_HANDLER(resp_keys_expire);

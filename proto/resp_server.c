@@ -185,7 +185,7 @@ void resp_server_hello(struct cmd_ctx *c, struct cmd_session *s, const struct pr
 	proto_resp_bulk_str(out, "role");
 	proto_resp_bulk_str(out, "master");
 	proto_resp_bulk_str(out, "modules");
-	proto_resp_array(out, 0);
+	resp_admin_module_list(out, s->resp);
 }
 
 void resp_server_select(struct cmd_ctx *c, struct cmd_session *s, const struct proto_argv *av,
@@ -972,12 +972,14 @@ void resp_server_lastsave(struct cmd_ctx *c, struct cmd_session *s, const struct
 
 enum info_section {
 	SEC_SERVER = 1 << 0,
-	SEC_MEMORY = 1 << 1,
-	SEC_PERSISTENCE = 1 << 2,
-	SEC_STATS = 1 << 3,
-	SEC_REPLICATION = 1 << 4,
-	SEC_KEYSPACE = 1 << 5,
-	SEC_ALL = (1 << 6) - 1,
+	SEC_CLIENTS = 1 << 1,
+	SEC_MEMORY = 1 << 2,
+	SEC_PERSISTENCE = 1 << 3,
+	SEC_STATS = 1 << 4,
+	SEC_REPLICATION = 1 << 5,
+	SEC_CPU = 1 << 6,
+	SEC_KEYSPACE = 1 << 7,
+	SEC_ALL = (1 << 8) - 1,
 };
 
 static void info_line(struct proto_buf *b, const char *key, uint64_t v)
@@ -1004,14 +1006,11 @@ static unsigned info_wanted(const struct proto_argv *av)
 		const char *name;
 		unsigned bits;
 	} names[] = {
-	    {"server", SEC_SERVER},
-	    {"memory", SEC_MEMORY},
-	    {"persistence", SEC_PERSISTENCE},
-	    {"stats", SEC_STATS},
-	    {"replication", SEC_REPLICATION},
-	    {"keyspace", SEC_KEYSPACE},
-	    {"default", SEC_ALL},
-	    {"all", SEC_ALL},
+	    {"server", SEC_SERVER},  {"clients", SEC_CLIENTS},
+	    {"memory", SEC_MEMORY},  {"persistence", SEC_PERSISTENCE},
+	    {"stats", SEC_STATS},    {"replication", SEC_REPLICATION},
+	    {"cpu", SEC_CPU},	     {"keyspace", SEC_KEYSPACE},
+	    {"default", SEC_ALL},    {"all", SEC_ALL},
 	    {"everything", SEC_ALL},
 	};
 	unsigned want = av->argc == 1 ? SEC_ALL : 0;
@@ -1023,7 +1022,8 @@ static unsigned info_wanted(const struct proto_argv *av)
 	return want;
 }
 
-/* INFO's Server section: versions and uptime. */
+/* INFO's Server section: the Redis version clients choose their features by (as Dragonfly and
+ * KeyDB report one), blossomd's own, and uptime. */
 static void info_server(const struct cmd_ctx *c, struct proto_buf *b)
 {
 	uint64_t now = (uint64_t)time(NULL);
@@ -1036,6 +1036,67 @@ static void info_server(const struct cmd_ctx *c, struct proto_buf *b)
 	proto_buf_append_str(b, "\r\narch_bits:64\r\n");
 	info_line(b, "uptime_in_seconds", up);
 	info_line(b, "uptime_in_days", up / 86400);
+}
+
+/* INFO's Clients section: the text/RESP port's connections (HTTP requests are not clients). */
+static void info_clients(const struct cmd_server_info *si, struct proto_buf *b)
+{
+	info_section(b, "Clients");
+	info_line(b, "connected_clients", si->connected_clients);
+	info_line(b, "maxclients", si->maxclients);
+	proto_buf_append_str(b, "blocked_clients:0\r\n");
+}
+
+/*
+ * INFO's Persistence section, mapped onto what blossomd has: checkpoints are Redis's RDB saves
+ * (rdb_*: a cycle in progress, the time and status of the last one, persistent filters with
+ * changes no checkpoint holds yet), the write-ahead log is its AOF (aof_enabled while the log is
+ * on, its bytes on disk; a log is never rewritten, a checkpoint lets old segments go). The load
+ * ends before the port listens, so loading is always 0.
+ */
+static void info_persistence(const struct cmd_ctx *c, const struct cmd_server_info *si,
+			     struct proto_buf *b)
+{
+	info_section(b, "Persistence");
+	proto_buf_append_str(b, "loading:0\r\nasync_loading:0\r\n");
+	info_line(b, "rdb_changes_since_last_save", si->dirty);
+	info_line(b, "rdb_bgsave_in_progress", c->save_in_progress);
+	info_line(b, "rdb_last_save_time", c->last_save_unix);
+	proto_buf_append_str(b, c->last_save_failed ? "rdb_last_bgsave_status:err\r\n"
+						    : "rdb_last_bgsave_status:ok\r\n");
+	info_line(b, "aof_enabled", si->wal);
+	proto_buf_append_str(b, "aof_rewrite_in_progress:0\r\naof_rewrite_scheduled:0\r\n");
+	if (si->wal) {
+		proto_buf_append_str(b, c->log_failed ? "aof_last_write_status:err\r\n"
+						      : "aof_last_write_status:ok\r\n");
+		info_line(b, "aof_current_size", si->wal_bytes);
+	}
+}
+
+/* INFO's Stats section: counters since start or the last CONFIG RESETSTAT. keyspace_hits and
+ * keyspace_misses are the keys checked that a filter answered maybe-present and absent. */
+static void info_stats(const struct cmd_ctx *c, const struct cmd_server_info *si,
+		       struct proto_buf *b)
+{
+	const struct cmd_stat_base *z = &c->stat_base;
+
+	info_section(b, "Stats");
+	info_line(b, "total_connections_received", si->total_connections);
+	info_line(b, "total_commands_processed", c->commands - z->commands);
+	info_line(b, "instantaneous_ops_per_sec", si->ops_per_sec);
+	info_line(b, "rejected_connections", si->rejected_connections);
+	info_line(b, "expired_keys", c->expired - z->expired);
+	proto_buf_append_str(b, "evicted_keys:0\r\n");
+	info_line(b, "keyspace_hits", c->check_hits - z->check_hits);
+	info_line(b, "keyspace_misses", c->check_misses - z->check_misses);
+	info_line(b, "total_error_replies", c->errors - z->errors);
+}
+
+static void info_cpu(const struct cmd_server_info *si, struct proto_buf *b)
+{
+	info_section(b, "CPU");
+	proto_buf_append_fmt(b, "used_cpu_sys:%.6f\r\nused_cpu_user:%.6f\r\n", si->cpu_sys,
+			     si->cpu_user);
 }
 
 /* INFO's Keyspace section: db0's filters, those with a TTL and their mean time left. */
@@ -1061,35 +1122,32 @@ void resp_server_info(struct cmd_ctx *c, struct cmd_session *s, const struct pro
 		      struct proto_buf *out)
 {
 	unsigned want = info_wanted(av);
+	struct cmd_server_info si = {0};
 	struct proto_buf b;
 
+	if (c->hooks.server_info)
+		c->hooks.server_info(c->hooks.arg, &si);
 	proto_buf_init(&b);
 	if (want & SEC_SERVER)
 		info_server(c, &b);
+	if (want & SEC_CLIENTS)
+		info_clients(&si, &b);
 	if (want & SEC_MEMORY) {
 		info_section(&b, "Memory");
 		info_line(&b, "used_memory", bf_registry_memory(c->reg));
 		info_line(&b, "maxmemory", bf_registry_max_memory(c->reg));
 		proto_buf_append_str(&b, "maxmemory_policy:noeviction\r\n");
 	}
-	if (want & SEC_PERSISTENCE) {
-		info_section(&b, "Persistence");
-		proto_buf_append_str(&b, "loading:0\r\n");
-		info_line(&b, "rdb_bgsave_in_progress", c->save_in_progress);
-		info_line(&b, "rdb_last_save_time", c->last_save_unix);
-		proto_buf_append_str(&b, c->last_save_failed ? "rdb_last_bgsave_status:err\r\n"
-							     : "rdb_last_bgsave_status:ok\r\n");
-	}
-	if (want & SEC_STATS) {
-		info_section(&b, "Stats");
-		info_line(&b, "total_commands_processed", c->commands);
-		info_line(&b, "total_error_replies", c->errors);
-		info_line(&b, "expired_keys", c->expired);
-	}
+	if (want & SEC_PERSISTENCE)
+		info_persistence(c, &si, &b);
+	if (want & SEC_STATS)
+		info_stats(c, &si, &b);
 	if (want & SEC_REPLICATION) {
 		info_section(&b, "Replication");
 		proto_buf_append_str(&b, "role:master\r\nconnected_slaves:0\r\n");
 	}
+	if (want & SEC_CPU)
+		info_cpu(&si, &b);
 	if (want & SEC_KEYSPACE)
 		info_keyspace(c, &b);
 	if (b.failed)
@@ -1099,32 +1157,59 @@ void resp_server_info(struct cmd_ctx *c, struct cmd_session *s, const struct pro
 	proto_buf_free(&b);
 }
 
-/* CONFIG GET answers the few parameters clients read on connect (redis-benchmark: save,
- * appendonly). */
-void resp_server_config(struct cmd_ctx *c, struct cmd_session *s, const struct proto_argv *av,
-			struct proto_buf *out)
+/*
+ * CONFIG GET's parameters, as Redis names them, mapped onto blossomd's config: appendonly is
+ * the write-ahead log (wal), appendfsync its wal_fsync; save is a checkpoint every
+ * snapshot_interval seconds when at least one change came ("5 1"; "" when they are off);
+ * maxclients is max_connections, timeout idle_timeout, maxmemory max_memory.
+ */
+static const char *const config_params[] = {"appendfsync", "appendonly", "databases", "maxclients",
+					    "maxmemory",   "save",	 "timeout"};
+enum { NPARAMS = sizeof(config_params) / sizeof(config_params[0]) };
+
+static void config_value(struct cmd_ctx *c, const struct cmd_server_info *si, size_t k,
+			 struct proto_buf *out)
 {
-	static const char *const help[] = {
-	    "CONFIG <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
-	    "GET <pattern>",
-	    "    Return parameters matching the glob-like <pattern> and their values.",
-	    "HELP",
-	    "    Print this help.",
-	    NULL,
-	};
-	static const char *const params[] = {"appendonly", "databases", "maxmemory", "save"};
-	enum { NPARAMS = sizeof(params) / sizeof(params[0]) };
+	static const char *const fsync[] = {"always", "everysec", "no"};
+	char num[48];
+	int len = 0;
+
+	switch (k) {
+	case 0:
+		proto_resp_bulk_str(
+		    out, fsync[si->wal_fsync >= 0 && si->wal_fsync <= 2 ? si->wal_fsync : 0]);
+		return;
+	case 1:
+		proto_resp_bulk_str(out, si->wal ? "yes" : "no");
+		return;
+	case 2:
+		proto_resp_bulk_str(out, "1");
+		return;
+	case 3:
+		len = snprintf(num, sizeof(num), "%" PRIu64, si->maxclients);
+		break;
+	case 4:
+		len = snprintf(num, sizeof(num), "%" PRIu64, bf_registry_max_memory(c->reg));
+		break;
+	case 5:
+		if (si->snapshot_interval)
+			len = snprintf(num, sizeof(num), "%" PRIu32 " 1", si->snapshot_interval);
+		break;
+	default:
+		len = snprintf(num, sizeof(num), "%" PRIu64, si->idle_timeout);
+		break;
+	}
+	proto_resp_bulk(out, num, (size_t)len);
+}
+
+/* CONFIG GET pattern [pattern ...]: every parameter some pattern matches, once each. */
+static void config_get(struct cmd_ctx *c, struct cmd_session *s, const struct proto_argv *av,
+		       struct proto_buf *out)
+{
+	struct cmd_server_info si = {0};
 	bool hit[NPARAMS] = {false};
 	size_t n = 0;
 
-	if (resp_arg_is(av, 1, "help") && av->argc == 2) {
-		resp_reply_help(out, help);
-		return;
-	}
-	if (!resp_arg_is(av, 1, "get")) {
-		resp_error_unknown_sub(c, av, out, "CONFIG");
-		return;
-	}
 	if (av->argc < 3) {
 		resp_error_arity(c, out, "config|get");
 		return;
@@ -1134,26 +1219,63 @@ void resp_server_config(struct cmd_ctx *c, struct cmd_session *s, const struct p
 		if (!g)
 			return;
 		for (size_t k = 0; k < NPARAMS; k++)
-			hit[k] = hit[k] || glob_match(g, params[k], strlen(params[k]));
+			hit[k] =
+			    hit[k] || glob_match(g, config_params[k], strlen(config_params[k]));
 		glob_free(g);
 	}
+	if (c->hooks.server_info)
+		c->hooks.server_info(c->hooks.arg, &si);
 	for (size_t k = 0; k < NPARAMS; k++)
 		n += hit[k];
 	proto_resp_map(out, s->resp, n);
 	for (size_t k = 0; k < NPARAMS; k++) {
 		if (!hit[k])
 			continue;
-		proto_resp_bulk_str(out, params[k]);
-		if (k == 0)
-			proto_resp_bulk_str(out, "no");
-		else if (k == 1)
-			proto_resp_bulk_str(out, "1");
-		else if (k == 2) {
-			char num[24];
-			int len = snprintf(num, sizeof(num), "%llu",
-					   (unsigned long long)bf_registry_max_memory(c->reg));
-			proto_resp_bulk(out, num, (size_t)len);
-		} else
-			proto_resp_bulk_str(out, "");
+		proto_resp_bulk_str(out, config_params[k]);
+		config_value(c, &si, k, out);
 	}
+}
+
+/* CONFIG RESETSTAT: INFO's counters start again from 0 (the commands, errors, expired keys,
+ * keyspace hits and misses here; the connections the server counts). */
+static void config_resetstat(struct cmd_ctx *c, struct proto_buf *out)
+{
+	c->stat_base = (struct cmd_stat_base){.commands = c->commands,
+					      .errors = c->errors,
+					      .expired = c->expired,
+					      .check_hits = c->check_hits,
+					      .check_misses = c->check_misses};
+	if (c->hooks.reset_stats)
+		c->hooks.reset_stats(c->hooks.arg);
+	proto_resp_ok(out);
+}
+
+void resp_server_config(struct cmd_ctx *c, struct cmd_session *s, const struct proto_argv *av,
+			struct proto_buf *out)
+{
+	static const char *const help[] = {
+	    "CONFIG <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+	    "GET <pattern>",
+	    "    Return parameters matching the glob-like <pattern> and their values.",
+	    "SET <directive> <value>",
+	    "    Set the configuration <directive> to <value>.",
+	    "RESETSTAT",
+	    "    Reset statistics reported by the INFO command.",
+	    "HELP",
+	    "    Print this help.",
+	    NULL,
+	};
+
+	if (resp_arg_is(av, 1, "help") && av->argc == 2)
+		resp_reply_help(out, help);
+	else if (resp_arg_is(av, 1, "get"))
+		config_get(c, s, av, out);
+	else if (resp_arg_is(av, 1, "set"))
+		resp_admin_config_set(c, s, av, out);
+	else if (resp_arg_is(av, 1, "resetstat") && av->argc == 2)
+		config_resetstat(c, out);
+	else if (resp_arg_is(av, 1, "resetstat"))
+		resp_error_arity(c, out, "config|resetstat");
+	else
+		resp_error_unknown_sub(c, av, out, "CONFIG");
 }

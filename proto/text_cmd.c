@@ -294,7 +294,8 @@ static void do_close(struct cmd_ctx *c, struct span args, struct proto_buf *out)
 }
 
 /* clear: as bloomd's, only a closed filter is forgotten (its files stay: a restart loads it
- * again); one in memory is refused. */
+ * again); one in memory is refused with bloomd's exact line, which has no "Client Error: "
+ * (bloomd's integration suite checks it). */
 static void do_clear(struct cmd_ctx *c, struct span args, struct proto_buf *out)
 {
 	struct span name;
@@ -303,7 +304,7 @@ static void do_clear(struct cmd_ctx *c, struct span args, struct proto_buf *out)
 	if (!only_name(c, args, &name, out) || !(f = lookup(c, name, out)))
 		return;
 	if (!f->paged) {
-		client_error(c, out, CLIENT_ERR("Filter is not proxied. Close it first."));
+		client_error(c, out, "Filter is not proxied. Close it first.\n");
 		return;
 	}
 	reply(c, out, cmd_drop(c, name.p, name.n, false));
@@ -549,17 +550,26 @@ static void do_auth(struct cmd_ctx *c, struct cmd_session *s, struct span args,
 		client_error(c, out, CLIENT_ERR("Invalid token"));
 }
 
-bool text_cmd_known(const char *p, size_t n)
+bool text_cmd_bloomd(const char *p, size_t n)
 {
 	static const char *const bloomd[] = {"c",     "check", "s",	"set",	  "m",
 					     "multi", "b",     "bulk",	"create", "list",
 					     "drop",  "clear", "close", "info",	  "flush"};
-	static const char *const ours[] = {"d", "delete", "ping", "quit", "auth", "expires"};
 	struct span w = {p, n};
 
 	for (size_t i = 0; i < sizeof(bloomd) / sizeof(bloomd[0]); i++)
 		if (word_is(w, bloomd[i]))
 			return true;
+	return false;
+}
+
+bool text_cmd_known(const char *p, size_t n)
+{
+	static const char *const ours[] = {"d", "delete", "ping", "quit", "auth", "expires"};
+	struct span w = {p, n};
+
+	if (text_cmd_bloomd(p, n))
+		return true;
 	for (size_t i = 0; i < sizeof(ours) / sizeof(ours[0]); i++)
 		if (ext_is(w, ours[i]))
 			return true;

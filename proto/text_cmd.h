@@ -19,6 +19,10 @@
 /* Whether p[0..n) names a text protocol command (with that protocol's rules of case). */
 bool text_cmd_known(const char *p, size_t n);
 
+/* Whether p[0..n) is one of bloomd's own commands (lowercase, as bloomd has them), not one of
+ * blossomd's extensions (ping, quit, auth, d/delete, expires). */
+bool text_cmd_bloomd(const char *p, size_t n);
+
 void text_cmd_exec(struct cmd_ctx *c, struct cmd_session *s, const char *line, size_t len,
 		   struct proto_buf *out);
 

@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "server/log.h"
 #include "server/metrics.h"
@@ -879,15 +880,24 @@ static size_t conn_blank_prefix(const char *data, size_t len)
 
 /*
  * A connection's protocol, from its first bytes (DESIGN.md §4), past any blank lines (ignored,
- * as Redis ignores them: a person in telnet presses Enter first): '*' is RESP; a first line
- * whose first word is a Redis command blossomd has and the text protocol does not ("BF.ADD
- * users u1", as redis-cli --pipe sends plain lines; "DBSIZE" typed in telnet) is RESP, inline;
- * anything else is the text protocol. CONN_UNKNOWN while only blank lines came, or the first
- * word may still be incomplete.
+ * as Redis ignores them: a person in telnet presses Enter first):
+ *   - '*' is RESP;
+ *   - a first word that is one of bloomd's own commands ("create", "set", lowercase) is text;
+ *   - a Redis command that is not a text command ("BF.ADD users u1", as redis-cli --pipe sends
+ *     plain lines; "DBSIZE" typed in telnet; "GET x", answered "unknown command") is RESP, inline;
+ *   - blossomd's text extensions that Redis also has, PING and QUIT, and words neither
+ *     protocol knows go by the first line's end: CRLF is Redis's inline form (redis-benchmark's
+ *     PING_INLINE sends "PING\r\n"), LF alone is text, as bloomd's clients send;
+ *   - the other text extensions are text: d, delete, expires (Redis lacks them) and AUTH, whose
+ *     token line a text user types in telnet (CRLF): taken as RESP, every command after it
+ *     would be answered in RESP.
+ * CONN_UNKNOWN while only blank lines came, or the first word (or, where the line end decides,
+ * the first line) may still be incomplete; a first line past SRV_DETECT_MAX bytes is text.
  */
 static enum conn_proto conn_detect(const char *data, size_t len)
 {
 	size_t n = conn_blank_prefix(data, len);
+	const char *nl;
 
 	data += n;
 	len -= n;
@@ -900,7 +910,14 @@ static enum conn_proto conn_detect(const char *data, size_t len)
 		n++;
 	if (n == len && len < SRV_DETECT_MAX)
 		return CONN_UNKNOWN;
-	return !text_cmd_known(data, n) && resp_cmd_known(data, n) ? CONN_RESP : CONN_TEXT;
+	if (text_cmd_bloomd(data, n) || (n == 4 && strncasecmp(data, "auth", 4) == 0))
+		return CONN_TEXT;
+	if (resp_cmd_known(data, n) != text_cmd_known(data, n))
+		return resp_cmd_known(data, n) ? CONN_RESP : CONN_TEXT;
+	nl = memchr(data, '\n', len < SRV_DETECT_MAX ? len : SRV_DETECT_MAX);
+	if (!nl)
+		return len < SRV_DETECT_MAX ? CONN_UNKNOWN : CONN_TEXT;
+	return nl > data && nl[-1] == '\r' ? CONN_RESP : CONN_TEXT;
 }
 
 static void conn_on_read(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf)

@@ -630,8 +630,16 @@ static void srv_on_sweep(uv_timer_t *t)
 {
 	struct srv *s = t->data;
 
+	uint64_t now = uv_now(&s->loop);
+
 	conn_sweep(s);
-	s->ctx.now_s = (uint32_t)(uv_now(&s->loop) / 1000);
+	/* INFO's instantaneous_ops_per_sec: the commands of the last second. */
+	if (now > s->ops_sample_ms)
+		s->ops_per_sec =
+		    (s->ctx.commands - s->ops_sample_commands) * 1000 / (now - s->ops_sample_ms);
+	s->ops_sample_ms = now;
+	s->ops_sample_commands = s->ctx.commands;
+	s->ctx.now_s = (uint32_t)(now / 1000);
 	srv_snap_cold(s->snap, s->ctx.now_s, s->cfg.cold_interval, SRV_COLD_BATCH);
 }
 
@@ -868,6 +876,101 @@ static struct srv *srv_alloc(const struct srv_options *opt)
 	return s;
 }
 
+/* INFO's and CONFIG GET's figures of the process (cmd_hooks.server_info). */
+static void srv_server_info(void *arg, struct cmd_server_info *out)
+{
+	struct srv *s = arg;
+	struct srv_snap_status st;
+	struct metrics_wal w = {0};
+	struct rusage ru;
+
+	out->connected_clients = s->nconns;
+	out->total_connections = s->next_id - s->info_conns_base;
+	out->rejected_connections = s->conns_rejected - s->info_rejected_base;
+	out->maxclients = s->cfg.max_connections;
+	out->ops_per_sec = s->ops_per_sec;
+	if (getrusage(RUSAGE_SELF, &ru) == 0) {
+		out->cpu_sys = (double)ru.ru_stime.tv_sec + (double)ru.ru_stime.tv_usec / 1e6;
+		out->cpu_user = (double)ru.ru_utime.tv_sec + (double)ru.ru_utime.tv_usec / 1e6;
+	}
+	out->idle_timeout = s->cfg.idle_timeout;
+	out->snapshot_interval = s->cfg.snapshot_interval;
+	srv_snap_get_status(s->snap, &st);
+	out->dirty = st.dirty;
+	out->wal = s->wal != NULL;
+	out->wal_fsync = s->cfg.wal_fsync;
+	journal_metrics(s, &w);
+	out->wal_bytes = w.bytes;
+}
+
+/* CONFIG RESETSTAT: INFO's connection counters start again from 0. */
+static void srv_reset_stats(void *arg)
+{
+	struct srv *s = arg;
+
+	s->info_conns_base = s->next_id;
+	s->info_rejected_base = s->conns_rejected;
+}
+
+/* CONFIG SET (cmd_hooks.config_set): the keys srv_reload() applies live, as it applies them. */
+static int srv_config_set(void *arg, size_t n, const char *const *keys, const char *const *vals,
+			  size_t *bad, char *err, size_t errlen)
+{
+	static const char *const restart[] = {
+	    "bind", "port",	 "http_port",	      "data_dir",
+	    "wal",  "wal_fsync", "wal_segment_bytes", "auth_token_file"};
+	struct srv *s = arg;
+	struct config nc = s->cfg;
+	uint32_t old_conns = s->cfg.max_connections;
+
+	for (size_t i = 0; i < n; i++) {
+		*bad = i;
+		for (size_t k = 0; k < sizeof(restart) / sizeof(restart[0]); k++)
+			if (!strcmp(keys[i], restart[k]))
+				return -EPERM;
+		if (conf_set(&nc, keys[i], vals[i], err, errlen))
+			return strncmp(err, "unknown key", 11) ? -EINVAL : -ENOENT;
+	}
+	*bad = 0;
+	if (conf_validate(&nc, err, errlen))
+		return -EINVAL;
+	for (size_t i = 0; i < n; i++)
+		srv_log(SRV_LOG_NOTICE, "CONFIG SET %s %s", keys[i], vals[i]);
+	s->cfg = nc;
+	srv_apply_limits(s);
+	if (nc.max_connections > old_conns)
+		srv_raise_fd_limit(s);
+	return 0;
+}
+
+static void srv_on_shutdown(uv_timer_t *t)
+{
+	srv_stop(t->data);
+}
+
+/* SHUTDOWN (cmd_hooks.shutdown): the stop closes every connection, the asking one too, so it
+ * runs from a timer, not inside the command. */
+static int srv_shutdown(void *arg)
+{
+	struct srv *s = arg;
+	int rc;
+
+	if (s->shutdown_armed || s->stopping)
+		return 0;
+	rc = uv_timer_init(&s->loop, &s->shutdown);
+	if (rc)
+		return rc;
+	s->shutdown.data = s;
+	rc = uv_timer_start(&s->shutdown, srv_on_shutdown, 0, 0);
+	if (rc) {
+		uv_close((uv_handle_t *)&s->shutdown, NULL);
+		return rc;
+	}
+	s->shutdown_armed = true;
+	srv_log(SRV_LOG_NOTICE, "SHUTDOWN received; shutting down");
+	return 0;
+}
+
 /* Wire the command layer's context to the registry and to this server's hooks. */
 static void srv_ctx_init(struct srv *s, const struct srv_options *opt)
 {
@@ -885,6 +988,10 @@ static void srv_ctx_init(struct srv *s, const struct srv_options *opt)
 	s->ctx.hooks.renamed = srv_renamed;
 	s->ctx.hooks.page_in = srv_page_in;
 	s->ctx.hooks.page_out = srv_page_out;
+	s->ctx.hooks.server_info = srv_server_info;
+	s->ctx.hooks.reset_stats = srv_reset_stats;
+	s->ctx.hooks.config_set = srv_config_set;
+	s->ctx.hooks.shutdown = srv_shutdown;
 	s->ctx.started_unix = (uint64_t)time(NULL);
 	s->ctx.version = opt->version;
 }

@@ -206,6 +206,8 @@ struct srv {
 	size_t nlisteners;
 	uv_signal_t sig_term, sig_int, sig_hup;
 	uv_timer_t sweep;
+	uv_timer_t shutdown; /* SHUTDOWN's stop, in a turn of its own; armed once */
+	bool shutdown_armed;
 	uv_timer_t expire;	  /* drops the filters whose time came (SRV_EXPIRE_MS) */
 	struct srv_notify notify; /* sd_notify watchdog timer */
 	bool handles_ready;	  /* signals and timer initialised */
@@ -231,6 +233,10 @@ struct srv {
 	bool warned_full, warned_accept;
 	bool stopping;
 	uint64_t conns_rejected, bytes_in, bytes_out; /* text/RESP port, for /metrics */
+	/* INFO: next_id and conns_rejected at the last CONFIG RESETSTAT (/metrics' counters
+	 * never go back); the commands counted at the last sweep, and their rate since. */
+	uint64_t info_conns_base, info_rejected_base;
+	uint64_t ops_sample_ms, ops_sample_commands, ops_per_sec;
 	uint64_t client_mem; /* sum of every connection's held, against max_client_memory */
 
 	/* The write-ahead log (journal.c); NULL with wal = off. */

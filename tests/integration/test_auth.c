@@ -250,7 +250,7 @@ START_TEST(test_resp_auth)
 	{
 		char buf[512];
 
-		ck_assert(itest_recv_until(fd, buf, sizeof(buf), "modules\r\n*0\r\n", T) > 0);
+		ck_assert(itest_recv_until(fd, buf, sizeof(buf), "$4\r\nargs\r\n*0\r\n", T) > 0);
 		ck_assert_msg(strncmp(buf, "*14\r\n$6\r\nserver\r\n", 17) == 0, "%s", buf);
 	}
 	EXCHANGE(fd, resp("BF.EXISTS", "f", "k", NULL), ":1\r\n");

@@ -46,7 +46,7 @@
 #define HTTP_LOAD_FAILED                                                                           \
 	"{\"type\":\"internal_error\",\"title\":\"Internal error\",\"status\":500,"                \
 	"\"detail\":\"the filter is paged out and could not be loaded (see the server log)\"}\n"
-#define NOT_PROXIED "Client Error: Filter is not proxied. Close it first.\n"
+#define NOT_PROXIED "Filter is not proxied. Close it first.\n"
 
 /* ---------------------------------------------------------------------------------------- */
 /* Text protocol */

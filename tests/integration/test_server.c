@@ -967,6 +967,46 @@ START_TEST(test_resp_malformed)
 	fd = conn();
 	EXCHANGE(fd, "check users u1\n", "Yes\n");
 	close(fd);
+	/* A first line in Redis's inline form (CRLF) is RESP when it is not one of bloomd's own
+	 * commands: PING (redis-benchmark's PING_INLINE), a Redis command blossomd lacks, a word
+	 * neither protocol knows. With LF alone, PING and unknown words stay text. */
+	fd = conn();
+	EXCHANGE(fd, "PING\r\nPING\r\n", "+PONG\r\n+PONG\r\n");
+	close(fd);
+	fd = conn();
+	EXCHANGE(fd, "GET k\r\n", "-ERR unknown command 'GET', with args beginning with: 'k' \r\n");
+	close(fd);
+	fd = conn();
+	EXCHANGE(fd, "LPUSH l a\n",
+		 "-ERR unknown command 'LPUSH', with args beginning with: 'l' 'a' \r\n");
+	close(fd);
+	fd = conn();
+	EXCHANGE(fd, "nosuch x\r\n",
+		 "-ERR unknown command 'nosuch', with args beginning with: 'x' \r\n");
+	close(fd);
+	fd = conn();
+	EXCHANGE(fd, "nosuch x\n", "Client Error: Command not supported\n");
+	close(fd);
+	fd = conn();
+	EXCHANGE(fd, "ping\n", "PONG\n");
+	close(fd);
+	fd = conn();
+	EXCHANGE(fd, "check users u1\r\n", "Yes\n");
+	close(fd);
+	fd = conn();
+	EXCHANGE(fd, "AUTH x\r\n", "Client Error: Authentication is not configured\n");
+	close(fd);
+	fd = conn();
+	EXCHANGE(fd, "delete users u1\r\n", "Client Error: Not a counting filter\n");
+	close(fd);
+	/* The line end is waited for when it decides. */
+	fd = conn();
+	ck_assert_int_eq(itest_send_str(fd, "PING"), 0);
+	itest_sleep_ms(100);
+	ck_assert_int_eq(itest_send_str(fd, "\r"), 0);
+	itest_sleep_ms(100);
+	EXCHANGE(fd, "\n", "+PONG\r\n");
+	close(fd);
 	/* The first word split between reads is waited for. */
 	fd = conn();
 	ck_assert_int_eq(itest_send_str(fd, "BF."), 0);
@@ -1441,6 +1481,37 @@ START_TEST(test_sigterm_and_sigint)
 }
 END_TEST
 
+/*
+ * SHUTDOWN stops the daemon as SIGTERM does: the asking connection closes with no reply, the
+ * changed filters are written, exit 0. Its refusals (ABORT, bad flags) change nothing.
+ */
+START_TEST(test_shutdown_command)
+{
+	int fd, other, st;
+
+	start(NULL, NULL);
+	fd = conn();
+	other = conn();
+	EXCHANGE(other, "ping\n", "PONG\n");
+	EXCHANGE(fd, "*3\r\n$6\r\nBF.ADD\r\n$1\r\nf\r\n$1\r\nx\r\n", ":1\r\n");
+	EXCHANGE(fd, "*2\r\n$8\r\nSHUTDOWN\r\n$5\r\nABORT\r\n",
+		 "-ERR No shutdown in progress.\r\n");
+	EXCHANGE(fd, "*3\r\n$8\r\nSHUTDOWN\r\n$4\r\nSAVE\r\n$6\r\nNOSAVE\r\n",
+		 "-ERR syntax error\r\n");
+	EXCHANGE(fd, "*2\r\n$8\r\nshutdown\r\n$3\r\nnow\r\n", "");
+	CLOSED(fd);
+	CLOSED(other);
+	st = itest_wait_exit(&d, T);
+	ck_assert_msg(st >= 0 && WIFEXITED(st) && WEXITSTATUS(st) == 0, "status %d", st);
+	ck_assert_ptr_nonnull(strstr(itest_log(&d), "<5>blossomd: SHUTDOWN received"));
+	ck_assert_ptr_nonnull(strstr(itest_log(&d), "final snapshot: 1 filters written"));
+	ck_assert_ptr_nonnull(strstr(itest_log(&d), "<5>blossomd: stopped\n"));
+	close(fd);
+	close(other);
+	itest_stop(&d, T);
+}
+END_TEST
+
 /* ---------------------------------------------------------------------------------------- */
 /* max_memory counts everything a filter costs (issue 17 item 10) */
 
@@ -1705,6 +1776,7 @@ static Suite *server_suite(void)
 	tcase_add_test(sig, test_large_create_logged);
 	tcase_add_test(sig, test_sighup_without_config);
 	tcase_add_test(sig, test_sigterm_and_sigint);
+	tcase_add_test(sig, test_shutdown_command);
 	suite_add_tcase(s, sig);
 	return s;
 }

@@ -1185,14 +1185,20 @@ END_TEST
 
 #define HELLO2 "*14\r\n$6\r\nserver\r\n$5\r\nredis\r\n$7\r\nversion\r\n$6\r\n7.0.15\r\n"
 #define HELLO3 "%7\r\n$6\r\nserver\r\n$5\r\nredis\r\n$7\r\nversion\r\n$6\r\n7.0.15\r\n"
+/* MODULE LIST's one module, RedisBloom's name and version: a map, an array of pairs in RESP2. */
+#define BF_MODULE_BODY                                                                             \
+	"$4\r\nname\r\n$2\r\nbf\r\n$3\r\nver\r\n:20612\r\n$4\r\npath\r\n$0\r\n\r\n$4\r\nargs\r\n*" \
+	"0\r\n"
+#define BF_MODULE2 "*1\r\n*8\r\n" BF_MODULE_BODY
+#define BF_MODULE3 "*1\r\n%4\r\n" BF_MODULE_BODY
 #define HELLO_REST(proto)                                                                          \
 	"$5\r\nproto\r\n:" proto "\r\n$2\r\nid\r\n:7\r\n$4\r\nmode\r\n$10\r\nstandalone\r\n"       \
-	"$4\r\nrole\r\n$6\r\nmaster\r\n$7\r\nmodules\r\n*0\r\n"
+	"$4\r\nrole\r\n$6\r\nmaster\r\n$7\r\nmodules\r\n"
 
 START_TEST(hello)
 {
-	SAYS(HELLO2 HELLO_REST("2"), "HELLO");
-	SAYS(HELLO2 HELLO_REST("2"), "HELLO", "2");
+	SAYS(HELLO2 HELLO_REST("2") BF_MODULE2, "HELLO");
+	SAYS(HELLO2 HELLO_REST("2") BF_MODULE2, "HELLO", "2");
 	SAYS("-NOPROTO unsupported protocol version\r\n", "HELLO", "4");
 	SAYS("-NOPROTO unsupported protocol version\r\n", "HELLO", "1");
 	SAYS("-NOPROTO unsupported protocol version\r\n", "HELLO", "-1");
@@ -1209,12 +1215,13 @@ START_TEST(hello)
 	     "HELLO", "3", "AUTH", "alice", "pw", "SETNAME", "a b");
 	ck_assert_int_eq(sess.resp, 2);
 	ck_assert_str_eq(sess.name, "");
-	SAYS(HELLO3 HELLO_REST("3"), "hello", "3", "auth", "default", "anything", "setname", "nm");
+	SAYS(HELLO3 HELLO_REST("3") BF_MODULE3, "hello", "3", "auth", "default", "anything",
+	     "setname", "nm");
 	ck_assert_int_eq(sess.resp, 3);
 	SAYS("$2\r\nnm\r\n", "CLIENT", "GETNAME");
-	SAYS(HELLO3 HELLO_REST("3"), "HELLO");
+	SAYS(HELLO3 HELLO_REST("3") BF_MODULE3, "HELLO");
 	SAYS("+PONG\r\n", "PING");
-	SAYS(HELLO2 HELLO_REST("2"), "HELLO", "2");
+	SAYS(HELLO2 HELLO_REST("2") BF_MODULE2, "HELLO", "2");
 	ck_assert_int_eq(sess.resp, 2);
 }
 END_TEST
@@ -1256,7 +1263,7 @@ START_TEST(auth_with_token)
 
 	cmd_session_free(&sess);
 	cmd_session_init(&sess, 7);
-	SAYS(HELLO3 HELLO_REST("3"), "HELLO", "3", "AUTH", "default", TOKEN);
+	SAYS(HELLO3 HELLO_REST("3") BF_MODULE3, "HELLO", "3", "AUTH", "default", TOKEN);
 	ck_assert(sess.authed);
 	ck_assert_int_eq(sess.resp, 3);
 
@@ -1639,8 +1646,9 @@ START_TEST(command_and_config)
 	SAYS("*2\r\n$9\r\nmaxmemory\r\n$1\r\n0\r\n", "CONFIG", "GET", "MAXMEM*");
 	SAYS("*0\r\n", "CONFIG", "GET", "nosuch");
 	run("CONFIG", "GET", "*", NULL);
-	ck_assert(out.len > 3 && memcmp(out.data, "*8\r\n", 4) == 0);
-	SAYS("-ERR unknown subcommand 'SET'. Try CONFIG HELP.\r\n", "CONFIG", "SET", "a", "b");
+	ck_assert(out.len > 3 && memcmp(out.data, "*14\r\n", 5) == 0);
+	SAYS("-ERR CONFIG SET is not available\r\n", "CONFIG", "SET", "a", "b");
+	SAYS("-ERR unknown subcommand 'FOO'. Try CONFIG HELP.\r\n", "CONFIG", "FOO", "a", "b");
 	SAYS("-ERR wrong number of arguments for 'config|get' command\r\n", "CONFIG", "GET");
 	SAYS("-ERR wrong number of arguments for 'config' command\r\n", "CONFIG");
 	STARTS("%7\r\n", "HELLO", "3");
@@ -1663,8 +1671,11 @@ START_TEST(info_command)
 	ck_assert_mem_eq(out.data, "$", 1);
 	ck_assert(reply_has("\r\n# Server\r\nredis_version:7.0.15\r\nredis_mode:standalone\r\n"
 			    "blossomd_version:0.1.0\r\n"));
-	ck_assert(reply_has("\r\n\r\n# Persistence\r\nloading:0\r\nrdb_bgsave_in_progress:0\r\n"
-			    "rdb_last_save_time:1234567890\r\nrdb_last_bgsave_status:ok\r\n"));
+	ck_assert(reply_has("\r\n\r\n# Persistence\r\nloading:0\r\nasync_loading:0\r\n"
+			    "rdb_changes_since_last_save:0\r\nrdb_bgsave_in_progress:0\r\n"
+			    "rdb_last_save_time:1234567890\r\nrdb_last_bgsave_status:ok\r\n"
+			    "aof_enabled:0\r\naof_rewrite_in_progress:0\r\n"
+			    "aof_rewrite_scheduled:0\r\n\r\n"));
 	ck_assert(reply_has("\r\n\r\n# Replication\r\nrole:master\r\n"));
 	ck_assert(reply_has("\r\n\r\n# Keyspace\r\ndb0:keys=1,expires=0,avg_ttl=0\r\n\r\n"));
 	ck_assert(reply_has("\r\nmaxmemory:0\r\n"));
@@ -1674,10 +1685,279 @@ START_TEST(info_command)
 	ck_assert(reply_has(used));
 	run("INFO", "server", "stats", NULL);
 	ck_assert(reply_has("# Server\r\n"));
-	ck_assert(reply_has("\r\n\r\n# Stats\r\ntotal_commands_processed:"));
+	ck_assert(reply_has("\r\n\r\n# Stats\r\ntotal_connections_received:0\r\n"
+			    "total_commands_processed:"));
 	ck_assert(!reply_has("# Keyspace"));
 	STARTS("%7\r\n", "HELLO", "3");
 	SAYS("=48\r\ntxt:# Keyspace\r\ndb0:keys=1,expires=0,avg_ttl=0\r\n\r\n", "INFO", "keyspace");
+}
+END_TEST
+
+/* A server's figures (cmd_hooks.server_info), as server.c reports them. */
+static struct cmd_server_info fake_info;
+static int resets;
+
+static void fake_server_info(void *arg, struct cmd_server_info *o)
+{
+	(void)arg;
+	*o = fake_info;
+}
+
+static void fake_reset_stats(void *arg)
+{
+	(void)arg;
+	resets++;
+	fake_info.total_connections = fake_info.rejected_connections = 0;
+}
+
+/* INFO's clients, cpu, stats, persistence and replication sections and CONFIG GET over the
+ * server's figures; CONFIG RESETSTAT. */
+START_TEST(info_sections_with_hooks)
+{
+	fake_info = (struct cmd_server_info){.connected_clients = 3,
+					     .total_connections = 12,
+					     .rejected_connections = 2,
+					     .maxclients = 10000,
+					     .ops_per_sec = 41,
+					     .cpu_sys = 0.25,
+					     .cpu_user = 1.5,
+					     .idle_timeout = 300,
+					     .snapshot_interval = 5,
+					     .dirty = 4,
+					     .wal = true,
+					     .wal_fsync = 1,
+					     .wal_bytes = 8192};
+	ctx.hooks.server_info = fake_server_info;
+	ctx.hooks.reset_stats = fake_reset_stats;
+	resets = 0;
+	SAYS("$69\r\n# Clients\r\nconnected_clients:3\r\nmaxclients:10000\r\nblocked_clients:0\r\n"
+	     "\r\n",
+	     "INFO", "clients");
+	SAYS("$54\r\n# CPU\r\nused_cpu_sys:0.250000\r\nused_cpu_user:1.500000\r\n\r\n", "INFO",
+	     "cpu");
+	SAYS("$48\r\n# Replication\r\nrole:master\r\nconnected_slaves:0\r\n\r\n", "INFO",
+	     "replication");
+	SAYS("$274\r\n# Persistence\r\nloading:0\r\nasync_loading:0\r\n"
+	     "rdb_changes_since_last_save:4\r\nrdb_bgsave_in_progress:0\r\n"
+	     "rdb_last_save_time:1234567890\r\nrdb_last_bgsave_status:ok\r\naof_enabled:1\r\n"
+	     "aof_rewrite_in_progress:0\r\naof_rewrite_scheduled:0\r\naof_last_write_status:ok\r\n"
+	     "aof_current_size:8192\r\n\r\n",
+	     "INFO", "persistence");
+	/* Two keys checked, one found; total_commands_processed counts the INFO asking too. */
+	SAYS(":1\r\n", "BF.ADD", "f", "a");
+	SAYS("*2\r\n:1\r\n:0\r\n", "BF.MEXISTS", "f", "a", "b");
+	SAYS("-ERR unknown command 'GET', with args beginning with: \r\n", "GET");
+	SAYS("$213\r\n# Stats\r\ntotal_connections_received:12\r\ntotal_commands_processed:8\r\n"
+	     "instantaneous_ops_per_sec:41\r\nrejected_connections:2\r\nexpired_keys:0\r\n"
+	     "evicted_keys:0\r\nkeyspace_hits:1\r\nkeyspace_misses:1\r\n"
+	     "total_error_replies:1\r\n\r\n",
+	     "INFO", "stats");
+	SAYS("*4\r\n$10\r\nappendonly\r\n$3\r\nyes\r\n$4\r\nsave\r\n$3\r\n5 1\r\n", "CONFIG", "GET",
+	     "save", "appendonly");
+	SAYS("*6\r\n$11\r\nappendfsync\r\n$8\r\neverysec\r\n$10\r\nmaxclients\r\n$5\r\n10000\r\n"
+	     "$7\r\ntimeout\r\n$3\r\n300\r\n",
+	     "CONFIG", "GET", "appendfsync", "maxclients", "timeout");
+	/* RESETSTAT: the counters start again; what INFO shows counts from there. */
+	SAYS("+OK\r\n", "CONFIG", "RESETSTAT");
+	ck_assert_int_eq(resets, 1);
+	SAYS("-ERR wrong number of arguments for 'config|resetstat' command\r\n", "CONFIG",
+	     "RESETSTAT", "x");
+	run("INFO", "stats", NULL);
+	ck_assert(reply_has("\r\ntotal_connections_received:0\r\ntotal_commands_processed:2\r\n"));
+	ck_assert(reply_has("\r\nrejected_connections:0\r\n"));
+	ck_assert(
+	    reply_has("\r\nkeyspace_hits:0\r\nkeyspace_misses:0\r\ntotal_error_replies:1\r\n"));
+	/* Checkpoints off and no log: save is "", appendonly no. */
+	fake_info.snapshot_interval = 0;
+	fake_info.wal = false;
+	fake_info.wal_fsync = 2;
+	SAYS("*6\r\n$11\r\nappendfsync\r\n$2\r\nno\r\n$10\r\nappendonly\r\n$2\r\nno\r\n$"
+	     "4\r\nsave\r\n"
+	     "$0\r\n\r\n",
+	     "CONFIG", "GET", "save", "append*");
+	STARTS("%7\r\n", "HELLO", "3");
+	SAYS("%2\r\n$10\r\nappendonly\r\n$2\r\nno\r\n$4\r\nsave\r\n$0\r\n\r\n", "CONFIG", "GET",
+	     "save", "appendonly");
+	SAYS("=52\r\ntxt:# Replication\r\nrole:master\r\nconnected_slaves:0\r\n\r\n", "INFO",
+	     "replication");
+}
+END_TEST
+
+/* CONFIG SET's server hook: records what it was given, answers fake_set_rc at pair 1. */
+static char fake_set[256];
+static int fake_set_rc;
+
+static int fake_config_set(void *arg, size_t n, const char *const *keys, const char *const *vals,
+			   size_t *bad, char *err, size_t errlen)
+{
+	(void)arg;
+	fake_set[0] = '\0';
+	for (size_t i = 0; i < n; i++) {
+		size_t len = strlen(fake_set);
+		snprintf(fake_set + len, sizeof(fake_set) - len, "%s=%s;", keys[i], vals[i]);
+	}
+	*bad = 1;
+	snprintf(err, errlen, "bad value for %s: '%s'", keys[1 % n], vals[1 % n]);
+	return fake_set_rc;
+}
+
+/* CONFIG SET: Redis's names mapped to blossomd's keys and values, Redis's errors, all or
+ * nothing (the server's hook applies them). */
+START_TEST(config_set)
+{
+	ctx.hooks.config_set = fake_config_set;
+	fake_set_rc = 0;
+	SAYS("+OK\r\n", "CONFIG", "SET", "maxmemory", "1mb", "MaxClients", "5", "timeout", "0");
+	ck_assert_str_eq(fake_set, "max_memory=1048576;max_connections=5;idle_timeout=0;");
+	SAYS("+OK\r\n", "CONFIG", "SET", "maxmemory", "2k", "save", "10 1", "loglevel", "verbose");
+	ck_assert_str_eq(fake_set, "max_memory=2000;snapshot_interval=10;log_level=info;");
+	SAYS("+OK\r\n", "CONFIG", "SET", "save", "", "max_key_bytes", "1K");
+	ck_assert_str_eq(fake_set, "snapshot_interval=0;max_key_bytes=1K;");
+	fake_set[0] = '\0';
+	SAYS("-ERR CONFIG SET failed (possibly related to argument 'save') - Invalid save "
+	     "parameters\r\n",
+	     "CONFIG", "SET", "save", "x");
+	SAYS("-ERR CONFIG SET failed (possibly related to argument 'save') - Invalid save "
+	     "parameters (blossomd checkpoints after any change: \"SECONDS 1\")\r\n",
+	     "CONFIG", "SET", "save", "3600 1 300 100");
+	SAYS("-ERR CONFIG SET failed (possibly related to argument 'maxmemory') - argument must be "
+	     "a memory value\r\n",
+	     "CONFIG", "SET", "maxmemory", "1xb");
+	SAYS("-ERR CONFIG SET failed (possibly related to argument 'max_memory') - duplicate "
+	     "parameter\r\n",
+	     "CONFIG", "SET", "maxmemory", "1", "max_memory", "2");
+	ck_assert_str_eq(fake_set, ""); /* refused before the server saw any */
+	SAYS("-ERR wrong number of arguments for 'config|set' command\r\n", "CONFIG", "SET",
+	     "timeout");
+	SAYS("-ERR wrong number of arguments for 'config|set' command\r\n", "CONFIG", "SET",
+	     "timeout", "1", "maxclients");
+	/* The server's answers, about the pair it names. */
+	fake_set_rc = -ENOENT;
+	SAYS("-ERR Unknown option or number of arguments for CONFIG SET - 'nosuch'\r\n", "CONFIG",
+	     "SET", "timeout", "1", "nosuch", "2");
+	fake_set_rc = -EPERM;
+	SAYS("-ERR CONFIG SET failed (possibly related to argument 'port') - can't set immutable "
+	     "config\r\n",
+	     "CONFIG", "SET", "timeout", "1", "port", "2");
+	ck_assert_str_eq(fake_set, "idle_timeout=1;port=2;");
+	fake_set_rc = -EINVAL;
+	SAYS("-ERR CONFIG SET failed (possibly related to argument 'maxclients') - bad value for "
+	     "max_connections: 'x'\r\n",
+	     "CONFIG", "SET", "timeout", "1", "maxclients", "x");
+	SAYS("-ERR CONFIG SET failed (possibly related to argument 'appendonly') - bad value for "
+	     "wal: 'no'\r\n",
+	     "CONFIG", "SET", "save", "", "appendonly", "no");
+	ck_assert_str_eq(fake_set, "snapshot_interval=0;wal=no;");
+}
+END_TEST
+
+static int shutdowns, shutdown_rc;
+
+static int fake_shutdown(void *arg)
+{
+	(void)arg;
+	shutdowns++;
+	return shutdown_rc;
+}
+
+/* SHUTDOWN: Redis's flag checks; then no reply, the connection closes and the server stops. */
+START_TEST(shutdown_command)
+{
+	SAYS("-ERR Errors trying to SHUTDOWN. Check logs.\r\n", "SHUTDOWN");
+	ctx.hooks.shutdown = fake_shutdown;
+	shutdowns = shutdown_rc = 0;
+	SAYS("-ERR No shutdown in progress.\r\n", "SHUTDOWN", "ABORT");
+	SAYS("-ERR syntax error\r\n", "SHUTDOWN", "ABORT", "NOW");
+	SAYS("-ERR syntax error\r\n", "SHUTDOWN", "SAVE", "NOSAVE");
+	SAYS("-ERR syntax error\r\n", "SHUTDOWN", "LATER");
+	ck_assert_int_eq(shutdowns, 0);
+	ck_assert(!sess.close_after);
+	shutdown_rc = -ENOMEM;
+	SAYS("-ERR Errors trying to SHUTDOWN. Check logs.\r\n", "SHUTDOWN", "NOSAVE");
+	ck_assert(!sess.close_after);
+	shutdown_rc = 0;
+	SAYS("", "shutdown", "nosave", "now", "force");
+	ck_assert_int_eq(shutdowns, 2);
+	ck_assert(sess.close_after);
+}
+END_TEST
+
+/* MODULE LIST / HELP, OBJECT, WAIT, DEBUG SLEEP, BF.DEBUG and their COMMAND INFO entries. */
+START_TEST(admin_commands)
+{
+	SAYS(BF_MODULE2, "MODULE", "LIST");
+	SAYS(BF_MODULE2, "module", "list");
+	STARTS("*5\r\n+MODULE <subcommand> [<arg> [value] [opt] ...]. Subcommands are:\r\n",
+	       "MODULE", "HELP");
+	SAYS("-ERR wrong number of arguments for 'module|list' command\r\n", "MODULE", "LIST", "x");
+	SAYS("-ERR blossomd does not load modules: the BF.* family is built in\r\n", "MODULE",
+	     "LOAD", "/x.so");
+	SAYS("-ERR unknown subcommand 'FOO'. Try MODULE HELP.\r\n", "MODULE", "FOO");
+	SAYS("-ERR wrong number of arguments for 'module' command\r\n", "MODULE");
+
+	SAYS(":1\r\n", "BF.ADD", "f", "a");
+	SAYS("$3\r\nraw\r\n", "OBJECT", "ENCODING", "f");
+	SAYS("$-1\r\n", "OBJECT", "ENCODING", "nosuch");
+	SAYS(":1\r\n", "OBJECT", "refcount", "f");
+	SAYS(":0\r\n", "OBJECT", "IDLETIME", "f");
+	ctx.now_s += 7;
+	SAYS(":7\r\n", "OBJECT", "IDLETIME", "f");
+	SAYS("-ERR An LFU maxmemory policy is not selected, access frequency not tracked. Please "
+	     "note that when switching between policies at runtime LRU and LFU data will take some "
+	     "time to adjust.\r\n",
+	     "OBJECT", "FREQ", "f");
+	SAYS("$-1\r\n", "OBJECT", "FREQ", "nosuch");
+	SAYS("-ERR wrong number of arguments for 'object|refcount' command\r\n", "OBJECT",
+	     "REFCOUNT");
+	SAYS("-ERR wrong number of arguments for 'object|encoding' command\r\n", "OBJECT",
+	     "ENCODING", "f", "g");
+	SAYS("-ERR unknown subcommand 'FOO'. Try OBJECT HELP.\r\n", "OBJECT", "FOO", "f");
+	STARTS("*15\r\n+OBJECT <subcommand>", "OBJECT", "HELP");
+
+	SAYS(":0\r\n", "WAIT", "0", "0");
+	SAYS(":0\r\n", "WAIT", "1", "100");
+	SAYS("-ERR value is not an integer or out of range\r\n", "WAIT", "x", "0");
+	SAYS("-ERR timeout is not an integer or out of range\r\n", "WAIT", "1", "x");
+	SAYS("-ERR timeout is negative\r\n", "WAIT", "1", "-1");
+	SAYS("-ERR wrong number of arguments for 'wait' command\r\n", "WAIT", "1");
+
+	SAYS("+OK\r\n", "DEBUG", "SLEEP", "0");
+	SAYS("+OK\r\n", "DEBUG", "sleep", "0.01");
+	SAYS("+OK\r\n", "DEBUG", "SLEEP", "-1");
+	SAYS("-ERR value is not a valid float\r\n", "DEBUG", "SLEEP", "x");
+	SAYS("-ERR value is not a valid float\r\n", "DEBUG", "SLEEP", "inf");
+	SAYS("-ERR unknown subcommand 'RELOAD'. Try DEBUG HELP.\r\n", "DEBUG", "RELOAD");
+	SAYS("-ERR unknown subcommand 'SLEEP'. Try DEBUG HELP.\r\n", "DEBUG", "SLEEP");
+
+	/* RedisBloom's BF.DEBUG lines: the items, then each layer, oldest first. */
+	SAYS("+OK\r\n", "BF.RESERVE", "d", "0.01", "2");
+	SAYS("*3\r\n:1\r\n:1\r\n:1\r\n", "BF.MADD", "d", "a", "b", "c");
+	SAYS("*3\r\n$6\r\nsize:3\r\n"
+	     "$70\r\nbytes:64 bits:512 hashes:8 hashwidth:128 capacity:2 size:2 ratio:0.002\r\n"
+	     "$71\r\nbytes:64 bits:512 hashes:8 hashwidth:128 capacity:4 size:1 ratio:0.0024\r\n",
+	     "BF.DEBUG", "d");
+	SAYS("+OK\r\n", "BF.RESERVE", "cd", "0.01", "100", "NONSCALING", "COUNTING");
+	SAYS("*2\r\n$6\r\nsize:0\r\n"
+	     "$73\r\nbytes:576 bits:1152 hashes:8 hashwidth:128 capacity:100 size:0 ratio:0.01\r\n",
+	     "BF.DEBUG", "cd");
+	SAYS("-ERR not found\r\n", "BF.DEBUG", "nosuch");
+	SAYS("-ERR wrong number of arguments for 'bf.debug' command\r\n", "BF.DEBUG", "d", "x");
+
+	SAYS("*2\r\n*10\r\n$4\r\nwait\r\n:3\r\n*1\r\n+noscript\r\n:0\r\n:0\r\n:0\r\n*0\r\n*0\r\n"
+	     "*0\r\n*0\r\n*10\r\n$8\r\nbf.debug\r\n:2\r\n*2\r\n+readonly\r\n+fast\r\n:1\r\n:1\r\n:"
+	     "1\r\n"
+	     "*0\r\n*0\r\n*0\r\n*0\r\n",
+	     "COMMAND", "INFO", "wait", "BF.DEBUG");
+
+	/* RESP3: MODULE LIST's entry is a map, a missing key's OBJECT answer a null. */
+	STARTS("%7\r\n", "HELLO", "3");
+	SAYS(BF_MODULE3, "MODULE", "LIST");
+	SAYS("_\r\n", "OBJECT", "ENCODING", "nosuch");
+	SAYS("$3\r\nraw\r\n", "OBJECT", "ENCODING", "f");
+	SAYS(":0\r\n", "WAIT", "0", "0");
+	SAYS("*2\r\n$6\r\nsize:0\r\n"
+	     "$73\r\nbytes:576 bits:1152 hashes:8 hashwidth:128 capacity:100 size:0 ratio:0.01\r\n",
+	     "BF.DEBUG", "cd");
 }
 END_TEST
 
@@ -2291,6 +2571,10 @@ static Suite *resp_cmd_suite(void)
 	tcase_add_test(conn, client_last_cmd);
 	tcase_add_test(conn, command_and_config);
 	tcase_add_test(conn, info_command);
+	tcase_add_test(conn, info_sections_with_hooks);
+	tcase_add_test(conn, admin_commands);
+	tcase_add_test(conn, config_set);
+	tcase_add_test(conn, shutdown_command);
 	suite_add_tcase(s, conn);
 
 	/* CLIENT LIST / INFO / KILL over a server's hooks (three fake connections). */
