@@ -734,6 +734,86 @@ static bool conn_point(struct srv_conn *c, const char *cmd)
 	return end < av->argc;
 }
 
+/*
+ * The next RESP command at p[0, left): its length (> 0) with c->av set, 0 if it is incomplete,
+ * or a negative errno (-EPROTO with *msg its reply). *yield: it waits for later turns (its
+ * arguments' pointers are set SRV_POINT_STEP a turn), and 0 is returned.
+ */
+static ssize_t conn_resp_next(struct srv_conn *c, const char *p, size_t left,
+			      const struct proto_limits *lim, const char **msg, bool *yield)
+{
+	ssize_t n;
+
+	*yield = false;
+	if (c->again_len && c->again_len <= left) {
+		/* Run on: parsed already, its arguments are where they were from its first byte
+		 * (a million-key command is not parsed 60 times), pointed at again only if the
+		 * input moved, SRV_POINT_STEP of them a turn. */
+		if (conn_point(c, p)) {
+			*yield = true;
+			return 0;
+		}
+		n = (ssize_t)c->again_len;
+	} else {
+		n = proto_resp_parse(&c->rst, p, left, lim, &c->av, msg);
+		c->again_base = p;
+		c->pointed = c->av.argc;
+		if (n > 0 && c->av.argv_unset) {
+			/* Its pointers are set in later turns, then it runs. */
+			c->again_len = (size_t)n;
+			c->again_base = NULL;
+			*yield = true;
+			return 0;
+		}
+	}
+	c->again_len = 0;
+	return n;
+}
+
+enum conn_ran {
+	CONN_RAN_NEXT, /* replied: on to the next command */
+	CONN_RAN_STOP, /* paused (a load, a write) or replied in part: stop this read here */
+	CONN_RAN_FAIL, /* replied, but the connection must go (its output is over its bound) */
+};
+
+/* Run the command of n bytes parsed at p (the read's rest: left bytes). */
+static enum conn_ran conn_resp_run(struct srv_conn *c, const char *p, size_t left, size_t n)
+{
+	struct srv *s = c->srv;
+	size_t start = c->out.len;
+
+	c->qbuf_run = left; /* for CLIENT LIST / INFO of itself */
+	s->ctx.paging = NULL;
+	s->ctx.write_wait = false;
+	s->ctx.wait_lsn = 0;
+	if (c->av.argc)
+		resp_cmd_exec(&s->ctx, &c->sess, &c->av, &c->out);
+	c->qbuf_run = 0;
+	if (s->ctx.paging || s->ctx.write_wait) {
+		c->paused = true; /* parsed again once loaded, or written */
+		return CONN_RAN_STOP;
+	}
+	if (s->ctx.again) {
+		/* Replied in part: run on in the next turn. An inline command (no offsets kept)
+		 * is parsed again. */
+		s->ctx.again = false;
+		conn_hold_reply(c, start);
+		c->part = true;
+		if (p[0] == '*')
+			c->again_len = n;
+		c->yielded = true;
+		return CONN_RAN_STOP;
+	}
+	conn_hold_reply(c, start);
+	c->part = false;
+	if (c->sess.close_after)
+		c->state = CONN_DRAIN;
+	if (conn_out_over(c))
+		return CONN_RAN_FAIL;
+	conn_mem_check(c);
+	return CONN_RAN_NEXT;
+}
+
 /* As conn_process_text() for RESP. A protocol error appends its reply and sets CONN_DRAIN. */
 static int conn_process_resp(struct srv_conn *c, const char *data, size_t len, size_t *used,
 			     bool *done)
@@ -746,69 +826,27 @@ static int conn_process_resp(struct srv_conn *c, const char *data, size_t len, s
 		/* Chosen per command: once a client AUTHs, its next command has the full limits. */
 		const struct proto_limits *lim =
 		    cmd_session_authed(&s->ctx, &c->sess) ? &s->lim : &s->lim_unauth;
+		bool yield;
 		ssize_t n;
 
 		if (*done && conn_slice_over(c, data + off, len - off)) {
 			c->yielded = true;
 			break;
 		}
-		if (c->again_len && c->again_len <= len - off) {
-			/* Run on: parsed already, its arguments are where they were from its
-			 * first byte (a million-key command is not parsed 60 times), pointed at
-			 * again only if the input moved, SRV_POINT_STEP of them a turn. */
-			if (conn_point(c, data + off)) {
-				c->yielded = true;
-				break;
-			}
-			n = (ssize_t)c->again_len;
-		} else {
-			n = proto_resp_parse(&c->rst, data + off, len - off, lim, &c->av, &msg);
-			c->again_base = data + off;
-			c->pointed = c->av.argc;
-			if (n > 0 && c->av.argv_unset) {
-				/* Its pointers are set in later turns, then it runs. */
-				c->again_len = (size_t)n;
-				c->again_base = NULL;
-				c->yielded = true;
-				break;
-			}
+		n = conn_resp_next(c, data + off, len - off, lim, &msg, &yield);
+		if (yield) {
+			c->yielded = true;
+			break;
 		}
-		c->again_len = 0;
-
 		if (n > 0) {
-			size_t start = c->out.len;
+			enum conn_ran r = conn_resp_run(c, data + off, len - off, (size_t)n);
 
-			c->qbuf_run = len - off; /* for CLIENT LIST / INFO of itself */
-			s->ctx.paging = NULL;
-			s->ctx.write_wait = false;
-			s->ctx.wait_lsn = 0;
-			if (c->av.argc)
-				resp_cmd_exec(&s->ctx, &c->sess, &c->av, &c->out);
-			c->qbuf_run = 0;
-			if (s->ctx.paging || s->ctx.write_wait) {
-				c->paused = true; /* parsed again once loaded, or written */
+			if (r == CONN_RAN_STOP)
 				break;
-			}
-			if (s->ctx.again) {
-				/* Replied in part: run on in the next turn. An inline command (no
-				 * offsets kept) is parsed again. */
-				s->ctx.again = false;
-				conn_hold_reply(c, start);
-				c->part = true;
-				if (data[off] == '*')
-					c->again_len = (size_t)n;
-				c->yielded = true;
-				break;
-			}
-			conn_hold_reply(c, start);
-			c->part = false;
 			off += (size_t)n;
 			*done = true;
-			if (c->sess.close_after)
-				c->state = CONN_DRAIN;
-			if (conn_out_over(c))
+			if (r == CONN_RAN_FAIL)
 				return -1;
-			conn_mem_check(c);
 			continue;
 		}
 		if (n == 0) {
