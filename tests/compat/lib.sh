@@ -87,12 +87,20 @@ compat_python() {
 	fi
 }
 
-# A loopback TCP port that was free a moment ago.
+# A loopback TCP port that was free a moment ago, drawn at random from 20000-31999: below the
+# ephemeral range, so that no client socket of a suite running beside this one takes it before
+# the daemon binds it (as tests/integration/harness.c draws its ports).
 free_port() {
-	"$(compat_python)" -c 'import socket
-s = socket.socket()
-s.bind(("127.0.0.1", 0))
-print(s.getsockname()[1])'
+	"$(compat_python)" -c 'import random, socket
+while True:
+    port = random.randrange(20000, 32000)
+    with socket.socket() as s:
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            continue
+    print(port)
+    break'
 }
 
 BLOSSOMD_PID=

@@ -12,6 +12,7 @@ Run with Debian's /usr/bin/python3: it is the one with python3-redis.
 import ctypes
 import datetime
 import os
+import random
 import shutil
 import signal
 import socket
@@ -89,11 +90,16 @@ except ImportError as e:
 # ---- the daemon ------------------------------------------------------------------------
 
 def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
+    """A loopback port that was free a moment ago, drawn at random from 20000-31999: below the
+    ephemeral range, so that no client socket of a suite running beside this one takes it."""
+    while True:
+        port = random.randrange(20000, 32000)
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+        return port
 
 
 def pdeathsig():

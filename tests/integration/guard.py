@@ -112,6 +112,26 @@ def pdeathsig():
     ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG
 
 
+_given_ports = set()
+
+
+def free_port():
+    """A loopback port that was free a moment ago, drawn at random from 20000-31999: below the
+    ephemeral range, so that no client socket of a test running beside this one takes it before
+    its server binds it (as tests/integration/harness.c draws its daemons' ports)."""
+    while True:
+        port = random.randrange(20000, 32000)
+        if port in _given_ports:
+            continue
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+        _given_ports.add(port)
+        return port
+
+
 def wait_port(port, proc, what, log_path, timeout=30):
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -205,7 +225,7 @@ def main(tmp, procs, pg):
         bail("BLOSSOMD_BIN is not set to an executable")
     data = os.path.join(tmp, "blossomd")
     os.mkdir(data)
-    bport, hport = throwaway_pg.free_port(), throwaway_pg.free_port()
+    bport, hport = free_port(), free_port()
     wrapper = os.environ.get("BLOSSOMD_WRAPPER", "").split()  # e.g. valgrind (scripts/test)
     blossomd, blog = procs.start("blossomd", wrapper + [bin_, "--port", str(bport),
                                                         "--http-port", str(hport),
@@ -213,7 +233,7 @@ def main(tmp, procs, pg):
     wait_port(hport, blossomd, "blossomd", blog, timeout=60)
     burl = f"http://127.0.0.1:{hport}"
 
-    gport = throwaway_pg.free_port()
+    gport = free_port()
     env = dict(os.environ, GUARD_DSN=pg.dsn, GUARD_BLOSSOMD_URL=burl, GUARD_PORT=str(gport),
                GUARD_CAPACITY=str(CAPACITY), GUARD_ERROR_RATE="0.01", GUARD_DB_POOL="8",
                PYTHONDONTWRITEBYTECODE="1")

@@ -1581,6 +1581,7 @@ static Suite *paging_suite(void)
 	Suite *s = suite_create("paging");
 	TCase *close_tc = tcase_create("close");
 	TCase *load = tcase_create("load");
+	TCase *latency = tcase_create("load-latency");
 	TCase *cold = tcase_create("cold");
 	TCase *fail = tcase_create("failure");
 	TCase *ops = tcase_create("ops");
@@ -1598,9 +1599,14 @@ static Suite *paging_suite(void)
 	tcase_set_timeout(load, 120);
 	tcase_add_test(load, test_page_in_each_protocol);
 	tcase_add_test(load, test_pipelined);
-	tcase_add_test(load, test_page_in_does_not_block);
 	tcase_add_test(load, test_load_races);
 	suite_add_tcase(s, load);
+
+	/* Tagged: meson runs it alone, as paging-latency (tests/integration/meson.build). */
+	tcase_set_timeout(latency, 120);
+	tcase_set_tags(latency, "latency");
+	tcase_add_test(latency, test_page_in_does_not_block);
+	suite_add_tcase(s, latency);
 
 	tcase_set_timeout(cold, 60);
 	tcase_add_test(cold, test_cold_idle);

@@ -2,6 +2,7 @@
 """Shared pieces of the service tests: a small TAP runner and ways to start, reach and stop
 blossomd. Standard library only (python3 from Debian)."""
 import os
+import random
 import signal
 import socket
 import subprocess
@@ -55,15 +56,20 @@ _given_ports = set()
 
 def free_port():
     """A loopback TCP port that was free a moment ago, never one this process was given
-    before: the kernel may hand the same free port out twice in a row, and a daemon's text and
-    HTTP ports must differ."""
+    before (a daemon's text and HTTP ports must differ). Drawn at random from 20000-31999, below
+    the ephemeral range (as tests/integration/harness.c does), so that no client socket of a
+    test running beside this one is given it before the daemon binds it."""
     while True:
+        port = random.randrange(20000, 32000)
+        if port in _given_ports:
+            continue
         with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-            s.bind(("127.0.0.1", 0))
-            port = s.getsockname()[1]
-        if port not in _given_ports:
-            _given_ports.add(port)
-            return port
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+        _given_ports.add(port)
+        return port
 
 
 def connect(port, timeout=5.0):
