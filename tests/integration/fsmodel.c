@@ -154,12 +154,14 @@ static int base_add_file(struct fsmodel *m, const char *p, uint64_t ino)
 	return 0;
 }
 
-/* fsync every file and directory under path into the base (path itself is not listed). */
-static int sync_tree(struct fsmodel *m, const char *path)
+/* Call visit on every entry under path (lstat'ed), parents before their children; stops at the
+ * first non-zero return. */
+static int walk_tree(const char *path,
+		     int (*visit)(void *arg, const char *p, const struct stat *st), void *arg)
 {
 	DIR *d = opendir(path);
 	struct dirent *e;
-	int rc = 0, fd;
+	int rc = 0;
 
 	if (!d)
 		return -errno;
@@ -172,20 +174,42 @@ static int sync_tree(struct fsmodel *m, const char *path)
 		snprintf(p, sizeof(p), "%s/%s", path, e->d_name);
 		if (lstat(p, &st))
 			rc = -errno;
-		else if (S_ISDIR(st.st_mode) && !(rc = base_add_dir(m, p)))
-			rc = sync_tree(m, p);
-		else if (S_ISREG(st.st_mode))
-			rc = base_add_file(m, p, (uint64_t)st.st_ino);
+		else if (!(rc = visit(arg, p, &st)) && S_ISDIR(st.st_mode))
+			rc = walk_tree(p, visit, arg);
 	}
 	closedir(d);
-	if (rc)
-		return rc;
-	fd = open(path, O_RDONLY | O_DIRECTORY);
+	return rc;
+}
+
+static int fsync_dir(const char *path)
+{
+	int fd = open(path, O_RDONLY | O_DIRECTORY), rc;
+
 	if (fd < 0)
 		return -errno;
 	rc = fsync(fd) ? -errno : 0;
 	close(fd);
 	return rc;
+}
+
+static int sync_visit(void *arg, const char *p, const struct stat *st)
+{
+	struct fsmodel *m = arg;
+	int rc = 0;
+
+	if (S_ISDIR(st->st_mode) && !(rc = base_add_dir(m, p)))
+		rc = fsync_dir(p);
+	else if (S_ISREG(st->st_mode))
+		rc = base_add_file(m, p, (uint64_t)st->st_ino);
+	return rc;
+}
+
+/* fsync every file and directory under path into the base (path itself is not listed). */
+static int sync_tree(struct fsmodel *m, const char *path)
+{
+	int rc = walk_tree(path, sync_visit, m);
+
+	return rc ? rc : fsync_dir(path);
 }
 
 int fsmodel_sync_point(struct fsmodel *m)
@@ -630,31 +654,11 @@ int fsmodel_cut(struct fsmodel *m, unsigned keep_permille, const char *out, size
 	return rc;
 }
 
-/* The regular files under path, counted into *n. */
-static int count_files(const char *path, size_t *n)
+static int count_visit(void *arg, const char *p, const struct stat *st)
 {
-	DIR *d = opendir(path);
-	struct dirent *e;
-	int rc = 0;
-
-	if (!d)
-		return -errno;
-	while (!rc && (e = readdir(d))) {
-		char p[PATH_MAX];
-		struct stat sb;
-
-		if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
-			continue;
-		snprintf(p, sizeof(p), "%s/%s", path, e->d_name);
-		if (lstat(p, &sb))
-			rc = -errno;
-		else if (S_ISDIR(sb.st_mode))
-			rc = count_files(p, n);
-		else
-			*n += S_ISREG(sb.st_mode);
-	}
-	closedir(d);
-	return rc;
+	(void)p;
+	*(size_t *)arg += S_ISREG(st->st_mode);
+	return 0;
 }
 
 /* Whether the files under m->dir are those of st, byte for byte, and no others; if not, what
@@ -663,7 +667,7 @@ static int state_on_disk(struct fsmodel *m, const struct state *st, bool *same, 
 			 size_t difflen)
 {
 	size_t dl = strlen(m->dir), want = 0, have = 0;
-	int rc = count_files(m->dir, &have);
+	int rc = walk_tree(m->dir, count_visit, &have);
 
 	*same = true;
 	snprintf(diff, difflen, "the number of files");
