@@ -22,7 +22,7 @@
 #include <unistd.h>
 
 #define ITEST_MAX_DAEMONS 8
-#define ITEST_START_MS	  5000
+#define ITEST_START_MS	  20000
 
 /* Daemons started and not yet stopped, for the atexit clean-up. */
 static struct itest_daemon *itest_running[ITEST_MAX_DAEMONS];
@@ -74,6 +74,14 @@ long itest_raise_fd_limit(void)
  * and at random, so that tests running side by side rarely draw the same one. */
 #define FREE_PORT_LOW  20000
 #define FREE_PORT_SPAN 12000
+
+int itest_patience(void)
+{
+	const char *m = getenv("CK_TIMEOUT_MULTIPLIER");
+	double x = m ? strtod(m, NULL) : 1;
+
+	return x > 1 && x < 1000 ? (int)x + (x > (int)x) : 1;
+}
 
 int itest_free_port(uint16_t *port)
 {
@@ -291,7 +299,7 @@ int itest_start(struct itest_daemon *d, const char *config_text, const char *con
 		_exit(127);
 	}
 
-	deadline = itest_now_ms() + ITEST_START_MS;
+	deadline = itest_now_ms() + (int64_t)ITEST_START_MS * itest_patience();
 	while (itest_now_ms() < deadline) {
 		if (itest_try_connect(d->port) == 0)
 			return 0;

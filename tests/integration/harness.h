@@ -40,6 +40,14 @@ const char *itest_bin(void);
  * Returns the new soft limit. */
 long itest_raise_fd_limit(void);
 
+/*
+ * How many times slower than usual the daemon may be: $CK_TIMEOUT_MULTIPLIER (Check's own scale
+ * of a case's time limit; scripts/test sets 3 for the valgrind pass), 1 when unset. Deadlines for
+ * something to happen (a start, a reply, an exit) are multiplied by it: they cost nothing when
+ * it happens, and a loaded machine running the daemon under valgrind needs them longer.
+ */
+int itest_patience(void);
+
 /* A loopback TCP port below the ephemeral range that was free a moment ago (bound, then
  * closed). 0 or -errno. */
 int itest_free_port(uint16_t *port);
@@ -47,9 +55,9 @@ int itest_free_port(uint16_t *port);
 /*
  * Start blossomd in the foreground: a new temporary directory, config_text (NULL: none)
  * written to conf_path and passed with --config, then --port and --http-port (free ports) and
- * --data-dir, then the NULL-terminated extra arguments (may be NULL). Waits up to 5 s until
- * the port accepts connections. Returns 0 with d filled, or -errno (-ECHILD if the daemon
- * exited during start-up; its log is then in d->log_path until itest_stop()).
+ * --data-dir, then the NULL-terminated extra arguments (may be NULL). Waits up to 20 s (times
+ * itest_patience()) until the port accepts connections. Returns 0 with d filled, or -errno (-ECHILD
+ * if the daemon exited during start-up; its log is then in d->log_path until itest_stop()).
  */
 int itest_start(struct itest_daemon *d, const char *config_text, const char *const *extra);
 

@@ -7,8 +7,9 @@
  *
  * A file may define, before including this header:
  *	ITEST_T		patience for one reply in ms (default 5000: generous, so a loaded CI
- *			machine, a sanitizer build or valgrind passes)
+ *			machine or a sanitizer build passes)
  *	ITEST_STOP_MS	how long stop() waits for the exit after SIGTERM (default 10000)
+ * T and the stop's wait are these times itest_patience() (3 in scripts/test's valgrind pass).
  */
 #ifndef BLOSSOMD_TESTS_INTEGRATION_ITEST_CHECK_H
 #define BLOSSOMD_TESTS_INTEGRATION_ITEST_CHECK_H
@@ -28,7 +29,7 @@
 #ifndef ITEST_STOP_MS
 #define ITEST_STOP_MS 10000
 #endif
-#define T ITEST_T
+#define T (ITEST_T * itest_patience())
 
 /* A config file's text: the [blossomd] section with body. */
 #define CONF(body) "[blossomd]\n" body
@@ -48,7 +49,7 @@ static inline void start(const char *conf, const char *const *extra)
 /* SIGTERM must end the daemon cleanly with status 0 (under a wrapper: no error, no leak). */
 static inline void stop(void)
 {
-	int st = itest_stop(&d, ITEST_STOP_MS);
+	int st = itest_stop(&d, ITEST_STOP_MS * itest_patience());
 
 	ck_assert_msg(st >= 0 && WIFEXITED(st) && WEXITSTATUS(st) == 0,
 		      "blossomd did not exit 0 after SIGTERM (wait status %d)", st);
