@@ -438,6 +438,16 @@ END_TEST
 /* ---------------------------------------------------------------------------------------- */
 /* kill -9 under load */
 
+/* True under valgrind ($BLOSSOMD_WRAPPER), where the daemon runs 20-50x slower. */
+static bool under_valgrind(void)
+{
+	const char *w = getenv("BLOSSOMD_WRAPPER");
+
+	return w && strstr(w, "valgrind");
+}
+
+/* Kills in the loop: 8 under valgrind, where each start takes seconds and the loop's point is the
+ * daemon's memory on these paths; the plain and ASan builds go through all 24. */
 #define KILL_ROUNDS 24
 #define KILL_BATCH  100 /* keys per bulk line */
 #define KILL_FLUSH  25	/* bulk lines between flushes */
@@ -477,13 +487,13 @@ START_TEST(test_kill9_loop)
 	const char *const filters[] = {"kp", "kc"};
 	char reply[4096];
 	int64_t t0 = itest_now_ms();
-	int fd;
+	int rounds = under_valgrind() ? 8 : KILL_ROUNDS, fd;
 
 	printf("# kill -9 loop: seed %u\n", seed);
 	fflush(stdout);
 	srand(seed);
 	data_dir_new();
-	for (int round = 0; round <= KILL_ROUNDS; round++) {
+	for (int round = 0; round <= rounds; round++) {
 		int st, lines = 0;
 		pid_t k;
 
@@ -507,7 +517,7 @@ START_TEST(test_kill9_loop)
 				at_risk += acked[r] - durable[r];
 			}
 		}
-		if (round == KILL_ROUNDS)
+		if (round == rounds)
 			break;
 
 		start_at[round] = durable[round] = acked[round] = next;
@@ -545,14 +555,14 @@ START_TEST(test_kill9_loop)
 	}
 	/* The last daemon holds every durable key of every round. */
 	for (int i = 0; i < 2; i++)
-		for (int r = 0; r < KILL_ROUNDS; r++)
+		for (int r = 0; r < rounds; r++)
 			ck_assert_uint_eq(
 			    count_missing(fd, filters[i], "k", start_at[r], durable[r]), 0);
 	close(fd);
 	stop();
 	printf("# lost %lu keys added after the last snapshot (of %lu acknowledged after the "
 	       "last flush; %d kills, %lu keys per filter, %.1f s)\n",
-	       lost, at_risk, KILL_ROUNDS, next, (double)(itest_now_ms() - t0) / 1000);
+	       lost, at_risk, rounds, next, (double)(itest_now_ms() - t0) / 1000);
 	fflush(stdout);
 }
 END_TEST
@@ -1215,14 +1225,6 @@ END_TEST
 /* Cases left out of the suite on this machine, reported as TAP skips. */
 /* ---------------------------------------------------------------------------------------- */
 /* Pack files (DESIGN.md §6: small filters share 16 files) */
-
-/* True under valgrind ($BLOSSOMD_WRAPPER), where the daemon runs 20-50x slower. */
-static bool under_valgrind(void)
-{
-	const char *w = getenv("BLOSSOMD_WRAPPER");
-
-	return w && strstr(w, "valgrind");
-}
 
 /*
  * Send one line per filter i in [from, to) ("VERB pf<i> ARGS") in pipelined batches, and
