@@ -524,6 +524,9 @@ void cmd_multi_discard(struct cmd_session *s);
 void cmd_multi_running(struct cmd_session *s);
 /* Free s's transaction state (cmd_session_free calls it). */
 void cmd_multi_free(struct cmd_session *s);
+/* CLIENT LIST's transaction fields of s into cl (multi, watch, dirty, multi_mem). */
+struct cmd_client;
+void cmd_multi_client(const struct cmd_session *s, struct cmd_client *cl);
 
 /*
  * WATCH name[0, len) for s: 0 or -ENOMEM. cmd_watch_changed: whether a WATCHed filter of s

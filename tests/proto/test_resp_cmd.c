@@ -1347,8 +1347,8 @@ static const char *self_line(const char *cmd, const char *name, int resp)
 	snprintf(
 	    buf, sizeof(buf),
 	    "id=7 addr=?:0 laddr=?:0 fd=-1 name=%s age=0 idle=0 flags=N db=0 sub=0 psub=0 "
-	    "ssub=0 multi=-1 qbuf=0 qbuf-free=0 argv-mem=0 multi-mem=0 rbs=0 rbp=0 obl=0 oll=0 "
-	    "omem=0 tot-mem=0 events= cmd=%s user=default redir=-1 resp=%d\n",
+	    "ssub=0 multi=-1 watch=0 qbuf=0 qbuf-free=0 argv-mem=0 multi-mem=0 rbs=0 rbp=0 obl=0 "
+	    "oll=0 omem=0 tot-mem=0 events= cmd=%s user=default redir=-1 resp=%d\n",
 	    name, cmd, resp);
 	return buf;
 }
@@ -1396,6 +1396,41 @@ START_TEST(client_list_info_alone)
 	run("CLIENT", "LIST", NULL);
 	expect_text(self_line("client|list", "worker-1", 3), 3);
 	SAYS("=4\r\ntxt:\r\n", "CLIENT", "LIST", "TYPE", "pubsub");
+}
+END_TEST
+
+/* The transaction fields as Redis 7.4 prints them: watch= counts the WATCHed names, d marks
+ * one changed; in a running EXEC, flags=x and multi= the commands queued, the WATCHes gone. */
+START_TEST(client_info_multi_watch)
+{
+	static const char line[] =
+	    "id=7 addr=?:0 laddr=?:0 fd=-1 name= age=0 idle=0 flags=%s db=0 sub=0 psub=0 ssub=0 "
+	    "multi=%s watch=%s qbuf=0 qbuf-free=0 argv-mem=0 multi-mem=%s rbs=0 rbp=0 obl=0 oll=0 "
+	    "omem=0 tot-mem=0 events= cmd=client|info user=default redir=-1 resp=2\n";
+	char text[512], want[1024];
+	int n;
+
+	SAYS("+OK\r\n", "WATCH", "a", "b", "a");
+	snprintf(text, sizeof(text), line, "N", "-1", "2", "0");
+	run("CLIENT", "INFO", NULL);
+	expect_text(text, 2);
+	SAYS(":1\r\n", "BF.ADD", "a", "x");
+	snprintf(text, sizeof(text), line, "d", "-1", "2", "0");
+	run("CLIENT", "INFO", NULL);
+	expect_text(text, 2);
+	SAYS("+OK\r\n", "UNWATCH");
+	SAYS("+OK\r\n", "MULTI");
+	SAYS("+QUEUED\r\n", "CLIENT", "INFO");
+	SAYS("+QUEUED\r\n", "PING");
+	/* Each queued command: its header (24 bytes), a pointer and a length per argument, the
+	 * arguments NUL-terminated: 24 + 32 + 12 for CLIENT INFO, 24 + 16 + 5 for PING. */
+	snprintf(text, sizeof(text), line, "x", "2", "0", "113");
+	n = snprintf(want, sizeof(want), "*2\r\n$%zu\r\n%s\r\n+PONG\r\n", strlen(text), text);
+	run("EXEC", NULL);
+	expect_bytes(want, (size_t)n);
+	snprintf(text, sizeof(text), line, "N", "-1", "0", "0");
+	run("CLIENT", "INFO", NULL);
+	expect_text(text, 2);
 }
 END_TEST
 
@@ -1483,6 +1518,7 @@ static void fakes_init(void)
 				       .name = "",
 				       .resp = 2,
 				       .cmd = "client|list",
+				       .multi = -1,
 				       .reading = true};
 	fakes[1] = (struct cmd_client){.id = 8,
 				       .addr = "10.0.0.2:2000",
@@ -1491,6 +1527,10 @@ static void fakes_init(void)
 				       .name = "worker",
 				       .resp = 3,
 				       .cmd = "bf.add",
+				       .multi = 2,
+				       .watch = 1,
+				       .dirty = true,
+				       .multi_mem = 40,
 				       .age = 5,
 				       .idle = 2,
 				       .closing = true,
@@ -1504,8 +1544,13 @@ static void fakes_init(void)
 				       .obl = 10,
 				       .omem = 16384,
 				       .tot_mem = 20000};
-	fakes[2] = (struct cmd_client){
-	    .id = 9, .addr = "[::1]:3000", .laddr = "[::1]:6380", .fd = 12, .name = "", .resp = 2};
+	fakes[2] = (struct cmd_client){.id = 9,
+				       .addr = "[::1]:3000",
+				       .laddr = "[::1]:6380",
+				       .fd = 12,
+				       .name = "",
+				       .resp = 2,
+				       .multi = -1};
 	memset(fake_closed, 0, sizeof(fake_closed));
 }
 
@@ -1560,16 +1605,19 @@ static void setup_fakes(void)
 
 #define FAKE7                                                                                      \
 	"id=7 addr=10.0.0.1:1000 laddr=127.0.0.1:6379 fd=10 name= age=0 idle=0 flags=N db=0 "      \
-	"sub=0 psub=0 ssub=0 multi=-1 qbuf=0 qbuf-free=0 argv-mem=0 multi-mem=0 rbs=0 rbp=0 "      \
+	"sub=0 psub=0 ssub=0 multi=-1 watch=0 qbuf=0 qbuf-free=0 argv-mem=0 multi-mem=0 rbs=0 "    \
+	"rbp=0 "                                                                                   \
 	"obl=0 oll=0 omem=0 tot-mem=0 events=r cmd=client|list user=default redir=-1 resp=2\n"
 #define FAKE8                                                                                      \
-	"id=8 addr=10.0.0.2:2000 laddr=127.0.0.1:6379 fd=11 name=worker age=5 idle=2 flags=c "     \
-	"db=0 sub=0 psub=0 ssub=0 multi=-1 qbuf=3 qbuf-free=100 argv-mem=4 multi-mem=0 rbs=16384 " \
+	"id=8 addr=10.0.0.2:2000 laddr=127.0.0.1:6379 fd=11 name=worker age=5 idle=2 flags=xdc "   \
+	"db=0 sub=0 psub=0 ssub=0 multi=2 watch=1 qbuf=3 qbuf-free=100 argv-mem=4 multi-mem=40 "   \
+	"rbs=16384 "                                                                               \
 	"rbp=20 obl=10 oll=0 omem=16384 tot-mem=20000 events=rw cmd=bf.add user=default "          \
 	"redir=-1 resp=3\n"
 #define FAKE9                                                                                      \
 	"id=9 addr=[::1]:3000 laddr=[::1]:6380 fd=12 name= age=0 idle=0 flags=N db=0 sub=0 "       \
-	"psub=0 ssub=0 multi=-1 qbuf=0 qbuf-free=0 argv-mem=0 multi-mem=0 rbs=0 rbp=0 obl=0 "      \
+	"psub=0 ssub=0 multi=-1 watch=0 qbuf=0 qbuf-free=0 argv-mem=0 multi-mem=0 rbs=0 rbp=0 "    \
+	"obl=0 "                                                                                   \
 	"oll=0 omem=0 tot-mem=0 events= cmd=NULL user=default redir=-1 resp=2\n"
 
 START_TEST(client_with_hooks)
@@ -2565,6 +2613,7 @@ static Suite *resp_cmd_suite(void)
 	tcase_add_test(conn, auth_with_token);
 	tcase_add_test(conn, client);
 	tcase_add_test(conn, client_list_info_alone);
+	tcase_add_test(conn, client_info_multi_watch);
 	tcase_add_test(conn, client_list_kill_errors);
 	tcase_add_test(conn, client_kill_self_alone);
 	tcase_add_test(conn, client_kill_self_old_form);
