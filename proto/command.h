@@ -146,9 +146,10 @@ struct cmd_hooks {
 	int (*config_set)(void *arg, size_t n, const char *const *keys, const char *const *vals,
 			  size_t *bad, char *err, size_t errlen);
 	/* SHUTDOWN: stop the daemon as SIGTERM does (changed filters written, the log closed),
-	 * once the command's turn of the loop is over. 0, or a negative errno (it keeps running).
+	 * once the command's turn of the loop is over; nosave: without writing the changed
+	 * filters (the log keeps what it holds). 0, or a negative errno (it keeps running).
 	 */
-	int (*shutdown)(void *arg);
+	int (*shutdown)(void *arg, bool nosave);
 };
 
 /* Shared state of the command layer: the registry, the defaults and limits from the config. */

@@ -390,10 +390,13 @@ out:
 
 /*
  * SHUTDOWN [NOSAVE|SAVE] [NOW] [FORCE] [ABORT]: Redis's checks, then the daemon stops as on
- * SIGTERM and the connection closes with no reply, as Redis's does. Every form writes the
- * changed filters on the way out (a checkpoint is never skipped: NOSAVE is accepted for
- * clients that send it, and the log holds every acknowledged change either way). No shutdown
- * ever waits (there are no replicas to wait for), so ABORT finds none in progress.
+ * SIGTERM and the connection closes with no reply, as Redis's does. Plain SHUTDOWN and SAVE
+ * write the changed filters (the final checkpoint, which a stop always writes); NOSAVE skips
+ * it, as Redis skips its RDB save: with the log on nothing acknowledged is lost (the next
+ * start replays the log), with wal = off what the last checkpoint lacks is, as in a Redis
+ * without AOF. NOW and FORCE change nothing: no shutdown waits (there are no replicas), so
+ * ABORT finds none in progress, and a failed final checkpoint cannot stop a stop already
+ * under way (the exit status says so).
  */
 void resp_admin_shutdown(struct cmd_ctx *c, struct cmd_session *s, const struct proto_argv *av,
 			 struct proto_buf *out)
@@ -422,7 +425,7 @@ void resp_admin_shutdown(struct cmd_ctx *c, struct cmd_session *s, const struct 
 		resp_error(c, out, "ERR No shutdown in progress.");
 		return;
 	}
-	if (!c->hooks.shutdown || c->hooks.shutdown(c->hooks.arg)) {
+	if (!c->hooks.shutdown || c->hooks.shutdown(c->hooks.arg, nosave)) {
 		resp_error(c, out, "ERR Errors trying to SHUTDOWN. Check logs.");
 		return;
 	}

@@ -703,7 +703,7 @@ void srv_stop(struct srv *s)
 	srv_notify_stopping();
 	/* Dirty filters are written on the threadpool; their requests keep the loop running
 	 * after every handle below is closed. */
-	srv_snap_shutdown(s->snap);
+	srv_snap_shutdown(s->snap, !s->shutdown_nosave);
 	srv_http_stop(s);
 	journal_stop(s);
 	uv_walk(&s->loop, srv_walk_close, s);
@@ -950,7 +950,7 @@ static void srv_on_shutdown(uv_timer_t *t)
 
 /* SHUTDOWN (cmd_hooks.shutdown): the stop closes every connection, the asking one too, so it
  * runs from a timer, not inside the command. */
-static int srv_shutdown(void *arg)
+static int srv_shutdown(void *arg, bool nosave)
 {
 	struct srv *s = arg;
 	int rc;
@@ -967,7 +967,16 @@ static int srv_shutdown(void *arg)
 		return rc;
 	}
 	s->shutdown_armed = true;
-	srv_log(SRV_LOG_NOTICE, "SHUTDOWN received; shutting down");
+	s->shutdown_nosave = nosave;
+	if (!nosave)
+		srv_log(SRV_LOG_NOTICE, "SHUTDOWN received; shutting down");
+	else if (s->wal)
+		srv_log(SRV_LOG_NOTICE, "SHUTDOWN NOSAVE received; shutting down without the final "
+					"checkpoint (the next start replays the write-ahead log)");
+	else
+		srv_log(SRV_LOG_WARNING,
+			"SHUTDOWN NOSAVE received; shutting down without the final checkpoint: "
+			"with wal = off, changes since the last checkpoint are lost");
 	return 0;
 }
 

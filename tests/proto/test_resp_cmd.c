@@ -1900,11 +1900,13 @@ START_TEST(config_set)
 END_TEST
 
 static int shutdowns, shutdown_rc;
+static bool shutdown_nosave;
 
-static int fake_shutdown(void *arg)
+static int fake_shutdown(void *arg, bool nosave)
 {
 	(void)arg;
 	shutdowns++;
+	shutdown_nosave = nosave;
 	return shutdown_rc;
 }
 
@@ -1926,7 +1928,15 @@ START_TEST(shutdown_command)
 	shutdown_rc = 0;
 	SAYS("", "shutdown", "nosave", "now", "force");
 	ck_assert_int_eq(shutdowns, 2);
-	ck_assert(sess.close_after);
+	ck_assert(sess.close_after && shutdown_nosave);
+	/* SAVE and no flag: the final checkpoint is written. */
+	sess.close_after = false;
+	SAYS("", "SHUTDOWN", "SAVE");
+	ck_assert(sess.close_after && !shutdown_nosave);
+	sess.close_after = false;
+	shutdown_nosave = true;
+	SAYS("", "SHUTDOWN", "NOW");
+	ck_assert(sess.close_after && !shutdown_nosave);
 }
 END_TEST
 
