@@ -145,6 +145,12 @@ struct cmd_hooks {
 	 */
 	int (*config_set)(void *arg, size_t n, const char *const *keys, const char *const *vals,
 			  size_t *bad, char *err, size_t errlen);
+	/*
+	 * CONFIG REWRITE: write the live keys' values into the config file the daemon was
+	 * started with (conf_rewrite, conf/config.h). 0; -EBADF: started without one; another
+	 * negative errno: the file could not be written (err says which step; it is unchanged).
+	 */
+	int (*config_rewrite)(void *arg, char *err, size_t errlen);
 	/* SHUTDOWN: stop the daemon as SIGTERM does (changed filters written, the log closed),
 	 * once the command's turn of the loop is over; nosave: without writing the changed
 	 * filters (the log keeps what it holds). 0, or a negative errno (it keeps running).

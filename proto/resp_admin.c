@@ -16,8 +16,8 @@
  *   - CONFIG SET takes the keys SIGHUP applies live, by Redis's names where Redis has them
  *     (maxmemory, maxclients, timeout, loglevel, save as "SECONDS 1" or "") or by blossomd's
  *     own (max_key_bytes, ...); the rest (port, bind, dir, appendonly, appendfsync,
- *     requirepass: blossomd's restart-only keys) are immutable. The config file is not
- *     rewritten.
+ *     requirepass: blossomd's restart-only keys) are immutable. CONFIG REWRITE writes the
+ *     live keys back into the config file (conf_rewrite: comments and layout kept).
  *   - OBJECT IDLETIME is counted from the coarse once-a-second clock filters' use is stamped
  *     with (the one cold_interval pages out by).
  */
@@ -386,6 +386,34 @@ out:
 	free(pairs);
 	free(keys);
 	free(vals);
+}
+
+/*
+ * CONFIG REWRITE: the live keys written back into the config file, as Redis 7.0's
+ * configRewriteCommand answers (its errors: no file; "Rewriting config file: <reason>", the
+ * failing step and path in the server log).
+ */
+void resp_admin_config_rewrite(struct cmd_ctx *c, struct cmd_session *s,
+			       const struct proto_argv *av, struct proto_buf *out)
+{
+	char err[512] = "";
+	int rc;
+	(void)s;
+
+	if (av->argc != 2) {
+		resp_error_arity(c, out, "config|rewrite");
+		return;
+	}
+	rc = c->hooks.config_rewrite ? c->hooks.config_rewrite(c->hooks.arg, err, sizeof(err))
+				     : -EBADF;
+	if (rc == 0) {
+		proto_resp_ok(out);
+	} else if (rc == -EBADF) {
+		resp_error(c, out, "ERR The server is running without a config file");
+	} else {
+		c->errors++;
+		proto_resp_error_fmt(out, "Rewriting config file: %s", strerror(-rc));
+	}
 }
 
 /*

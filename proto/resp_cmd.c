@@ -650,7 +650,7 @@ static void resp_command(struct cmd_ctx *c, struct cmd_session *s, const struct 
 	    "DOCS [<command-name> ...]",
 	    "    Return an empty map (no documentation is kept).",
 	    "HELP",
-	    "    Print this help.",
+	    "    Prints this help.",
 	    NULL,
 	};
 

@@ -111,6 +111,7 @@ RESP_HANDLER(resp_admin_object);
 RESP_HANDLER(resp_admin_wait);
 RESP_HANDLER(resp_admin_debug);
 RESP_HANDLER(resp_admin_config_set);
+RESP_HANDLER(resp_admin_config_rewrite);
 RESP_HANDLER(resp_admin_shutdown);
 /* MODULE LIST's reply, which HELLO's "modules" repeats. */
 void resp_admin_module_list(struct proto_buf *out, int resp);

@@ -506,7 +506,7 @@ static const char *const client_help[] = {
     "SETNAME <name>",
     "    Assign the name <name> to the current connection.",
     "HELP",
-    "    Print this help.",
+    "    Prints this help.",
     NULL,
 };
 /* CLIENT LIST's cmd= as Redis's command table names them; NULL for a subcommand not
@@ -876,7 +876,7 @@ void resp_server_memory(struct cmd_ctx *c, struct cmd_session *s, const struct p
 	    "USAGE <key> [SAMPLES <count>]",
 	    "    Return memory in bytes used by <key> and its value.",
 	    "HELP",
-	    "    Print this help.",
+	    "    Prints this help.",
 	    NULL,
 	};
 	const struct bf_filter *f;
@@ -1274,8 +1274,10 @@ void resp_server_config(struct cmd_ctx *c, struct cmd_session *s, const struct p
 	    "    Set the configuration <directive> to <value>.",
 	    "RESETSTAT",
 	    "    Reset statistics reported by the INFO command.",
+	    "REWRITE",
+	    "    Rewrite the configuration file.",
 	    "HELP",
-	    "    Print this help.",
+	    "    Prints this help.",
 	    NULL,
 	};
 
@@ -1289,6 +1291,8 @@ void resp_server_config(struct cmd_ctx *c, struct cmd_session *s, const struct p
 		config_resetstat(c, out);
 	else if (resp_arg_is(av, 1, "resetstat"))
 		resp_error_arity(c, out, "config|resetstat");
+	else if (resp_arg_is(av, 1, "rewrite"))
+		resp_admin_config_rewrite(c, s, av, out);
 	else
 		resp_error_unknown_sub(c, av, out, "CONFIG");
 }

@@ -1899,6 +1899,34 @@ START_TEST(config_set)
 }
 END_TEST
 
+static int rewrite_rc;
+
+static int fake_rewrite(void *arg, char *err, size_t errlen)
+{
+	(void)arg;
+	snprintf(err, errlen, "cannot create a temporary file in /etc: Permission denied");
+	return rewrite_rc;
+}
+
+/* CONFIG REWRITE: Redis 7.0's replies (configRewriteCommand). */
+START_TEST(config_rewrite_command)
+{
+	SAYS("-ERR The server is running without a config file\r\n", "CONFIG", "REWRITE");
+	ctx.hooks.config_rewrite = fake_rewrite;
+	rewrite_rc = -EBADF;
+	SAYS("-ERR The server is running without a config file\r\n", "config", "rewrite");
+	rewrite_rc = -EACCES;
+	SAYS("-ERR Rewriting config file: Permission denied\r\n", "CONFIG", "REWRITE");
+	rewrite_rc = 0;
+	SAYS("+OK\r\n", "CONFIG", "REWRITE");
+	SAYS("-ERR wrong number of arguments for 'config|rewrite' command\r\n", "CONFIG", "REWRITE",
+	     "x");
+	run("CONFIG", "HELP", NULL);
+	ck_assert(reply_has("+REWRITE\r\n+    Rewrite the configuration file.\r\n+HELP\r\n"
+			    "+    Prints this help.\r\n"));
+}
+END_TEST
+
 static int shutdowns, shutdown_rc;
 static bool shutdown_nosave;
 
@@ -2634,6 +2662,7 @@ static Suite *resp_cmd_suite(void)
 	tcase_add_test(conn, admin_commands);
 	tcase_add_test(conn, config_set);
 	tcase_add_test(conn, shutdown_command);
+	tcase_add_test(conn, config_rewrite_command);
 	suite_add_tcase(s, conn);
 
 	/* CLIENT LIST / INFO / KILL over a server's hooks (three fake connections). */
