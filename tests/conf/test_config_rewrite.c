@@ -226,7 +226,7 @@ START_TEST(test_rewrite_unwritable_directory)
 	path = path_in("blossomd.conf");
 	put_file(path, original);
 	if (mounted) {
-		ck_assert_int_eq(mount(NULL, dir, NULL, MS_REMOUNT | MS_RDONLY, NULL), 0);
+		ck_assert_int_eq(mount("tmpfs", dir, "tmpfs", MS_REMOUNT | MS_RDONLY, NULL), 0);
 		why = "Read-only file system";
 	} else {
 		ck_assert_int_eq(chmod(dir, 0500), 0);
