@@ -577,6 +577,11 @@ static bool module_prefix(const char *p, size_t n)
 	return false;
 }
 
+const char *resp_cmd_name_at(size_t i)
+{
+	return i < NCOMMANDS ? commands[i].name : NULL;
+}
+
 bool resp_cmd_known(const char *p, size_t n)
 {
 	struct name_key key = {p, n};

@@ -1922,6 +1922,23 @@ START_TEST(command_getkeys_every_command)
 	}
 	ck_assert_uint_eq(nnames, listed);
 	ck_assert_uint_eq(nnames, sizeof(key_calls) / sizeof(key_calls[0]));
+	/* COMMAND describes every command the table serves, and no other. */
+	run("COMMAND", "COUNT", NULL);
+	size_t k = 0;
+	while (resp_cmd_name_at(k))
+		k++;
+	snprintf(want, sizeof(want), ":%zu\r\n", k);
+	expect_bytes(want, strlen(want));
+	for (k = 0; resp_cmd_name_at(k); k++) {
+		const char *name = resp_cmd_name_at(k);
+		char head[64];
+		int n =
+		    snprintf(head, sizeof(head), "*1\r\n*10\r\n$%zu\r\n%s\r\n", strlen(name), name);
+
+		run("COMMAND", "INFO", name, NULL);
+		ck_assert_msg(out.len > (size_t)n && memcmp(out.data, head, (size_t)n) == 0,
+			      "COMMAND INFO %s", name);
+	}
 }
 END_TEST
 
