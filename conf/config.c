@@ -475,6 +475,85 @@ int conf_set(struct config *c, const char *key, const char *value, char *err, si
 	return -EINVAL; /* not reached: every type is handled above */
 }
 
+/* Keys only a restart changes: the listeners, the data directory, the log's, the token file.
+ * CONFIG SET refuses them; CONFIG REWRITE leaves their lines alone. */
+static const char *const conf_restart_keys[] = {
+    "bind", "port",	 "http_port",	      "data_dir",
+    "wal",  "wal_fsync", "wal_segment_bytes", "auth_token_file",
+};
+
+bool conf_key_live(const char *name)
+{
+	if (!conf_find_key(name))
+		return false;
+	for (size_t i = 0; i < sizeof(conf_restart_keys) / sizeof(conf_restart_keys[0]); i++)
+		if (strcmp(name, conf_restart_keys[i]) == 0)
+			return false;
+	return true;
+}
+
+const char *conf_key_at(size_t i)
+{
+	return i < CONF_NKEYS ? conf_keys[i].name : NULL;
+}
+
+/* The shortest decimal form of d that reads back as d ("0.01", not "0.010000000000000000208"). */
+static void conf_format_rate(double d, char *buf, size_t len)
+{
+	for (int prec = 1; prec <= 17; prec++) {
+		snprintf(buf, len, "%.*g", prec, d);
+		if (strtod(buf, NULL) == d)
+			return;
+	}
+}
+
+int conf_format(const struct config *c, const char *key, char *buf, size_t len)
+{
+	const struct conf_key *k = conf_find_key(key);
+	const char *field;
+	uint64_t u;
+	double d;
+	int i;
+
+	if (!k)
+		return -ENOENT;
+	field = (const char *)c + k->offset;
+	switch (k->type) {
+	case CONF_STRING:
+	case CONF_ADDRS:
+		snprintf(buf, len, "%s", field);
+		break;
+	case CONF_SIZE:
+		/* The largest unit that divides it: 4g, 64k, 1000. */
+		u = conf_get_uint(c, k);
+		if (u && u % (UINT64_C(1) << 30) == 0)
+			snprintf(buf, len, "%" PRIu64 "g", u >> 30);
+		else if (u && u % (UINT64_C(1) << 20) == 0)
+			snprintf(buf, len, "%" PRIu64 "m", u >> 20);
+		else if (u && u % (UINT64_C(1) << 10) == 0)
+			snprintf(buf, len, "%" PRIu64 "k", u >> 10);
+		else
+			snprintf(buf, len, "%" PRIu64, u);
+		break;
+	case CONF_UINT:
+		snprintf(buf, len, "%" PRIu64, conf_get_uint(c, k));
+		break;
+	case CONF_RATE:
+		memcpy(&d, field, sizeof(d));
+		conf_format_rate(d, buf, len);
+		break;
+	case CONF_CHOICE:
+		memcpy(&i, field, sizeof(i));
+		snprintf(buf, len, "%s", k->choices[i]);
+		break;
+	case CONF_LOG_LEVEL:
+		memcpy(&i, field, sizeof(i));
+		snprintf(buf, len, "%s", conf_log_level_name(i) ? conf_log_level_name(i) : "info");
+		break;
+	}
+	return 0;
+}
+
 static int conf_validate_key(const struct conf_key *k, const struct config *c, char *err,
 			     size_t errlen)
 {

@@ -27,6 +27,13 @@ struct cmd_client {
 	bool closing;	   /* it closes once its replies are written (QUIT, KILL of itself) */
 	bool reading;	   /* it is read (Redis's events=r) */
 	bool writing;	   /* a write of its is pending (events=w) */
+	/* Its transaction (cmd_multi_client): the commands queued, or -1 outside MULTI; the
+	 * names it WATCHes; whether one of them changed (Redis's dirty CAS flag, d); the bytes of
+	 * the queued commands' arguments. */
+	long long multi;
+	uint64_t watch;
+	bool dirty;
+	uint64_t multi_mem;
 	/* Bytes: unparsed input (for the one asking: the running command and what follows it)
 	 * and free room after it in its own input buffer; the arguments of the command being
 	 * run or parsed; the reply buffer's size, its largest use in the last few seconds, the

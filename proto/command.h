@@ -145,10 +145,17 @@ struct cmd_hooks {
 	 */
 	int (*config_set)(void *arg, size_t n, const char *const *keys, const char *const *vals,
 			  size_t *bad, char *err, size_t errlen);
-	/* SHUTDOWN: stop the daemon as SIGTERM does (changed filters written, the log closed),
-	 * once the command's turn of the loop is over. 0, or a negative errno (it keeps running).
+	/*
+	 * CONFIG REWRITE: write the live keys' values into the config file the daemon was
+	 * started with (conf_rewrite, conf/config.h). 0; -EBADF: started without one; another
+	 * negative errno: the file could not be written (err says which step; it is unchanged).
 	 */
-	int (*shutdown)(void *arg);
+	int (*config_rewrite)(void *arg, char *err, size_t errlen);
+	/* SHUTDOWN: stop the daemon as SIGTERM does (changed filters written, the log closed),
+	 * once the command's turn of the loop is over; nosave: without writing the changed
+	 * filters (the log keeps what it holds). 0, or a negative errno (it keeps running).
+	 */
+	int (*shutdown)(void *arg, bool nosave);
 };
 
 /* Shared state of the command layer: the registry, the defaults and limits from the config. */
@@ -524,6 +531,9 @@ void cmd_multi_discard(struct cmd_session *s);
 void cmd_multi_running(struct cmd_session *s);
 /* Free s's transaction state (cmd_session_free calls it). */
 void cmd_multi_free(struct cmd_session *s);
+/* CLIENT LIST's transaction fields of s into cl (multi, watch, dirty, multi_mem). */
+struct cmd_client;
+void cmd_multi_client(const struct cmd_session *s, struct cmd_client *cl);
 
 /*
  * WATCH name[0, len) for s: 0 or -ENOMEM. cmd_watch_changed: whether a WATCHed filter of s

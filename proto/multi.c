@@ -7,6 +7,7 @@
  * Redis's touchWatchedKey does. The RESP commands over this are in proto/resp_multi.c.
  */
 #include "proto/command.h"
+#include "proto/client.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -33,9 +34,11 @@ struct cmd_multi {
 	bool active;  /* MULTI was sent: commands are queued */
 	bool flagged; /* a command was refused at queue time: EXEC aborts */
 	bool dirty;   /* a WATCHed filter changed */
+	bool running; /* EXEC runs the queue */
 	struct cmd_watch *watches;
 	struct cmd_queued **q;
 	size_t n, cap, bytes;
+	size_t mem; /* bytes the queued commands take (CLIENT LIST's multi-mem) */
 };
 
 static struct cmd_multi *multi_get(struct cmd_ctx *c, struct cmd_session *s)
@@ -105,13 +108,18 @@ int cmd_multi_queue(struct cmd_ctx *c, struct cmd_session *s, size_t argc, const
 	}
 	m->q[m->n++] = e;
 	m->bytes += bytes;
+	m->mem += head + bytes + argc;
 	return 0;
 }
 
 void cmd_multi_running(struct cmd_session *s)
 {
-	if (s->multi)
+	if (s->multi) {
 		s->multi->active = false;
+		s->multi->running = true;
+	}
+	/* As Redis's execCommand: the WATCHes have done their work once the queue runs. */
+	cmd_unwatch(s);
 }
 
 void cmd_multi_flag(struct cmd_session *s)
@@ -150,8 +158,8 @@ void cmd_multi_discard(struct cmd_session *s)
 		free(m->q[i]);
 	free(m->q);
 	m->q = NULL;
-	m->n = m->cap = m->bytes = 0;
-	m->active = m->flagged = false;
+	m->n = m->cap = m->bytes = m->mem = 0;
+	m->active = m->flagged = m->running = false;
 	cmd_unwatch(s);
 }
 
@@ -227,6 +235,21 @@ void cmd_watch_touch_slow(struct cmd_ctx *c, const char *name, size_t len)
 	for (struct cmd_watch *w = c->watches; w; w = w->next)
 		if (w->len == len && memcmp(w->name, name, len) == 0)
 			w->m->dirty = true;
+}
+
+void cmd_multi_client(const struct cmd_session *s, struct cmd_client *cl)
+{
+	const struct cmd_multi *m = s->multi;
+
+	/* As Redis: a transaction's fields stay while EXEC runs it (its WATCHes are gone). */
+	bool in = m && (m->active || m->running);
+
+	cl->multi = in ? (long long)m->n : -1;
+	cl->multi_mem = in ? m->mem : 0;
+	cl->watch = 0;
+	for (const struct cmd_watch *w = m ? m->watches : NULL; w; w = w->snext)
+		cl->watch++;
+	cl->dirty = m && m->dirty;
 }
 
 void cmd_multi_free(struct cmd_session *s)

@@ -16,8 +16,8 @@
  *   - CONFIG SET takes the keys SIGHUP applies live, by Redis's names where Redis has them
  *     (maxmemory, maxclients, timeout, loglevel, save as "SECONDS 1" or "") or by blossomd's
  *     own (max_key_bytes, ...); the rest (port, bind, dir, appendonly, appendfsync,
- *     requirepass: blossomd's restart-only keys) are immutable. The config file is not
- *     rewritten.
+ *     requirepass: blossomd's restart-only keys) are immutable. CONFIG REWRITE writes the
+ *     live keys back into the config file (conf_rewrite: comments and layout kept).
  *   - OBJECT IDLETIME is counted from the coarse once-a-second clock filters' use is stamped
  *     with (the one cold_interval pages out by).
  */
@@ -389,11 +389,42 @@ out:
 }
 
 /*
+ * CONFIG REWRITE: the live keys written back into the config file, as Redis 7.0's
+ * configRewriteCommand answers (its errors: no file; "Rewriting config file: <reason>", the
+ * failing step and path in the server log).
+ */
+void resp_admin_config_rewrite(struct cmd_ctx *c, struct cmd_session *s,
+			       const struct proto_argv *av, struct proto_buf *out)
+{
+	char err[512] = "";
+	int rc;
+	(void)s;
+
+	if (av->argc != 2) {
+		resp_error_arity(c, out, "config|rewrite");
+		return;
+	}
+	rc = c->hooks.config_rewrite ? c->hooks.config_rewrite(c->hooks.arg, err, sizeof(err))
+				     : -EBADF;
+	if (rc == 0) {
+		proto_resp_ok(out);
+	} else if (rc == -EBADF) {
+		resp_error(c, out, "ERR The server is running without a config file");
+	} else {
+		c->errors++;
+		proto_resp_error_fmt(out, "Rewriting config file: %s", strerror(-rc));
+	}
+}
+
+/*
  * SHUTDOWN [NOSAVE|SAVE] [NOW] [FORCE] [ABORT]: Redis's checks, then the daemon stops as on
- * SIGTERM and the connection closes with no reply, as Redis's does. Every form writes the
- * changed filters on the way out (a checkpoint is never skipped: NOSAVE is accepted for
- * clients that send it, and the log holds every acknowledged change either way). No shutdown
- * ever waits (there are no replicas to wait for), so ABORT finds none in progress.
+ * SIGTERM and the connection closes with no reply, as Redis's does. Plain SHUTDOWN and SAVE
+ * write the changed filters (the final checkpoint, which a stop always writes); NOSAVE skips
+ * it, as Redis skips its RDB save: with the log on nothing acknowledged is lost (the next
+ * start replays the log), with wal = off what the last checkpoint lacks is, as in a Redis
+ * without AOF. NOW and FORCE change nothing: no shutdown waits (there are no replicas), so
+ * ABORT finds none in progress, and a failed final checkpoint cannot stop a stop already
+ * under way (the exit status says so).
  */
 void resp_admin_shutdown(struct cmd_ctx *c, struct cmd_session *s, const struct proto_argv *av,
 			 struct proto_buf *out)
@@ -422,7 +453,7 @@ void resp_admin_shutdown(struct cmd_ctx *c, struct cmd_session *s, const struct 
 		resp_error(c, out, "ERR No shutdown in progress.");
 		return;
 	}
-	if (!c->hooks.shutdown || c->hooks.shutdown(c->hooks.arg)) {
+	if (!c->hooks.shutdown || c->hooks.shutdown(c->hooks.arg, nosave)) {
 		resp_error(c, out, "ERR Errors trying to SHUTDOWN. Check logs.");
 		return;
 	}

@@ -34,7 +34,7 @@
  * are booleans and BF.INFO is a map; a nonscaling filter's "Expansion rate" is null.
  *
  * Differences from Redis 7.0: CLIENT SETINFO is answered +OK (it is 7.2's; clients send it on
- * connect); client names are at most 63 bytes; COMMAND DOCS is an empty map; SAVE/BGSAVE report a
+ * connect); client names are at most 63 bytes; SAVE/BGSAVE report a
  * failed snapshot as "ERR snapshot failed, see the server log" rather than a bare "ERR". Without a
  * token (cmd_ctx.token) AUTH and HELLO ... AUTH answer as a Redis without requirepass does; with
  * one, as a Redis with requirepass: only AUTH, HELLO (with AUTH to authenticate), PING and QUIT
@@ -220,73 +220,68 @@ struct resp_cmd {
 	size_t len;
 	resp_handler run;
 	unsigned min, max; /* argc bounds (command name included); max 0: no upper bound */
-	const char *flags; /* COMMAND's flags, space separated */
+	/* The filter names it takes (COMMAND INFO's legacy range: proto/commands.json). */
 	int first, last, step;
 };
 
-static void resp_command(struct cmd_ctx *c, struct cmd_session *s, const struct proto_argv *av,
-			 struct proto_buf *out);
-
 /* Hottest first: lookups scan the table in order. */
 static const struct resp_cmd commands[] = {
-    {"bf.add", 6, resp_bf_add, 3, 3, "write denyoom", 1, 1, 1},
-    {"bf.exists", 9, resp_bf_exists, 3, 3, "readonly fast", 1, 1, 1},
-    {"bf.madd", 7, resp_bf_madd, 3, 0, "write denyoom", 1, 1, 1},
-    {"bf.mexists", 10, resp_bf_mexists, 3, 0, "readonly fast", 1, 1, 1},
-    {"bf.insert", 9, resp_bf_insert, 4, 0, "write denyoom", 1, 1, 1},
-    {"bf.reserve", 10, resp_bf_reserve, 4, 8, "write denyoom fast", 1, 1, 1},
-    {"bf.info", 7, resp_bf_info, 2, 3, "readonly fast", 1, 1, 1},
-    {"bf.card", 7, resp_bf_card, 2, 2, "readonly fast", 1, 1, 1},
-    {"bf.del", 6, resp_bf_del, 3, 3, "write fast", 1, 1, 1},
-    {"bf.scandump", 11, resp_bf_scandump, 3, 3, "readonly", 1, 1, 1},
-    {"bf.loadchunk", 12, resp_bf_loadchunk, 4, 4, "write denyoom", 1, 1, 1},
-    {"ping", 4, resp_server_ping, 1, 2, "fast", 0, 0, 0},
-    {"echo", 4, resp_server_echo, 2, 2, "fast", 0, 0, 0},
-    {"quit", 4, resp_server_quit, 1, 0, "noscript loading stale fast no_auth allow_busy", 0, 0, 0},
-    {"hello", 5, resp_server_hello, 1, 0, "noscript loading stale fast no_auth allow_busy", 0, 0,
-     0},
-    {"auth", 4, resp_server_auth, 2, 0, "noscript loading stale fast no_auth allow_busy", 0, 0, 0},
-    {"select", 6, resp_server_select, 2, 2, "loading stale fast", 0, 0, 0},
-    {"client", 6, resp_server_client, 2, 0, "", 0, 0, 0},
-    {"command", 7, resp_command, 1, 0, "loading stale", 0, 0, 0},
-    {"config", 6, resp_server_config, 2, 0, "", 0, 0, 0},
-    {"info", 4, resp_server_info, 1, 0, "loading stale", 0, 0, 0},
-    {"dbsize", 6, resp_server_dbsize, 1, 1, "readonly fast", 0, 0, 0},
-    {"exists", 6, resp_server_exists, 2, 0, "readonly fast", 1, -1, 1},
-    {"del", 3, resp_server_del, 2, 0, "write", 1, -1, 1},
-    {"unlink", 6, resp_server_del, 2, 0, "write fast", 1, -1, 1},
-    {"type", 4, resp_server_type, 2, 2, "readonly fast", 1, 1, 1},
-    {"keys", 4, resp_server_keys, 2, 2, "readonly", 0, 0, 0},
-    {"scan", 4, resp_server_scan, 2, 0, "readonly", 0, 0, 0},
-    {"save", 4, resp_server_save, 1, 1, "admin noscript", 0, 0, 0},
-    {"bgsave", 6, resp_server_save, 1, 2, "admin noscript", 0, 0, 0},
-    {"lastsave", 8, resp_server_lastsave, 1, 1, "loading stale fast", 0, 0, 0},
-    {"flushall", 8, resp_server_flushall, 1, 0, "write", 0, 0, 0},
-    {"flushdb", 7, resp_server_flushall, 1, 0, "write", 0, 0, 0},
-    {"memory", 6, resp_server_memory, 2, 0, "", 0, 0, 0},
-    {"rename", 6, resp_keys_rename, 3, 3, "write", 1, 2, 1},
-    {"renamenx", 8, resp_keys_rename, 3, 3, "write fast", 1, 2, 1},
-    {"expire", 6, resp_keys_expire, 3, 0, "write fast", 1, 1, 1},
-    {"pexpire", 7, resp_keys_expire, 3, 0, "write fast", 1, 1, 1},
-    {"expireat", 8, resp_keys_expire, 3, 0, "write fast", 1, 1, 1},
-    {"pexpireat", 9, resp_keys_expire, 3, 0, "write fast", 1, 1, 1},
-    {"ttl", 3, resp_keys_ttl, 2, 2, "readonly fast", 1, 1, 1},
-    {"pttl", 4, resp_keys_ttl, 2, 2, "readonly fast", 1, 1, 1},
-    {"expiretime", 10, resp_keys_ttl, 2, 2, "readonly fast", 1, 1, 1},
-    {"pexpiretime", 11, resp_keys_ttl, 2, 2, "readonly fast", 1, 1, 1},
-    {"persist", 7, resp_keys_persist, 2, 2, "write fast", 1, 1, 1},
-    {"multi", 5, resp_multi_multi, 1, 1, "noscript loading stale fast allow_busy", 0, 0, 0},
-    {"exec", 4, resp_multi_exec, 1, 1, "noscript loading stale skip_slowlog", 0, 0, 0},
-    {"discard", 7, resp_multi_discard, 1, 1, "noscript loading stale fast allow_busy", 0, 0, 0},
-    {"watch", 5, resp_multi_watch, 2, 0, "noscript loading stale fast allow_busy", 1, -1, 1},
-    {"unwatch", 7, resp_multi_unwatch, 1, 1, "noscript loading stale fast allow_busy", 0, 0, 0},
-    {"bf.debug", 8, resp_bf_debug, 2, 2, "readonly fast", 1, 1, 1},
-    {"module", 6, resp_admin_module, 2, 0, "", 0, 0, 0},
-    {"object", 6, resp_admin_object, 2, 0, "", 0, 0, 0},
-    {"wait", 4, resp_admin_wait, 3, 3, "noscript", 0, 0, 0},
-    {"debug", 5, resp_admin_debug, 2, 0, "admin noscript loading stale", 0, 0, 0},
-    {"shutdown", 8, resp_admin_shutdown, 1, 0, "admin noscript loading stale no_multi allow_busy",
-     0, 0, 0},
+    {"bf.add", 6, resp_bf_add, 3, 3, 1, 1, 1},
+    {"bf.exists", 9, resp_bf_exists, 3, 3, 1, 1, 1},
+    {"bf.madd", 7, resp_bf_madd, 3, 0, 1, 1, 1},
+    {"bf.mexists", 10, resp_bf_mexists, 3, 0, 1, 1, 1},
+    {"bf.insert", 9, resp_bf_insert, 4, 0, 1, 1, 1},
+    {"bf.reserve", 10, resp_bf_reserve, 4, 8, 1, 1, 1},
+    {"bf.info", 7, resp_bf_info, 2, 3, 1, 1, 1},
+    {"bf.card", 7, resp_bf_card, 2, 2, 1, 1, 1},
+    {"bf.del", 6, resp_bf_del, 3, 3, 1, 1, 1},
+    {"bf.scandump", 11, resp_bf_scandump, 3, 3, 1, 1, 1},
+    {"bf.loadchunk", 12, resp_bf_loadchunk, 4, 4, 1, 1, 1},
+    {"ping", 4, resp_server_ping, 1, 2, 0, 0, 0},
+    {"echo", 4, resp_server_echo, 2, 2, 0, 0, 0},
+    {"quit", 4, resp_server_quit, 1, 0, 0, 0, 0},
+    {"hello", 5, resp_server_hello, 1, 0, 0, 0, 0},
+    {"auth", 4, resp_server_auth, 2, 0, 0, 0, 0},
+    {"select", 6, resp_server_select, 2, 2, 0, 0, 0},
+    {"client", 6, resp_server_client, 2, 0, 0, 0, 0},
+    {"command", 7, resp_command, 1, 0, 0, 0, 0},
+    {"config", 6, resp_server_config, 2, 0, 0, 0, 0},
+    {"info", 4, resp_server_info, 1, 0, 0, 0, 0},
+    {"dbsize", 6, resp_server_dbsize, 1, 1, 0, 0, 0},
+    {"exists", 6, resp_server_exists, 2, 0, 1, -1, 1},
+    {"del", 3, resp_server_del, 2, 0, 1, -1, 1},
+    {"unlink", 6, resp_server_del, 2, 0, 1, -1, 1},
+    {"type", 4, resp_server_type, 2, 2, 1, 1, 1},
+    {"keys", 4, resp_server_keys, 2, 2, 0, 0, 0},
+    {"scan", 4, resp_server_scan, 2, 0, 0, 0, 0},
+    {"save", 4, resp_server_save, 1, 1, 0, 0, 0},
+    {"bgsave", 6, resp_server_save, 1, 2, 0, 0, 0},
+    {"lastsave", 8, resp_server_lastsave, 1, 1, 0, 0, 0},
+    {"flushall", 8, resp_server_flushall, 1, 0, 0, 0, 0},
+    {"flushdb", 7, resp_server_flushall, 1, 0, 0, 0, 0},
+    {"memory", 6, resp_server_memory, 2, 0, 0, 0, 0},
+    {"rename", 6, resp_keys_rename, 3, 3, 1, 2, 1},
+    {"renamenx", 8, resp_keys_rename, 3, 3, 1, 2, 1},
+    {"expire", 6, resp_keys_expire, 3, 0, 1, 1, 1},
+    {"pexpire", 7, resp_keys_expire, 3, 0, 1, 1, 1},
+    {"expireat", 8, resp_keys_expire, 3, 0, 1, 1, 1},
+    {"pexpireat", 9, resp_keys_expire, 3, 0, 1, 1, 1},
+    {"ttl", 3, resp_keys_ttl, 2, 2, 1, 1, 1},
+    {"pttl", 4, resp_keys_ttl, 2, 2, 1, 1, 1},
+    {"expiretime", 10, resp_keys_ttl, 2, 2, 1, 1, 1},
+    {"pexpiretime", 11, resp_keys_ttl, 2, 2, 1, 1, 1},
+    {"persist", 7, resp_keys_persist, 2, 2, 1, 1, 1},
+    {"multi", 5, resp_multi_multi, 1, 1, 0, 0, 0},
+    {"exec", 4, resp_multi_exec, 1, 1, 0, 0, 0},
+    {"discard", 7, resp_multi_discard, 1, 1, 0, 0, 0},
+    {"watch", 5, resp_multi_watch, 2, 0, 1, -1, 1},
+    {"unwatch", 7, resp_multi_unwatch, 1, 1, 0, 0, 0},
+    {"bf.debug", 8, resp_bf_debug, 2, 2, 1, 1, 1},
+    {"module", 6, resp_admin_module, 2, 0, 0, 0, 0},
+    {"object", 6, resp_admin_object, 2, 0, 0, 0, 0},
+    {"wait", 4, resp_admin_wait, 3, 3, 0, 0, 0},
+    {"debug", 5, resp_admin_debug, 2, 0, 0, 0, 0},
+    {"shutdown", 8, resp_admin_shutdown, 1, 0, 0, 0, 0},
 };
 
 #define NCOMMANDS (sizeof(commands) / sizeof(commands[0]))
@@ -582,6 +577,11 @@ static bool module_prefix(const char *p, size_t n)
 	return false;
 }
 
+const char *resp_cmd_name_at(size_t i)
+{
+	return i < NCOMMANDS ? commands[i].name : NULL;
+}
+
 bool resp_cmd_known(const char *p, size_t n)
 {
 	struct name_key key = {p, n};
@@ -590,110 +590,6 @@ bool resp_cmd_known(const char *p, size_t n)
 		return true;
 	return bsearch(&key, redis_names, sizeof(redis_names) / sizeof(redis_names[0]),
 		       sizeof(redis_names[0]), name_cmp) != NULL;
-}
-
-static long long cmd_arity(const struct resp_cmd *e)
-{
-	return e->min == e->max ? (long long)e->min : -(long long)e->min;
-}
-
-/* One entry of COMMAND / COMMAND INFO, in Redis 7.0's ten-field form. */
-static void command_entry(struct proto_buf *out, int resp, const struct resp_cmd *e)
-{
-	size_t nflags = 0;
-	const char *p = e->flags;
-
-	for (const char *q = p; *q;) {
-		while (*q == ' ')
-			q++;
-		if (!*q)
-			break;
-		nflags++;
-		while (*q && *q != ' ')
-			q++;
-	}
-	proto_resp_array(out, 10);
-	proto_resp_bulk_str(out, e->name);
-	proto_resp_integer(out, cmd_arity(e));
-	proto_resp_set(out, resp, nflags);
-	while (*p) {
-		while (*p == ' ')
-			p++;
-		const char *start = p;
-		while (*p && *p != ' ')
-			p++;
-		if (p > start)
-			proto_resp_simple(out, start, (size_t)(p - start));
-	}
-	proto_resp_integer(out, e->first);
-	proto_resp_integer(out, e->last);
-	proto_resp_integer(out, e->step);
-	proto_resp_set(out, resp, 0); /* ACL categories */
-	proto_resp_set(out, resp, 0); /* tips */
-	proto_resp_array(out, 0);     /* key specs */
-	proto_resp_array(out, 0);     /* subcommands */
-}
-
-static void resp_command(struct cmd_ctx *c, struct cmd_session *s, const struct proto_argv *av,
-			 struct proto_buf *out)
-{
-	static const char *const help[] = {
-	    "COMMAND <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
-	    "(no subcommand)",
-	    "    Return details about all commands.",
-	    "COUNT",
-	    "    Return the total number of commands in this server.",
-	    "LIST",
-	    "    Return a list of all commands in this server.",
-	    "INFO [<command-name> ...]",
-	    "    Return details about multiple commands.",
-	    "DOCS [<command-name> ...]",
-	    "    Return an empty map (no documentation is kept).",
-	    "HELP",
-	    "    Print this help.",
-	    NULL,
-	};
-
-	if (av->argc == 1) {
-		proto_resp_array(out, NCOMMANDS);
-		for (size_t i = 0; i < NCOMMANDS; i++)
-			command_entry(out, s->resp, &commands[i]);
-	} else if (resp_arg_is(av, 1, "count")) {
-		if (av->argc != 2) {
-			resp_error_arity(c, out, "command|count");
-			return;
-		}
-		proto_resp_integer(out, NCOMMANDS);
-	} else if (resp_arg_is(av, 1, "list")) {
-		if (av->argc != 2) {
-			resp_error(c, out, resp_err_syntax);
-			return;
-		}
-		proto_resp_array(out, NCOMMANDS);
-		for (size_t i = 0; i < NCOMMANDS; i++)
-			proto_resp_bulk_str(out, commands[i].name);
-	} else if (resp_arg_is(av, 1, "info")) {
-		if (av->argc == 2) {
-			proto_resp_array(out, NCOMMANDS);
-			for (size_t i = 0; i < NCOMMANDS; i++)
-				command_entry(out, s->resp, &commands[i]);
-			return;
-		}
-		proto_resp_array(out, av->argc - 2);
-		for (size_t i = 2; i < av->argc; i++) {
-			const struct resp_cmd *e = lookup(av->argv[i], av->argvlen[i]);
-			if (e)
-				command_entry(out, s->resp, e);
-			else
-				proto_resp_null(out, s->resp);
-		}
-	} else if (resp_arg_is(av, 1, "docs")) {
-		proto_resp_map(out, s->resp, 0);
-	} else if (resp_arg_is(av, 1, "help") && av->argc == 2) {
-		resp_reply_help(out, help);
-	} else {
-		resp_error_unknown_sub(c, av, out, "COMMAND");
-	}
 }
 
 /* Redis 7.0's unknown-command error: the name and up to ~128 bytes of quoted arguments, each

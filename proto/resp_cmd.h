@@ -19,6 +19,10 @@
  * of a RedisBloom-family module (BF., CF., CMS., TOPK., TDIGEST.). Protocol detection uses it. */
 bool resp_cmd_known(const char *p, size_t n);
 
+/* The name of the i-th command of the table (0, 1, ...; lower case), NULL past the last: what
+ * COMMAND must describe (the tests check that it does). */
+const char *resp_cmd_name_at(size_t i);
+
 void resp_cmd_exec(struct cmd_ctx *c, struct cmd_session *s, const struct proto_argv *av,
 		   struct proto_buf *out);
 

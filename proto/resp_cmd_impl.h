@@ -3,7 +3,8 @@
  * Private to the RESP front end, shared by its three files: resp_cmd.c (replies, argument
  * helpers, the command table and resp_cmd_exec), resp_bf.c (the BF.* family), resp_server.c
  * (connection, keyspace and server commands), resp_keys.c (RENAME, the EXPIRE family) and
- * resp_admin.c (MODULE, OBJECT, WAIT, DEBUG, CONFIG SET, SHUTDOWN). Nothing else includes it.
+ * resp_admin.c (MODULE, OBJECT, WAIT, DEBUG, CONFIG SET, CONFIG REWRITE, SHUTDOWN) and
+ * resp_command.c (COMMAND). Nothing else includes it.
  */
 #ifndef BLOSSOMD_PROTO_RESP_CMD_IMPL_H
 #define BLOSSOMD_PROTO_RESP_CMD_IMPL_H
@@ -111,6 +112,8 @@ RESP_HANDLER(resp_admin_object);
 RESP_HANDLER(resp_admin_wait);
 RESP_HANDLER(resp_admin_debug);
 RESP_HANDLER(resp_admin_config_set);
+RESP_HANDLER(resp_command); /* resp_command.c */
+RESP_HANDLER(resp_admin_config_rewrite);
 RESP_HANDLER(resp_admin_shutdown);
 /* MODULE LIST's reply, which HELLO's "modules" repeats. */
 void resp_admin_module_list(struct proto_buf *out, int resp);

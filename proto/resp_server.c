@@ -213,15 +213,27 @@ void resp_server_select(struct cmd_ctx *c, struct cmd_session *s, const struct p
  */
 
 /*
- * A connection's line, Redis 7.0's catClientInfoString fields in its order, "\n" ended. What
- * blossomd has no counterpart of is what Redis shows for a plain client: db=0 sub=0 psub=0
- * ssub=0 multi=-1 multi-mem=0 user=default (the only user) redir=-1; oll=0 (one reply buffer,
- * no list of them); flags=N, or c for one that closes once its replies are written.
+ * A connection's line, Redis 7.0's catClientInfoString fields in its order, "\n" ended, with
+ * Redis 7.4's watch= after multi= (the names the connection WATCHes). What blossomd has no
+ * counterpart of is what Redis shows for a plain client: db=0 sub=0 psub=0 ssub=0
+ * user=default (the only user) redir=-1; oll=0 (one reply buffer, no list of them). flags are
+ * Redis's letters in its order: x in MULTI, d once a WATCHed filter changed, c for one that
+ * closes once its replies are written, else N. multi= is -1 outside MULTI, else the commands
+ * queued; multi-mem the bytes of their arguments.
  */
 static void client_line(struct proto_buf *b, const struct cmd_client *cl)
 {
-	char events[3], *e = events;
+	char events[3], *e = events, flags[4], *f = flags;
 
+	if (cl->multi >= 0)
+		*f++ = 'x';
+	if (cl->dirty)
+		*f++ = 'd';
+	if (cl->closing)
+		*f++ = 'c';
+	if (f == flags)
+		*f++ = 'N';
+	*f = '\0';
 	if (cl->reading)
 		*e++ = 'r';
 	if (cl->writing)
@@ -230,12 +242,12 @@ static void client_line(struct proto_buf *b, const struct cmd_client *cl)
 	proto_buf_append_fmt(
 	    b,
 	    "id=%" PRIu64 " addr=%s laddr=%s fd=%d name=%s age=%" PRIu64 " idle=%" PRIu64
-	    " flags=%s db=0 sub=0 psub=0 ssub=0 multi=-1 qbuf=%" PRIu64 " qbuf-free=%" PRIu64
-	    " argv-mem=%" PRIu64 " multi-mem=0 rbs=%" PRIu64 " rbp=%" PRIu64 " obl=%" PRIu64
-	    " oll=0 omem=%" PRIu64 " tot-mem=%" PRIu64
+	    " flags=%s db=0 sub=0 psub=0 ssub=0 multi=%lld watch=%" PRIu64 " qbuf=%" PRIu64
+	    " qbuf-free=%" PRIu64 " argv-mem=%" PRIu64 " multi-mem=%" PRIu64 " rbs=%" PRIu64
+	    " rbp=%" PRIu64 " obl=%" PRIu64 " oll=0 omem=%" PRIu64 " tot-mem=%" PRIu64
 	    " events=%s cmd=%s user=default redir=-1 resp=%d\n",
-	    cl->id, cl->addr, cl->laddr, cl->fd, cl->name, cl->age, cl->idle,
-	    cl->closing ? "c" : "N", cl->qbuf, cl->qbuf_free, cl->argv_mem, cl->rbs, cl->rbp,
+	    cl->id, cl->addr, cl->laddr, cl->fd, cl->name, cl->age, cl->idle, flags, cl->multi,
+	    cl->watch, cl->qbuf, cl->qbuf_free, cl->argv_mem, cl->multi_mem, cl->rbs, cl->rbp,
 	    cl->obl, cl->omem, cl->tot_mem, events, cl->cmd ? cl->cmd : "NULL", cl->resp);
 }
 
@@ -270,6 +282,7 @@ static const struct cmd_client *client_get(struct cmd_ctx *c, const struct cmd_s
 	    .cmd = s->last_cmd,
 	    .closing = s->close_after,
 	};
+	cmd_multi_client(s, buf);
 	return buf;
 }
 
@@ -493,7 +506,7 @@ static const char *const client_help[] = {
     "SETNAME <name>",
     "    Assign the name <name> to the current connection.",
     "HELP",
-    "    Print this help.",
+    "    Prints this help.",
     NULL,
 };
 /* CLIENT LIST's cmd= as Redis's command table names them; NULL for a subcommand not
@@ -863,7 +876,7 @@ void resp_server_memory(struct cmd_ctx *c, struct cmd_session *s, const struct p
 	    "USAGE <key> [SAMPLES <count>]",
 	    "    Return memory in bytes used by <key> and its value.",
 	    "HELP",
-	    "    Print this help.",
+	    "    Prints this help.",
 	    NULL,
 	};
 	const struct bf_filter *f;
@@ -1261,8 +1274,10 @@ void resp_server_config(struct cmd_ctx *c, struct cmd_session *s, const struct p
 	    "    Set the configuration <directive> to <value>.",
 	    "RESETSTAT",
 	    "    Reset statistics reported by the INFO command.",
+	    "REWRITE",
+	    "    Rewrite the configuration file.",
 	    "HELP",
-	    "    Print this help.",
+	    "    Prints this help.",
 	    NULL,
 	};
 
@@ -1276,6 +1291,8 @@ void resp_server_config(struct cmd_ctx *c, struct cmd_session *s, const struct p
 		config_resetstat(c, out);
 	else if (resp_arg_is(av, 1, "resetstat"))
 		resp_error_arity(c, out, "config|resetstat");
+	else if (resp_arg_is(av, 1, "rewrite"))
+		resp_admin_config_rewrite(c, s, av, out);
 	else
 		resp_error_unknown_sub(c, av, out, "CONFIG");
 }

@@ -521,7 +521,7 @@ int srv_snap_flush(struct srv_snap *sn, struct bf_filter *f, uint64_t *ticket)
 	return rc;
 }
 
-void srv_snap_shutdown(struct srv_snap *sn)
+void srv_snap_shutdown(struct srv_snap *sn, bool save)
 {
 	if (!sn || sn->stopping)
 		return;
@@ -531,6 +531,16 @@ void srv_snap_shutdown(struct srv_snap *sn)
 	if (sn->pjob && sn->pjob->recording)
 		snap_pjob_apply(sn, sn->pjob); /* so the pass below sees its members written */
 	ckpt_waits_clear(sn); /* the shutdown pass writes them; their clients are let go */
+	if (!save) {
+		/* SHUTDOWN NOSAVE: a write under way finishes (no file is left half-written), none
+		 * starts; what no checkpoint holds is the log's to replay at the next start. */
+		ckpt_pending_clear(sn);
+		uv_idle_stop(&sn->fidle);
+		sn->fill_pos = 0;
+		sn->pack_pos = SNAP_PACKS;
+		srv_log(SRV_LOG_NOTICE, "final snapshot skipped (SHUTDOWN NOSAVE)");
+		return;
+	}
 	if (ckpt_pending_fill(sn)) {
 		/* No room for a list: write them one by one here, on the loop. */
 		srv_log(SRV_LOG_ERR, "final snapshot: out of memory; writing on the loop thread");

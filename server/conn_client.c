@@ -76,6 +76,7 @@ static void conn_client_fill(struct srv_conn *c, uint64_t self, struct cmd_clien
 	    .omem = c->out.len ? c->out.cap : 0,
 	    .tot_mem = conn_held(c) + sizeof(*c),
 	};
+	cmd_multi_client(&c->sess, cl);
 }
 
 const struct cmd_client *conn_client_get(void *arg, uint64_t self, uint64_t id,

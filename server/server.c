@@ -703,7 +703,7 @@ void srv_stop(struct srv *s)
 	srv_notify_stopping();
 	/* Dirty filters are written on the threadpool; their requests keep the loop running
 	 * after every handle below is closed. */
-	srv_snap_shutdown(s->snap);
+	srv_snap_shutdown(s->snap, !s->shutdown_nosave);
 	srv_http_stop(s);
 	journal_stop(s);
 	uv_walk(&s->loop, srv_walk_close, s);
@@ -916,18 +916,16 @@ static void srv_reset_stats(void *arg)
 static int srv_config_set(void *arg, size_t n, const char *const *keys, const char *const *vals,
 			  size_t *bad, char *err, size_t errlen)
 {
-	static const char *const restart[] = {
-	    "bind", "port",	 "http_port",	      "data_dir",
-	    "wal",  "wal_fsync", "wal_segment_bytes", "auth_token_file"};
 	struct srv *s = arg;
 	struct config nc = s->cfg;
 	uint32_t old_conns = s->cfg.max_connections;
+	char none[1];
 
 	for (size_t i = 0; i < n; i++) {
 		*bad = i;
-		for (size_t k = 0; k < sizeof(restart) / sizeof(restart[0]); k++)
-			if (!strcmp(keys[i], restart[k]))
-				return -EPERM;
+		/* A known key only a restart changes (conf_key_live lists them). */
+		if (!conf_key_live(keys[i]) && conf_format(&nc, keys[i], none, sizeof(none)) == 0)
+			return -EPERM;
 		if (conf_set(&nc, keys[i], vals[i], err, errlen))
 			return strncmp(err, "unknown key", 11) ? -EINVAL : -ENOENT;
 	}
@@ -943,6 +941,23 @@ static int srv_config_set(void *arg, size_t n, const char *const *keys, const ch
 	return 0;
 }
 
+/* CONFIG REWRITE (cmd_hooks.config_rewrite): the live keys into the file started with. Runs on
+ * the loop (a small file: a write and two fsyncs), as Redis's does. */
+static int srv_config_rewrite(void *arg, char *err, size_t errlen)
+{
+	struct srv *s = arg;
+	int rc;
+
+	if (!s->config_path)
+		return -EBADF;
+	rc = conf_rewrite(s->config_path, &s->cfg, err, errlen);
+	if (rc)
+		srv_log(SRV_LOG_WARNING, "CONFIG REWRITE of %s failed: %s", s->config_path, err);
+	else
+		srv_log(SRV_LOG_NOTICE, "CONFIG REWRITE: %s written", s->config_path);
+	return rc;
+}
+
 static void srv_on_shutdown(uv_timer_t *t)
 {
 	srv_stop(t->data);
@@ -950,7 +965,7 @@ static void srv_on_shutdown(uv_timer_t *t)
 
 /* SHUTDOWN (cmd_hooks.shutdown): the stop closes every connection, the asking one too, so it
  * runs from a timer, not inside the command. */
-static int srv_shutdown(void *arg)
+static int srv_shutdown(void *arg, bool nosave)
 {
 	struct srv *s = arg;
 	int rc;
@@ -967,7 +982,16 @@ static int srv_shutdown(void *arg)
 		return rc;
 	}
 	s->shutdown_armed = true;
-	srv_log(SRV_LOG_NOTICE, "SHUTDOWN received; shutting down");
+	s->shutdown_nosave = nosave;
+	if (!nosave)
+		srv_log(SRV_LOG_NOTICE, "SHUTDOWN received; shutting down");
+	else if (s->wal)
+		srv_log(SRV_LOG_NOTICE, "SHUTDOWN NOSAVE received; shutting down without the final "
+					"checkpoint (the next start replays the write-ahead log)");
+	else
+		srv_log(SRV_LOG_WARNING,
+			"SHUTDOWN NOSAVE received; shutting down without the final checkpoint: "
+			"with wal = off, changes since the last checkpoint are lost");
 	return 0;
 }
 
@@ -991,6 +1015,7 @@ static void srv_ctx_init(struct srv *s, const struct srv_options *opt)
 	s->ctx.hooks.server_info = srv_server_info;
 	s->ctx.hooks.reset_stats = srv_reset_stats;
 	s->ctx.hooks.config_set = srv_config_set;
+	s->ctx.hooks.config_rewrite = srv_config_rewrite;
 	s->ctx.hooks.shutdown = srv_shutdown;
 	s->ctx.started_unix = (uint64_t)time(NULL);
 	s->ctx.version = opt->version;

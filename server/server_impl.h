@@ -208,6 +208,7 @@ struct srv {
 	uv_timer_t sweep;
 	uv_timer_t shutdown; /* SHUTDOWN's stop, in a turn of its own; armed once */
 	bool shutdown_armed;
+	bool shutdown_nosave;	  /* SHUTDOWN NOSAVE: no final checkpoint */
 	uv_timer_t expire;	  /* drops the filters whose time came (SRV_EXPIRE_MS) */
 	struct srv_notify notify; /* sd_notify watchdog timer */
 	bool handles_ready;	  /* signals and timer initialised */

@@ -177,9 +177,10 @@ int srv_snap_flush(struct srv_snap *sn, struct bf_filter *f, uint64_t *ticket);
  * Shutdown: drop a copy in progress and write every dirty filter on the threadpool; the loop
  * stays alive until the last write has finished (the work requests keep uv_run() going).
  * Failures are logged. Later cycles and timer ticks do nothing. Safe to call twice; NULL is
- * ignored.
+ * ignored. Without save (SHUTDOWN NOSAVE) nothing more is written: writes under way finish,
+ * the dirty filters stay as the last checkpoint has them (the log, if on, holds the rest).
  */
-void srv_snap_shutdown(struct srv_snap *sn);
+void srv_snap_shutdown(struct srv_snap *sn, bool save);
 
 /* After the loop ended: true if a filter's final snapshot failed (its changes since the last
  * snapshot are lost), so the process must not exit 0. NULL: false. */

@@ -175,7 +175,7 @@ static void add_line(char *out, size_t cap, int fd, unsigned long long id, const
 		snprintf(idtext, sizeof(idtext), "%llu", id);
 	snprintf(out + len, cap - len,
 		 "id=%s addr=%s laddr=%s fd=# name=%s age=# idle=# flags=N db=0 sub=0 psub=0 "
-		 "ssub=0 multi=-1 %s\n",
+		 "ssub=0 multi=-1 watch=0 %s\n",
 		 idtext, addr, laddr, name, rest);
 }
 

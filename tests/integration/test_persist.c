@@ -1200,6 +1200,83 @@ START_TEST(test_final_snapshot_failure_exits_nonzero)
 }
 END_TEST
 
+/* SHUTDOWN with flags over RESP on fd: the connection closes with no reply, exit 0. */
+static void shutdown_with(const char *req)
+{
+	int fd = conn(), st;
+
+	EXCHANGE(fd, req, "");
+	CLOSED(fd);
+	close(fd);
+	st = itest_wait_exit(&d, ITEST_STOP_MS);
+	ck_assert_msg(st >= 0 && WIFEXITED(st) && WEXITSTATUS(st) == 0, "status %d:\n%s", st,
+		      itest_log(&d));
+	d.status = st;
+}
+
+#define SHUTDOWN_NOSAVE "*2\r\n$8\r\nSHUTDOWN\r\n$6\r\nNOSAVE\r\n"
+#define SHUTDOWN_SAVE	"*2\r\n$8\r\nSHUTDOWN\r\n$4\r\nSAVE\r\n"
+
+/*
+ * Issue 32: SHUTDOWN NOSAVE skips the final checkpoint. With the log on nothing acknowledged
+ * is lost (the next start replays the log); with wal = off what the last checkpoint lacks is
+ * lost, as in Redis without AOF. SHUTDOWN SAVE writes it.
+ */
+START_TEST(test_shutdown_nosave_save)
+{
+	int fd;
+
+	/* The log on, no periodic checkpoint: NOSAVE writes no file, the log has it all. */
+	data_dir_new();
+	start_in_dir(CONF("snapshot_interval = 0\n"));
+	fd = conn();
+	TXT(fd, "create f", "Done\n");
+	TXT(fd, "set f a", "Yes\n");
+	close(fd);
+	shutdown_with(SHUTDOWN_NOSAVE);
+	ck_assert_ptr_nonnull(strstr(itest_log(&d), "final snapshot skipped (SHUTDOWN NOSAVE)"));
+	ck_assert_ptr_null(strstr(itest_log(&d), "final snapshot: "));
+	itest_stop(&d, T);
+	ck_assert(!exists("f.bsnap"));
+	start_in_dir(CONF("snapshot_interval = 0\n"));
+	fd = conn();
+	TXT(fd, "check f a", "Yes\n");
+	close(fd);
+	/* SAVE: the final checkpoint is written. */
+	shutdown_with(SHUTDOWN_SAVE);
+	itest_stop(&d, T);
+	ck_assert(exists("f.bsnap"));
+
+	/* wal = off: what the last checkpoint holds survives NOSAVE, what came after does not. */
+	data_dir_new();
+	start_in_dir(CONF("snapshot_interval = 0\nwal = off\n"));
+	fd = conn();
+	TXT(fd, "create f", "Done\n");
+	TXT(fd, "set f a", "Yes\n");
+	TXT(fd, "flush f", "Done\n");
+	TXT(fd, "set f b", "Yes\n");
+	TXT(fd, "create g", "Done\n");
+	close(fd);
+	shutdown_with(SHUTDOWN_NOSAVE);
+	ck_assert_ptr_nonnull(strstr(itest_log(&d), "changes since the last checkpoint are lost"));
+	itest_stop(&d, T);
+	start_in_dir(CONF("snapshot_interval = 0\nwal = off\n"));
+	fd = conn();
+	TXT(fd, "check f a", "Yes\n");
+	TXT(fd, "check f b", "No\n");
+	TXT(fd, "check g a", "Filter does not exist\n");
+	TXT(fd, "set f b", "Yes\n");
+	close(fd);
+	shutdown_with(SHUTDOWN_SAVE);
+	itest_stop(&d, T);
+	start_in_dir(CONF("snapshot_interval = 0\nwal = off\n"));
+	fd = conn();
+	TXT(fd, "check f b", "Yes\n");
+	close(fd);
+	itest_stop(&d, T);
+}
+END_TEST
+
 /* Issue 17 item 11: filter names may hold bytes >= 0x80; log lines quoting them stay ASCII. */
 START_TEST(test_log_escapes_name_bytes)
 {
@@ -2069,6 +2146,7 @@ static Suite *persist_suite(void)
 	tcase_set_timeout(misc, 120);
 	tcase_add_test(misc, test_startup_housekeeping);
 	tcase_add_test(misc, test_periodic);
+	tcase_add_test(misc, test_shutdown_nosave_save);
 	suite_add_tcase(s, misc);
 
 	tcase_set_timeout(faults, 180);

@@ -1347,8 +1347,8 @@ static const char *self_line(const char *cmd, const char *name, int resp)
 	snprintf(
 	    buf, sizeof(buf),
 	    "id=7 addr=?:0 laddr=?:0 fd=-1 name=%s age=0 idle=0 flags=N db=0 sub=0 psub=0 "
-	    "ssub=0 multi=-1 qbuf=0 qbuf-free=0 argv-mem=0 multi-mem=0 rbs=0 rbp=0 obl=0 oll=0 "
-	    "omem=0 tot-mem=0 events= cmd=%s user=default redir=-1 resp=%d\n",
+	    "ssub=0 multi=-1 watch=0 qbuf=0 qbuf-free=0 argv-mem=0 multi-mem=0 rbs=0 rbp=0 obl=0 "
+	    "oll=0 omem=0 tot-mem=0 events= cmd=%s user=default redir=-1 resp=%d\n",
 	    name, cmd, resp);
 	return buf;
 }
@@ -1396,6 +1396,41 @@ START_TEST(client_list_info_alone)
 	run("CLIENT", "LIST", NULL);
 	expect_text(self_line("client|list", "worker-1", 3), 3);
 	SAYS("=4\r\ntxt:\r\n", "CLIENT", "LIST", "TYPE", "pubsub");
+}
+END_TEST
+
+/* The transaction fields as Redis 7.4 prints them: watch= counts the WATCHed names, d marks
+ * one changed; in a running EXEC, flags=x and multi= the commands queued, the WATCHes gone. */
+START_TEST(client_info_multi_watch)
+{
+	static const char line[] =
+	    "id=7 addr=?:0 laddr=?:0 fd=-1 name= age=0 idle=0 flags=%s db=0 sub=0 psub=0 ssub=0 "
+	    "multi=%s watch=%s qbuf=0 qbuf-free=0 argv-mem=0 multi-mem=%s rbs=0 rbp=0 obl=0 oll=0 "
+	    "omem=0 tot-mem=0 events= cmd=client|info user=default redir=-1 resp=2\n";
+	char text[512], want[1024];
+	int n;
+
+	SAYS("+OK\r\n", "WATCH", "a", "b", "a");
+	snprintf(text, sizeof(text), line, "N", "-1", "2", "0");
+	run("CLIENT", "INFO", NULL);
+	expect_text(text, 2);
+	SAYS(":1\r\n", "BF.ADD", "a", "x");
+	snprintf(text, sizeof(text), line, "d", "-1", "2", "0");
+	run("CLIENT", "INFO", NULL);
+	expect_text(text, 2);
+	SAYS("+OK\r\n", "UNWATCH");
+	SAYS("+OK\r\n", "MULTI");
+	SAYS("+QUEUED\r\n", "CLIENT", "INFO");
+	SAYS("+QUEUED\r\n", "PING");
+	/* Each queued command: its header (24 bytes), a pointer and a length per argument, the
+	 * arguments NUL-terminated: 24 + 32 + 12 for CLIENT INFO, 24 + 16 + 5 for PING. */
+	snprintf(text, sizeof(text), line, "x", "2", "0", "113");
+	n = snprintf(want, sizeof(want), "*2\r\n$%zu\r\n%s\r\n+PONG\r\n", strlen(text), text);
+	run("EXEC", NULL);
+	expect_bytes(want, (size_t)n);
+	snprintf(text, sizeof(text), line, "N", "-1", "0", "0");
+	run("CLIENT", "INFO", NULL);
+	expect_text(text, 2);
 }
 END_TEST
 
@@ -1483,6 +1518,7 @@ static void fakes_init(void)
 				       .name = "",
 				       .resp = 2,
 				       .cmd = "client|list",
+				       .multi = -1,
 				       .reading = true};
 	fakes[1] = (struct cmd_client){.id = 8,
 				       .addr = "10.0.0.2:2000",
@@ -1491,6 +1527,10 @@ static void fakes_init(void)
 				       .name = "worker",
 				       .resp = 3,
 				       .cmd = "bf.add",
+				       .multi = 2,
+				       .watch = 1,
+				       .dirty = true,
+				       .multi_mem = 40,
 				       .age = 5,
 				       .idle = 2,
 				       .closing = true,
@@ -1504,8 +1544,13 @@ static void fakes_init(void)
 				       .obl = 10,
 				       .omem = 16384,
 				       .tot_mem = 20000};
-	fakes[2] = (struct cmd_client){
-	    .id = 9, .addr = "[::1]:3000", .laddr = "[::1]:6380", .fd = 12, .name = "", .resp = 2};
+	fakes[2] = (struct cmd_client){.id = 9,
+				       .addr = "[::1]:3000",
+				       .laddr = "[::1]:6380",
+				       .fd = 12,
+				       .name = "",
+				       .resp = 2,
+				       .multi = -1};
 	memset(fake_closed, 0, sizeof(fake_closed));
 }
 
@@ -1560,16 +1605,19 @@ static void setup_fakes(void)
 
 #define FAKE7                                                                                      \
 	"id=7 addr=10.0.0.1:1000 laddr=127.0.0.1:6379 fd=10 name= age=0 idle=0 flags=N db=0 "      \
-	"sub=0 psub=0 ssub=0 multi=-1 qbuf=0 qbuf-free=0 argv-mem=0 multi-mem=0 rbs=0 rbp=0 "      \
+	"sub=0 psub=0 ssub=0 multi=-1 watch=0 qbuf=0 qbuf-free=0 argv-mem=0 multi-mem=0 rbs=0 "    \
+	"rbp=0 "                                                                                   \
 	"obl=0 oll=0 omem=0 tot-mem=0 events=r cmd=client|list user=default redir=-1 resp=2\n"
 #define FAKE8                                                                                      \
-	"id=8 addr=10.0.0.2:2000 laddr=127.0.0.1:6379 fd=11 name=worker age=5 idle=2 flags=c "     \
-	"db=0 sub=0 psub=0 ssub=0 multi=-1 qbuf=3 qbuf-free=100 argv-mem=4 multi-mem=0 rbs=16384 " \
+	"id=8 addr=10.0.0.2:2000 laddr=127.0.0.1:6379 fd=11 name=worker age=5 idle=2 flags=xdc "   \
+	"db=0 sub=0 psub=0 ssub=0 multi=2 watch=1 qbuf=3 qbuf-free=100 argv-mem=4 multi-mem=40 "   \
+	"rbs=16384 "                                                                               \
 	"rbp=20 obl=10 oll=0 omem=16384 tot-mem=20000 events=rw cmd=bf.add user=default "          \
 	"redir=-1 resp=3\n"
 #define FAKE9                                                                                      \
 	"id=9 addr=[::1]:3000 laddr=[::1]:6380 fd=12 name= age=0 idle=0 flags=N db=0 sub=0 "       \
-	"psub=0 ssub=0 multi=-1 qbuf=0 qbuf-free=0 argv-mem=0 multi-mem=0 rbs=0 rbp=0 obl=0 "      \
+	"psub=0 ssub=0 multi=-1 watch=0 qbuf=0 qbuf-free=0 argv-mem=0 multi-mem=0 rbs=0 rbp=0 "    \
+	"obl=0 "                                                                                   \
 	"oll=0 omem=0 tot-mem=0 events= cmd=NULL user=default redir=-1 resp=2\n"
 
 START_TEST(client_with_hooks)
@@ -1616,6 +1664,316 @@ START_TEST(client_kill_all_with_hooks)
 }
 END_TEST
 
+/* A key spec at index 1, range (0, 1, 0), with flags (RESP2). */
+#define KEY1_SPEC(flags)                                                                           \
+	"*6\r\n$5\r\nflags\r\n" flags "$12\r\nbegin_search\r\n*4\r\n$4\r\ntype\r\n$5\r\nindex\r\n" \
+	"$4\r\nspec\r\n*2\r\n$5\r\nindex\r\n:1\r\n$9\r\nfind_keys\r\n*4\r\n$4\r\ntype\r\n$5\r\n"   \
+	"range\r\n$4\r\nspec\r\n*6\r\n$7\r\nlastkey\r\n:0\r\n$7\r\nkeystep\r\n:1\r\n$"             \
+	"5\r\nlimit\r\n"                                                                           \
+	":0\r\n"
+#define RO_KEY1 "*1\r\n" KEY1_SPEC("*1\r\n+RO\r\n")
+
+/* Redis 7.0.15's replies, byte for byte (a live redis-server's), and RedisBloom's BF.ADD. */
+#define BF_ADD_INFO2                                                                               \
+	"*10\r\n$6\r\nbf.add\r\n:3\r\n*3\r\n+write\r\n+denyoom\r\n+module\r\n:1\r\n:1\r\n:1\r\n*"  \
+	"2\r\n"                                                                                    \
+	"+@write\r\n+@bloom\r\n*0\r\n*1\r\n" KEY1_SPEC("*1\r\n+RW\r\n") "*0\r\n"
+#define BF_ADD_DOCS2                                                                               \
+	"*2\r\n$6\r\nbf.add\r\n*12\r\n$7\r\nsummary\r\n$30\r\nAdds an item to a Bloom Filter\r\n"  \
+	"$5\r\nsince\r\n$5\r\n1.0.0\r\n$5\r\ngroup\r\n$6\r\nmodule\r\n$10\r\ncomplexity\r\n$"      \
+	"73\r\n"                                                                                   \
+	"O(k), where k is the number of hash functions used by the last sub-filter\r\n$6\r\n"      \
+	"module\r\n$2\r\nbf\r\n$9\r\narguments\r\n*2\r\n*6\r\n$4\r\nname\r\n$3\r\nkey\r\n$"        \
+	"4\r\ntype\r\n"                                                                            \
+	"$3\r\nkey\r\n$14\r\nkey_spec_index\r\n:0\r\n*4\r\n$4\r\nname\r\n$4\r\nitem\r\n$"          \
+	"4\r\ntype\r\n"                                                                            \
+	"$6\r\nstring\r\n"
+#define DEL_INFO2                                                                                  \
+	"*1\r\n*10\r\n$3\r\ndel\r\n:-2\r\n*1\r\n+write\r\n:1\r\n:-1\r\n:1\r\n*3\r\n+@keyspace\r\n" \
+	"+@write\r\n+@slow\r\n*2\r\n$26\r\nrequest_policy:multi_shard\r\n$23\r\nresponse_policy:"  \
+	"agg_sum\r\n*1\r\n*6\r\n$5\r\nflags\r\n*2\r\n+RM\r\n+delete\r\n$12\r\nbegin_search\r\n*"   \
+	"4\r\n"                                                                                    \
+	"$4\r\ntype\r\n$5\r\nindex\r\n$4\r\nspec\r\n*2\r\n$5\r\nindex\r\n:1\r\n$9\r\nfind_"        \
+	"keys\r\n"                                                                                 \
+	"*4\r\n$4\r\ntype\r\n$5\r\nrange\r\n$4\r\nspec\r\n*6\r\n$7\r\nlastkey\r\n:-1\r\n$7\r\n"    \
+	"keystep\r\n:1\r\n$5\r\nlimit\r\n:0\r\n*0\r\n"
+#define RENAME_INFO2                                                                               \
+	"*1\r\n*10\r\n$6\r\nrename\r\n:3\r\n*1\r\n+write\r\n:1\r\n:2\r\n:1\r\n*3\r\n+@"            \
+	"keyspace\r\n"                                                                             \
+	"+@write\r\n+@slow\r\n*0\r\n*2\r\n*6\r\n$5\r\nflags\r\n*3\r\n+RW\r\n+access\r\n+"          \
+	"delete\r\n"                                                                               \
+	"$12\r\nbegin_search\r\n*4\r\n$4\r\ntype\r\n$5\r\nindex\r\n$4\r\nspec\r\n*2\r\n$"          \
+	"5\r\nindex\r\n"                                                                           \
+	":1\r\n$9\r\nfind_keys\r\n*4\r\n$4\r\ntype\r\n$5\r\nrange\r\n$4\r\nspec\r\n*6\r\n$7\r\n"   \
+	"lastkey\r\n:0\r\n$7\r\nkeystep\r\n:1\r\n$5\r\nlimit\r\n:0\r\n*6\r\n$5\r\nflags\r\n*2\r\n" \
+	"+OW\r\n+update\r\n$12\r\nbegin_search\r\n*4\r\n$4\r\ntype\r\n$5\r\nindex\r\n$"            \
+	"4\r\nspec\r\n"                                                                            \
+	"*2\r\n$5\r\nindex\r\n:2\r\n$9\r\nfind_keys\r\n*4\r\n$4\r\ntype\r\n$5\r\nrange\r\n$"       \
+	"4\r\nspec\r\n"                                                                            \
+	"*6\r\n$7\r\nlastkey\r\n:0\r\n$7\r\nkeystep\r\n:1\r\n$5\r\nlimit\r\n:0\r\n*0\r\n"
+#define PING_DOCS2                                                                                 \
+	"*2\r\n$4\r\nping\r\n*10\r\n$7\r\nsummary\r\n$15\r\nPing the "                             \
+	"server\r\n$5\r\nsince\r\n$5\r\n"                                                          \
+	"1.0.0\r\n$5\r\ngroup\r\n$10\r\nconnection\r\n$10\r\ncomplexity\r\n$4\r\nO(1)\r\n$9\r\n"   \
+	"arguments\r\n*1\r\n*6\r\n$4\r\nname\r\n$7\r\nmessage\r\n$4\r\ntype\r\n$6\r\nstring\r\n$"  \
+	"5\r\n"                                                                                    \
+	"flags\r\n*1\r\n+optional\r\n"
+#define RENAME_INFO3                                                                               \
+	"*1\r\n*10\r\n$6\r\nrename\r\n:3\r\n~1\r\n+write\r\n:1\r\n:2\r\n:1\r\n~3\r\n+@"            \
+	"keyspace\r\n"                                                                             \
+	"+@write\r\n+@slow\r\n~0\r\n~2\r\n%3\r\n$5\r\nflags\r\n~3\r\n+RW\r\n+access\r\n+"          \
+	"delete\r\n"                                                                               \
+	"$12\r\nbegin_search\r\n%2\r\n$4\r\ntype\r\n$5\r\nindex\r\n$4\r\nspec\r\n%1\r\n$"          \
+	"5\r\nindex\r\n"                                                                           \
+	":1\r\n$9\r\nfind_keys\r\n%2\r\n$4\r\ntype\r\n$5\r\nrange\r\n$4\r\nspec\r\n%3\r\n$7\r\n"   \
+	"lastkey\r\n:0\r\n$7\r\nkeystep\r\n:1\r\n$5\r\nlimit\r\n:0\r\n%3\r\n$5\r\nflags\r\n~2\r\n" \
+	"+OW\r\n+update\r\n$12\r\nbegin_search\r\n%2\r\n$4\r\ntype\r\n$5\r\nindex\r\n$"            \
+	"4\r\nspec\r\n"                                                                            \
+	"%1\r\n$5\r\nindex\r\n:2\r\n$9\r\nfind_keys\r\n%2\r\n$4\r\ntype\r\n$5\r\nrange\r\n$"       \
+	"4\r\nspec\r\n"                                                                            \
+	"%3\r\n$7\r\nlastkey\r\n:0\r\n$7\r\nkeystep\r\n:1\r\n$5\r\nlimit\r\n:0\r\n~0\r\n"
+#define EXPIRE_DOCS3                                                                               \
+	"%1\r\n$6\r\nexpire\r\n%6\r\n$7\r\nsummary\r\n$35\r\nSet a key's time to live in "         \
+	"seconds\r\n"                                                                              \
+	"$5\r\nsince\r\n$5\r\n1.0.0\r\n$5\r\ngroup\r\n$7\r\ngeneric\r\n$10\r\ncomplexity\r\n$"     \
+	"4\r\n"                                                                                    \
+	"O(1)\r\n$7\r\nhistory\r\n~1\r\n*2\r\n$5\r\n7.0.0\r\n$41\r\nAdded options: `NX`, `XX`, "   \
+	"`GT` "                                                                                    \
+	"and "                                                                                     \
+	"`LT`.\r\n$9\r\narguments\r\n*3\r\n%3\r\n$4\r\nname\r\n$3\r\nkey\r\n$4\r\ntype\r\n$3\r\n"  \
+	"key\r\n$14\r\nkey_spec_index\r\n:0\r\n%2\r\n$4\r\nname\r\n$7\r\nseconds\r\n$"             \
+	"4\r\ntype\r\n"                                                                            \
+	"$7\r\ninteger\r\n%5\r\n$4\r\nname\r\n$9\r\ncondition\r\n$4\r\ntype\r\n$5\r\noneof\r\n$"   \
+	"5\r\n"                                                                                    \
+	"since\r\n$5\r\n7.0.0\r\n$5\r\nflags\r\n~1\r\n+optional\r\n$9\r\narguments\r\n*4\r\n%"     \
+	"3\r\n"                                                                                    \
+	"$4\r\nname\r\n$2\r\nnx\r\n$4\r\ntype\r\n$10\r\npure-token\r\n$5\r\ntoken\r\n$"            \
+	"2\r\nNX\r\n%3\r\n"                                                                        \
+	"$4\r\nname\r\n$2\r\nxx\r\n$4\r\ntype\r\n$10\r\npure-token\r\n$5\r\ntoken\r\n$"            \
+	"2\r\nXX\r\n%3\r\n"                                                                        \
+	"$4\r\nname\r\n$2\r\ngt\r\n$4\r\ntype\r\n$10\r\npure-token\r\n$5\r\ntoken\r\n$"            \
+	"2\r\nGT\r\n%3\r\n"                                                                        \
+	"$4\r\nname\r\n$2\r\nlt\r\n$4\r\ntype\r\n$10\r\npure-token\r\n$5\r\ntoken\r\n$2\r\nLT\r\n"
+
+/*
+ * A call of every command and subcommand, and the filter names in it: the arguments the
+ * command's syntax makes filter names (Redis's and RedisBloom's documentation). keys is a
+ * space-separated list of argument indexes; "" for a command without keys.
+ */
+static const struct {
+	const char *name; /* as COMMAND LIST names it */
+	const char *call[8];
+	const char *keys;
+} key_calls[] = {
+    {"bf.add", {"BF.ADD", "f", "i"}, "1"},
+    {"bf.exists", {"BF.EXISTS", "f", "i"}, "1"},
+    {"bf.madd", {"BF.MADD", "f", "a", "b"}, "1"},
+    {"bf.mexists", {"BF.MEXISTS", "f", "a", "b"}, "1"},
+    {"bf.insert", {"BF.INSERT", "f", "CAPACITY", "10", "ITEMS", "a", "b"}, "1"},
+    {"bf.reserve", {"BF.RESERVE", "f", "0.01", "100", "COUNTING"}, "1"},
+    {"bf.info", {"BF.INFO", "f", "CAPACITY"}, "1"},
+    {"bf.card", {"BF.CARD", "f"}, "1"},
+    {"bf.del", {"BF.DEL", "f", "i"}, "1"},
+    {"bf.scandump", {"BF.SCANDUMP", "f", "0"}, "1"},
+    {"bf.loadchunk", {"BF.LOADCHUNK", "f", "1", "x"}, "1"},
+    {"bf.debug", {"BF.DEBUG", "f"}, "1"},
+    {"ping", {"PING", "x"}, ""},
+    {"echo", {"ECHO", "x"}, ""},
+    {"quit", {"QUIT"}, ""},
+    {"hello", {"HELLO", "3"}, ""},
+    {"auth", {"AUTH", "x"}, ""},
+    {"select", {"SELECT", "0"}, ""},
+    {"client", {"CLIENT"}, ""},
+    {"client|setname", {"CLIENT", "SETNAME", "x"}, ""},
+    {"client|getname", {"CLIENT", "GETNAME"}, ""},
+    {"client|id", {"CLIENT", "ID"}, ""},
+    {"client|list", {"CLIENT", "LIST", "ID", "1"}, ""},
+    {"client|info", {"CLIENT", "INFO"}, ""},
+    {"client|kill", {"CLIENT", "KILL", "ID", "1"}, ""},
+    {"client|setinfo", {"CLIENT", "SETINFO", "LIB-NAME", "x"}, ""},
+    {"client|help", {"CLIENT", "HELP"}, ""},
+    {"command", {"COMMAND"}, ""},
+    {"command|count", {"COMMAND", "COUNT"}, ""},
+    {"command|docs", {"COMMAND", "DOCS", "x"}, ""},
+    {"command|getkeys", {"COMMAND", "GETKEYS", "DEL", "x"}, ""},
+    {"command|getkeysandflags", {"COMMAND", "GETKEYSANDFLAGS", "DEL", "x"}, ""},
+    {"command|info", {"COMMAND", "INFO", "x"}, ""},
+    {"command|list", {"COMMAND", "LIST"}, ""},
+    {"command|help", {"COMMAND", "HELP"}, ""},
+    {"config", {"CONFIG"}, ""},
+    {"config|get", {"CONFIG", "GET", "x"}, ""},
+    {"config|set", {"CONFIG", "SET", "x", "y"}, ""},
+    {"config|resetstat", {"CONFIG", "RESETSTAT"}, ""},
+    {"config|rewrite", {"CONFIG", "REWRITE"}, ""},
+    {"config|help", {"CONFIG", "HELP"}, ""},
+    {"info", {"INFO", "x"}, ""},
+    {"dbsize", {"DBSIZE"}, ""},
+    {"exists", {"EXISTS", "a", "b", "c"}, "1 2 3"},
+    {"del", {"DEL", "a", "b"}, "1 2"},
+    {"unlink", {"UNLINK", "a", "b"}, "1 2"},
+    {"type", {"TYPE", "a"}, "1"},
+    {"keys", {"KEYS", "*"}, ""},
+    {"scan", {"SCAN", "0", "MATCH", "x"}, ""},
+    {"save", {"SAVE"}, ""},
+    {"bgsave", {"BGSAVE"}, ""},
+    {"lastsave", {"LASTSAVE"}, ""},
+    {"flushall", {"FLUSHALL"}, ""},
+    {"flushdb", {"FLUSHDB"}, ""},
+    {"memory", {"MEMORY"}, ""},
+    {"memory|usage", {"MEMORY", "USAGE", "a", "SAMPLES", "5"}, "2"},
+    {"memory|help", {"MEMORY", "HELP"}, ""},
+    {"rename", {"RENAME", "a", "b"}, "1 2"},
+    {"renamenx", {"RENAMENX", "a", "b"}, "1 2"},
+    {"expire", {"EXPIRE", "a", "10", "NX"}, "1"},
+    {"pexpire", {"PEXPIRE", "a", "10"}, "1"},
+    {"expireat", {"EXPIREAT", "a", "10"}, "1"},
+    {"pexpireat", {"PEXPIREAT", "a", "10"}, "1"},
+    {"ttl", {"TTL", "a"}, "1"},
+    {"pttl", {"PTTL", "a"}, "1"},
+    {"expiretime", {"EXPIRETIME", "a"}, "1"},
+    {"pexpiretime", {"PEXPIRETIME", "a"}, "1"},
+    {"persist", {"PERSIST", "a"}, "1"},
+    {"multi", {"MULTI"}, ""},
+    {"exec", {"EXEC"}, ""},
+    {"discard", {"DISCARD"}, ""},
+    {"watch", {"WATCH", "a", "b"}, "1 2"},
+    {"unwatch", {"UNWATCH"}, ""},
+    {"module", {"MODULE"}, ""},
+    {"module|list", {"MODULE", "LIST"}, ""},
+    {"module|help", {"MODULE", "HELP"}, ""},
+    {"object", {"OBJECT"}, ""},
+    {"object|encoding", {"OBJECT", "ENCODING", "a"}, "2"},
+    {"object|freq", {"OBJECT", "FREQ", "a"}, "2"},
+    {"object|idletime", {"OBJECT", "IDLETIME", "a"}, "2"},
+    {"object|refcount", {"OBJECT", "REFCOUNT", "a"}, "2"},
+    {"object|help", {"OBJECT", "HELP"}, ""},
+    {"wait", {"WAIT", "0", "0"}, ""},
+    {"debug", {"DEBUG", "SLEEP", "0"}, ""},
+    {"shutdown", {"SHUTDOWN", "NOSAVE"}, ""},
+};
+
+/* COMMAND GETKEYS of call (argc words) into out. */
+static void getkeys_of(const char *const *call, size_t argc)
+{
+	const char *args[16] = {"COMMAND", "GETKEYS"};
+	size_t lens[16];
+
+	for (size_t i = 0; i < argc; i++)
+		args[2 + i] = call[i];
+	for (size_t i = 0; i < argc + 2; i++)
+		lens[i] = strlen(args[i]);
+	runv(argc + 2, args, lens);
+}
+
+/*
+ * Issue 32: cluster clients find a command's filter with COMMAND GETKEYS (or the key specs it
+ * reads). Every command COMMAND LIST names has a call above, and GETKEYS of it answers that
+ * call's filter names, in order; a command without keys says so.
+ */
+START_TEST(command_getkeys_every_command)
+{
+	char names[8192], want[512];
+	size_t nnames = 0, listed;
+
+	run("COMMAND", "LIST", NULL);
+	ck_assert(out.len < sizeof(names));
+	memcpy(names, out.data, out.len);
+	names[out.len] = '\0';
+	listed = strtoul(names + 1, NULL, 10);
+	for (char *p = strstr(names, "\r\n$"); p; p = strstr(p + 1, "\r\n$")) {
+		char *name = strstr(p + 3, "\r\n") + 2, *end = strstr(name, "\r\n");
+		size_t k = 0, argc = 0;
+		int n = 0;
+
+		while (k < sizeof(key_calls) / sizeof(key_calls[0]) &&
+		       ((size_t)(end - name) != strlen(key_calls[k].name) ||
+			memcmp(key_calls[k].name, name, (size_t)(end - name))))
+			k++;
+		ck_assert_msg(k < sizeof(key_calls) / sizeof(key_calls[0]),
+			      "no call of '%.*s' to check its keys with", (int)(end - name), name);
+		nnames++;
+		while (key_calls[k].call[argc])
+			argc++;
+		getkeys_of(key_calls[k].call, argc);
+		if (argc == 1) {
+			/* Redis 7.0's COMMAND GETKEYS wants at least two words (arity -4). */
+			static const char arity[] =
+			    "-ERR wrong number of arguments for 'command|getkeys' command\r\n";
+			ck_assert(!*key_calls[k].keys);
+			expect_bytes(arity, sizeof(arity) - 1);
+			continue;
+		}
+		if (!*key_calls[k].keys) {
+			expect_bytes("-ERR The command has no key arguments\r\n", 39);
+			continue;
+		}
+		for (const char *q = key_calls[k].keys; *q; q++)
+			n += *q != ' ';
+		size_t len = (size_t)snprintf(want, sizeof(want), "*%d\r\n", n);
+		for (const char *q = key_calls[k].keys; *q; q++) {
+			const char *arg;
+			if (*q == ' ')
+				continue;
+			arg = key_calls[k].call[*q - '0'];
+			len += (size_t)snprintf(want + len, sizeof(want) - len, "$%zu\r\n%s\r\n",
+						strlen(arg), arg);
+		}
+		expect_bytes(want, len);
+	}
+	ck_assert_uint_eq(nnames, listed);
+	ck_assert_uint_eq(nnames, sizeof(key_calls) / sizeof(key_calls[0]));
+	/* COMMAND describes every command the table serves, and no other. */
+	run("COMMAND", "COUNT", NULL);
+	size_t k = 0;
+	while (resp_cmd_name_at(k))
+		k++;
+	snprintf(want, sizeof(want), ":%zu\r\n", k);
+	expect_bytes(want, strlen(want));
+	for (k = 0; resp_cmd_name_at(k); k++) {
+		const char *name = resp_cmd_name_at(k);
+		char head[64];
+		int n =
+		    snprintf(head, sizeof(head), "*1\r\n*10\r\n$%zu\r\n%s\r\n", strlen(name), name);
+
+		run("COMMAND", "INFO", name, NULL);
+		ck_assert_msg(out.len > (size_t)n && memcmp(out.data, head, (size_t)n) == 0,
+			      "COMMAND INFO %s", name);
+	}
+}
+END_TEST
+
+/* The commands that create their filter create the one GETKEYS names, and no other. */
+START_TEST(command_getkeys_is_the_filter)
+{
+	static const char *const creators[] = {"bf.add", "bf.madd", "bf.insert", "bf.reserve"};
+
+	for (size_t c = 0; c < 4; c++) {
+		size_t k = 0, argc = 0;
+		const char *exists[9] = {"EXISTS"};
+		size_t lens[9] = {6};
+
+		while (strcmp(key_calls[k].name, creators[c]))
+			k++;
+		while (key_calls[k].call[argc])
+			argc++;
+		run("FLUSHALL", NULL);
+		{
+			size_t l[8];
+			for (size_t i = 0; i < argc; i++)
+				l[i] = strlen(key_calls[k].call[i]);
+			runv(argc, key_calls[k].call, l);
+		}
+		/* Only argument 1 (the key) names a filter now. */
+		for (size_t i = 1; i < argc; i++) {
+			exists[1] = key_calls[k].call[i];
+			lens[1] = strlen(exists[1]);
+			runv(2, exists, lens);
+			expect_bytes(i == 1 ? ":1\r\n" : ":0\r\n", 4);
+		}
+	}
+}
+END_TEST
+
 START_TEST(command_and_config)
 {
 	run("COMMAND", "COUNT", NULL);
@@ -1626,17 +1984,44 @@ START_TEST(command_and_config)
 	snprintf(want, sizeof(want), "*%lld\r\n", count);
 	run("COMMAND", NULL);
 	ck_assert_mem_eq(out.data, want, strlen(want));
+	/* LIST names the subcommands too, after their container. */
 	run("COMMAND", "LIST", NULL);
-	ck_assert_mem_eq(out.data, want, strlen(want));
 	ck_assert(reply_has("$10\r\nbf.reserve\r\n"));
-	SAYS("*1\r\n*10\r\n$6\r\nbf.add\r\n:3\r\n*2\r\n+write\r\n+denyoom\r\n:1\r\n:1\r\n:1\r\n"
-	     "*0\r\n*0\r\n*0\r\n*0\r\n",
-	     "COMMAND", "INFO", "BF.ADD");
-	SAYS("*2\r\n*10\r\n$7\r\nbf.madd\r\n:-3\r\n*2\r\n+write\r\n+denyoom\r\n:1\r\n:1\r\n:1\r\n"
-	     "*0\r\n*0\r\n*0\r\n*0\r\n$-1\r\n",
-	     "COMMAND", "INFO", "bf.madd", "nosuch");
-	SAYS("*0\r\n", "COMMAND", "DOCS");
+	ck_assert(reply_has("$6\r\nclient\r\n$14\r\nclient|setname\r\n"));
+	ck_assert(reply_has("$14\r\nconfig|rewrite\r\n"));
+	SAYS("*2\r\n" BF_ADD_INFO2 "$-1\r\n", "COMMAND", "INFO", "BF.ADD", "nosuch");
+	SAYS(DEL_INFO2, "COMMAND", "INFO", "del");
+	SAYS(RENAME_INFO2, "COMMAND", "INFO", "rename");
+	SAYS(PING_DOCS2, "COMMAND", "DOCS", "nosuch", "ping");
 	SAYS("*0\r\n", "COMMAND", "DOCS", "get");
+	SAYS(BF_ADD_DOCS2, "COMMAND", "DOCS", "bf.add");
+	run("COMMAND", "DOCS", NULL);
+	ck_assert(reply_has("$10\r\nbf.reserve\r\n*12\r\n$7\r\nsummary\r\n$26\r\nCreates a new "
+			    "Bloom Filter\r\n"));
+	SAYS("*2\r\n$9\r\nbf.insert\r\n$6\r\nbf.del\r\n", "COMMAND", "LIST", "FILTERBY", "PATTERN",
+	     "bf.[id]*[lt]");
+	SAYS("*1\r\n$14\r\nconfig|rewrite\r\n", "COMMAND", "LIST", "filterby", "pattern",
+	     "CONFIG*w*");
+	SAYS("*1\r\n$6\r\nconfig\r\n", "COMMAND", "LIST", "FILTERBY", "PATTERN", "confi?");
+	SAYS("*0\r\n", "COMMAND", "LIST", "FILTERBY", "MODULE", "nosuch");
+	run("COMMAND", "LIST", "FILTERBY", "MODULE", "bf", NULL);
+	ck_assert_mem_eq(out.data, "*12\r\n", 5);
+	STARTS("*16\r\n$11\r\nclient|list\r\n$11\r\nclient|kill\r\n", "COMMAND", "LIST", "FILTERBY",
+	       "ACLCAT", "dangerous");
+	SAYS("*0\r\n", "COMMAND", "LIST", "FILTERBY", "ACLCAT", "nosuch");
+	SAYS("-ERR syntax error\r\n", "COMMAND", "LIST", "FILTERBY", "NAME", "x");
+	SAYS("-ERR syntax error\r\n", "COMMAND", "LIST", "FILTERBY", "PATTERN", "x", "y");
+	SAYS("*2\r\n*2\r\n$1\r\na\r\n*3\r\n+RW\r\n+access\r\n+delete\r\n*2\r\n$1\r\nb\r\n*2\r\n"
+	     "+OW\r\n+update\r\n",
+	     "COMMAND", "GETKEYSANDFLAGS", "rename", "a", "b");
+	SAYS("-ERR Invalid command specified\r\n", "COMMAND", "GETKEYS", "nosuch", "a");
+	SAYS("-ERR Invalid command specified\r\n", "COMMAND", "GETKEYS", "object", "nosuch", "a");
+	SAYS("-ERR The command has no key arguments\r\n", "COMMAND", "GETKEYS", "client", "list");
+	SAYS("-ERR Invalid number of arguments specified for command\r\n", "COMMAND", "GETKEYS",
+	     "rename", "a");
+	SAYS("-ERR wrong number of arguments for 'command|getkeys' command\r\n", "COMMAND",
+	     "GETKEYS", "del");
+	STARTS("*21\r\n+COMMAND <subcommand>", "COMMAND", "HELP");
 	SAYS("-ERR unknown subcommand 'FOO'. Try COMMAND HELP.\r\n", "COMMAND", "FOO");
 	SAYS("-ERR wrong number of arguments for 'command|count' command\r\n", "COMMAND", "COUNT",
 	     "x");
@@ -1652,12 +2037,14 @@ START_TEST(command_and_config)
 	SAYS("-ERR wrong number of arguments for 'config|get' command\r\n", "CONFIG", "GET");
 	SAYS("-ERR wrong number of arguments for 'config' command\r\n", "CONFIG");
 	STARTS("%7\r\n", "HELLO", "3");
-	SAYS("%0\r\n", "COMMAND", "DOCS");
 	SAYS("%1\r\n$4\r\nsave\r\n$0\r\n\r\n", "CONFIG", "GET", "save");
-	SAYS("*1\r\n*10\r\n$4\r\nping\r\n:-1\r\n~1\r\n+fast\r\n:0\r\n:0\r\n:0\r\n~0\r\n~0\r\n*0\r\n"
-	     "*0\r\n",
-	     "COMMAND", "INFO", "ping");
+	SAYS(RENAME_INFO3, "COMMAND", "INFO", "rename");
+	SAYS(EXPIRE_DOCS3, "COMMAND", "DOCS", "expire");
 	SAYS("*1\r\n_\r\n", "COMMAND", "INFO", "nosuch");
+	SAYS("%0\r\n", "COMMAND", "DOCS", "nosuch");
+	SAYS("*2\r\n*2\r\n$1\r\na\r\n~3\r\n+RW\r\n+access\r\n+delete\r\n*2\r\n$1\r\nb\r\n~2\r\n"
+	     "+OW\r\n+update\r\n",
+	     "COMMAND", "GETKEYSANDFLAGS", "rename", "a", "b");
 }
 END_TEST
 
@@ -1851,12 +2238,42 @@ START_TEST(config_set)
 }
 END_TEST
 
-static int shutdowns, shutdown_rc;
+static int rewrite_rc;
 
-static int fake_shutdown(void *arg)
+static int fake_rewrite(void *arg, char *err, size_t errlen)
+{
+	(void)arg;
+	snprintf(err, errlen, "cannot create a temporary file in /etc: Permission denied");
+	return rewrite_rc;
+}
+
+/* CONFIG REWRITE: Redis 7.0's replies (configRewriteCommand). */
+START_TEST(config_rewrite_command)
+{
+	SAYS("-ERR The server is running without a config file\r\n", "CONFIG", "REWRITE");
+	ctx.hooks.config_rewrite = fake_rewrite;
+	rewrite_rc = -EBADF;
+	SAYS("-ERR The server is running without a config file\r\n", "config", "rewrite");
+	rewrite_rc = -EACCES;
+	SAYS("-ERR Rewriting config file: Permission denied\r\n", "CONFIG", "REWRITE");
+	rewrite_rc = 0;
+	SAYS("+OK\r\n", "CONFIG", "REWRITE");
+	SAYS("-ERR wrong number of arguments for 'config|rewrite' command\r\n", "CONFIG", "REWRITE",
+	     "x");
+	run("CONFIG", "HELP", NULL);
+	ck_assert(reply_has("+REWRITE\r\n+    Rewrite the configuration file.\r\n+HELP\r\n"
+			    "+    Prints this help.\r\n"));
+}
+END_TEST
+
+static int shutdowns, shutdown_rc;
+static bool shutdown_nosave;
+
+static int fake_shutdown(void *arg, bool nosave)
 {
 	(void)arg;
 	shutdowns++;
+	shutdown_nosave = nosave;
 	return shutdown_rc;
 }
 
@@ -1878,7 +2295,15 @@ START_TEST(shutdown_command)
 	shutdown_rc = 0;
 	SAYS("", "shutdown", "nosave", "now", "force");
 	ck_assert_int_eq(shutdowns, 2);
-	ck_assert(sess.close_after);
+	ck_assert(sess.close_after && shutdown_nosave);
+	/* SAVE and no flag: the final checkpoint is written. */
+	sess.close_after = false;
+	SAYS("", "SHUTDOWN", "SAVE");
+	ck_assert(sess.close_after && !shutdown_nosave);
+	sess.close_after = false;
+	shutdown_nosave = true;
+	SAYS("", "SHUTDOWN", "NOW");
+	ck_assert(sess.close_after && !shutdown_nosave);
 }
 END_TEST
 
@@ -1943,10 +2368,11 @@ START_TEST(admin_commands)
 	SAYS("-ERR not found\r\n", "BF.DEBUG", "nosuch");
 	SAYS("-ERR wrong number of arguments for 'bf.debug' command\r\n", "BF.DEBUG", "d", "x");
 
-	SAYS("*2\r\n*10\r\n$4\r\nwait\r\n:3\r\n*1\r\n+noscript\r\n:0\r\n:0\r\n:0\r\n*0\r\n*0\r\n"
-	     "*0\r\n*0\r\n*10\r\n$8\r\nbf.debug\r\n:2\r\n*2\r\n+readonly\r\n+fast\r\n:1\r\n:1\r\n:"
-	     "1\r\n"
-	     "*0\r\n*0\r\n*0\r\n*0\r\n",
+	SAYS("*2\r\n*10\r\n$4\r\nwait\r\n:3\r\n*1\r\n+noscript\r\n:0\r\n:0\r\n:0\r\n*2\r\n"
+	     "+@slow\r\n+@connection\r\n*2\r\n$25\r\nrequest_policy:all_shards\r\n$23\r\n"
+	     "response_policy:agg_min\r\n*0\r\n*0\r\n"
+	     "*10\r\n$8\r\nbf.debug\r\n:2\r\n*3\r\n+readonly\r\n+module\r\n+fast\r\n:1\r\n:1\r\n"
+	     ":1\r\n*2\r\n+@read\r\n+@bloom\r\n*1\r\n$10\r\ndont_cache\r\n" RO_KEY1 "*0\r\n",
 	     "COMMAND", "INFO", "wait", "BF.DEBUG");
 
 	/* RESP3: MODULE LIST's entry is a map, a missing key's OBJECT answer a null. */
@@ -2565,16 +2991,20 @@ static Suite *resp_cmd_suite(void)
 	tcase_add_test(conn, auth_with_token);
 	tcase_add_test(conn, client);
 	tcase_add_test(conn, client_list_info_alone);
+	tcase_add_test(conn, client_info_multi_watch);
 	tcase_add_test(conn, client_list_kill_errors);
 	tcase_add_test(conn, client_kill_self_alone);
 	tcase_add_test(conn, client_kill_self_old_form);
 	tcase_add_test(conn, client_last_cmd);
 	tcase_add_test(conn, command_and_config);
+	tcase_add_test(conn, command_getkeys_every_command);
+	tcase_add_test(conn, command_getkeys_is_the_filter);
 	tcase_add_test(conn, info_command);
 	tcase_add_test(conn, info_sections_with_hooks);
 	tcase_add_test(conn, admin_commands);
 	tcase_add_test(conn, config_set);
 	tcase_add_test(conn, shutdown_command);
+	tcase_add_test(conn, config_rewrite_command);
 	suite_add_tcase(s, conn);
 
 	/* CLIENT LIST / INFO / KILL over a server's hooks (three fake connections). */
