@@ -33,6 +33,13 @@
 
 #include "core/bf_filter.h"
 #include "core/bf_layer_impl.h"
+#include "bench/progress.h"
+
+/* Progress on a terminal (bench/progress.h): work in keys, an insert rep's N and a check rep's
+ * CHECK_LOOPS x M probes. */
+#define CHECK_LOOPS 6
+static struct bench_progress progress;
+static double work_done, work_total;
 
 #define KEY_BYTES 16
 #define MAX_SIZES 16
@@ -383,7 +390,9 @@ static int run_size(const struct opts *o, uint64_t n, const struct key *keys,
 	 * libbloom; the filters of the last rep are kept for the checks.
 	 */
 	for (unsigned rep = 0; rep < o->reps; rep++) {
-		fprintf(stderr, "  N = %" PRIu64 ": inserts, rep %u/%u\n", n, rep + 1, o->reps);
+		bench_progress(&progress, work_done, work_total,
+			       "bench/core: N = %" PRIu64 ", inserts, rep %u/%u", n, rep + 1,
+			       o->reps);
 		if (f) {
 			bf_filter_free(f);
 			bloom_free(&b);
@@ -414,6 +423,7 @@ static int run_size(const struct opts *o, uint64_t n, const struct key *keys,
 		li[rep] = per_op(stamp_since(&t), n);
 		r->bd.checksum += r->bd.added;
 		r->lb.checksum += r->lb.added;
+		work_done += (double)n;
 	}
 	r->bd.ins = median(bi, o->reps);
 	r->lb.ins = median(li, o->reps);
@@ -428,7 +438,9 @@ static int run_size(const struct opts *o, uint64_t n, const struct key *keys,
 	/* Checks: every loop reps times, the two libraries alternating. */
 	double bcp[100], bca[100], lcp[100], lca[100], btp[100], bta[100];
 	for (unsigned rep = 0; rep < o->reps; rep++) {
-		fprintf(stderr, "  N = %" PRIu64 ": checks, rep %u/%u\n", n, rep + 1, o->reps);
+		bench_progress(&progress, work_done, work_total,
+			       "bench/core: N = %" PRIu64 ", checks, rep %u/%u", n, rep + 1,
+			       o->reps);
 		uint64_t h;
 
 		stamp_now(&t);
@@ -472,6 +484,7 @@ static int run_size(const struct opts *o, uint64_t n, const struct key *keys,
 		r->bd.checksum += h;
 		if (h != r->bd.fp)
 			r->consistent = false;
+		work_done += CHECK_LOOPS * (double)m;
 	}
 	r->bd.chk_present = median(bcp, o->reps);
 	r->bd.chk_absent = median(bca, o->reps);
@@ -625,7 +638,11 @@ int main(int argc, char **argv)
 	if (!keys || !absent || !present || !present_ptrs || !absent_ptrs || !lens || !out || !res)
 		return 1;
 
-	fprintf(stderr, "bench/core: generating %" PRIu64 " + %" PRIu64 " keys\n", nmax, m);
+	for (unsigned i = 0; i < o.nsizes; i++)
+		work_total += o.reps * ((double)o.n[i] + CHECK_LOOPS * (double)m);
+	bench_progress_start(&progress);
+	bench_progress(&progress, 0, work_total,
+		       "bench/core: generating %" PRIu64 " + %" PRIu64 " keys", nmax, m);
 	gen_keys(keys, nmax, o.seed, 0);
 	gen_keys(absent, m, o.seed ^ UINT64_C(0xa0761d6478bd642f), 1);
 	for (uint64_t i = 0; i < m; i++)
@@ -634,8 +651,11 @@ int main(int argc, char **argv)
 	bool consistent = true;
 	for (unsigned i = 0; i < o.nsizes; i++) {
 		if (run_size(&o, o.n[i], keys, absent, present, present_ptrs, absent_ptrs, lens,
-			     out, &res[i]))
+			     out, &res[i])) {
+			bench_progress_clear(&progress);
 			return 1;
+		}
+		bench_progress_clear(&progress);
 		print_table(&o, &res[i]);
 		fflush(stdout);
 		consistent &= res[i].consistent;

@@ -67,6 +67,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "bench/progress.h"
+
 enum proto { P_RESP, P_TEXT, P_HTTP, P_CHURN, NPROTO };
 static const char *const proto_name[NPROTO] = {"resp", "text", "http", "churn"};
 
@@ -1796,6 +1798,9 @@ int main(int argc, char **argv)
 		csv_header(csv);
 
 	unsigned t;
+	struct bench_progress progress;
+
+	bench_progress_start(&progress);
 	for (t = 1; t <= opt.seconds; t++) {
 		/* A little after the second ends, so its ops are in. */
 		sleep_until(start_ns + (uint64_t)t * 1000000000u + 5000000u);
@@ -1819,7 +1824,11 @@ int main(int argc, char **argv)
 		x->errors = total_errors();
 		if (csv)
 			csv_line(csv, t, x);
+		bench_progress(&progress, t, opt.seconds,
+			       "soak: t = %u of %u s, RSS %ld KiB, %ld fds, %llu errors", t,
+			       opt.seconds, x->rss_kib, x->fds, (unsigned long long)x->errors);
 	}
+	bench_progress_clear(&progress);
 	atomic_store(&stopping, true);
 	for (unsigned i = 0; i < nthreads; i++)
 		pthread_join(threads[i], NULL);

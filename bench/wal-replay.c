@@ -22,6 +22,7 @@
 #include <unistd.h>
 #include <uv.h>
 
+#include "bench/progress.h"
 #include "server/wal.h"
 
 struct sink {
@@ -148,6 +149,11 @@ int main(int argc, char **argv)
 	uint8_t *payload = malloc(len);
 	uint64_t x = 1;
 	uint64_t t0 = uv_hrtime();
+	/* Progress on a terminal, in records: written once, then replayed reps times. */
+	struct bench_progress progress;
+	double work = (double)records * (1 + reps);
+
+	bench_progress_start(&progress);
 	for (uint64_t i = 0; i < records; i++) {
 		uint32_t id = (uint32_t)(i % 1000);
 		memcpy(payload, &id, 4);
@@ -162,6 +168,7 @@ int main(int argc, char **argv)
 		if (i % 1000 == 999) {
 			wal_flush(w);
 			uv_run(&loop, UV_RUN_NOWAIT);
+			bench_progress(&progress, (double)i, work, "wal-replay: writing the log");
 		}
 	}
 	wal_flush(w);
@@ -171,6 +178,8 @@ int main(int argc, char **argv)
 
 	double *secs = calloc(reps, sizeof(double));
 	for (unsigned r = 0; r < reps; r++) {
+		bench_progress(&progress, (double)records * (1 + r), work,
+			       "wal-replay: replay %u of %u", r + 1, reps);
 		memset(&s, 0, sizeof(s));
 		w = open_log(&loop, dir, &s, &st);
 		secs[r] = (double)st.ns / 1e9;
@@ -183,6 +192,7 @@ int main(int argc, char **argv)
 		segs = st.segments_read;
 		close_log(&loop, w);
 	}
+	bench_progress_clear(&progress);
 	printf("wrote %" PRIu64 " records of %u keys: %.1f MB in %" PRIu64
 	       " segments, %.1f bytes per key, %.2f s (appends, writes, rotations)\n",
 	       records, keys, (double)bytes / 1e6, segs, (double)bytes / ((double)records * keys),

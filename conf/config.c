@@ -84,6 +84,8 @@ static const struct conf_key conf_keys[] = {
     {"max_client_memory", CONF_SIZE, CONF_FIELD(max_client_memory), 0, UINT64_MAX, NULL},
     {"log_level", CONF_LOG_LEVEL, CONF_FIELD(log_level), 0, 7, NULL},
     {"log_create_bytes", CONF_SIZE, CONF_FIELD(log_create_bytes), 0, UINT64_MAX, NULL},
+    {"log_progress_bytes", CONF_SIZE, CONF_FIELD(log_progress_bytes), 0, UINT64_MAX, NULL},
+    {"log_progress_interval", CONF_UINT, CONF_FIELD(log_progress_interval), 0, 3600, NULL},
     {"auth_token_file", CONF_STRING, CONF_FIELD(auth_token_file), 0, 0, NULL},
 };
 
@@ -149,6 +151,8 @@ void conf_defaults(struct config *c)
 	c->max_client_memory = UINT64_C(1) << 30;
 	c->log_level = 6;
 	c->log_create_bytes = UINT64_C(256) << 20;
+	c->log_progress_bytes = UINT64_C(256) << 20;
+	c->log_progress_interval = 5;
 	c->auth_token_file[0] = '\0';
 }
 

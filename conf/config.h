@@ -70,6 +70,12 @@ struct config {
 	uint64_t log_create_bytes;  /* a create of a filter this large or larger is logged at
 				     * info, default 256 MiB; 0 = never */
 	char auth_token_file[4096]; /* file holding the token; default "" (no auth) */
+
+	/* A checkpoint's write or a start's load of this many bytes or more logs its progress at
+	 * info, default 256 MiB; 0 = never. A line every log_progress_interval seconds, default
+	 * 5; 0 = one each 16 MiB. */
+	uint64_t log_progress_bytes;
+	uint32_t log_progress_interval;
 };
 
 /*
@@ -125,7 +131,7 @@ int conf_validate(const struct config *c, char *err, size_t errlen);
  *   byte sizes               decimal digits with an optional suffix k/K, m/M, g/G (x1024^n):
  *                            max_memory, max_line_bytes, max_bulk_bytes, max_key_bytes,
  *                            max_body_bytes, max_gzip_bytes, max_output_bytes,
- *                            max_client_memory, log_create_bytes
+ *                            max_client_memory, log_create_bytes, log_progress_bytes
  *   default_error_rate       a decimal number, 0 < p < 1 ("0.01", "1e-3")
  *   log_level                emerg alert crit err error warning notice info debug
  *                            (any case) or one digit 0-7

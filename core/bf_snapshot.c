@@ -274,12 +274,38 @@ static int pwrite_all(int fd, const void *buf, size_t len, off_t off)
 	return 0;
 }
 
+/* Tell pr (if any) that done of total bytes have moved. */
+static void io_progress(const struct bf_io_progress *pr, uint64_t done, uint64_t total)
+{
+	if (pr && pr->fn)
+		pr->fn(pr->arg, done, total);
+}
+
+/* pwrite_all in steps of BF_IO_STEP, pr told after each (the file's first byte is at 0, so
+ * off + the bytes written is how much of total is done). */
+static int pwrite_steps(int fd, const unsigned char *p, size_t len, off_t off, uint64_t total,
+			const struct bf_io_progress *pr)
+{
+	while (len) {
+		size_t n = len > BF_IO_STEP ? BF_IO_STEP : len;
+		int rc = pwrite_all(fd, p, n, off);
+
+		if (rc)
+			return rc;
+		p += n;
+		off += (off_t)n;
+		len -= n;
+		io_progress(pr, (uint64_t)off, total);
+	}
+	return 0;
+}
+
 /*
  * Write the pieces iov[0..n) one after the other as `filename` in dirfd, crash-safe (see
  * bf_snapshot_write). 0, or a negative errno with *step set.
  */
 static int write_atomic(int dirfd, const char *filename, const struct iovec *iov, size_t n,
-			const char **step)
+			const struct bf_io_progress *pr, const char **step)
 {
 	char tmp[BF_SNAPSHOT_NAME_MAX + sizeof(BF_SNAPSHOT_TMP_SUFFIX)];
 	const char *failed = "open";
@@ -303,7 +329,7 @@ static int write_atomic(int dirfd, const char *filename, const struct iovec *iov
 		goto fail;
 	failed = "write";
 	for (size_t i = 0; i < n; i++) {
-		rc = pwrite_all(fd, iov[i].iov_base, iov[i].iov_len, off);
+		rc = pwrite_steps(fd, iov[i].iov_base, iov[i].iov_len, off, total, pr);
 		if (rc)
 			goto fail;
 		off += (off_t)iov[i].iov_len;
@@ -350,11 +376,18 @@ int bf_file_write(int dirfd, const char *filename, const void *buf, size_t len, 
 {
 	struct iovec iov = {.iov_base = (void *)buf, .iov_len = len};
 
-	return write_atomic(dirfd, filename, &iov, 1, step);
+	return write_atomic(dirfd, filename, &iov, 1, NULL, step);
 }
 
 int bf_snapshot_write(const struct bf_filter *f, uint64_t generation, int dirfd,
 		      const char *filename, const char **step)
+{
+	return bf_snapshot_write_progress(f, generation, dirfd, filename, NULL, step);
+}
+
+int bf_snapshot_write_progress(const struct bf_filter *f, uint64_t generation, int dirfd,
+			       const char *filename, const struct bf_io_progress *pr,
+			       const char **step)
 {
 	size_t hlen = bf_snapshot_header_len(f);
 	struct iovec *iov = malloc((1 + f->nlayers) * sizeof(*iov));
@@ -377,7 +410,7 @@ int bf_snapshot_write(const struct bf_filter *f, uint64_t generation, int dirfd,
 	}
 	bf_snapshot_header(f, generation, XXH3_64bits_digest(&st), header);
 	iov[0] = (struct iovec){header, hlen};
-	rc = write_atomic(dirfd, filename, iov, 1 + f->nlayers, step);
+	rc = write_atomic(dirfd, filename, iov, 1 + f->nlayers, pr, step);
 	free(header);
 	free(iov);
 	return rc;
@@ -701,8 +734,8 @@ fail:
 
 /* Read f's layers from fd, from offset hlen on, and check them against the header's body
  * checksum. 0, or a negative errno with why set. */
-static int snap_read_body(int fd, struct bf_filter *f, size_t hlen, uint64_t body_sum, char *why,
-			  size_t whylen)
+static int snap_read_body(int fd, struct bf_filter *f, size_t hlen, uint64_t body_sum,
+			  uint64_t total, const struct bf_io_progress *pr, char *why, size_t whylen)
 {
 	XXH3_state_t st;
 	off_t off = (off_t)hlen;
@@ -711,12 +744,19 @@ static int snap_read_body(int fd, struct bf_filter *f, size_t hlen, uint64_t bod
 	XXH3_64bits_reset(&st);
 	for (unsigned i = 0; i < f->nlayers; i++) {
 		struct bf_layer *l = &bf_filter_layers(f)[i];
-		rc = pread_all(fd, l->blocks, bf_layer_bytes(l), off);
-		if (rc)
-			return reason(why, whylen, rc, "cannot read layer %u: %s", i,
-				      strerror(-rc));
-		XXH3_64bits_update(&st, l->blocks, bf_layer_bytes(l));
-		off += (off_t)bf_layer_bytes(l);
+		unsigned char *p = (unsigned char *)l->blocks;
+
+		/* In steps, so that pr hears of a large layer as it goes. */
+		for (size_t left = bf_layer_bytes(l), n; left; left -= n, p += n) {
+			n = left > BF_IO_STEP ? BF_IO_STEP : left;
+			rc = pread_all(fd, p, n, off);
+			if (rc)
+				return reason(why, whylen, rc, "cannot read layer %u: %s", i,
+					      strerror(-rc));
+			XXH3_64bits_update(&st, p, n);
+			off += (off_t)n;
+			io_progress(pr, (uint64_t)off, total);
+		}
 	}
 	if (XXH3_64bits_digest(&st) != body_sum)
 		return reason(why, whylen, -EINVAL, "body checksum mismatch");
@@ -725,6 +765,13 @@ static int snap_read_body(int fd, struct bf_filter *f, size_t hlen, uint64_t bod
 
 int bf_snapshot_read(int dirfd, const char *filename, struct bf_filter **out, uint64_t *generation,
 		     char *why, size_t whylen)
+{
+	return bf_snapshot_read_progress(dirfd, filename, out, generation, NULL, why, whylen);
+}
+
+int bf_snapshot_read_progress(int dirfd, const char *filename, struct bf_filter **out,
+			      uint64_t *generation, const struct bf_io_progress *pr, char *why,
+			      size_t whylen)
 {
 	unsigned char *h = NULL;
 	struct bf_filter *f = NULL;
@@ -758,7 +805,7 @@ int bf_snapshot_read(int dirfd, const char *filename, struct bf_filter **out, ui
 	}
 	rc = bf_snapshot_decode(h, hlen, UINT64_MAX, &f, &info, why, whylen);
 	if (!rc)
-		rc = snap_read_body(fd, f, hlen, info.body_sum, why, whylen);
+		rc = snap_read_body(fd, f, hlen, info.body_sum, want, pr, why, whylen);
 	if (rc)
 		goto fail;
 	*generation = info.generation;
@@ -964,6 +1011,13 @@ bool bf_snapshot_entry_name(const unsigned char *e, size_t len, const char **nam
 int bf_pack_write(int dirfd, const char *filename, const unsigned char *entries,
 		  const uint64_t *ends, uint32_t count, const char **step)
 {
+	return bf_pack_write_progress(dirfd, filename, entries, ends, count, NULL, step);
+}
+
+int bf_pack_write_progress(int dirfd, const char *filename, const unsigned char *entries,
+			   const uint64_t *ends, uint32_t count, const struct bf_io_progress *pr,
+			   const char **step)
+{
 	size_t hlen = P_INDEX + (size_t)count * P_INDEX_ENTRY;
 	uint64_t len = count ? ends[count - 1] : 0;
 	unsigned char *h = malloc(hlen);
@@ -988,7 +1042,7 @@ int bf_pack_write(int dirfd, const char *filename, const unsigned char *entries,
 	put64(h, P_SUM, XXH3_64bits(h, hlen));
 	iov[0] = (struct iovec){h, hlen};
 	iov[1] = (struct iovec){(void *)entries, len};
-	rc = write_atomic(dirfd, filename, iov, len ? 2 : 1, step);
+	rc = write_atomic(dirfd, filename, iov, len ? 2 : 1, pr, step);
 	free(h);
 	return rc;
 }

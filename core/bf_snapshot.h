@@ -87,6 +87,22 @@ int bf_snapshot_write(const struct bf_filter *f, uint64_t generation, int dirfd,
 		      const char *filename, const char **step);
 
 /*
+ * The progress of a long read or write, for its caller to report: fn(arg, done, total) is
+ * called on the calling thread after each BF_IO_STEP bytes of the file (and after its last
+ * bytes) have been moved, with done counted from the file's first byte. Nothing else.
+ */
+struct bf_io_progress {
+	void (*fn)(void *arg, uint64_t done, uint64_t total);
+	void *arg;
+};
+#define BF_IO_STEP ((size_t)16 << 20)
+
+/* bf_snapshot_write, telling pr (if not NULL) how far the write has got. */
+int bf_snapshot_write_progress(const struct bf_filter *f, uint64_t generation, int dirfd,
+			       const char *filename, const struct bf_io_progress *pr,
+			       const char **step);
+
+/*
  * Encode f's header (bf_snapshot_header_len(f) bytes into h): what a snapshot file starts with, and
  * what BF.SCANDUMP sends first, so one reader's rules judge both. body_sum is the XXH3-64 of the
  * layers' bytes in order (0 in a dump, whose blocks follow in chunks and may change meanwhile).
@@ -125,6 +141,10 @@ int bf_snapshot_decode(const unsigned char *h, size_t len, uint64_t max_bytes,
  */
 int bf_snapshot_read(int dirfd, const char *filename, struct bf_filter **out, uint64_t *generation,
 		     char *why, size_t whylen);
+/* bf_snapshot_read, telling pr (if not NULL) how far the body's read has got. */
+int bf_snapshot_read_progress(int dirfd, const char *filename, struct bf_filter **out,
+			      uint64_t *generation, const struct bf_io_progress *pr, char *why,
+			      size_t whylen);
 
 /*
  * Packed entries: one small filter in a pack file (DESIGN.md §6: a million small filters are
@@ -182,6 +202,10 @@ int bf_file_write(int dirfd, const char *filename, const void *buf, size_t len, 
  * bf_snapshot_write: 0, or a negative errno with *step. */
 int bf_pack_write(int dirfd, const char *filename, const unsigned char *entries,
 		  const uint64_t *ends, uint32_t count, const char **step);
+/* bf_pack_write, telling pr (if not NULL) how far the write has got. */
+int bf_pack_write_progress(int dirfd, const char *filename, const unsigned char *entries,
+			   const uint64_t *ends, uint32_t count, const struct bf_io_progress *pr,
+			   const char **step);
 
 struct bf_pack {
 	unsigned char *buf; /* the whole file */

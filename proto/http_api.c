@@ -54,6 +54,7 @@ static const struct {
     [HTTP_ROUTE_METRICS] = {"/metrics", "GET, HEAD"},
     [HTTP_ROUTE_OPENAPI] = {"/v1/openapi.yaml", "GET, HEAD"},
     [HTTP_ROUTE_STATUS] = {"/", "GET, HEAD"},
+    [HTTP_ROUTE_HISTORY] = {"/v1/metrics/history", "GET, HEAD"},
     [HTTP_ROUTE_FILTERS] = {"/v1/filters", "GET, HEAD"},
     [HTTP_ROUTE_FILTER] = {"/v1/filters/{name}", "GET, HEAD, PUT, PATCH, DELETE"},
     [HTTP_ROUTE_ADD] = {"/v1/filters/{name}/add", "POST"},
@@ -102,6 +103,7 @@ void http_api_init(struct http_api *api, struct cmd_ctx *cmd, const struct http_
 	cmd_session_init(&api->sess, 0);
 	proto_buf_init(&api->path);
 	cJSON_InitHooks(&jh);
+	http_history_counters(cmd, &api->history.last);
 }
 
 void http_api_free(struct http_api *api)
@@ -194,6 +196,8 @@ enum http_route http_api_route_match(struct span path, struct span *name, struct
 		return HTTP_ROUTE_OPENAPI;
 	if (span_is(path, "/"))
 		return HTTP_ROUTE_STATUS;
+	if (span_is(path, "/v1/metrics/history"))
+		return HTTP_ROUTE_HISTORY;
 	if (path.n < v1n || memcmp(path.p, v1, v1n) != 0)
 		return HTTP_ROUTE_NONE;
 	if (path.n == v1n)

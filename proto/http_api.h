@@ -14,8 +14,17 @@
  *	GET    /v1/openapi.yaml                  200 this API in OpenAPI 3.1, application/yaml
  *	                                         (doc/openapi.yaml, built in)
  *	GET    /                                 200 the status page, text/html (doc/status.html,
- *	                                         built in; it reads /metrics, /readyz and
- *	                                         /v1/filters?detail=true)
+ *	                                         built in; it reads /metrics, /readyz,
+ *	                                         /v1/filters?detail=true and, once,
+ *	                                         /v1/metrics/history)
+ *	GET    /v1/metrics/history               200 the last HTTP_HISTORY_LEN seconds of what the
+ *	                                         status page charts (struct http_history), so
+ *	                                         its charts are full from its first request:
+ *	                                         {"interval_seconds":1,"end_ms":T,"commands":
+ *	                                         {"text":[N,...],"resp":[...],"http":[...]},
+ *	                                         "keys":{"added":[...],"checked":[...]}}, the
+ *	                                         oldest sample first, each what that second saw;
+ *	                                         end_ms is the newest sample's Unix time in ms
  *	GET    /v1/filters                       200 {"filters":[FILTER, ...]} sorted by name
  *	PUT    /v1/filters/{name}                201 DETAIL (+ Location), 409, 400
  *	GET    /v1/filters/{name}                200 DETAIL, 404
@@ -112,6 +121,7 @@ enum http_route {
 	HTTP_ROUTE_METRICS,
 	HTTP_ROUTE_OPENAPI, /* a document: like /metrics, not counted as a command */
 	HTTP_ROUTE_STATUS,  /* GET /: the status page, a document too */
+	HTTP_ROUTE_HISTORY, /* GET /v1/metrics/history: like /metrics */
 	HTTP_ROUTE_FILTERS,
 	HTTP_ROUTE_FILTER,
 	HTTP_ROUTE_ADD,
@@ -181,6 +191,22 @@ struct http_api_hooks {
 	void (*metrics)(void *arg, struct proto_buf *out);
 };
 
+/*
+ * The last five minutes of the figures the status page charts, a sample a second, kept by the
+ * daemon (http_api_history_sample, from a 1 s timer) so that the page's first request gets them.
+ */
+#define HTTP_HISTORY_LEN 300
+struct http_history_sample {
+	uint64_t commands[CMD_PEER_COUNT]; /* commands of each protocol in the interval */
+	uint64_t added, checked;	   /* keys given to add and to check */
+};
+struct http_history {
+	struct http_history_sample s[HTTP_HISTORY_LEN]; /* a ring */
+	uint32_t n, next;				/* samples kept; where the next goes */
+	uint64_t end_ms;				/* Unix time (ms) of the newest sample */
+	struct http_history_sample last;		/* the counters at the newest sample */
+};
+
 struct http_api {
 	struct cmd_ctx *cmd;
 	struct http_api_hooks hooks;
@@ -195,10 +221,16 @@ struct http_api {
 	struct proto_buf path; /* percent-decoded segments */
 	/* requests[route][slot]: answered requests by route and status slot. */
 	uint64_t requests[HTTP_ROUTE_COUNT][HTTP_API_NSTATUS];
+	struct http_history history; /* GET /v1/metrics/history */
 };
 
 /* Set api up over cmd with hooks (copied; may be NULL: no hooks). Cannot fail. */
 void http_api_init(struct http_api *api, struct cmd_ctx *cmd, const struct http_api_hooks *hooks);
+
+/* Take a sample of the history at Unix time now_ms: what cmd's counters grew by since the last
+ * one (or since http_api_init). The oldest is dropped past HTTP_HISTORY_LEN. Call it every
+ * second. Cannot fail. */
+void http_api_history_sample(struct http_api *api, uint64_t now_ms);
 
 /*
  * Streaming bulk load: POST /v1/filters/{name}/add with a text/plain body (one key per line;

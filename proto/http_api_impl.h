@@ -85,6 +85,8 @@ void http_api_finish(struct http_api *api, struct http_api_response *r, enum htt
 /* The operational routes (/healthz, /readyz, /metrics, the built-in documents): true with the
  * answer in r if route is one of them, else false and nothing done. */
 bool http_admin_answer(struct http_api *api, struct http_api_response *r, enum http_route route);
+/* The counters the history samples, as they are now. */
+void http_history_counters(const struct cmd_ctx *cmd, struct http_history_sample *out);
 
 /* The filter resources: GET /v1/filters; GET, PUT, PATCH, DELETE /v1/filters/{name}; its
  * snapshot and rename. */

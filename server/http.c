@@ -1106,7 +1106,12 @@ static void http_on_sweep(uv_timer_t *t)
 	struct http_server *h = t->data;
 	uint64_t limit = (uint64_t)h->cfg->request_timeout * 1000, now = uv_now(h->loop);
 	bool spinning = http_spinning(h);
+	struct timespec ts;
 
+	/* The status page's history: a sample a second (HTTP_SWEEP_MS). */
+	clock_gettime(CLOCK_REALTIME, &ts);
+	http_api_history_sample(&h->api,
+				(uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000);
 	if (!limit && !spinning)
 		return;
 	struct http_conn *c;

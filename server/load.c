@@ -23,6 +23,7 @@
 #include "core/bf_pool.h"
 #include "server/log.h"
 #include "server/prefault.h"
+#include "server/progress.h"
 
 /* ---------------------------------------------------------------------------------------- */
 /* Start-up */
@@ -40,10 +41,10 @@ static int snap_cmp_names(const void *a, const void *b)
 }
 
 /*
- * The snapshot files in the directory, sorted, as a malloc'd array of malloc'd names; leftover
- * temp files are removed on the way. 0 or -errno.
+ * The snapshot files in the directory, sorted, as a malloc'd array of malloc'd names, and
+ * their bytes in all (*bytes); leftover temp files are removed on the way. 0 or -errno.
  */
-static int snap_list(struct srv_snap *sn, char ***out, size_t *n)
+static int snap_list(struct srv_snap *sn, char ***out, size_t *n, uint64_t *bytes)
 {
 	char **names = NULL;
 	size_t cap = 0, count = 0;
@@ -100,6 +101,7 @@ static int snap_list(struct srv_snap *sn, char ***out, size_t *n)
 			break;
 		}
 		count++;
+		*bytes += (uint64_t)sb.st_size;
 	}
 	if (!rc && errno)
 		rc = -errno;
@@ -500,19 +502,32 @@ static int snap_adopt(struct srv_snap *sn, struct bf_filter *f, uint64_t gen, bo
 	return 0;
 }
 
+/* The read of a file of its own has got to done bytes: the load's progress. */
+static void snap_load_io(void *arg, uint64_t done, uint64_t total)
+{
+	struct srv_snap *sn = arg;
+
+	(void)total;
+	srv_progress_at(&sn->load_progress, sn->load_base + done);
+}
+
 /* Load one file of its own. 0 (loaded or set aside) or a negative errno that must stop the
  * start. */
 static int snap_load_one(struct srv_snap *sn, const char *file, uint64_t *newest,
 			 bool repack[SNAP_PACKS])
 {
 	char why[640], expect[BF_SNAPSHOT_NAME_MAX];
+	struct bf_io_progress pr = {snap_load_io, sn};
 	struct bf_filter *f = NULL;
 	bool renamed = false;
 	uint64_t gen = 0;
 	struct stat sb;
 	int rc;
 
-	rc = bf_snapshot_read(sn->dirfd, file, &f, &gen, why, sizeof(why));
+	rc = bf_snapshot_read_progress(sn->dirfd, file, &f, &gen, &pr, why, sizeof(why));
+	if (fstatat(sn->dirfd, file, &sb, 0))
+		memset(&sb, 0, sizeof(sb)); /* counted as 0 bytes, and as no newer than others */
+	sn->load_base += (uint64_t)sb.st_size;
 	if (rc == -EINVAL || rc == -ENOTSUP) {
 		snap_set_aside(sn, file, why);
 		return 0;
@@ -548,11 +563,9 @@ static int snap_load_one(struct srv_snap *sn, const char *file, uint64_t *newest
 		snap_set_aside(sn, file, "holds a filter that is not persistent");
 		return 0;
 	}
-	if (fstatat(sn->dirfd, file, &sb, 0) == 0) {
-		sn->st.loaded_bytes += (uint64_t)sb.st_size;
-		if ((uint64_t)sb.st_mtime > *newest)
-			*newest = (uint64_t)sb.st_mtime;
-	}
+	sn->st.loaded_bytes += (uint64_t)sb.st_size;
+	if ((uint64_t)sb.st_mtime > *newest)
+		*newest = (uint64_t)sb.st_mtime;
 	srv_log(SRV_LOG_DEBUG,
 		"loaded filter '%s' from %s/%s (%" PRIu64 " bytes, generation %" PRIu64 ")",
 		bf_filter_name(f), sn->dir, file, bf_filter_bytes(f), gen);
@@ -728,6 +741,16 @@ static int snap_load_pack_entry(struct srv_snap *sn, const struct bf_pack *pk, c
 	return snap_adopt(sn, f, gen, false, file, pack, repack);
 }
 
+/* Entry i of the open pack is loaded: the load's progress has got to its end. */
+static void snap_load_pack_progress(struct srv_snap *sn, const struct bf_pack *pk, uint32_t i)
+{
+	const unsigned char *e;
+	size_t len;
+
+	bf_pack_entry_bytes(pk, i, &e, &len);
+	srv_progress_at(&sn->load_progress, sn->load_base + (uint64_t)(e - pk->buf) + len);
+}
+
 /* Load pack file `pack`, read into buf's buffer (bf_pack_reopen): opened, room made for its
  * filters, then each entry adopted in turn. 0 (loaded, or set aside) or a negative errno that
  * must stop the start. */
@@ -747,14 +770,32 @@ static int snap_load_pack(struct srv_snap *sn, int pack, struct bf_pack *buf, ui
 	if ((uint64_t)sb.st_mtime > *newest)
 		*newest = (uint64_t)sb.st_mtime;
 	snap_load_pack_room(sn, buf, pack);
-	for (uint32_t i = 0; i < buf->count && !rc; i++)
+	for (uint32_t i = 0; i < buf->count && !rc; i++) {
 		rc = snap_load_pack_entry(sn, buf, file, pack, i, &kept, repack);
+		snap_load_pack_progress(sn, buf, i);
+	}
+	sn->load_base += buf->len;
 	return rc;
+}
+
+/* The bytes of the pack files there are. */
+static uint64_t snap_packs_bytes(struct srv_snap *sn)
+{
+	uint64_t bytes = 0;
+	char file[32];
+	struct stat sb;
+
+	for (int pack = 0; pack < SNAP_PACKS; pack++) {
+		snap_pack_name(pack, file);
+		if (fstatat(sn->dirfd, file, &sb, AT_SYMLINK_NOFOLLOW) == 0)
+			bytes += (uint64_t)sb.st_size;
+	}
+	return bytes;
 }
 
 int snap_load_all(struct srv_snap *sn)
 {
-	uint64_t t0 = uv_hrtime(), newest = 0, ns;
+	uint64_t t0 = uv_hrtime(), newest = 0, ns, bytes = 0;
 	char **names = NULL;
 	size_t n = 0, i;
 	int rc;
@@ -768,7 +809,7 @@ int snap_load_all(struct srv_snap *sn)
 			"data_dir %s: fsync: %s; what the last process renamed or removed may not "
 			"be durable yet",
 			sn->dir, strerror(errno));
-	rc = snap_list(sn, &names, &n);
+	rc = snap_list(sn, &names, &n, &bytes);
 	if (rc) {
 		srv_log(SRV_LOG_ERR, "data_dir %s: cannot list: %s", sn->dir, strerror(-rc));
 		return rc;
@@ -777,6 +818,10 @@ int snap_load_all(struct srv_snap *sn)
 	if (rc)
 		goto out;
 	bool repack[SNAP_PACKS] = {false};
+	srv_progress_begin(&sn->load_progress, bytes + snap_packs_bytes(sn),
+			   sn->cfg->log_progress_bytes, sn->cfg->log_progress_interval,
+			   "load of %s", sn->dir);
+	sn->load_base = 0;
 	/* A million names into the index one by one were a third of the load. */
 	bf_registry_defer_names(sn->ctx->reg);
 	struct bf_pack buf = {0};
@@ -792,6 +837,7 @@ int snap_load_all(struct srv_snap *sn)
 	}
 	if (!rc)
 		rc = snap_files_check(sn);
+	srv_progress_end(&sn->load_progress, rc);
 out:
 	for (i = 0; i < n; i++)
 		free(names[i]);

@@ -4,12 +4,14 @@
 
 #include <errno.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
 
-static int srv_log_level = SRV_LOG_INFO;
+/* Atomic: threadpool threads log too (a long checkpoint's progress), while a reload sets it. */
+static _Atomic int srv_log_level = SRV_LOG_INFO;
 static int srv_log_prefix = 1;
 
 void srv_log_set_level(int level)
@@ -18,7 +20,7 @@ void srv_log_set_level(int level)
 		level = SRV_LOG_EMERG;
 	if (level > SRV_LOG_DEBUG)
 		level = SRV_LOG_DEBUG;
-	srv_log_level = level;
+	atomic_store_explicit(&srv_log_level, level, memory_order_relaxed);
 }
 
 void srv_log_set_priority_prefix(int on)
@@ -28,12 +30,12 @@ void srv_log_set_priority_prefix(int on)
 
 int srv_log_get_level(void)
 {
-	return srv_log_level;
+	return atomic_load_explicit(&srv_log_level, memory_order_relaxed);
 }
 
 int srv_log_enabled(int level)
 {
-	return level <= srv_log_level;
+	return level <= atomic_load_explicit(&srv_log_level, memory_order_relaxed);
 }
 
 void srv_log(int level, const char *fmt, ...)

@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Logging to stderr, one line per message with a syslog priority prefix that journald reads:
- * "<3>blossomd: bind 127.0.0.1:8673: address already in use\n". Loop thread only (the level
- * is a plain global, set at start and on reload).
+ * "<3>blossomd: bind 127.0.0.1:8673: address already in use\n". The level is set on the loop
+ * (at start and on reload); srv_log may be called from any thread (the threadpool logs a long
+ * checkpoint's progress).
  */
 #ifndef BLOSSOMD_SERVER_LOG_H
 #define BLOSSOMD_SERVER_LOG_H

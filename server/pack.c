@@ -20,6 +20,7 @@
 
 #include "core/bf_hash.h"
 #include "server/log.h"
+#include "server/progress.h"
 
 static void snap_pjob_on_idle(uv_idle_t *h);
 
@@ -508,13 +509,19 @@ void snap_pjob_apply(struct srv_snap *sn, struct snap_pjob *pj)
 static void snap_pjob_work(uv_work_t *req)
 {
 	struct snap_pjob *pj = req->data;
+	struct srv_progress progress;
+	struct bf_io_progress pr = {srv_progress_io, &progress};
 	const char *step = NULL;
 	uint64_t t0;
 	int rc;
 
 	snap_worker_nice();
+	srv_progress_begin(&progress, pj->len, pj->progress_bytes, pj->progress_interval,
+			   "checkpoint of %s (%" PRIu32 " filters)", pj->file, pj->count);
 	t0 = uv_hrtime();
-	rc = bf_pack_write(pj->sn->dirfd, pj->file, pj->buf, pj->ends, pj->count, &step);
+	rc = bf_pack_write_progress(pj->sn->dirfd, pj->file, pj->buf, pj->ends, pj->count, &pr,
+				    &step);
+	srv_progress_end(&progress, rc);
 	if (!rc && pj->record && (rc = snap_pack_record_write(pj->sn->dirfd, pj->record)))
 		step = "write the packs record";
 	/* Freed here, not on the loop (megabytes unmapped); the loop reads neither any more. */
@@ -555,8 +562,11 @@ static void snap_pjob_after(uv_work_t *req, int status)
 /* The encoded job goes to the threadpool. Returns 0, or -1 if it ended here (recorded). */
 static int snap_pjob_queue(struct srv_snap *sn, struct snap_pjob *pj)
 {
-	int rc = uv_queue_work(sn->loop, &pj->req, snap_pjob_work, snap_pjob_after);
+	int rc;
 
+	pj->progress_bytes = sn->cfg->log_progress_bytes;
+	pj->progress_interval = sn->cfg->log_progress_interval;
+	rc = uv_queue_work(sn->loop, &pj->req, snap_pjob_work, snap_pjob_after);
 	if (rc) {
 		pj->rc = rc;
 		pj->step = "queue";

@@ -355,6 +355,8 @@ static void srv_reload(struct srv *s)
 	SRV_LOG_CHANGE_U64(max_output_bytes);
 	SRV_LOG_CHANGE_U64(max_client_memory);
 	SRV_LOG_CHANGE_U64(log_create_bytes);
+	SRV_LOG_CHANGE_U64(log_progress_bytes);
+	SRV_LOG_CHANGE_U64(log_progress_interval);
 	if (old->log_level != nc->log_level)
 		srv_log(SRV_LOG_INFO, "reload: log_level %s -> %s",
 			conf_log_level_name(old->log_level), conf_log_level_name(nc->log_level));

@@ -12,6 +12,7 @@
 #include <stdlib.h>
 
 #include "server/log.h"
+#include "server/progress.h"
 
 static void snap_job_free(struct snap_job *job)
 {
@@ -54,13 +55,20 @@ static struct snap_job *snap_job_new(struct srv_snap *sn, struct snap_entry *e)
 static void snap_job_work(uv_work_t *req)
 {
 	struct snap_job *job = req->data;
+	struct srv_progress progress;
+	struct bf_io_progress pr = {srv_progress_io, &progress};
 	const char *step = NULL;
 	uint64_t t0;
 	int rc;
 
 	snap_worker_nice();
+	srv_progress_begin(&progress, bf_snapshot_header_len(job->f) + bf_filter_bytes(job->f),
+			   job->progress_bytes, job->progress_interval, "checkpoint of filter '%s'",
+			   bf_filter_name(job->f));
 	t0 = uv_hrtime();
-	rc = bf_snapshot_write(job->f, job->generation, job->sn->dirfd, job->file, &step);
+	rc = bf_snapshot_write_progress(job->f, job->generation, job->sn->dirfd, job->file, &pr,
+					&step);
+	srv_progress_end(&progress, rc);
 
 	uv_mutex_lock(&job->lock);
 	job->rc = rc;
@@ -129,7 +137,11 @@ static void snap_job_after(uv_work_t *req, int status)
 /* Hand a job whose filter is ready to the threadpool. */
 static void snap_job_queue(struct srv_snap *sn, struct snap_job *job)
 {
-	int rc = uv_queue_work(sn->loop, &job->req, snap_job_work, snap_job_after);
+	int rc;
+
+	job->progress_bytes = sn->cfg->log_progress_bytes;
+	job->progress_interval = sn->cfg->log_progress_interval;
+	rc = uv_queue_work(sn->loop, &job->req, snap_job_work, snap_job_after);
 
 	if (rc) {
 		job->rc = rc;

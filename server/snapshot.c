@@ -342,6 +342,8 @@ void srv_snap_created(struct srv_snap *sn, struct bf_filter *f)
 int snap_write_now(struct srv_snap *sn, struct snap_entry *e)
 {
 	const struct bf_filter *f = e->f;
+	struct srv_progress progress;
+	struct bf_io_progress pr = {srv_progress_io, &progress};
 	const char *step = NULL;
 	char file[BF_SNAPSHOT_NAME_MAX];
 	uint64_t t0, gen;
@@ -357,8 +359,12 @@ int snap_write_now(struct srv_snap *sn, struct snap_entry *e)
 	else if (e->packing)
 		snap_pjob_settle(sn);
 	gen = snap_next_gen(sn);
+	srv_progress_begin(&progress, bf_snapshot_header_len(f) + bf_filter_bytes(f),
+			   sn->cfg->log_progress_bytes, sn->cfg->log_progress_interval,
+			   "checkpoint of filter '%s'", bf_filter_name(f));
 	t0 = uv_hrtime();
-	rc = bf_snapshot_write(f, gen, sn->dirfd, file, &step);
+	rc = bf_snapshot_write_progress(f, gen, sn->dirfd, file, &pr, &step);
+	srv_progress_end(&progress, rc);
 	snap_record(sn, e, file, bf_filter_name(f), rc, step, f->changes, snap_need(sn, f),
 		    BF_SNAPSHOT_HEADER_LEN + bf_filter_bytes(f), uv_hrtime() - t0, "flush");
 	return rc;

@@ -16,6 +16,7 @@
 #include <uv.h>
 
 #include "core/bf_snapshot.h"
+#include "server/progress.h"
 #include "server/snapshot.h"
 
 #define SNAP_TICK_MS 1000
@@ -131,6 +132,8 @@ struct snap_pjob {
 	uint32_t count;
 	uint64_t gone_lsn; /* the pack's gone_lsn when the job began */
 	uint32_t record;   /* the packs record to write once the pack is (0: it lists it already) */
+	uint64_t progress_bytes; /* log_progress_* when queued: the worker reads no config */
+	unsigned progress_interval;
 	uint64_t copy_ns, copy_max_ns;
 	/* The worker's result, read by the loop after after_work or once done (under lock). */
 	uv_mutex_t lock;
@@ -158,6 +161,9 @@ struct snap_job {
 	uint64_t generation;
 	char file[BF_SNAPSHOT_NAME_MAX]; /* e's own file (snap_file): the worker never reads e */
 	bool remove_after;		 /* dropped meanwhile: remove the file once written */
+	/* log_progress_bytes and log_progress_interval when queued: the worker reads no config. */
+	uint64_t progress_bytes;
+	unsigned progress_interval;
 	/* Preparing and copying (sn->copy == this job). */
 	bool prefaulting;	       /* its memory is being faulted in on the threadpool */
 	bool aborted;		       /* given up while prefaulting: freed when that ends */
@@ -283,6 +289,10 @@ struct srv_snap {
 	uint64_t *renamed_ids; /* the ids whose slot had renamed set (snap_file_adopted) */
 	size_t nrenamed, renamed_cap;
 	uint64_t loaded_lsn; /* the newest LSN a loaded filter holds */
+	/* The load's progress (log_progress_bytes): the bytes of the files loaded before the one
+	 * being loaded. */
+	struct srv_progress load_progress;
+	uint64_t load_base;
 
 	/* What was set aside at load, until srv_snap_after_replay(). */
 	struct snap_aside {

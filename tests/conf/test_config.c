@@ -138,6 +138,8 @@ static const struct {
     {"max_client_memory", "0"},
     {"log_level", "debug"},
     {"log_create_bytes", "0"},
+    {"log_progress_bytes", "1k"},
+    {"log_progress_interval", "3600"},
     {"auth_token_file", "/etc/blossomd/token"},
 };
 
@@ -185,6 +187,8 @@ static void other_config(struct config *c)
 	c->max_client_memory = 0;
 	c->log_level = 7;
 	c->log_create_bytes = 0;
+	c->log_progress_bytes = 1024;
+	c->log_progress_interval = 3600;
 	set_str(c->auth_token_file, sizeof(c->auth_token_file), "/etc/blossomd/token");
 }
 
@@ -223,6 +227,8 @@ static void expect_config_eq(const struct config *a, const struct config *b)
 	ck_assert_uint_eq(a->max_client_memory, b->max_client_memory);
 	ck_assert_int_eq(a->log_level, b->log_level);
 	ck_assert_uint_eq(a->log_create_bytes, b->log_create_bytes);
+	ck_assert_uint_eq(a->log_progress_bytes, b->log_progress_bytes);
+	ck_assert_uint_eq(a->log_progress_interval, b->log_progress_interval);
 	ck_assert_str_eq(a->auth_token_file, b->auth_token_file);
 	/* and byte for byte, padding and string tails included */
 	ck_assert(memcmp(a, b, sizeof(*a)) == 0);
@@ -267,6 +273,9 @@ START_TEST(test_defaults)
 	ck_assert_uint_eq(c.max_output_bytes, 67108864);
 	ck_assert_uint_eq(c.max_client_memory, 1073741824);
 	ck_assert_int_eq(c.log_level, 6);
+	ck_assert_uint_eq(c.log_create_bytes, 256u << 20);
+	ck_assert_uint_eq(c.log_progress_bytes, 256u << 20);
+	ck_assert_uint_eq(c.log_progress_interval, 5);
 	ck_assert_str_eq(c.auth_token_file, "");
 	expect_valid(&c);
 }
@@ -333,7 +342,7 @@ START_TEST(test_other_values_cover_every_field)
 	other_config(&want);
 	expect_config_eq(&c, &want);
 	expect_valid(&c);
-	ck_assert_uint_eq(N_OTHER, 33);
+	ck_assert_uint_eq(N_OTHER, 35);
 }
 END_TEST
 
@@ -506,6 +515,23 @@ START_TEST(test_ports)
 			 "bad value for port: '65536' (must be between 1 and 65535)");
 	expect_set_error("http_port", "65536",
 			 "bad value for http_port: '65536' (must be between 0 and 65535)");
+}
+END_TEST
+
+/* log_progress_interval: 0 (a line each 16 MiB) to an hour, at both edges. */
+START_TEST(test_log_progress_interval)
+{
+	struct config c;
+	char err[512] = "";
+
+	conf_defaults(&c);
+	ck_assert_int_eq(conf_set(&c, "log_progress_interval", "0", err, sizeof(err)), 0);
+	ck_assert_uint_eq(c.log_progress_interval, 0);
+	ck_assert_int_eq(conf_set(&c, "log_progress_interval", "3600", err, sizeof(err)), 0);
+	ck_assert_uint_eq(c.log_progress_interval, 3600);
+	expect_set_error("log_progress_interval", "3601",
+			 "bad value for log_progress_interval: '3601' (must be between 0 and "
+			 "3600)");
 }
 END_TEST
 
@@ -1106,6 +1132,7 @@ static Suite *conf_suite(void)
 	tcase_add_test(tc, test_byte_size_out_of_range);
 	tcase_add_test(tc, test_bad_numbers);
 	tcase_add_test(tc, test_ports);
+	tcase_add_test(tc, test_log_progress_interval);
 	tcase_add_test(tc, test_error_rate_values);
 	tcase_add_test(tc, test_error_rate_floor);
 	tcase_add_test(tc, test_log_level_values);

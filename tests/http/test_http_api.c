@@ -196,6 +196,58 @@ START_TEST(metrics_route)
 }
 END_TEST
 
+/*
+ * GET /v1/metrics/history: what the status page charts, a sample a second, oldest first: each
+ * sample what the counters grew by since the one before (the first: since the start); the
+ * newest sample's time; at most 300 samples (the 301st drops the oldest). Not a command.
+ */
+START_TEST(history_route)
+{
+	GET("/v1/metrics/history", 200,
+	    "{\"interval_seconds\":1,\"end_ms\":0,\"commands\":{\"text\":[],\"resp\":[],"
+	    "\"http\":[]},\"keys\":{\"added\":[],\"checked\":[]}}");
+	ctx.peer_commands[CMD_PEER_TEXT] = 3;
+	ctx.peer_commands[CMD_PEER_RESP] = 5;
+	ctx.keys[CMD_OP_ADD] = 100;
+	http_api_history_sample(&api, 1765000000123);
+	ctx.peer_commands[CMD_PEER_RESP] = 12;
+	ctx.peer_commands[CMD_PEER_HTTP] = 1;
+	ctx.keys[CMD_OP_ADD] = 150;
+	ctx.keys[CMD_OP_CHECK] = 9;
+	ctx.keys[CMD_OP_DELETE] = 4; /* not charted */
+	http_api_history_sample(&api, 1765000001125);
+	GET("/v1/metrics/history", 200,
+	    "{\"interval_seconds\":1,\"end_ms\":1765000001125,\"commands\":{\"text\":[3,0],"
+	    "\"resp\":[5,7],\"http\":[0,1]},\"keys\":{\"added\":[100,50],\"checked\":[0,9]}}");
+	/* The route itself is no command (the page polls it). */
+	ck_assert_uint_eq(ctx.peer_commands[CMD_PEER_HTTP], 1);
+
+	/* 301 samples: the first one (3 text commands) is gone, 300 are left. */
+	for (unsigned i = 0; i < 299; i++) {
+		ctx.peer_commands[CMD_PEER_TEXT] += i;
+		http_api_history_sample(&api, 1765000002000 + i * 1000);
+	}
+	call("GET", "/v1/metrics/history", NULL, NULL);
+	ck_assert_uint_eq(resp.status, 200);
+	ck_assert_str_eq(resp.content_type, CT_JSON);
+	char want[8192];
+	size_t n = (size_t)snprintf(want, sizeof(want),
+				    "{\"interval_seconds\":1,\"end_ms\":1765000300000,"
+				    "\"commands\":{\"text\":[0");
+	for (unsigned i = 0; i < 299; i++)
+		n += (size_t)snprintf(want + n, sizeof(want) - n, ",%u", i);
+	ck_assert_uint_lt(n, sizeof(want) - 64);
+	ck_assert_msg(!strncmp(got, want, n), "%.200s", got);
+	ck_assert_ptr_nonnull(strstr(got, "],\"resp\":[7,0,"));
+	ck_assert_ptr_nonnull(strstr(got, ",0]},\"keys\":{\"added\":[50,0,"));
+	ck_assert_uint_eq(api.history.n, 300);
+	call("HEAD", "/v1/metrics/history", NULL, NULL);
+	ck_assert_uint_eq(resp.status, 200);
+	call("POST", "/v1/metrics/history", CT_JSON, "{}");
+	ck_assert_uint_eq(resp.status, 405);
+}
+END_TEST
+
 START_TEST(unknown_routes)
 {
 	static const char *const paths[] = {
@@ -1900,6 +1952,7 @@ static Suite *http_api_suite(void)
 	tcase_add_checked_fixture(tc, setup, teardown);
 	tcase_add_test(tc, health_and_ready);
 	tcase_add_test(tc, metrics_route);
+	tcase_add_test(tc, history_route);
 	tcase_add_test(tc, openapi_route);
 	tcase_add_test(tc, status_route);
 	tcase_add_test(tc, list_detail);

@@ -1299,6 +1299,174 @@ START_TEST(test_log_escapes_name_bytes)
 }
 END_TEST
 
+/* ---------------------------------------------------------------------------------------- */
+/* Progress of long checkpoints and loads (log_progress_bytes, log_progress_interval) */
+
+#define MIB16 (16ull << 20)
+
+/* The bits' bytes of filter name (text info's storage). */
+static unsigned long long storage_of(int fd, const char *name)
+{
+	char line[128];
+	const char *p;
+
+	FMT(line, "info %s", name);
+	p = strstr(txt(fd, line), "\nstorage ");
+	ck_assert_ptr_nonnull(p);
+	return strtoull(p + strlen("\nstorage "), NULL, 10);
+}
+
+/*
+ * The progress lines of `what` in log, from the first after `from` on: each at info, "WHAT: D of
+ * TOTAL bytes (P%), R MiB/s, S s left" with D each 16 MiB from first (log_progress_interval 0),
+ * below total, P = D*100/TOTAL, a rate and at least a second left; then the last line "WHAT:
+ * TOTAL bytes in X s, R MiB/s". Returns the number of progress lines.
+ */
+static unsigned expect_progress(const char *log, const char *what, unsigned long long total,
+				unsigned long long first)
+{
+	char head[512];
+	const char *p = log;
+	unsigned long long want = first;
+	unsigned n = 0;
+
+	FMT(head, "<6>blossomd: %s: ", what);
+	while ((p = strstr(p, head))) {
+		unsigned long long done, tot, left;
+		unsigned pct;
+		double rate, secs;
+		int end = 0;
+
+		p += strlen(head);
+		if (sscanf(p, "%llu bytes in %lf s, %lf MiB/s\n%n", &tot, &secs, &rate, &end) ==
+			3 &&
+		    end) {
+			ck_assert_uint_eq(tot, total);
+			ck_assert(secs >= 0 && rate > 0);
+			ck_assert_ptr_null(strstr(p, head)); /* the last one */
+			return n;
+		}
+		ck_assert_msg(sscanf(p, "%llu of %llu bytes (%u%%), %lf MiB/s, %llu s left\n%n",
+				     &done, &tot, &pct, &rate, &left, &end) == 5 &&
+				  end,
+			      "bad line: %.120s", p);
+		ck_assert_uint_eq(done, want);
+		ck_assert_uint_eq(tot, total);
+		ck_assert_uint_lt(done, total);
+		ck_assert_uint_eq(pct, done * 100 / total);
+		ck_assert(rate > 0);
+		ck_assert_uint_ge(left, 1);
+		want += MIB16;
+		n++;
+	}
+	ck_abort_msg("no last line of %s in:\n%s", what, log);
+	return 0;
+}
+
+/*
+ * Issue 33: a checkpoint writing a filter of log_progress_bytes or more logs its progress at
+ * info (bytes done, rate, time left), and so does a start loading that many bytes: here a line
+ * each 16 MiB (log_progress_interval 0), and a last line. At the edge: a file one byte smaller
+ * than log_progress_bytes logs none (the threshold changed by SIGHUP).
+ */
+START_TEST(test_progress_logged)
+{
+	char conf[256], what[512];
+	unsigned long long bits, file, total;
+	const char *log;
+	struct stat sb;
+	int fd;
+
+	data_dir_new();
+	start_in_dir(CONF("log_progress_bytes = 32m\nlog_progress_interval = 0\n"));
+	fd = conn();
+	TXT(fd, "create big capacity=40000000 prob=0.01", "Done\n");
+	bits = storage_of(fd, "big");
+	file = 4096 + bits; /* the header, then the bits */
+	ck_assert_uint_gt(file, 32ull << 20);
+	TXT(fd, "flush big", "Done\n");
+	ck_assert_int_eq(stat(path_in("big.bsnap"), &sb), 0);
+	ck_assert_uint_eq((unsigned long long)sb.st_size, file);
+	/* Written by a threadpool thread: its last line may follow the reply. */
+	FMT(what, "<6>blossomd: checkpoint of filter 'big': %llu bytes in ", file);
+	ck_assert_msg(itest_log_wait(&d, what, T), "%s", itest_log(&d));
+	ck_assert_uint_eq(
+	    expect_progress(itest_log(&d), "checkpoint of filter 'big'", file, 4096 + MIB16),
+	    (file - 4096 - 1) / MIB16);
+
+	/* One byte over the file's size: no line for the next checkpoint; at its size: lines. */
+	FMT(conf,
+	    "[blossomd]\nsnapshot_pack_bytes = 0\nlog_progress_bytes = %llu\n"
+	    "log_progress_interval = 0\n",
+	    file + 1);
+	ck_assert_int_eq(itest_write_file(d.conf_path, conf), 0);
+	ck_assert_int_eq(itest_signal(&d, SIGHUP), 0);
+	ck_assert(itest_log_wait(&d, "configuration reloaded", T));
+	size_t before = strlen(itest_log(&d));
+	TXT(fd, "set big k1", "Yes\n");
+	TXT(fd, "flush big", "Done\n");
+	FMT(conf,
+	    "[blossomd]\nsnapshot_pack_bytes = 0\nlog_progress_bytes = %llu\n"
+	    "log_progress_interval = 0\n",
+	    file);
+	ck_assert_int_eq(itest_write_file(d.conf_path, conf), 0);
+	ck_assert_int_eq(itest_signal(&d, SIGHUP), 0);
+	FMT(what, "reload: log_progress_bytes %llu -> %llu", file + 1, file);
+	ck_assert(itest_log_wait(&d, what, T));
+	ck_assert_ptr_null(strstr(itest_log(&d) + before, "checkpoint of filter 'big'"));
+	before = strlen(itest_log(&d));
+	TXT(fd, "set big k2", "Yes\n");
+	TXT(fd, "flush big", "Done\n");
+	FMT(what, "<6>blossomd: checkpoint of filter 'big': %llu bytes in ", file);
+	ck_assert_msg(itest_log_wait(&d, what, T), "%s", itest_log(&d));
+	ck_assert_uint_ge(expect_progress(itest_log(&d) + before, "checkpoint of filter 'big'",
+					  file, 4096 + MIB16),
+			  2);
+	close(fd);
+	stop();
+
+	/* The start loads the file (and the packs, if any were written) with progress lines. */
+	total = file;
+	for (int i = 0; i < 16; i++) {
+		char pack[32];
+
+		FMT(pack, "pack-%02d.bpack", i);
+		if (stat(path_in(pack), &sb) == 0)
+			total += (unsigned long long)sb.st_size;
+	}
+	FMT(conf, "[blossomd]\nlog_progress_bytes = %llu\nlog_progress_interval = 0\n", total);
+	start_in_dir(conf);
+	ck_assert(itest_log_wait(&d, "ready (pid ", T));
+	log = itest_log(&d);
+	FMT(what, "load of %s", dir);
+	ck_assert_uint_ge(expect_progress(log, what, total, total - file + 4096 + MIB16), 2);
+	stop();
+}
+END_TEST
+
+/* With the default log_progress_bytes (256 MiB), a checkpoint and a load of 50 MB log no
+ * progress line, even with a line due each 16 MiB. */
+START_TEST(test_progress_default_silent)
+{
+	int fd;
+
+	data_dir_new();
+	start_in_dir(CONF("log_progress_interval = 0\n"));
+	fd = conn();
+	TXT(fd, "create big capacity=40000000 prob=0.01", "Done\n");
+	ck_assert_uint_gt(storage_of(fd, "big"), 32ull << 20);
+	TXT(fd, "flush big", "Done\n");
+	close(fd);
+	stop();
+	start_in_dir(CONF("log_progress_interval = 0\n"));
+	ck_assert(itest_log_wait(&d, "ready (pid ", T));
+	ck_assert_msg(strstr(itest_log(&d), "loaded 1 filters"), "%s", itest_log(&d));
+	ck_assert_ptr_null(strstr(itest_log(&d), "load of "));
+	ck_assert_ptr_null(strstr(itest_log(&d), "checkpoint of "));
+	stop();
+}
+END_TEST
+
 /* Cases left out of the suite on this machine, reported as TAP skips. */
 /* ---------------------------------------------------------------------------------------- */
 /* Pack files (DESIGN.md §6: small filters share 16 files) */
@@ -2165,6 +2333,8 @@ static Suite *persist_suite(void)
 						      "strace cannot trace here"};
 	}
 	tcase_add_test(misc, test_log_escapes_name_bytes);
+	tcase_add_test(misc, test_progress_logged);
+	tcase_add_test(misc, test_progress_default_silent);
 	suite_add_tcase(s, faults);
 
 	tcase_set_timeout(packs, 600);

@@ -2,9 +2,9 @@
 # SPDX-License-Identifier: MIT
 # The house style as facts (STYLE.md): every C source is formatted by .clang-format, starts
 # with an SPDX line, and includes the project's headers from the source root ("core/...",
-# "proto/...", "conf/...", "server/...", "tests/..."), and no C file of core/, proto/, server/
-# or conf/ is over max_lines (issue 31: one room per concern). TAP output, one test per rule; a
-# failing rule lists the files that break it.
+# "proto/...", "conf/...", "server/...", "tests/...", "bench/..."), and no C file of core/,
+# proto/, server/ or conf/ is over max_lines (issue 31: one room per concern). TAP output, one
+# test per rule; a failing rule lists the files that break it.
 set -uo pipefail
 cd "${1:-$(dirname "$0")/../..}" || exit 1
 
@@ -34,7 +34,7 @@ for f in "${files[@]}"; do
 done
 report "an SPDX line first in every C file" "${bad%$'\n'}"
 
-bad=$(grep -Hn '^#include "' "${files[@]}" | grep -v '#include "\(core\|proto\|conf\|server\|tests\)/' || true)
+bad=$(grep -Hn '^#include "' "${files[@]}" | grep -v '#include "\(core\|proto\|conf\|server\|tests\|bench\)/' || true)
 report "project headers included from the source root" "$bad"
 
 # A file over this many lines holds several concerns: split it along its seams (issue 31).

@@ -146,7 +146,8 @@ def expect(answer, status, ptype=None):
 def scenario_limits(rec, d, _):
     """Every route's successes and the problems small limits make, on one daemon."""
     R = lambda *a, **k: rec.req(d, *a, **k)  # noqa: E731 (a short name for the many calls)
-    for path in ("/healthz", "/readyz", "/metrics", "/v1/openapi.yaml", "/v1/filters", "/"):
+    for path in ("/healthz", "/readyz", "/metrics", "/v1/metrics/history", "/v1/openapi.yaml",
+                 "/v1/filters", "/"):
         expect(R("GET", path, path), 200)
         expect(R("HEAD", path, path), 200)
     doc = R("GET", "/v1/openapi.yaml", "/v1/openapi.yaml", label="the document")
@@ -343,7 +344,7 @@ def scenario_token(rec, d, token):
     R = lambda *a, **k: rec.req(d, *a, **k)  # noqa: E731
     expect(R("GET", "/healthz", "/healthz"), 200)
     expect(R("GET", "/readyz", "/readyz"), 200)
-    for path in ("/metrics", "/v1/openapi.yaml", "/v1/filters", "/"):
+    for path in ("/metrics", "/v1/metrics/history", "/v1/openapi.yaml", "/v1/filters", "/"):
         expect(R("GET", path, path), 401, "unauthorized")
         expect(R("GET", path, path, token=token), 200)
     expect(R("PUT", "/v1/filters/f", F, {"capacity": 10}), 401, "unauthorized")

@@ -16,6 +16,13 @@ deletes), so dpkg sees the host's installed packages, blossomd's dependencies am
 writes nothing to the host. --private-network gives it its own loopback, so the daemon's
 default ports cannot collide with anything on the host. The test talks to it with nsenter.
 
+Whatever the host has installed, the container starts without blossomd: if the host has the
+package (a developer who tried the .deb on the build machine), its entry in the dpkg database
+and its files are removed inside the container, from the throwaway overlays only, before the
+package under test is installed. Otherwise dpkg in the container would take the install for
+an upgrade of a package whose conffile the fresh /etc lacks (deleted by the admin, to dpkg):
+no /etc/blossomd/blossomd.conf, and most cases failed.
+
 Needs root, systemd-nspawn (systemd-container), nsenter and a merged-/usr host (Debian 12);
 HTTP requests run the host's python3 in the container's network namespace.
 
@@ -47,6 +54,43 @@ try:
         print(r.status); print(r.read().decode())
 except urllib.error.HTTPError as e:
     print(e.code); print(e.read().decode())
+"""
+
+
+# Run by the host's python3 inside the container (its root and overlays): package argv[1]
+# made absent, as on a machine that never had it. Its files and links go, and the directories
+# it leaves empty, deepest first; never a directory that is a link (its list names /lib, which
+# on a merged-/usr root is the link to usr/lib). Then its info files and its stanza of the
+# status file. Prints the number of paths removed, or "absent".
+FORGET_PACKAGE = """
+import os, sys
+pkg, info = sys.argv[1], "/var/lib/dpkg/info"
+mine = [f for f in os.listdir(info) if f.startswith((pkg + ".", pkg + ":"))]
+lists = [os.path.join(info, f) for f in mine if f.endswith(".list")]
+if not lists:
+    print("absent")
+    sys.exit(0)
+paths = sorted({p.rstrip("\\n") for f in lists for p in open(f)}, reverse=True)
+gone = 0
+for p in paths:
+    if os.path.isdir(p):
+        if not os.path.islink(p) and os.path.normpath(p) != "/":
+            try:
+                os.rmdir(p)
+                gone += 1
+            except OSError:
+                pass
+    elif os.path.lexists(p):
+        os.unlink(p)
+        gone += 1
+for f in mine:
+    os.unlink(os.path.join(info, f))
+with open("/var/lib/dpkg/status") as f:
+    stanzas = f.read().split("\\n\\n")
+kept = [s for s in stanzas if not s.lstrip("\\n").startswith("Package: " + pkg + "\\n")]
+with open("/var/lib/dpkg/status", "w") as f:
+    f.write("\\n\\n".join(kept))
+print(gone)
 """
 
 
@@ -135,6 +179,14 @@ class Container:
         assert not check or r.returncode == 0, f"{args}: {r.returncode}\n{r.stdout}\n{r.stderr}"
         return r
 
+    def forget_host_package(self):
+        """The host's blossomd, if installed, made absent in the container (FORGET_PACKAGE)."""
+        out = self.run("python3", "-c", FORGET_PACKAGE, "blossomd").stdout.strip()
+        if out != "absent":
+            print(f"# the host has blossomd installed: {out} of its paths and its dpkg entry "
+                  "removed in the container", flush=True)
+        assert self.run("dpkg-query", "-W", "blossomd", check=False).returncode != 0
+
     def show(self, *props):
         out = self.run("systemctl", "show", UNIT, *(f"--property={p}" for p in props)).stdout
         return dict(line.split("=", 1) for line in out.splitlines() if "=" in line)
@@ -211,6 +263,7 @@ def case_install(c):
     # is built) would stop the maintainer scripts from starting the unit; the container is a
     # booted system, so it goes, from the container's throwaway /usr layer only.
     c.run("rm", "-f", "/usr/sbin/policy-rc.d")
+    c.forget_host_package()
     c.run("dpkg", "--install", "/root/blossomd.deb", timeout=120)
     # postinst enabled and started it; systemctl start returned once READY=1 came (Type=notify).
     assert c.run("systemctl", "is-enabled", UNIT, check=False).stdout.strip() == "enabled"

@@ -8,6 +8,9 @@
 // loads with no console error, no failed request and no request leaving the daemon's origin,
 // shows the filter and the server, and that the filter's item count on the page follows adds
 // made over RESP. With auth_token_file set: 401 without the token, the same checks with it.
+// The daemon's history (GET /v1/metrics/history) holds exactly the traffic made before the page
+// is opened, and the page's first refresh shows "Operations / s" and draws the charts from it
+// (their lines' pixels counted; a screenshot left in meson-logs/statuspage-first-load.png).
 // The daemon is stopped by its PID (SIGTERM) and must exit 0.
 //
 //   node statuspage.mjs                     the test (meson test statuspage)
@@ -261,6 +264,87 @@ async function showsFilterAndFollows(browser, d, r, headers) {
   }
 }
 
+// Pixels of canvas id in the colour of CSS variable v (a series' line), counted in the page.
+const linePixels = (page, id, v) => page.evaluate(([cid, cv]) => {
+  const c = document.getElementById(cid);
+  const hex = getComputedStyle(document.documentElement).getPropertyValue(cv).trim();
+  const want = [1, 3, 5].map((i) => parseInt(hex.slice(i, i + 2), 16));
+  const px = c.getContext('2d').getImageData(0, 0, c.width, c.height).data;
+  let n = 0;
+  for (let i = 0; i < px.length; i += 4)
+    if (px[i + 3] > 200 && want.every((w, k) => Math.abs(px[i + k] - w) < 24)) n += 1;
+  return n;
+}, [id, v]);
+
+const sum = (a) => a.reduce((x, y) => x + y, 0);
+
+// GET /v1/metrics/history, parsed.
+async function history(d, headers) {
+  const res = await fetch(`${d.url}v1/metrics/history`, { headers: headers || {} });
+  assert(res.status === 200, `GET /v1/metrics/history answered ${res.status}`);
+  assert(res.headers.get('content-type') === 'application/json',
+    `content-type ${res.headers.get('content-type')}`);
+  return res.json();
+}
+
+// Traffic over RESP for three seconds before any page is open: the daemon's history holds it
+// exactly (every command and key, once a sample follows the last one), and the page's first
+// refresh (one /metrics request) already shows "Operations / s" and draws the RESP line from it.
+async function drawsHistoryAtFirstLoad(browser, d, r) {
+  let cmds = 0;
+  let keys = 0;
+  await r.cmd('BF.RESERVE', 'hist', '0.01', '10000');
+  cmds += 1;
+  for (let i = 0; i < 30; i++) {
+    await r.cmd('BF.MADD', 'hist', ...Array.from({ length: 10 }, (_, k) => `h${i}-${k}`));
+    cmds += 1;
+    keys += 10;
+    await sleep(100);
+  }
+  let h;
+  const end = Date.now() + 10000;
+  do {
+    h = await history(d);
+    if (sum(h.commands.resp) === cmds) break;
+    await sleep(200);
+  } while (Date.now() < end);
+  const n = h.commands.text.length;
+  assert(h.interval_seconds === 1, `interval_seconds ${h.interval_seconds}`);
+  assert(sum(h.commands.resp) === cmds && sum(h.keys.added) === keys,
+    `history holds ${sum(h.commands.resp)} RESP commands and ${sum(h.keys.added)} keys added, ` +
+    `not ${cmds} and ${keys}: ${JSON.stringify(h)}`);
+  assert(sum(h.commands.text) === 0 && sum(h.commands.http) === 0 && sum(h.keys.checked) === 0,
+    `other columns: ${JSON.stringify(h)}`);
+  for (const a of [h.commands.resp, h.commands.http, h.keys.added, h.keys.checked])
+    assert(a.length === n, `columns of unequal length: ${JSON.stringify(h)}`);
+  assert(n >= 3 && n <= 300 && h.commands.resp.filter((v) => v > 0).length >= 2,
+    `samples: ${JSON.stringify(h.commands.resp)}`);
+  assert(Math.abs(h.end_ms - Date.now()) < 5000, `end_ms ${h.end_ms}, now ${Date.now()}`);
+
+  const { context, page, problems } = await openPage(browser, d, null);
+  let metrics = 0;
+  page.on('request', (q) => { if (q.url().endsWith('/metrics')) metrics += 1; });
+  try {
+    await page.goto(d.url, { waitUntil: 'load' });
+    await page.waitForFunction(() => /^updated /.test(document.getElementById('updated').textContent),
+      null, { timeout: 10000 });
+    const ops = await page.locator('#ops').textContent();
+    const blue = await linePixels(page, 'chart-ops', '--a');
+    const purple = await linePixels(page, 'chart-keys', '--c');
+    const shot = path.join(path.dirname(process.env.BLOSSOMD_BIN), '..', 'meson-logs',
+      'statuspage-first-load.png');
+    await page.locator('main').screenshot({ path: shot });
+    console.log(`# the page at its first refresh: ${shot}`);
+    assert(metrics === 1, `${metrics} /metrics requests before the checks: not the first refresh`);
+    assert(ops !== '…', `"Operations / s" still ${ops} at the first refresh`);
+    assert(blue > 20, `the RESP line of the operations chart has ${blue} pixels`);
+    assert(purple > 20, `the added-keys line of the keys chart has ${purple} pixels`);
+    assert(!problems.length, problems.join('\n'));
+  } finally {
+    await context.close();
+  }
+}
+
 async function runTests(chromium) {
   const browser = await chromium.launch({ executablePath: CHROMIUM, args: ['--no-sandbox'] });
   try {
@@ -269,6 +353,17 @@ async function runTests(chromium) {
       const r = await resp(d.port);
       try {
         await showsFilterAndFollows(browser, d, r, null);
+      } finally {
+        r.close();
+        await d.stop();
+      }
+    });
+
+    await tcase('the first load draws the charts from the daemon\'s history', async () => {
+      const d = await startDaemon(null);
+      const r = await resp(d.port);
+      try {
+        await drawsHistoryAtFirstLoad(browser, d, r);
       } finally {
         r.close();
         await d.stop();
