@@ -425,10 +425,15 @@ enum cmd_status cmd_rename(struct cmd_ctx *c, const char *from, size_t flen, con
 {
 	struct bf_filter *f = cmd_lookup(c, from, flen), *t;
 	unsigned char rec[BF_RECORD_RENAME_MAX];
+	char old[BF_NAME_MAX];
 	uint64_t lsn = 0;
 
 	if (!f)
 		return CMD_NOT_FOUND;
+	/* from may be f's own name (HTTP's rename), which the rename frees: the events and the
+	 * hooks after it read this copy. */
+	memcpy(old, from, flen);
+	from = old;
 	if (!bf_name_valid(to, tlen))
 		return CMD_BAD_NAME;
 	t = cmd_lookup(c, to, tlen);

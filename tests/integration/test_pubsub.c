@@ -120,7 +120,7 @@ END_TEST
 
 START_TEST(test_keyspace_events_from_every_protocol)
 {
-	char want[2048] = "";
+	char want[4096] = "";
 	int s, r, t;
 	const char *h;
 
@@ -155,6 +155,10 @@ START_TEST(test_keyspace_events_from_every_protocol)
 	ck_assert_msg(!strncmp(h, "HTTP/1.1 200 ", 13), "%s", h);
 	h = http("DELETE", "/v1/filters/h", NULL);
 	ck_assert_msg(!strncmp(h, "HTTP/1.1 204 ", 13), "%s", h);
+	h = http("PUT", "/v1/filters/h2", "{\"capacity\":100,\"error_rate\":0.01}");
+	ck_assert_msg(!strncmp(h, "HTTP/1.1 201 ", 13), "%s", h);
+	h = http("POST", "/v1/filters/h2/rename", "{\"to\":\"h3\"}");
+	ck_assert_msg(!strncmp(h, "HTTP/1.1 200 ", 13), "%s", h);
 	RX(r, "RENAME r r2", "+OK\r\n");
 	RX(r, "PEXPIRE r2 1", ":1\r\n");
 	keyevent(want, sizeof(want), "bf.reserve", "r");
@@ -165,6 +169,9 @@ START_TEST(test_keyspace_events_from_every_protocol)
 	keyevent(want, sizeof(want), "bf.reserve", "h");
 	keyevent(want, sizeof(want), "bf.add", "h");
 	keyevent(want, sizeof(want), "del", "h");
+	keyevent(want, sizeof(want), "bf.reserve", "h2");
+	keyevent(want, sizeof(want), "rename_from", "h2");
+	keyevent(want, sizeof(want), "rename_to", "h3");
 	keyevent(want, sizeof(want), "rename_from", "r");
 	keyevent(want, sizeof(want), "rename_to", "r2");
 	keyevent(want, sizeof(want), "expire", "r2");
