@@ -821,12 +821,13 @@ static bool monitor_hidden(const struct resp_cmd *e, const struct proto_argv *av
 }
 
 /* Redis's processCommand under MULTI for a command e that passed the checks: run at once
- * (EXEC, DISCARD, MULTI, WATCH, QUIT), refused (SAVE: "no-multi"), or queued. */
+ * (EXEC, DISCARD, MULTI, WATCH, QUIT, RESET), refused (SAVE: "no-multi"), or queued. */
 static bool multi_queued(struct cmd_ctx *c, struct cmd_session *s, const struct resp_cmd *e,
 			 const struct proto_argv *av, struct proto_buf *out)
 {
 	if (!cmd_multi_active(s) || e->run == resp_multi_exec || e->run == resp_multi_discard ||
-	    e->run == resp_multi_multi || e->run == resp_multi_watch || e->run == resp_server_quit)
+	    e->run == resp_multi_multi || e->run == resp_multi_watch || e->run == resp_server_quit ||
+	    e->run == resp_pubsub_reset)
 		return false;
 	if (e->run == resp_server_save && !resp_arg_is(av, 0, "bgsave")) {
 		resp_error(c, out, "ERR Command not allowed inside a transaction");

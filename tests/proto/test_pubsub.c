@@ -383,6 +383,11 @@ START_TEST(multi_subscribe_and_monitor)
 	SAYS(0, "+QUEUED\r\n", "MONITOR");
 	SAYS(0, "*1\r\n-ERR MONITOR isn't allowed for DENY BLOCKING client\r\n", "EXEC");
 	ck_assert(!sess[0].monitor);
+	/* RESET is not queued: it ends the transaction at once. */
+	SAYS(0, "+OK\r\n", "MULTI");
+	SAYS(0, "+QUEUED\r\n", "PING");
+	SAYS(0, "+RESET\r\n", "RESET");
+	SAYS(0, "-ERR EXEC without MULTI\r\n", "EXEC");
 }
 END_TEST
 
