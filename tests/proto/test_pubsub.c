@@ -146,7 +146,7 @@ static void expect(const struct proto_buf *b, const char *want)
 {
 	size_t n = strlen(want);
 
-	ck_assert_msg(b->len == n && memcmp(b->data, want, n) == 0,
+	ck_assert_msg(b->len == n && (n == 0 || memcmp(b->data, want, n) == 0),
 		      "got %zu bytes \"%.*s\", want \"%s\"", b->len, (int)b->len,
 		      b->data ? b->data : "", want);
 }
