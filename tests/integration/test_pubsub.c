@@ -160,7 +160,7 @@ START_TEST(test_keyspace_events_from_every_protocol)
 	h = http("POST", "/v1/filters/h2/rename", "{\"to\":\"h3\"}");
 	ck_assert_msg(!strncmp(h, "HTTP/1.1 200 ", 13), "%s", h);
 	RX(r, "RENAME r r2", "+OK\r\n");
-	RX(r, "PEXPIRE r2 1", ":1\r\n");
+	RX(r, "EXPIRE r2 1", ":1\r\n"); /* a second: under valgrind too, not past at once */
 	keyevent(want, sizeof(want), "bf.reserve", "r");
 	keyevent(want, sizeof(want), "bf.add", "r");
 	keyevent(want, sizeof(want), "bf.reserve", "t");
