@@ -826,8 +826,8 @@ static bool multi_queued(struct cmd_ctx *c, struct cmd_session *s, const struct 
 			 const struct proto_argv *av, struct proto_buf *out)
 {
 	if (!cmd_multi_active(s) || e->run == resp_multi_exec || e->run == resp_multi_discard ||
-	    e->run == resp_multi_multi || e->run == resp_multi_watch || e->run == resp_server_quit ||
-	    e->run == resp_pubsub_reset)
+	    e->run == resp_multi_multi || e->run == resp_multi_watch ||
+	    e->run == resp_server_quit || e->run == resp_pubsub_reset)
 		return false;
 	if (e->run == resp_server_save && !resp_arg_is(av, 0, "bgsave")) {
 		resp_error(c, out, "ERR Command not allowed inside a transaction");
