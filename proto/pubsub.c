@@ -46,7 +46,16 @@ struct pubsub_session {
 	struct pubsub *ps;
 	struct ps_entry **e[2]; /* [0] channels, [1] patterns */
 	size_t n[2], cap[2];
+	size_t bytes; /* what its subscriptions cost (ps_cost), its arrays too */
 };
+
+/* What one subscription to e costs its session, as charged against max_client_memory: all of
+ * e (shared entries are charged to each subscriber: a bound, not a share), its name, a
+ * compiled pattern's tokens (at most 40 bytes a pattern byte: glob.h), and two pointers. */
+static size_t ps_cost(const struct ps_entry *e)
+{
+	return sizeof(*e) + e->len * (e->g ? 41 : 1) + 2 * sizeof(void *);
+}
 
 /* ---- notify-keyspace-events ---- */
 
@@ -321,6 +330,7 @@ int pubsub_subscribe(struct pubsub *ps, struct cmd_session *s, bool pattern, con
 	}
 	e->subs[e->nsubs++] = s;
 	me->e[pattern][me->n[pattern]++] = e;
+	me->bytes += ps_cost(e);
 	return 1;
 nomem:
 	ps_session_idle(s);
@@ -330,6 +340,7 @@ nomem:
 /* s leaves entry e of table t (e is one of s's). */
 static void ps_leave(struct ps_table *t, struct cmd_session *s, struct ps_entry *e)
 {
+	s->pubsub->bytes -= ps_cost(e);
 	ps_drop_ptr((void **)e->subs, &e->nsubs, s);
 	if (!e->nsubs)
 		ps_remove(t, e);
@@ -395,6 +406,15 @@ void pubsub_session_end(struct cmd_session *s)
 size_t pubsub_session_count(const struct cmd_session *s, bool pattern)
 {
 	return s->pubsub ? s->pubsub->n[pattern] : 0;
+}
+
+size_t pubsub_session_bytes(const struct cmd_session *s)
+{
+	const struct pubsub_session *me = s->pubsub;
+
+	if (!me)
+		return 0;
+	return sizeof(*me) + (me->cap[0] + me->cap[1]) * sizeof(void *) + me->bytes;
 }
 
 /* ---- publishing ---- */

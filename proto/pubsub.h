@@ -90,6 +90,10 @@ void pubsub_session_end(struct cmd_session *s);
 /* The channels (pattern false) or patterns s has. */
 size_t pubsub_session_count(const struct cmd_session *s, bool pattern);
 
+/* The bytes s's subscriptions hold, each shared channel or pattern counted whole: the server
+ * charges them to the connection against max_client_memory. 0 for none. */
+size_t pubsub_session_bytes(const struct cmd_session *s);
+
 /*
  * Deliver message msg[0, mlen) on channel ch[0, clen): a "message" to every session subscribed
  * to the channel (oldest subscription first), then a "pmessage" to every session of every

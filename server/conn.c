@@ -18,6 +18,7 @@
 
 #include "server/log.h"
 #include "server/metrics.h"
+#include "proto/pubsub.h"
 #include "proto/resp_cmd.h"
 #include "proto/text_cmd.h"
 
@@ -88,7 +89,8 @@ static size_t conn_resp_max(const struct srv *s)
 size_t conn_held(const struct srv_conn *c)
 {
 	const struct cmd_session *ss = &c->sess;
-	size_t n = c->in_cap + c->out.cap + c->push.cap + c->marks_cap * sizeof(*c->marks);
+	size_t n = c->in_cap + c->out.cap + c->push.cap + c->marks_cap * sizeof(*c->marks) +
+		   pubsub_session_bytes(&c->sess);
 
 	if (c->listed)
 		n += proto_argv_bytes(&c->av) +
@@ -263,6 +265,7 @@ static void conn_on_shutdown(uv_shutdown_t *req, int status)
 static void conn_finish(struct srv_conn *c)
 {
 	c->ended = true;
+	conn_push_forget(c); /* it hears no more: its channels go now, not after its linger */
 	conn_read_stop(c);
 	if (c->eof || c->srv->stopping) {
 		conn_close(c);

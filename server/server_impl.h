@@ -304,7 +304,8 @@ void conn_flush(struct srv_conn *c);
  * conn_push.c: publish/subscribe and MONITOR over the connections. The command layer's hooks
  * (command.h: push, monitor, monitor_feed), arg the struct srv; conn_push_merge: c's pending
  * pushes into its replies, if they may go now (conn_flush() calls it); conn_push_forget: c
- * closes: it leaves every channel, pattern and the monitors. conn_push_init: the idle handle.
+ * ends or closes: it leaves every channel, pattern and the monitors (again: nothing more).
+ * conn_push_init: the idle handle.
  */
 void conn_push_hook(void *arg, struct cmd_session *to, const char *frame, size_t len, uint64_t lsn);
 void conn_monitor_hook(void *arg, struct cmd_session *s, bool on);

@@ -326,6 +326,55 @@ START_TEST(test_idle_timeout_spares_subscribers_and_monitors)
 }
 END_TEST
 
+START_TEST(test_subscriptions_count_against_max_client_memory)
+{
+	enum { NAME = 1000, BATCH = 100 };
+	char *cmd = malloc(BATCH * (NAME + 32) + 64), *reply = malloc(BATCH * (NAME + 64));
+	size_t len;
+	int s, p, batches;
+
+	ck_assert(cmd && reply);
+	data_dir_new();
+	start_in(CONF("max_client_memory = 2m\n"));
+	s = conn();
+	p = conn();
+	/* Batches of 100 channels of 1000 bytes (about 110 KiB of subscriptions each) until
+	 * the connection is refused. */
+	for (batches = 0; batches < 40; batches++) {
+		char term[32];
+
+		len = (size_t)sprintf(cmd, "*%d\r\n$9\r\nSUBSCRIBE\r\n", BATCH + 1);
+		for (int i = 0; i < BATCH; i++) {
+			len += (size_t)sprintf(cmd + len, "$%d\r\n", NAME);
+			memset(cmd + len, 'a', NAME - 6);
+			len +=
+			    (size_t)sprintf(cmd + len + NAME - 6, "%06d\r\n", batches * BATCH + i) +
+			    NAME - 6;
+		}
+		if (itest_send(s, cmd, len))
+			break; /* closed already: its error was read with the last batch */
+		FMT(term, ":%d\r\n", (batches + 1) * BATCH);
+		itest_recv_until(s, reply, BATCH * (NAME + 64), term, T);
+		if (strstr(reply, "max_client_memory"))
+			break;
+		ck_assert_msg(strstr(reply, term), "%s", esc(reply));
+	}
+	ck_assert_msg(batches > 5 && batches < 40, "refused after %d batches", batches);
+	ck_assert(itest_log_wait(&d, "client buffers would pass max_client_memory", T));
+	CLOSED(s);
+	close(s);
+	/* Its subscriptions went with it; the daemon serves on. */
+	for (int i = 0; i < 100 && !strstr(call(p, "INFO stats"), "\npubsub_channels:0\r"); i++)
+		itest_sleep_ms(20);
+	ck_assert(strstr(call(p, "INFO stats"), "\npubsub_channels:0\r"));
+	RX(p, "PING", "+PONG\r\n");
+	free(cmd);
+	free(reply);
+	close(p);
+	stop();
+}
+END_TEST
+
 static Suite *pubsub_suite(void)
 {
 	Suite *s = suite_create("pubsub");
@@ -338,6 +387,7 @@ static Suite *pubsub_suite(void)
 	tcase_add_test(t, test_monitor_lines);
 	tcase_add_test(t, test_slow_subscriber_closed_at_max_output_bytes);
 	tcase_add_test(t, test_idle_timeout_spares_subscribers_and_monitors);
+	tcase_add_test(t, test_subscriptions_count_against_max_client_memory);
 	suite_add_tcase(s, t);
 	return s;
 }

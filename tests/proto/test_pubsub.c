@@ -173,8 +173,19 @@ START_TEST(registry_counts_and_order)
 	struct pubsub *ps;
 
 	ck_assert_int_eq(pubsub_new(&ps), 0);
+	ck_assert_uint_eq(pubsub_session_bytes(&sess[0]), 0);
 	ck_assert_int_eq(pubsub_subscribe(ps, &sess[0], false, "a", 1), 1);
+	size_t one = pubsub_session_bytes(&sess[0]);
+	ck_assert_uint_gt(one, 0);
 	ck_assert_int_eq(pubsub_subscribe(ps, &sess[0], false, "a", 1), 0);
+	ck_assert_uint_eq(pubsub_session_bytes(&sess[0]), one);
+	/* A longer name costs more; a pattern more again (its compiled tokens). */
+	ck_assert_int_eq(pubsub_subscribe(ps, &sess[2], false, "0123456789", 10), 1);
+	ck_assert_uint_eq(pubsub_session_bytes(&sess[2]), one + 9);
+	ck_assert_int_eq(pubsub_subscribe(ps, &sess[2], true, "0123456789", 10), 1);
+	ck_assert_uint_gt(pubsub_session_bytes(&sess[2]), one + 9 + 10 * 40);
+	pubsub_session_end(&sess[2]);
+	ck_assert_uint_eq(pubsub_session_bytes(&sess[2]), 0);
 	ck_assert_int_eq(pubsub_subscribe(ps, &sess[1], false, "a", 1), 1);
 	ck_assert_int_eq(pubsub_subscribe(ps, &sess[0], true, "a*", 2), 1);
 	ck_assert_int_eq(pubsub_subscribe(ps, &sess[1], true, "a*", 2), 1);
@@ -189,6 +200,7 @@ START_TEST(registry_counts_and_order)
 	ck_assert_uint_eq(pubsub_numsub(ps, "a", 1), 1);
 	/* Its last subscriber gone, a channel is gone. */
 	ck_assert_int_eq(pubsub_unsubscribe(ps, &sess[0], false, "a", 1), 1);
+	ck_assert_uint_gt(pubsub_session_bytes(&sess[0]), 0); /* its pattern */
 	ck_assert_uint_eq(pubsub_nchannels(ps), 0);
 	pubsub_session_end(&sess[1]);
 	ck_assert_ptr_null(sess[1].pubsub);
