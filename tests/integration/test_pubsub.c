@@ -72,7 +72,11 @@ START_TEST(test_resp2_between_connections)
 		 "*4\r\n$2\r\nch\r\n:1\r\n$2\r\nzz\r\n:0\r\n:2\r\n*1\r\n$2\r\nch\r\n");
 	ck_assert(strstr(call(p, "INFO stats"), "\r\npubsub_channels:1\r\npubsub_patterns:2\r\n"));
 	ck_assert(strstr(call(p, "CLIENT LIST"), " flags=P db=0 sub=1 psub=2 ssub=0 "));
-	/* A subscriber that closes leaves its channels and patterns. */
+	/* TYPE pubsub is the subscriber alone; killed, it leaves its channels and patterns. */
+	ck_assert(strstr(call(p, "CLIENT LIST TYPE pubsub"), " flags=P "));
+	ck_assert(!strstr(call(p, "CLIENT LIST TYPE normal"), " flags=P "));
+	RX(p, "CLIENT KILL TYPE pubsub", ":1\r\n");
+	CLOSED(s);
 	close(s);
 	for (int i = 0; i < 100; i++) {
 		if (!strcmp(call(p, "PUBSUB NUMPAT"), ":0\r\n"))
