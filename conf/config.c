@@ -32,7 +32,11 @@ enum conf_type {
 	CONF_RATE,	/* double, 0 < p < 1 */
 	CONF_LOG_LEVEL, /* int, syslog priority 0..7 */
 	CONF_CHOICE,	/* int: the index of one of the key's choices */
+	CONF_EVENTS,	/* char array of Redis's notify-keyspace-events letters, "" for none */
 };
+
+/* The letters of Redis's notify-keyspace-events classes (proto/pubsub.h reads them). */
+#define CONF_EVENT_LETTERS "Ag$lshzxeKEtmdn"
 
 struct conf_key {
 	const char *name;
@@ -82,6 +86,8 @@ static const struct conf_key conf_keys[] = {
     {"request_timeout", CONF_UINT, CONF_FIELD(request_timeout), 0, UINT32_MAX, NULL},
     {"max_output_bytes", CONF_SIZE, CONF_FIELD(max_output_bytes), 1, UINT64_MAX, NULL},
     {"max_client_memory", CONF_SIZE, CONF_FIELD(max_client_memory), 0, UINT64_MAX, NULL},
+    {"max_channel_bytes", CONF_SIZE, CONF_FIELD(max_channel_bytes), 1, UINT32_MAX, NULL},
+    {"notify_keyspace_events", CONF_EVENTS, CONF_FIELD(notify_keyspace_events), 0, 0, NULL},
     {"log_level", CONF_LOG_LEVEL, CONF_FIELD(log_level), 0, 7, NULL},
     {"log_create_bytes", CONF_SIZE, CONF_FIELD(log_create_bytes), 0, UINT64_MAX, NULL},
     {"log_progress_bytes", CONF_SIZE, CONF_FIELD(log_progress_bytes), 0, UINT64_MAX, NULL},
@@ -149,6 +155,8 @@ void conf_defaults(struct config *c)
 	c->request_timeout = 30;
 	c->max_output_bytes = UINT64_C(64) << 20;
 	c->max_client_memory = UINT64_C(1) << 30;
+	c->max_channel_bytes = 1024;
+	c->notify_keyspace_events[0] = '\0';
 	c->log_level = 6;
 	c->log_create_bytes = UINT64_C(256) << 20;
 	c->log_progress_bytes = UINT64_C(256) << 20;
@@ -395,6 +403,13 @@ static int conf_check_string(const struct conf_key *k, const char *s, char *err,
 	}
 	if (k->type == CONF_ADDRS)
 		return conf_check_addrs(k, s, err, errlen);
+	if (k->type == CONF_EVENTS && s[strspn(s, CONF_EVENT_LETTERS)]) {
+		conf_errf(err, errlen,
+			  "bad value for %s: '%s' (expected letters of " CONF_EVENT_LETTERS
+			  ", or nothing)",
+			  k->name, s);
+		return -EINVAL;
+	}
 	return 0;
 }
 
@@ -414,6 +429,7 @@ int conf_set(struct config *c, const char *key, const char *value, char *err, si
 
 	switch (k->type) {
 	case CONF_STRING:
+	case CONF_EVENTS:
 	case CONF_ADDRS: {
 		size_t len = strlen(value);
 
@@ -524,6 +540,7 @@ int conf_format(const struct config *c, const char *key, char *buf, size_t len)
 	field = (const char *)c + k->offset;
 	switch (k->type) {
 	case CONF_STRING:
+	case CONF_EVENTS:
 	case CONF_ADDRS:
 		snprintf(buf, len, "%s", field);
 		break;
@@ -569,6 +586,7 @@ static int conf_validate_key(const struct conf_key *k, const struct config *c, c
 
 	switch (k->type) {
 	case CONF_STRING:
+	case CONF_EVENTS:
 	case CONF_ADDRS:
 		if (!memchr(field, '\0', k->size)) {
 			conf_errf(err, errlen, "bad value for %s: not NUL-terminated", k->name);

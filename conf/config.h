@@ -66,6 +66,9 @@ struct config {
 	uint64_t max_client_memory; /* buffers of all text/RESP connections together (input,
 				     * arguments, scratch, replies), default 1 GiB; 0 = no
 				     * limit */
+	uint32_t max_channel_bytes; /* longest pub/sub channel or pattern, default 1 KiB */
+	char notify_keyspace_events[32]; /* Redis's classes (letters of Ag$lshzxeKEtmdn),
+					  * default "" (no keyspace notifications) */
 	int log_level;		    /* syslog priority 0 (emerg) .. 7 (debug), default 6 (info) */
 	uint64_t log_create_bytes;  /* a create of a filter this large or larger is logged at
 				     * info, default 256 MiB; 0 = never */
@@ -131,12 +134,14 @@ int conf_validate(const struct config *c, char *err, size_t errlen);
  *   byte sizes               decimal digits with an optional suffix k/K, m/M, g/G (x1024^n):
  *                            max_memory, max_line_bytes, max_bulk_bytes, max_key_bytes,
  *                            max_body_bytes, max_gzip_bytes, max_output_bytes,
- *                            max_client_memory, log_create_bytes, log_progress_bytes
+ *                            max_client_memory, log_create_bytes, log_progress_bytes,
+ *                            max_channel_bytes
  *   default_error_rate       a decimal number, 0 < p < 1 ("0.01", "1e-3")
  *   log_level                emerg alert crit err error warning notice info debug
  *                            (any case) or one digit 0-7
  *   bind                     comma-separated IPv4/IPv6 literals, no spaces ("127.0.0.1,::1")
  *   data_dir                 any non-empty string; auth_token_file any string ("" = no auth)
+ *   notify_keyspace_events   letters of Redis's classes Ag$lshzxeKEtmdn, any order, or ""
  *
  * Returns 0, or -EINVAL with c unchanged and err like "unknown key 'x'",
  * "bad value for port: 'x'", "bad value for port: '0' (must be between 1 and 65535)" or

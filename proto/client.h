@@ -15,18 +15,20 @@
 
 struct cmd_client {
 	uint64_t id;
-	bool self;	   /* the connection asking */
-	const char *addr;  /* its peer: "127.0.0.1:40000", "[::1]:40000"; "?:0" if unknown */
-	const char *laddr; /* our end of it, the same way */
-	int fd;		   /* its socket; -1 if none */
-	const char *name;  /* CLIENT SETNAME's; "" for none */
-	int resp;	   /* protocol version, 2 or 3 */
-	const char *cmd;   /* cmd_session.last_cmd: NULL for none */
-	uint64_t age;	   /* seconds since it connected */
-	uint64_t idle;	   /* seconds since it last read, or a write of its moved */
-	bool closing;	   /* it closes once its replies are written (QUIT, KILL of itself) */
-	bool reading;	   /* it is read (Redis's events=r) */
-	bool writing;	   /* a write of its is pending (events=w) */
+	bool self;	    /* the connection asking */
+	const char *addr;   /* its peer: "127.0.0.1:40000", "[::1]:40000"; "?:0" if unknown */
+	const char *laddr;  /* our end of it, the same way */
+	int fd;		    /* its socket; -1 if none */
+	const char *name;   /* CLIENT SETNAME's; "" for none */
+	int resp;	    /* protocol version, 2 or 3 */
+	const char *cmd;    /* cmd_session.last_cmd: NULL for none */
+	uint64_t age;	    /* seconds since it connected */
+	uint64_t idle;	    /* seconds since it last read, or a write of its moved */
+	bool closing;	    /* it closes once its replies are written (QUIT, KILL of itself) */
+	uint64_t sub, psub; /* its channels and patterns (SUBSCRIBE, PSUBSCRIBE) */
+	bool monitor;	    /* MONITOR was sent */
+	bool reading;	    /* it is read (Redis's events=r) */
+	bool writing;	    /* a write of its is pending (events=w) */
 	/* Its transaction (cmd_multi_client): the commands queued, or -1 outside MULTI; the
 	 * names it WATCHes; whether one of them changed (Redis's dirty CAS flag, d); the bytes of
 	 * the queued commands' arguments. */

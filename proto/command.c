@@ -4,6 +4,7 @@
 
 #include "core/bf_record.h"
 #include "core/bf_snapshot.h"
+#include "proto/pubsub.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -42,6 +43,7 @@ void cmd_session_free(struct cmd_session *s)
 	cmd_session_trim(s);
 	cmd_session_end_listing(s);
 	cmd_multi_free(s);
+	pubsub_session_end(s);
 }
 
 int cmd_session_reserve(struct cmd_session *s, size_t n)
@@ -122,6 +124,14 @@ enum cmd_status cmd_status_from_errno(int rc)
 	}
 }
 
+/* A filter was made (create, an add's auto-create, BF.LOADCHUNK's header): Redis's "new" for
+ * the key, then the filter type's own event (RedisBloom sends none: see doc/protocols.md). */
+static void cmd_notify_created(struct cmd_ctx *c, const char *name, size_t len)
+{
+	cmd_notify(c, PUBSUB_NOTIFY_NEW, "new", name, len);
+	cmd_notify(c, PUBSUB_NOTIFY_MODULE, "bf.reserve", name, len);
+}
+
 /* ---- the write-ahead log ---- */
 
 /* Whether changes to f are logged (a memory-only filter is not: it never survives a restart). */
@@ -182,6 +192,8 @@ void cmd_ctx_free(struct cmd_ctx *c)
 	free(c->rec);
 	c->rec = NULL;
 	c->rec_cap = 0;
+	pubsub_free(c->pubsub);
+	c->pubsub = NULL;
 }
 
 struct bf_params cmd_default_params(const struct cmd_ctx *c, enum cmd_peer peer)
@@ -219,6 +231,7 @@ enum cmd_status cmd_create(struct cmd_ctx *c, const char *name, size_t len,
 	if (c->hooks.created)
 		c->hooks.created(c->hooks.arg, f);
 	cmd_watch_touch(c, name, len);
+	cmd_notify_created(c, name, len);
 	if (out)
 		*out = f;
 	return CMD_OK;
@@ -263,6 +276,7 @@ static void expire_now(struct cmd_ctx *c, struct bf_filter *f)
 	if (c->hooks.dropping)
 		c->hooks.dropping(c->hooks.arg, f, true);
 	bf_registry_drop(c->reg, name, len);
+	cmd_notify(c, PUBSUB_NOTIFY_EXPIRED, "expired", name, len);
 }
 
 struct bf_filter *cmd_lookup(struct cmd_ctx *c, const char *name, size_t len)
@@ -289,6 +303,8 @@ uint64_t cmd_expire_due(struct cmd_ctx *c, uint64_t now_ms, size_t max)
 
 enum cmd_status cmd_set_expire(struct cmd_ctx *c, struct bf_filter *f, uint64_t expire_ms)
 {
+	bool had = bf_filter_expire_ms(f) != 0;
+
 	if (f->paged && expire_ms != bf_filter_expire_ms(f) &&
 	    !(expire_ms && expire_ms <= cmd_now_ms()))
 		return CMD_PAGED_OUT; /* its checkpoint would be written again */
@@ -314,6 +330,10 @@ enum cmd_status cmd_set_expire(struct cmd_ctx *c, struct bf_filter *f, uint64_t 
 	}
 	f->changes++;
 	cmd_watch_touch(c, bf_filter_name(f), f->name_len);
+	/* PERSIST of a filter with no expiry changes nothing: no event, as in Redis. */
+	if (expire_ms || had)
+		cmd_notify(c, PUBSUB_NOTIFY_GENERIC, expire_ms ? "expire" : "persist",
+			   bf_filter_name(f), f->name_len);
 	return CMD_OK;
 }
 
@@ -338,6 +358,8 @@ enum cmd_status cmd_drop(struct cmd_ctx *c, const char *name, size_t len, bool r
 	if (c->hooks.dropping && c->hooks.dropping(c->hooks.arg, f, remove_file) && !remove_file)
 		return CMD_INTERNAL;
 	cmd_watch_touch(c, name, len);
+	/* Before the drop: name may be the filter's own (an EXPIRE into the past). */
+	cmd_notify(c, PUBSUB_NOTIFY_GENERIC, "del", name, len);
 	return cmd_status_from_errno(bf_registry_drop(c->reg, name, len));
 }
 
@@ -403,10 +425,15 @@ enum cmd_status cmd_rename(struct cmd_ctx *c, const char *from, size_t flen, con
 {
 	struct bf_filter *f = cmd_lookup(c, from, flen), *t;
 	unsigned char rec[BF_RECORD_RENAME_MAX];
+	char old[BF_NAME_MAX];
 	uint64_t lsn = 0;
 
 	if (!f)
 		return CMD_NOT_FOUND;
+	/* from may be f's own name (HTTP's rename), which the rename frees: the events and the
+	 * hooks after it read this copy. */
+	memcpy(old, from, flen);
+	from = old;
 	if (!bf_name_valid(to, tlen))
 		return CMD_BAD_NAME;
 	t = cmd_lookup(c, to, tlen);
@@ -443,6 +470,10 @@ enum cmd_status cmd_rename(struct cmd_ctx *c, const char *from, size_t flen, con
 	cmd_watch_touch(c, to, tlen);
 	if (lsn)
 		wait_for(c, lsn);
+	/* Redis's order: the new key ("new"), then rename_from and rename_to. */
+	cmd_notify(c, PUBSUB_NOTIFY_NEW, "new", to, tlen);
+	cmd_notify(c, PUBSUB_NOTIFY_GENERIC, "rename_from", from, flen);
+	cmd_notify(c, PUBSUB_NOTIFY_GENERIC, "rename_to", to, tlen);
 	if (c->hooks.renamed)
 		c->hooks.renamed(c->hooks.arg, f, from, flen);
 	return CMD_OK;
@@ -473,6 +504,24 @@ bool cmd_keys_fit(const struct cmd_ctx *c, size_t n, const size_t *lens)
 	return true;
 }
 
+/* One "bf.add" for a call of cmd_add that changed f (out[0, k) its answers): a key that was new,
+ * or any add to a counting filter (it counts repeats); as Redis's SADD, nothing for a call that
+ * changed nothing. */
+static void cmd_notify_added(struct cmd_ctx *c, struct bf_filter *f, const int *out, size_t k)
+{
+	bool counting = f->params->type == BF_TYPE_COUNTING;
+
+	if (!(c->notify & PUBSUB_NOTIFY_MODULE))
+		return;
+	for (size_t i = 0; i < k; i++) {
+		if (out[i] == 1 || (counting && out[i] == 0)) {
+			cmd_notify(c, PUBSUB_NOTIFY_MODULE, "bf.add", bf_filter_name(f),
+				   f->name_len);
+			return;
+		}
+	}
+}
+
 enum cmd_status cmd_add(struct cmd_ctx *c, struct bf_filter *f, size_t n, const void *const *keys,
 			const size_t *lens, int *out, size_t *done)
 {
@@ -491,6 +540,7 @@ enum cmd_status cmd_add(struct cmd_ctx *c, struct bf_filter *f, size_t n, const 
 	if (!logged(c, f)) {
 		size_t k = n == 1 ? (out[0] = bf_filter_add(f, keys[0], lens[0]), 1)
 				  : bf_filter_add_batch(f, n, keys, lens, out, NULL);
+		cmd_notify_added(c, f, out, k);
 		if (out[k - 1] < 0) {
 			*done = k - 1;
 			return cmd_status_from_errno(out[k - 1]);
@@ -513,6 +563,7 @@ enum cmd_status cmd_add(struct cmd_ctx *c, struct bf_filter *f, size_t n, const 
 			h[m++] = h[i];
 	if (log_keys(c, f, BF_REC_ADD, m))
 		return CMD_INTERNAL;
+	cmd_notify_added(c, f, out, k);
 	/* An answer of "already present" may owe it to a change not yet durable. */
 	wait_for(c, f->lsn);
 	if (out[k - 1] < 0) {
@@ -596,6 +647,13 @@ enum cmd_status cmd_delete(struct cmd_ctx *c, struct bf_filter *f, size_t n,
 			return CMD_INTERNAL;
 		wait_for(c, f->lsn);
 	}
+	for (size_t k = 0; k < i; k++) {
+		if (out[k] == 1) {
+			cmd_notify(c, PUBSUB_NOTIFY_MODULE, "bf.del", bf_filter_name(f),
+				   f->name_len);
+			break;
+		}
+	}
 	return st;
 }
 
@@ -649,6 +707,7 @@ enum cmd_status cmd_load_header(struct cmd_ctx *c, const char *name, size_t len,
 	if (c->hooks.created)
 		c->hooks.created(c->hooks.arg, f);
 	cmd_watch_touch(c, name, len);
+	cmd_notify_created(c, name, len);
 	return CMD_OK;
 }
 

@@ -16,6 +16,10 @@
 #include "core/bf_registry.h"
 #include "proto/buf.h"
 
+struct cmd_session;
+struct pubsub;
+struct pubsub_session;
+
 /* What went wrong, independent of any protocol; each front end has its own words for it. */
 enum cmd_status {
 	CMD_OK = 0,
@@ -134,6 +138,22 @@ struct cmd_hooks {
 	/* The process's figures for INFO and CONFIG GET into *out (zeroed by the caller). NULL:
 	 * they stay zero. */
 	void (*server_info)(void *arg, struct cmd_server_info *out);
+	/* ---- publish/subscribe and MONITOR (proto/pubsub.h) ---- */
+	/*
+	 * push: append frame[0, len) (a message, a keyspace event, a MONITOR line) to the
+	 * output of session `to`, after the replies it has been given, in its own order; never
+	 * closes or unsubscribes anyone while called (a connection over its output limit is
+	 * closed later). lsn: the frame tells of a change whose record must be durable before it
+	 * is sent (0: none). NULL: nothing is delivered.
+	 */
+	void (*push)(void *arg, struct cmd_session *to, const char *frame, size_t len,
+		     uint64_t lsn);
+	/* MONITOR: session s starts (on true) or stops being shown every command; the server
+	 * keeps cmd_ctx.monitors. monitor_feed: show the command from session `from` (argv as
+	 * run) to every monitor. */
+	void (*monitor)(void *arg, struct cmd_session *s, bool on);
+	void (*monitor_feed)(void *arg, const struct cmd_session *from, size_t argc,
+			     const char *const *argv, const size_t *argvlen);
 	/* CONFIG RESETSTAT: the server's own counters (connections received, rejected) to 0. */
 	void (*reset_stats)(void *arg);
 	/*
@@ -179,6 +199,15 @@ struct cmd_ctx {
 	 * transaction has ended (bgsave_after), so that no checkpoint is cut inside it. */
 	bool in_exec, bgsave_after;
 	struct cmd_hooks hooks;
+	/* Publish/subscribe: the channels and patterns (NULL until the first subscription);
+	 * notify-keyspace-events' classes (enum pubsub_notify; 0: none are sent); sessions in
+	 * MONITOR mode (0: no command is formatted for them). */
+	struct pubsub *pubsub;
+	int notify;
+	size_t monitors;
+	/* Longest channel or pattern SUBSCRIBE, PSUBSCRIBE and PUBLISH take (0: any; the
+	 * config's max_channel_bytes). */
+	size_t max_channel_bytes;
 	/* Server-wide counters the front ends update. */
 	uint64_t commands, errors;
 	/* Of commands, those each protocol sent (enum cmd_peer: text, RESP, HTTP). */
@@ -307,6 +336,10 @@ struct cmd_session {
 	struct cmd_slice slice;	     /* a multi-key command under way */
 	uint64_t flush_ticket;	     /* a flush or SAVE waiting for its write (cmd_flush) */
 	struct cmd_multi *multi;     /* MULTI's queue and WATCHed names (proto/multi.c), or NULL */
+	/* Its channels and patterns (proto/pubsub.c), or NULL; MONITOR was sent (every command
+	 * run is shown to it, cmd_hooks.monitor). */
+	struct pubsub_session *pubsub;
+	bool monitor;
 };
 
 void cmd_session_init(struct cmd_session *s, uint64_t id);
@@ -552,7 +585,25 @@ static inline void cmd_watch_touch(struct cmd_ctx *c, const char *name, size_t l
 		cmd_watch_touch_slow(c, name, len);
 }
 
-/* Free what the command layer allocated in c (the record scratch). */
+/*
+ * Keyspace notifications (Redis's notifyKeyspaceEvent): the event `event` of class `cls`
+ * (enum pubsub_notify) on the filter named name[0, len), published on __keyspace@0__:<name>
+ * and __keyevent@0__:<event> as notify-keyspace-events (c->notify) asks. Every change the
+ * command layer makes calls it, whichever protocol asked for the change; it costs a test when
+ * notifications are off.
+ */
+void cmd_notify_slow(struct cmd_ctx *c, int cls, const char *event, const char *name, size_t len);
+static inline void cmd_notify(struct cmd_ctx *c, int cls, const char *event, const char *name,
+			      size_t len)
+{
+	if ((c->notify & cls) && c->pubsub)
+		cmd_notify_slow(c, cls, event, name, len);
+}
+
+/* PUBLISH ch msg through c->hooks.push: the number of deliveries. */
+size_t cmd_publish(struct cmd_ctx *c, const char *ch, size_t clen, const char *msg, size_t mlen);
+
+/* Free what the command layer allocated in c (the record scratch, the pub/sub registry). */
 void cmd_ctx_free(struct cmd_ctx *c);
 
 /*

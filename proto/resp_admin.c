@@ -35,6 +35,7 @@
 #include <time.h>
 
 #include "core/bf_filter.h"
+#include "proto/pubsub.h"
 
 /* MODULE LIST's entries, as Redis 7.0's addReplyLoadedModules: one map per module. */
 void resp_admin_module_list(struct proto_buf *out, int resp)
@@ -216,6 +217,7 @@ static const struct {
     {"appendonly", "wal"},
     {"appendfsync", "wal_fsync"},
     {"requirepass", "auth_token_file"},
+    {"notify-keyspace-events", "notify_keyspace_events"},
 };
 
 #define CONFIG_KEY_MAX	 64
@@ -295,6 +297,9 @@ static const char *config_pair_of(const char *name, size_t nlen, const char *val
 		if (!config_memory(p->val, bytes, sizeof(bytes)))
 			return "argument must be a memory value";
 		snprintf(p->val, sizeof(p->val), "%s", bytes);
+	} else if (!strcmp(p->key, "notify_keyspace_events")) {
+		if (pubsub_notify_parse(val, vlen) < 0)
+			return "Invalid event class character. Use '" PUBSUB_NOTIFY_LETTERS "'.";
 	} else if (!strcmp(p->key, "log_level") && !strcasecmp(p->val, "verbose")) {
 		strcpy(p->val, "info");
 	}

@@ -282,6 +282,14 @@ static const struct resp_cmd commands[] = {
     {"wait", 4, resp_admin_wait, 3, 3, 0, 0, 0},
     {"debug", 5, resp_admin_debug, 2, 0, 0, 0, 0},
     {"shutdown", 8, resp_admin_shutdown, 1, 0, 0, 0, 0},
+    {"subscribe", 9, resp_pubsub_subscribe, 2, 0, 0, 0, 0},
+    {"unsubscribe", 11, resp_pubsub_unsubscribe, 1, 0, 0, 0, 0},
+    {"psubscribe", 10, resp_pubsub_subscribe, 2, 0, 0, 0, 0},
+    {"punsubscribe", 12, resp_pubsub_unsubscribe, 1, 0, 0, 0, 0},
+    {"publish", 7, resp_pubsub_publish, 3, 3, 0, 0, 0},
+    {"pubsub", 6, resp_pubsub_pubsub, 2, 0, 0, 0, 0},
+    {"monitor", 7, resp_pubsub_monitor, 1, 1, 0, 0, 0},
+    {"reset", 5, resp_pubsub_reset, 1, 1, 0, 0, 0},
 };
 
 #define NCOMMANDS (sizeof(commands) / sizeof(commands[0]))
@@ -656,13 +664,45 @@ bool resp_cmd_load(struct cmd_ctx *c, struct cmd_session *s, const struct proto_
 	return c->paging != NULL;
 }
 
+/* Redis's fullname of the command av runs: "client|list" for a container's subcommand. */
+static void full_name(const struct resp_cmd *e, const struct proto_argv *av, char *buf, size_t n)
+{
+	static const char *const containers[] = {"client", "command", "config", "memory",
+						 "module", "object",  "pubsub"};
+	size_t k = 0;
+
+	while (k < sizeof(containers) / sizeof(containers[0]) && strcmp(containers[k], e->name))
+		k++;
+	if (k == sizeof(containers) / sizeof(containers[0]) || av->argc < 2) {
+		snprintf(buf, n, "%s", e->name);
+		return;
+	}
+	size_t len = (size_t)snprintf(buf, n, "%s|", e->name);
+	for (size_t i = 0; i < av->argvlen[1] && len + 1 < n; i++)
+		buf[len++] = (char)tolower((unsigned char)av->argv[1][i]);
+	buf[len] = '\0';
+}
+
+/* A RESP2 subscriber's command other than those it may send, as Redis refuses it. */
+static void reply_pubsub_context(struct cmd_ctx *c, struct cmd_session *s, const char *name,
+				 struct proto_buf *out)
+{
+	c->errors++;
+	proto_resp_error_fmt(out,
+			     "Can't execute '%s': only (P|S)SUBSCRIBE / (P|S)UNSUBSCRIBE / PING / "
+			     "QUIT / RESET are allowed in this context",
+			     name);
+	cmd_multi_flag(s);
+}
+
 /* Redis's processCommand under MULTI for a command e that passed the checks: run at once
- * (EXEC, DISCARD, MULTI, WATCH, QUIT), refused (SAVE: "no-multi"), or queued. */
+ * (EXEC, DISCARD, MULTI, WATCH, QUIT, RESET), refused (SAVE: "no-multi"), or queued. */
 static bool multi_queued(struct cmd_ctx *c, struct cmd_session *s, const struct resp_cmd *e,
 			 const struct proto_argv *av, struct proto_buf *out)
 {
 	if (!cmd_multi_active(s) || e->run == resp_multi_exec || e->run == resp_multi_discard ||
-	    e->run == resp_multi_multi || e->run == resp_multi_watch || e->run == resp_server_quit)
+	    e->run == resp_multi_multi || e->run == resp_multi_watch ||
+	    e->run == resp_server_quit || e->run == resp_pubsub_reset)
 		return false;
 	if (e->run == resp_server_save && !resp_arg_is(av, 0, "bgsave")) {
 		resp_error(c, out, "ERR Command not allowed inside a transaction");
@@ -732,9 +772,21 @@ void resp_cmd_exec(struct cmd_ctx *c, struct cmd_session *s, const struct proto_
 	s->last_cmd = e ? e->name : NULL; /* as Redis's lastcmd: before the checks below */
 	if (!cmd_session_authed(c, s) &&
 	    (!e || (e->run != resp_server_auth && e->run != resp_server_hello &&
-		    e->run != resp_server_ping && e->run != resp_server_quit))) {
+		    e->run != resp_server_ping && e->run != resp_server_quit &&
+		    e->run != resp_pubsub_reset))) {
 		resp_error(c, out, resp_err_noauth);
 		cmd_multi_flag(s);
+		return;
+	}
+	if (!e && !resp_pubsub_allowed(s, NULL) && resp_cmd_known(av->argv[0], av->argvlen[0])) {
+		/* A Redis command blossomd lacks: Redis would refuse it for the context. */
+		char name[NAME_MAX_LEN + 32];
+		size_t n = av->argvlen[0] < sizeof(name) - 1 ? av->argvlen[0] : sizeof(name) - 1;
+
+		for (size_t i = 0; i < n; i++)
+			name[i] = (char)tolower((unsigned char)av->argv[0][i]);
+		name[n] = '\0';
+		reply_pubsub_context(c, s, name, out);
 		return;
 	}
 	if (!e) {
@@ -746,7 +798,19 @@ void resp_cmd_exec(struct cmd_ctx *c, struct cmd_session *s, const struct proto_
 		reply_arity(c, s, e, out);
 		return;
 	}
+	if (!resp_pubsub_allowed(s, e->run)) {
+		char name[64];
+
+		full_name(e, av, name, sizeof(name));
+		reply_pubsub_context(c, s, name, out);
+		return;
+	}
 	if (multi_queued(c, s, e, av, out))
 		return;
 	e->run(c, s, av, out);
+	/* Shown once it has run to its end (not while it waits for a load or a write, or has
+	 * replied in part), as Redis's call() shows it after its run. */
+	if (c->monitors && c->hooks.monitor_feed && !c->paging && !c->write_wait && !c->again &&
+	    !resp_command_is_admin(av))
+		resp_pubsub_feed(c, s, av);
 }

@@ -1,10 +1,11 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Private to the RESP front end, shared by its three files: resp_cmd.c (replies, argument
+ * Private to the RESP front end, shared by its files: resp_cmd.c (replies, argument
  * helpers, the command table and resp_cmd_exec), resp_bf.c (the BF.* family), resp_server.c
- * (connection, keyspace and server commands), resp_keys.c (RENAME, the EXPIRE family) and
- * resp_admin.c (MODULE, OBJECT, WAIT, DEBUG, CONFIG SET, CONFIG REWRITE, SHUTDOWN) and
- * resp_command.c (COMMAND). Nothing else includes it.
+ * (connection, keyspace and server commands), resp_keys.c (RENAME, the EXPIRE family),
+ * resp_admin.c (MODULE, OBJECT, WAIT, DEBUG, CONFIG SET, CONFIG REWRITE, SHUTDOWN),
+ * resp_command.c (COMMAND) and resp_pubsub.c (pub/sub, MONITOR, RESET). Nothing else includes
+ * it.
  */
 #ifndef BLOSSOMD_PROTO_RESP_CMD_IMPL_H
 #define BLOSSOMD_PROTO_RESP_CMD_IMPL_H
@@ -113,10 +114,25 @@ RESP_HANDLER(resp_admin_wait);
 RESP_HANDLER(resp_admin_debug);
 RESP_HANDLER(resp_admin_config_set);
 RESP_HANDLER(resp_command); /* resp_command.c */
+/* Whether Redis flags av's command (its subcommand's entry, if it has one) "admin": such
+ * commands MONITOR does not show (CONFIG GET, CLIENT LIST, SAVE...). resp_command.c. */
+bool resp_command_is_admin(const struct proto_argv *av);
 RESP_HANDLER(resp_admin_config_rewrite);
 RESP_HANDLER(resp_admin_shutdown);
 /* MODULE LIST's reply, which HELLO's "modules" repeats. */
 void resp_admin_module_list(struct proto_buf *out, int resp);
+
+RESP_HANDLER(resp_pubsub_subscribe);
+RESP_HANDLER(resp_pubsub_unsubscribe);
+RESP_HANDLER(resp_pubsub_publish);
+RESP_HANDLER(resp_pubsub_pubsub);
+RESP_HANDLER(resp_pubsub_monitor);
+RESP_HANDLER(resp_pubsub_reset);
+/* Whether s may run the command whose handler is run (NULL: one blossomd lacks): a RESP2
+ * session with a subscription only (P)SUBSCRIBE, (P)UNSUBSCRIBE, PING, QUIT and RESET. */
+bool resp_pubsub_allowed(const struct cmd_session *s, resp_handler run);
+/* Show the command av that s ran to the monitors (c->monitors > 0), secrets redacted. */
+void resp_pubsub_feed(struct cmd_ctx *c, const struct cmd_session *s, const struct proto_argv *av);
 
 RESP_HANDLER(resp_keys_rename);
 RESP_HANDLER(resp_keys_expire);

@@ -46,6 +46,22 @@ static const struct resp_cmd_info *find_sub(const struct resp_cmd_info *e, const
 	return NULL;
 }
 
+bool resp_command_is_admin(const struct proto_argv *av)
+{
+	const struct resp_cmd_info *e, *sub;
+	const char *w;
+
+	e = find_in(resp_cmd_infos, resp_cmd_ninfos, av->argv[0], av->argvlen[0]);
+	if (!e)
+		return false;
+	if (e->nsubs && av->argc > 1 && (sub = find_sub(e, av->argv[1], av->argvlen[1])))
+		e = sub;
+	for (w = e->flags; (w = strstr(w, "admin")); w += 5)
+		if ((w == e->flags || w[-1] == ' ') && (w[5] == ' ' || w[5] == '\0'))
+			return true;
+	return false;
+}
+
 /* Redis's lookupCommandBySds: "name", or "container|sub" (any case). */
 static const struct resp_cmd_info *find_full(const char *p, size_t n)
 {

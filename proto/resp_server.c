@@ -7,6 +7,7 @@
 #include "proto/resp_cmd_impl.h"
 #include "proto/client.h"
 #include "proto/glob.h"
+#include "proto/pubsub.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -25,8 +26,13 @@ void resp_server_ping(struct cmd_ctx *c, struct cmd_session *s, const struct pro
 		      struct proto_buf *out)
 {
 	(void)c;
-	(void)s;
-	if (av->argc == 2)
+	if (s->resp == 2 && pubsub_session_count(s, false) + pubsub_session_count(s, true)) {
+		/* A RESP2 subscriber's PING: a message-like array, as Redis answers it. */
+		proto_resp_array(out, 2);
+		proto_resp_bulk(out, "pong", 4);
+		proto_resp_bulk(out, av->argc == 2 ? av->argv[1] : "",
+				av->argc == 2 ? av->argvlen[1] : 0);
+	} else if (av->argc == 2)
 		proto_resp_bulk(out, av->argv[1], av->argvlen[1]);
 	else
 		proto_resp_simple(out, "PONG", 4);
@@ -215,16 +221,20 @@ void resp_server_select(struct cmd_ctx *c, struct cmd_session *s, const struct p
 /*
  * A connection's line, Redis 7.0's catClientInfoString fields in its order, "\n" ended, with
  * Redis 7.4's watch= after multi= (the names the connection WATCHes). What blossomd has no
- * counterpart of is what Redis shows for a plain client: db=0 sub=0 psub=0 ssub=0
- * user=default (the only user) redir=-1; oll=0 (one reply buffer, no list of them). flags are
- * Redis's letters in its order: x in MULTI, d once a WATCHed filter changed, c for one that
- * closes once its replies are written, else N. multi= is -1 outside MULTI, else the commands
- * queued; multi-mem the bytes of their arguments.
+ * counterpart of is what Redis shows for a plain client: db=0 ssub=0 user=default (the only
+ * user) redir=-1; oll=0 (one reply buffer, no list of them). flags are Redis's letters in its
+ * order: O (MONITOR), P (a subscription), x in MULTI, d once a WATCHed filter changed, c for one
+ * that closes once its replies are written, else N. multi= is -1 outside MULTI, else the
+ * commands queued; multi-mem the bytes of their arguments.
  */
 static void client_line(struct proto_buf *b, const struct cmd_client *cl)
 {
-	char events[3], *e = events, flags[4], *f = flags;
+	char events[3], *e = events, flags[6], *f = flags;
 
+	if (cl->monitor)
+		*f++ = 'O';
+	if (cl->sub || cl->psub)
+		*f++ = 'P';
 	if (cl->multi >= 0)
 		*f++ = 'x';
 	if (cl->dirty)
@@ -242,19 +252,36 @@ static void client_line(struct proto_buf *b, const struct cmd_client *cl)
 	proto_buf_append_fmt(
 	    b,
 	    "id=%" PRIu64 " addr=%s laddr=%s fd=%d name=%s age=%" PRIu64 " idle=%" PRIu64
-	    " flags=%s db=0 sub=0 psub=0 ssub=0 multi=%lld watch=%" PRIu64 " qbuf=%" PRIu64
-	    " qbuf-free=%" PRIu64 " argv-mem=%" PRIu64 " multi-mem=%" PRIu64 " rbs=%" PRIu64
-	    " rbp=%" PRIu64 " obl=%" PRIu64 " oll=0 omem=%" PRIu64 " tot-mem=%" PRIu64
-	    " events=%s cmd=%s user=default redir=-1 resp=%d\n",
-	    cl->id, cl->addr, cl->laddr, cl->fd, cl->name, cl->age, cl->idle, flags, cl->multi,
-	    cl->watch, cl->qbuf, cl->qbuf_free, cl->argv_mem, cl->multi_mem, cl->rbs, cl->rbp,
-	    cl->obl, cl->omem, cl->tot_mem, events, cl->cmd ? cl->cmd : "NULL", cl->resp);
+	    " flags=%s db=0 sub=%" PRIu64 " psub=%" PRIu64 " ssub=0 multi=%lld watch=%" PRIu64
+	    " qbuf=%" PRIu64 " qbuf-free=%" PRIu64 " argv-mem=%" PRIu64 " multi-mem=%" PRIu64
+	    " rbs=%" PRIu64 " rbp=%" PRIu64 " obl=%" PRIu64 " oll=0 omem=%" PRIu64
+	    " tot-mem=%" PRIu64 " events=%s cmd=%s user=default redir=-1 resp=%d\n",
+	    cl->id, cl->addr, cl->laddr, cl->fd, cl->name, cl->age, cl->idle, flags, cl->sub,
+	    cl->psub, cl->multi, cl->watch, cl->qbuf, cl->qbuf_free, cl->argv_mem, cl->multi_mem,
+	    cl->rbs, cl->rbp, cl->obl, cl->omem, cl->tot_mem, events, cl->cmd ? cl->cmd : "NULL",
+	    cl->resp);
 }
 
-/* client_each()'s callback for CLIENT LIST: arg is the reply text being built. */
+/* Redis's client type of cl (getClientType): 2 pubsub (a subscription), else 1 normal (a
+ * MONITOR client too). */
+static int client_type_of(const struct cmd_client *cl)
+{
+	return cl->sub || cl->psub ? 2 : 1;
+}
+
+/* CLIENT LIST's lines being built, of clients of one type (0: any). */
+struct client_lines {
+	struct proto_buf *b;
+	int type;
+};
+
+/* client_each()'s callback for CLIENT LIST. */
 static void client_line_add(void *arg, const struct cmd_client *cl)
 {
-	client_line(arg, cl);
+	struct client_lines *l = arg;
+
+	if (!l->type || client_type_of(cl) == l->type)
+		client_line(l->b, cl);
 }
 
 /* The facts of client id into *buf (buf, or NULL if there is none); the asking session's own
@@ -281,21 +308,26 @@ static const struct cmd_client *client_get(struct cmd_ctx *c, const struct cmd_s
 	    .resp = s->resp,
 	    .cmd = s->last_cmd,
 	    .closing = s->close_after,
+	    .sub = pubsub_session_count(s, false),
+	    .psub = pubsub_session_count(s, true),
+	    .monitor = s->monitor,
 	};
 	cmd_multi_client(s, buf);
 	return buf;
 }
 
-/* Redis's client type names (getClientTypeByName): 1 for "normal", every connection's type
- * here; 0 for one no connection has (master, slave, replica, pubsub); -1 for none of them,
- * after replying Redis's error. */
+/* Redis's client type names (getClientTypeByName): 1 "normal", 2 "pubsub" (client_type_of);
+ * 0 for one no connection has (master, slave, replica); -1 for none of them, after replying
+ * Redis's error. */
 static int client_type(struct cmd_ctx *c, const struct proto_argv *av, size_t i,
 		       struct proto_buf *out)
 {
 	if (resp_arg_is(av, i, "normal"))
 		return 1;
+	if (resp_arg_is(av, i, "pubsub"))
+		return 2;
 	if (resp_arg_is(av, i, "master") || resp_arg_is(av, i, "slave") ||
-	    resp_arg_is(av, i, "replica") || resp_arg_is(av, i, "pubsub"))
+	    resp_arg_is(av, i, "replica"))
 		return 0;
 	c->errors++;
 	proto_resp_error_fmt(out, "Unknown client type '%.*s'",
@@ -322,6 +354,7 @@ static void client_list(struct cmd_ctx *c, struct cmd_session *s, const struct p
 	bool by_id = av->argc > 3 && resp_arg_is(av, 2, "id");
 	struct cmd_client buf;
 	struct proto_buf b;
+	struct client_lines l = {&b, 0};
 	long long id;
 	int type = 1;
 
@@ -352,9 +385,11 @@ static void client_list(struct cmd_ctx *c, struct cmd_session *s, const struct p
 				client_line(&b, cl);
 		}
 	} else if (type && c->hooks.client_each) {
-		c->hooks.client_each(c->hooks.arg, s->id, client_line_add, &b);
+		l.type = av->argc == 4 ? type : 0;
+		c->hooks.client_each(c->hooks.arg, s->id, client_line_add, &l);
 	} else if (type) {
-		client_line(&b, client_get(c, s, s->id, &buf));
+		l.type = av->argc == 4 ? type : 0;
+		client_line_add(&l, client_get(c, s, s->id, &buf));
 	}
 	client_reply_text(c, s, &b, out);
 }
@@ -364,6 +399,7 @@ struct client_kill {
 	const char *addr, *laddr; /* addrlen, laddrlen bytes */
 	size_t addrlen, laddrlen;
 	uint64_t id;
+	int type;      /* TYPE: client_type_of's; 0 any */
 	bool none;     /* a TYPE no connection has */
 	bool skipme;   /* leave the asking connection out */
 	bool self_hit; /* the asking connection matched, and is not left out */
@@ -387,7 +423,8 @@ static bool client_kill_match(void *arg, const struct cmd_client *cl)
 {
 	struct client_kill *k = arg;
 
-	if (k->none || (k->addr && !client_str_is(cl->addr, k->addr, k->addrlen)) ||
+	if (k->none || (k->type && client_type_of(cl) != k->type) ||
+	    (k->addr && !client_str_is(cl->addr, k->addr, k->addrlen)) ||
 	    (k->laddr && !client_str_is(cl->laddr, k->laddr, k->laddrlen)) ||
 	    (k->id && cl->id != k->id))
 		return false;
@@ -431,6 +468,7 @@ static void client_kill(struct cmd_ctx *c, struct cmd_session *s, const struct p
 			if (type < 0)
 				return;
 			k.none = type == 0;
+			k.type = type;
 		} else if (more && resp_arg_is(av, i, "addr")) {
 			k.addr = client_kill_str(av, i + 1, &k.addrlen);
 		} else if (more && resp_arg_is(av, i, "laddr")) {
@@ -1102,6 +1140,8 @@ static void info_stats(const struct cmd_ctx *c, const struct cmd_server_info *si
 	proto_buf_append_str(b, "evicted_keys:0\r\n");
 	info_line(b, "keyspace_hits", c->check_hits - z->check_hits);
 	info_line(b, "keyspace_misses", c->check_misses - z->check_misses);
+	info_line(b, "pubsub_channels", pubsub_nchannels(c->pubsub));
+	info_line(b, "pubsub_patterns", pubsub_npatterns(c->pubsub));
 	info_line(b, "total_error_replies", c->errors - z->errors);
 }
 
@@ -1174,10 +1214,12 @@ void resp_server_info(struct cmd_ctx *c, struct cmd_session *s, const struct pro
  * CONFIG GET's parameters, as Redis names them, mapped onto blossomd's config: appendonly is
  * the write-ahead log (wal), appendfsync its wal_fsync; save is a checkpoint every
  * snapshot_interval seconds when at least one change came ("5 1"; "" when they are off);
- * maxclients is max_connections, timeout idle_timeout, maxmemory max_memory.
+ * maxclients is max_connections, timeout idle_timeout, maxmemory max_memory,
+ * notify-keyspace-events notify_keyspace_events (as Redis writes its classes back).
  */
-static const char *const config_params[] = {"appendfsync", "appendonly", "databases", "maxclients",
-					    "maxmemory",   "save",	 "timeout"};
+static const char *const config_params[] = {"appendfsync", "appendonly", "databases",
+					    "maxclients",  "maxmemory",	 "notify-keyspace-events",
+					    "save",	   "timeout"};
 enum { NPARAMS = sizeof(config_params) / sizeof(config_params[0]) };
 
 static void config_value(struct cmd_ctx *c, const struct cmd_server_info *si, size_t k,
@@ -1205,6 +1247,9 @@ static void config_value(struct cmd_ctx *c, const struct cmd_server_info *si, si
 		len = snprintf(num, sizeof(num), "%" PRIu64, bf_registry_max_memory(c->reg));
 		break;
 	case 5:
+		len = (int)pubsub_notify_format(c->notify, num);
+		break;
+	case 6:
 		if (si->snapshot_interval)
 			len = snprintf(num, sizeof(num), "%" PRIu32 " 1", si->snapshot_interval);
 		break;

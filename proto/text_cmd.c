@@ -576,6 +576,44 @@ bool text_cmd_known(const char *p, size_t n)
 	return false;
 }
 
+/*
+ * Show the line that s ran to the monitors: its words as it sent them, each quoted as Redis
+ * quotes an argument (the line is the words joined by single spaces, so what was sent can be
+ * read back exactly), rather than a RESP command it resembles (text `set` is not Redis's SET).
+ * An `auth` line's token shows as "(redacted)", as Redis shows AUTH's. Out of memory: not
+ * shown.
+ */
+static void text_feed(struct cmd_ctx *c, const struct cmd_session *s, const char *line, size_t len,
+		      bool secret)
+{
+	size_t n = 1, k = 0;
+	const char **argv;
+	size_t *lens;
+
+	for (size_t i = 0; i < len; i++)
+		n += line[i] == ' ';
+	argv = malloc(n * sizeof(*argv));
+	lens = malloc(n * sizeof(*lens));
+	if (argv && lens) {
+		const char *p = line, *end = line + len;
+
+		while (k < n) {
+			const char *sp = memchr(p, ' ', (size_t)(end - p));
+			const char *stop = sp ? sp : end;
+
+			bool hide = secret && k > 0;
+
+			argv[k] = hide ? "(redacted)" : p;
+			lens[k] = hide ? 10 : (size_t)(stop - p);
+			k++;
+			p = sp ? sp + 1 : end;
+		}
+		c->hooks.monitor_feed(c->hooks.arg, s, n, argv, lens);
+	}
+	free(argv);
+	free(lens);
+}
+
 void text_cmd_exec(struct cmd_ctx *c, struct cmd_session *s, const char *line, size_t len,
 		   struct proto_buf *out)
 {
@@ -644,6 +682,10 @@ void text_cmd_exec(struct cmd_ctx *c, struct cmd_session *s, const char *line, s
 		do_auth(c, s, args, out);
 	else if (ext_is(cmd, "expires"))
 		do_expire(c, args, out);
-	else
+	else {
 		client_error(c, out, CLIENT_ERR("Command not supported"));
+		return; /* not shown to MONITOR, as Redis does not show an unknown command */
+	}
+	if (c->monitors && c->hooks.monitor_feed && !c->paging && !c->write_wait && !c->again)
+		text_feed(c, s, line, len, ext_is(cmd, "auth"));
 }

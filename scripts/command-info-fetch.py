@@ -19,7 +19,8 @@ REDIS = ["ping", "echo", "quit", "hello", "auth", "select", "client", "command",
          "lastsave", "flushall", "flushdb", "memory", "rename", "renamenx", "expire", "pexpire",
          "expireat", "pexpireat", "ttl", "pttl", "expiretime", "pexpiretime", "persist",
          "multi", "exec", "discard", "watch", "unwatch", "module", "object", "wait", "debug",
-         "shutdown"]
+         "shutdown", "subscribe", "unsubscribe", "psubscribe", "punsubscribe", "publish",
+         "pubsub", "monitor", "reset"]
 SUBS = {
     "client": ["setname", "getname", "id", "list", "info", "kill", "setinfo", "help"],
     "command": ["count", "docs", "getkeys", "getkeysandflags", "info", "list", "help"],
@@ -27,6 +28,7 @@ SUBS = {
     "memory": ["usage", "help"],
     "module": ["list", "help"],
     "object": ["encoding", "freq", "idletime", "refcount", "help"],
+    "pubsub": ["channels", "numsub", "numpat", "shardchannels", "shardnumsub", "help"],
 }
 # Redis 7.2's CLIENT SETINFO (clients send it on connect; Redis 7.0 lacks it).
 CLIENT_SETINFO = {

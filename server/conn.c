@@ -18,10 +18,10 @@
 
 #include "server/log.h"
 #include "server/metrics.h"
+#include "proto/pubsub.h"
 #include "proto/resp_cmd.h"
 #include "proto/text_cmd.h"
 
-static void conn_flush(struct srv_conn *c);
 static void conn_read_start(struct srv_conn *c);
 static void conn_unhold(struct srv_conn *c);
 static void conn_feed(struct srv_conn *c, const char *data, size_t len, bool shared);
@@ -89,7 +89,8 @@ static size_t conn_resp_max(const struct srv *s)
 size_t conn_held(const struct srv_conn *c)
 {
 	const struct cmd_session *ss = &c->sess;
-	size_t n = c->in_cap + c->out.cap + c->marks_cap * sizeof(*c->marks);
+	size_t n = c->in_cap + c->out.cap + c->push.cap + c->marks_cap * sizeof(*c->marks) +
+		   pubsub_session_bytes(&c->sess);
 
 	if (c->listed)
 		n += proto_argv_bytes(&c->av) +
@@ -99,7 +100,7 @@ size_t conn_held(const struct srv_conn *c)
 }
 
 /* Bring srv->client_mem up to date with what c holds now. */
-static void conn_account(struct srv_conn *c)
+void conn_account(struct srv_conn *c)
 {
 	size_t now = conn_held(c);
 
@@ -205,6 +206,7 @@ static void conn_on_close(uv_handle_t *h)
 	free(c->in);
 	free(c->marks);
 	proto_buf_free(&c->out);
+	proto_buf_free(&c->push);
 	free(c);
 }
 
@@ -225,6 +227,7 @@ void conn_close(struct srv_conn *c)
 		c->paused = c->yielded = false;
 	}
 	if (c->listed) {
+		conn_push_forget(c);
 		LIST_REMOVE(c, link);
 		s->nconns--;
 		srv_log(SRV_LOG_DEBUG, "client %" PRIu64 " (%s) closed", c->id, c->peer);
@@ -262,6 +265,7 @@ static void conn_on_shutdown(uv_shutdown_t *req, int status)
 static void conn_finish(struct srv_conn *c)
 {
 	c->ended = true;
+	conn_push_forget(c); /* it hears no more: its channels go now, not after its linger */
 	conn_read_stop(c);
 	if (c->eof || c->srv->stopping) {
 		conn_close(c);
@@ -370,7 +374,7 @@ static void conn_unhold(struct srv_conn *c)
  * the mark already waits as long. Out of memory for a mark: c->out.failed (the connection is
  * closed, nothing of it sent).
  */
-static void conn_hold(struct srv_conn *c, size_t start, uint64_t lsn)
+void conn_hold(struct srv_conn *c, size_t start, uint64_t lsn)
 {
 	struct srv_conn_mark *m = c->nmarks ? &c->marks[c->nmarks - 1] : NULL;
 
@@ -502,7 +506,7 @@ static void conn_note_peak(struct srv_conn *c)
 /* Send the replies that may go (conn_sendable()): as much as the socket takes now, the rest
  * with one uv_write(), during which the connection is not read. A draining connection ends
  * once everything is sent. */
-static void conn_flush(struct srv_conn *c)
+void conn_flush(struct srv_conn *c)
 {
 	uv_stream_t *st = (uv_stream_t *)&c->tcp;
 	uv_buf_t b;
@@ -511,6 +515,7 @@ static void conn_flush(struct srv_conn *c)
 
 	if (c->writing || uv_is_closing((uv_handle_t *)st))
 		return;
+	conn_push_merge(c);
 	if (c->out.failed) {
 		srv_log(SRV_LOG_ERR, "client %" PRIu64 " (%s): out of memory for replies; closing",
 			c->id, c->peer);
@@ -685,7 +690,9 @@ static int conn_process_text(struct srv_conn *c, const char *data, size_t len, s
 		s->ctx.paging = NULL;
 		s->ctx.write_wait = false;
 		s->ctx.wait_lsn = 0;
+		s->running = c;
 		text_cmd_exec(&s->ctx, &c->sess, line, linelen, &c->out);
+		s->running = NULL;
 		if (s->ctx.paging || s->ctx.write_wait) {
 			/* The line stays unread: run again once loaded, or written. */
 			c->paused = true;
@@ -786,8 +793,10 @@ static enum conn_ran conn_resp_run(struct srv_conn *c, const char *p, size_t lef
 	s->ctx.paging = NULL;
 	s->ctx.write_wait = false;
 	s->ctx.wait_lsn = 0;
+	s->running = c;
 	if (c->av.argc)
 		resp_cmd_exec(&s->ctx, &c->sess, &c->av, &c->out);
+	s->running = NULL;
 	c->qbuf_run = 0;
 	if (s->ctx.paging || s->ctx.write_wait) {
 		c->paused = true; /* parsed again once loaded, or written */
@@ -1336,7 +1345,9 @@ void conn_sweep(struct srv *s)
 			conn_close(c);
 			continue;
 		}
-		if (idle_ms && !c->writing && now - c->last_active >= idle_ms) {
+		/* A subscriber or a monitor only listens: never idle, as in Redis. */
+		if (idle_ms && !c->writing && now - c->last_active >= idle_ms && !c->sess.pubsub &&
+		    !c->sess.monitor) {
 			srv_log(SRV_LOG_DEBUG, "client %" PRIu64 " (%s): idle; closing", c->id,
 				c->peer);
 			conn_close(c);

@@ -13,6 +13,7 @@
 
 #include "server/log.h"
 #include "proto/client.h"
+#include "proto/pubsub.h"
 
 /* Our end of c's socket as "host:port", found once (Redis's laddr; "?:0" if unknown). */
 static const char *conn_local(struct srv_conn *c)
@@ -64,6 +65,9 @@ static void conn_client_fill(struct srv_conn *c, uint64_t self, struct cmd_clien
 	    .age = (now - c->created) / 1000,
 	    .idle = (now - c->last_active) / 1000,
 	    .closing = c->state != CONN_OPEN || c->sess.close_after,
+	    .sub = pubsub_session_count(&c->sess, false),
+	    .psub = pubsub_session_count(&c->sess, true),
+	    .monitor = c->sess.monitor,
 	    .reading = c->reading,
 	    .writing = c->writing,
 	    .qbuf = c->qbuf_run ? c->qbuf_run : c->in_len,

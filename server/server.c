@@ -31,6 +31,7 @@
 #include "server/wal.h"
 #include "proto/buf.h"
 #include "proto/command.h"
+#include "proto/pubsub.h"
 #include "proto/resp.h"
 #include "proto/text.h"
 
@@ -74,6 +75,11 @@ static void srv_apply_limits(struct srv *s)
 	s->ctx.max_args = c->max_args;
 	s->ctx.multi_max_commands = c->multi_max_commands;
 	s->ctx.multi_max_bytes = c->multi_max_bytes;
+	s->ctx.max_channel_bytes = c->max_channel_bytes;
+	s->ctx.notify =
+	    pubsub_notify_parse(c->notify_keyspace_events, strlen(c->notify_keyspace_events));
+	if (s->ctx.notify < 0) /* not reached: the config's check takes only these letters */
+		s->ctx.notify = 0;
 	s->lim.max_bulk_bytes = c->max_bulk_bytes;
 	s->lim.max_args = c->max_args;
 	s->lim.max_line_bytes = c->max_line_bytes;
@@ -354,6 +360,10 @@ static void srv_reload(struct srv *s)
 	SRV_LOG_CHANGE_U64(request_timeout);
 	SRV_LOG_CHANGE_U64(max_output_bytes);
 	SRV_LOG_CHANGE_U64(max_client_memory);
+	SRV_LOG_CHANGE_U64(max_channel_bytes);
+	if (strcmp(old->notify_keyspace_events, nc->notify_keyspace_events))
+		srv_log(SRV_LOG_INFO, "reload: notify_keyspace_events '%s' -> '%s'",
+			old->notify_keyspace_events, nc->notify_keyspace_events);
 	SRV_LOG_CHANGE_U64(log_create_bytes);
 	SRV_LOG_CHANGE_U64(log_progress_bytes);
 	SRV_LOG_CHANGE_U64(log_progress_interval);
@@ -752,6 +762,9 @@ static int srv_signals_init(struct srv *s)
 	if (rc)
 		return rc;
 	s->yield_idle.data = s;
+	rc = conn_push_init(s);
+	if (rc)
+		return rc;
 	rc = uv_check_init(&s->loop, &s->turn_check);
 	if (rc)
 		return rc;
@@ -1019,6 +1032,9 @@ static void srv_ctx_init(struct srv *s, const struct srv_options *opt)
 	s->ctx.hooks.config_set = srv_config_set;
 	s->ctx.hooks.config_rewrite = srv_config_rewrite;
 	s->ctx.hooks.shutdown = srv_shutdown;
+	s->ctx.hooks.push = conn_push_hook;
+	s->ctx.hooks.monitor = conn_monitor_hook;
+	s->ctx.hooks.monitor_feed = conn_monitor_feed;
 	s->ctx.started_unix = (uint64_t)time(NULL);
 	s->ctx.version = opt->version;
 }

@@ -185,6 +185,18 @@ struct srv_conn {
 	size_t out_peak;
 	uint64_t out_peak_at;
 	char local[64];
+
+	/* Pushes (pub/sub messages, keyspace events, MONITOR lines) given while its replies
+	 * could not take them (a write in flight, a reply sent in parts, or another connection's
+	 * command running): appended to out by conn_flush() once they can, held until push_lsn
+	 * is durable. In srv->pushed while push_queued; push_over: its unsent output passed
+	 * max_output_bytes (or the buffers max_client_memory): it is closed. In srv->monitors
+	 * while sess.monitor. */
+	struct proto_buf push;
+	uint64_t push_lsn;
+	bool push_queued, push_over;
+	LIST_ENTRY(srv_conn) push_link;
+	LIST_ENTRY(srv_conn) mon_link;
 };
 
 struct srv {
@@ -214,12 +226,16 @@ struct srv {
 	bool handles_ready;	  /* signals and timer initialised */
 
 	LIST_HEAD(, srv_conn) conns;
-	LIST_HEAD(, srv_conn) waiting; /* connections whose replies wait for the log */
-	LIST_HEAD(, srv_conn) paused;  /* connections whose next command waits for a load */
-	LIST_HEAD(, srv_conn) yielded; /* connections whose slice ran out (srv_conn.yielded) */
-	uv_idle_t yield_idle;	       /* runs them on; active while the list is not empty */
-	uv_check_t turn_check;	       /* counts the loop's turns (turn) */
-	struct srv_prefault *prefault; /* from the load on; NULL if it cannot run here */
+	LIST_HEAD(, srv_conn) waiting;	/* connections whose replies wait for the log */
+	LIST_HEAD(, srv_conn) paused;	/* connections whose next command waits for a load */
+	LIST_HEAD(, srv_conn) yielded;	/* connections whose slice ran out (srv_conn.yielded) */
+	uv_idle_t yield_idle;		/* runs them on; active while the list is not empty */
+	LIST_HEAD(, srv_conn) pushed;	/* connections given pushes to send (srv_conn.push) */
+	LIST_HEAD(, srv_conn) monitors; /* connections in MONITOR mode */
+	uv_idle_t push_idle;		/* sends the pushes; active while pushed is not empty */
+	struct srv_conn *running;	/* the connection whose command runs, or NULL */
+	uv_check_t turn_check;		/* counts the loop's turns (turn) */
+	struct srv_prefault *prefault;	/* from the load on; NULL if it cannot run here */
 	uint64_t turn;
 	uint64_t yields; /* slices that ran out (/metrics) */
 	size_t nconns;
@@ -278,6 +294,27 @@ void conn_resume_paused(struct srv *s);
 uint64_t conn_now(const struct srv *s);
 size_t conn_held(const struct srv_conn *c);
 void conn_kill(struct srv_conn *c);
+
+/* conn.c, for conn_push.c: bring srv->client_mem up to date with c's buffers; hold
+ * out[start, out.len) until lsn is durable; send what may be sent. */
+void conn_account(struct srv_conn *c);
+void conn_hold(struct srv_conn *c, size_t start, uint64_t lsn);
+void conn_flush(struct srv_conn *c);
+
+/*
+ * conn_push.c: publish/subscribe and MONITOR over the connections. The command layer's hooks
+ * (command.h: push, monitor, monitor_feed), arg the struct srv; conn_push_merge: c's pending
+ * pushes into its replies, if they may go now (conn_flush() calls it); conn_push_forget: c
+ * ends or closes: it leaves every channel, pattern and the monitors (again: nothing more).
+ * conn_push_init: the idle handle.
+ */
+void conn_push_hook(void *arg, struct cmd_session *to, const char *frame, size_t len, uint64_t lsn);
+void conn_monitor_hook(void *arg, struct cmd_session *s, bool on);
+void conn_monitor_feed(void *arg, const struct cmd_session *from, size_t argc,
+		       const char *const *argv, const size_t *argvlen);
+void conn_push_merge(struct srv_conn *c);
+void conn_push_forget(struct srv_conn *c);
+int conn_push_init(struct srv *s);
 
 /* conn_client.c: the command layer's client hooks (command.h: client_get, client_each,
  * client_kill), arg the struct srv. */

@@ -89,6 +89,42 @@ t_is "MODULE LIST names RedisBloom's bf" "$(printf 'name\nbf\nver\n20612\npath\n
 	"$(cli MODULE LIST)"
 t_is "TYPE of a filter is RedisBloom's" "MBbloom--" "$(cli TYPE a)"
 
+# ---- MONITOR and SUBSCRIBE, bounded -------------------------------------------------------
+mon_out=$(mktemp)
+sub_out=$(mktemp)
+timeout 4 stdbuf -oL redis-cli -p "$BLOSSOMD_PORT" monitor >"$mon_out" 2>&1 &
+mon_pid=$!
+timeout 4 stdbuf -oL redis-cli -p "$BLOSSOMD_PORT" subscribe ch >"$sub_out" 2>&1 &
+sub_pid=$!
+# Both registered (CLIENT LIST: flags=O and flags=P) before the commands they should see.
+for _ in $(seq 100); do
+	list=$(cli CLIENT LIST)
+	[[ $list == *" flags=O "* && $list == *" flags=P "* ]] && break
+	sleep 0.05
+done
+cli BF.ADD mon 'a "quoted" key' >/dev/null
+text_open
+text_cmd "set mon textkey" >/dev/null
+text_close
+cli CONFIG GET save >/dev/null # admin: not shown
+t_is "PUBLISH reaches the redis-cli subscriber" 1 "$(cli PUBLISH ch hello)"
+wait "$mon_pid" "$sub_pid"
+mon=$(tr -d '\r' <"$mon_out")
+if printf '%s\n' "$mon" | grep -Eq '^[0-9]+\.[0-9]{6} \[0 127\.0\.0\.1:[0-9]+\] "BF\.ADD" "mon" "a \\"quoted\\" key"$'; then
+	ok "redis-cli monitor shows BF.ADD, quoted as Redis quotes it"
+else
+	not_ok "redis-cli monitor shows BF.ADD, quoted as Redis quotes it" "$mon"
+fi
+if printf '%s\n' "$mon" | grep -Eq '^[0-9]+\.[0-9]{6} \[0 127\.0\.0\.1:[0-9]+\] "set" "mon" "textkey"$'; then
+	ok "redis-cli monitor shows a text-protocol command as its words"
+else
+	not_ok "redis-cli monitor shows a text-protocol command as its words" "$mon"
+fi
+t_is "redis-cli monitor: admin commands not shown" 0 "$(printf '%s\n' "$mon" | grep -c '"CONFIG"')"
+t_is "redis-cli subscribe prints the message" \
+	"$(printf 'subscribe\nch\n1\nmessage\nch\nhello')" "$(tr -d '\r' <"$sub_out")"
+rm -f "$mon_out" "$sub_out"
+
 # ---- CONFIG SET and RESETSTAT on the live daemon -----------------------------------------
 t_is "CONFIG SET maxclients timeout save" OK "$(cli CONFIG SET maxclients 50 timeout 100 save '7 1')"
 t_is "CONFIG GET shows them" "$(printf 'maxclients\n50\nsave\n7 1\ntimeout\n100')" \

@@ -599,6 +599,74 @@ def run(port):
             ([1], 2))
         other.close()
 
+    @case("pub/sub (r.pubsub())")
+    def _():
+        def next_message(p, timeout=10):
+            deadline = time.monotonic() + timeout
+            while time.monotonic() < deadline:
+                m = p.get_message(timeout=0.5)
+                if m is not None:
+                    return m
+            return None
+
+        p = r.pubsub()
+        p.subscribe("news")
+        is_("subscribe confirmation", next_message(p),
+            {"type": "subscribe", "pattern": None, "channel": b"news", "data": 1})
+        p.psubscribe("n*")
+        is_("psubscribe confirmation", next_message(p),
+            {"type": "psubscribe", "pattern": None, "channel": b"n*", "data": 2})
+        is_("publish: two deliveries", r.publish("news", "hello"), 2)
+        is_("message", next_message(p),
+            {"type": "message", "pattern": None, "channel": b"news", "data": b"hello"})
+        is_("pmessage", next_message(p),
+            {"type": "pmessage", "pattern": b"n*", "channel": b"news", "data": b"hello"})
+        is_("pubsub_numsub", r.pubsub_numsub("news", "none"), [(b"news", 1), (b"none", 0)])
+        is_("pubsub_numpat", r.pubsub_numpat(), 1)
+        is_("pubsub_channels", r.pubsub_channels(), [b"news"])
+        is_("CLIENT LIST shows the subscriber",
+            [(c["flags"], c["sub"], c["psub"]) for c in r.client_list() if c["flags"] == "P"],
+            [("P", "1", "1")])
+        p.unsubscribe()
+        p.punsubscribe()
+        is_("unsubscribe confirmation", next_message(p)["type"], "unsubscribe")
+        is_("punsubscribe confirmation", next_message(p)["type"], "punsubscribe")
+        p.close()
+
+    @case("keyspace notifications")
+    def _():
+        is_("config_set notify-keyspace-events KEA",
+            r.config_set("notify-keyspace-events", "KEA"), True)
+        is_("config_get", r.config_get("notify-keyspace-events"),
+            {"notify-keyspace-events": "AKE"})
+        listener = redis.Redis(host="127.0.0.1", port=port, socket_timeout=30)
+        p = listener.pubsub(ignore_subscribe_messages=True)
+        p.psubscribe("__keyspace@0__:ks*")
+        p.subscribe("__keyevent@0__:del")
+        deadline = time.monotonic() + 10
+        while listener.pubsub_numpat() != 1 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        # A change from another client, over RESP and over the text protocol.
+        other = redis.Redis(host="127.0.0.1", port=port, socket_timeout=30)
+        other.execute_command("BF.ADD", "ks1", "x")
+        t = Text(port)
+        t.cmd("drop ks1")
+        t.close()
+        got = []
+        while len(got) < 4 and time.monotonic() < deadline + 10:
+            m = p.get_message(timeout=0.5)
+            if m is not None:
+                got.append((m["type"], m["channel"], m["data"]))
+        is_("the events arrive, in order", got,
+            [("pmessage", b"__keyspace@0__:ks1", b"bf.reserve"),
+             ("pmessage", b"__keyspace@0__:ks1", b"bf.add"),
+             ("pmessage", b"__keyspace@0__:ks1", b"del"),
+             ("message", b"__keyevent@0__:del", b"ks1")])
+        is_("config_set back to off", r.config_set("notify-keyspace-events", ""), True)
+        p.close()
+        other.close()
+        listener.close()
+
 def main():
     d = Daemon()
     try:

@@ -136,6 +136,8 @@ static const struct {
     {"request_timeout", "4294967295"},
     {"max_output_bytes", "7"},
     {"max_client_memory", "0"},
+    {"max_channel_bytes", "200"},
+    {"notify_keyspace_events", "KEA"},
     {"log_level", "debug"},
     {"log_create_bytes", "0"},
     {"log_progress_bytes", "1k"},
@@ -185,6 +187,8 @@ static void other_config(struct config *c)
 	c->request_timeout = UINT32_MAX;
 	c->max_output_bytes = 7;
 	c->max_client_memory = 0;
+	c->max_channel_bytes = 200;
+	set_str(c->notify_keyspace_events, sizeof(c->notify_keyspace_events), "KEA");
 	c->log_level = 7;
 	c->log_create_bytes = 0;
 	c->log_progress_bytes = 1024;
@@ -225,6 +229,8 @@ static void expect_config_eq(const struct config *a, const struct config *b)
 	ck_assert_uint_eq(a->request_timeout, b->request_timeout);
 	ck_assert_uint_eq(a->max_output_bytes, b->max_output_bytes);
 	ck_assert_uint_eq(a->max_client_memory, b->max_client_memory);
+	ck_assert_uint_eq(a->max_channel_bytes, b->max_channel_bytes);
+	ck_assert_str_eq(a->notify_keyspace_events, b->notify_keyspace_events);
 	ck_assert_int_eq(a->log_level, b->log_level);
 	ck_assert_uint_eq(a->log_create_bytes, b->log_create_bytes);
 	ck_assert_uint_eq(a->log_progress_bytes, b->log_progress_bytes);
@@ -272,6 +278,8 @@ START_TEST(test_defaults)
 	ck_assert_uint_eq(c.request_timeout, 30);
 	ck_assert_uint_eq(c.max_output_bytes, 67108864);
 	ck_assert_uint_eq(c.max_client_memory, 1073741824);
+	ck_assert_uint_eq(c.max_channel_bytes, 1024);
+	ck_assert_str_eq(c.notify_keyspace_events, "");
 	ck_assert_int_eq(c.log_level, 6);
 	ck_assert_uint_eq(c.log_create_bytes, 256u << 20);
 	ck_assert_uint_eq(c.log_progress_bytes, 256u << 20);
@@ -342,7 +350,7 @@ START_TEST(test_other_values_cover_every_field)
 	other_config(&want);
 	expect_config_eq(&c, &want);
 	expect_valid(&c);
-	ck_assert_uint_eq(N_OTHER, 35);
+	ck_assert_uint_eq(N_OTHER, 37);
 }
 END_TEST
 
@@ -755,6 +763,30 @@ START_TEST(test_string_values)
 }
 END_TEST
 
+START_TEST(test_notify_keyspace_events_values)
+{
+	struct config c;
+	char err[512] = "";
+
+	conf_defaults(&c);
+	ck_assert_int_eq(
+	    conf_set(&c, "notify_keyspace_events", "Ag$lshzxeKEtmdn", err, sizeof(err)), 0);
+	ck_assert_str_eq(c.notify_keyspace_events, "Ag$lshzxeKEtmdn");
+	ck_assert_int_eq(conf_set(&c, "notify_keyspace_events", "", err, sizeof(err)), 0);
+	ck_assert_str_eq(c.notify_keyspace_events, "");
+	ck_assert_int_eq(conf_set(&c, "max_channel_bytes", "1", err, sizeof(err)), 0);
+	ck_assert_str_eq(err, "");
+	expect_valid(&c);
+	expect_set_error("notify_keyspace_events", "KEq",
+			 "bad value for notify_keyspace_events: 'KEq' (expected letters of "
+			 "Ag$lshzxeKEtmdn, or nothing)");
+	expect_set_error("notify_keyspace_events", "KEAKEAKEAKEAKEAKEAKEAKEAKEAKEAKEA",
+			 "bad value for notify_keyspace_events: too long (max 31 bytes)");
+	expect_set_error("max_channel_bytes", "0",
+			 "bad value for max_channel_bytes: '0' (must be between 1 and 4294967295)");
+}
+END_TEST
+
 START_TEST(test_set_unknown_key)
 {
 	expect_set_error("foo", "1", "unknown key 'foo'");
@@ -1137,6 +1169,7 @@ static Suite *conf_suite(void)
 	tcase_add_test(tc, test_error_rate_floor);
 	tcase_add_test(tc, test_log_level_values);
 	tcase_add_test(tc, test_wal_values);
+	tcase_add_test(tc, test_notify_keyspace_events_values);
 	tcase_add_test(tc, test_bind_values);
 	tcase_add_test(tc, test_bind_duplicates);
 	tcase_add_test(tc, test_string_values);

@@ -27,6 +27,7 @@ static inline void fuzz_ctx_init(struct cmd_ctx *c)
 
 static inline void fuzz_ctx_free(struct cmd_ctx *c)
 {
+	cmd_ctx_free(c); /* a SUBSCRIBE made the pub/sub registry */
 	cmd_fixture_free(c);
 }
 

@@ -1850,6 +1850,20 @@ static const struct {
     {"wait", {"WAIT", "0", "0"}, ""},
     {"debug", {"DEBUG", "SLEEP", "0"}, ""},
     {"shutdown", {"SHUTDOWN", "NOSAVE"}, ""},
+    {"subscribe", {"SUBSCRIBE", "ch"}, ""},
+    {"unsubscribe", {"UNSUBSCRIBE", "ch"}, ""},
+    {"psubscribe", {"PSUBSCRIBE", "c*"}, ""},
+    {"punsubscribe", {"PUNSUBSCRIBE", "c*"}, ""},
+    {"publish", {"PUBLISH", "ch", "m"}, ""},
+    {"pubsub", {"PUBSUB"}, ""},
+    {"pubsub|channels", {"PUBSUB", "CHANNELS"}, ""},
+    {"pubsub|numsub", {"PUBSUB", "NUMSUB", "ch"}, ""},
+    {"pubsub|numpat", {"PUBSUB", "NUMPAT"}, ""},
+    {"pubsub|shardchannels", {"PUBSUB", "SHARDCHANNELS"}, ""},
+    {"pubsub|shardnumsub", {"PUBSUB", "SHARDNUMSUB", "ch"}, ""},
+    {"pubsub|help", {"PUBSUB", "HELP"}, ""},
+    {"monitor", {"MONITOR"}, ""},
+    {"reset", {"RESET"}, ""},
 };
 
 /* COMMAND GETKEYS of call (argc words) into out. */
@@ -2006,7 +2020,7 @@ START_TEST(command_and_config)
 	SAYS("*0\r\n", "COMMAND", "LIST", "FILTERBY", "MODULE", "nosuch");
 	run("COMMAND", "LIST", "FILTERBY", "MODULE", "bf", NULL);
 	ck_assert_mem_eq(out.data, "*12\r\n", 5);
-	STARTS("*16\r\n$11\r\nclient|list\r\n$11\r\nclient|kill\r\n", "COMMAND", "LIST", "FILTERBY",
+	STARTS("*17\r\n$11\r\nclient|list\r\n$11\r\nclient|kill\r\n", "COMMAND", "LIST", "FILTERBY",
 	       "ACLCAT", "dangerous");
 	SAYS("*0\r\n", "COMMAND", "LIST", "FILTERBY", "ACLCAT", "nosuch");
 	SAYS("-ERR syntax error\r\n", "COMMAND", "LIST", "FILTERBY", "NAME", "x");
@@ -2031,7 +2045,7 @@ START_TEST(command_and_config)
 	SAYS("*2\r\n$9\r\nmaxmemory\r\n$1\r\n0\r\n", "CONFIG", "GET", "MAXMEM*");
 	SAYS("*0\r\n", "CONFIG", "GET", "nosuch");
 	run("CONFIG", "GET", "*", NULL);
-	ck_assert(out.len > 3 && memcmp(out.data, "*14\r\n", 5) == 0);
+	ck_assert(out.len > 3 && memcmp(out.data, "*16\r\n", 5) == 0);
 	SAYS("-ERR CONFIG SET is not available\r\n", "CONFIG", "SET", "a", "b");
 	SAYS("-ERR unknown subcommand 'FOO'. Try CONFIG HELP.\r\n", "CONFIG", "FOO", "a", "b");
 	SAYS("-ERR wrong number of arguments for 'config|get' command\r\n", "CONFIG", "GET");
@@ -2134,10 +2148,10 @@ START_TEST(info_sections_with_hooks)
 	SAYS(":1\r\n", "BF.ADD", "f", "a");
 	SAYS("*2\r\n:1\r\n:0\r\n", "BF.MEXISTS", "f", "a", "b");
 	SAYS("-ERR unknown command 'GET', with args beginning with: \r\n", "GET");
-	SAYS("$213\r\n# Stats\r\ntotal_connections_received:12\r\ntotal_commands_processed:8\r\n"
+	SAYS("$251\r\n# Stats\r\ntotal_connections_received:12\r\ntotal_commands_processed:8\r\n"
 	     "instantaneous_ops_per_sec:41\r\nrejected_connections:2\r\nexpired_keys:0\r\n"
-	     "evicted_keys:0\r\nkeyspace_hits:1\r\nkeyspace_misses:1\r\n"
-	     "total_error_replies:1\r\n\r\n",
+	     "evicted_keys:0\r\nkeyspace_hits:1\r\nkeyspace_misses:1\r\npubsub_channels:0\r\n"
+	     "pubsub_patterns:0\r\ntotal_error_replies:1\r\n\r\n",
 	     "INFO", "stats");
 	SAYS("*4\r\n$10\r\nappendonly\r\n$3\r\nyes\r\n$4\r\nsave\r\n$3\r\n5 1\r\n", "CONFIG", "GET",
 	     "save", "appendonly");
@@ -2152,8 +2166,8 @@ START_TEST(info_sections_with_hooks)
 	run("INFO", "stats", NULL);
 	ck_assert(reply_has("\r\ntotal_connections_received:0\r\ntotal_commands_processed:2\r\n"));
 	ck_assert(reply_has("\r\nrejected_connections:0\r\n"));
-	ck_assert(
-	    reply_has("\r\nkeyspace_hits:0\r\nkeyspace_misses:0\r\ntotal_error_replies:1\r\n"));
+	ck_assert(reply_has("\r\nkeyspace_hits:0\r\nkeyspace_misses:0\r\npubsub_channels:"
+			    "0\r\npubsub_patterns:0\r\ntotal_error_replies:1\r\n"));
 	/* Checkpoints off and no log: save is "", appendonly no. */
 	fake_info.snapshot_interval = 0;
 	fake_info.wal = false;
