@@ -284,6 +284,11 @@ static const struct resp_cmd commands[] = {
     {"module", 6, resp_admin_module, 2, 0, "", 0, 0, 0},
     {"object", 6, resp_admin_object, 2, 0, "", 0, 0, 0},
     {"wait", 4, resp_admin_wait, 3, 3, "noscript", 0, 0, 0},
+    {"replicaof", 9, resp_repl_replicaof, 3, 3, "admin noscript stale no_async_loading", 0, 0, 0},
+    {"slaveof", 7, resp_repl_replicaof, 3, 3, "admin noscript stale no_async_loading", 0, 0, 0},
+    {"replconf", 8, resp_repl_replconf, 1, 0, "admin noscript loading stale allow_busy", 0, 0, 0},
+    {"psync", 5, resp_repl_psync, 3, 3, "admin noscript no_async_loading no_multi", 0, 0, 0},
+    {"role", 4, resp_repl_role, 1, 1, "noscript loading stale fast", 0, 0, 0},
     {"debug", 5, resp_admin_debug, 2, 0, "admin noscript loading stale", 0, 0, 0},
     {"shutdown", 8, resp_admin_shutdown, 1, 0, "admin noscript loading stale no_multi allow_busy",
      0, 0, 0},
@@ -848,6 +853,12 @@ void resp_cmd_exec(struct cmd_ctx *c, struct cmd_session *s, const struct proto_
 	}
 	if (av->argc < e->min || (e->max && av->argc > e->max)) {
 		reply_arity(c, s, e, out);
+		return;
+	}
+	/* As Redis's processCommand: a replica refuses clients' writes (queued ones too). */
+	if (c->replica && strstr(e->flags, "write")) {
+		resp_error(c, out, "-READONLY You can't write against a read only replica.");
+		cmd_multi_flag(s);
 		return;
 	}
 	if (multi_queued(c, s, e, av, out))

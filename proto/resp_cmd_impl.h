@@ -115,6 +115,13 @@ RESP_HANDLER(resp_admin_shutdown);
 /* MODULE LIST's reply, which HELLO's "modules" repeats. */
 void resp_admin_module_list(struct proto_buf *out, int resp);
 
+RESP_HANDLER(resp_repl_replicaof);
+RESP_HANDLER(resp_repl_replconf);
+RESP_HANDLER(resp_repl_psync);
+RESP_HANDLER(resp_repl_role);
+/* DEBUG DIGEST-VALUE key...: each filter's digest (bf_filter_digest), 40 zeros if none. */
+RESP_HANDLER(resp_repl_digest);
+
 RESP_HANDLER(resp_keys_rename);
 RESP_HANDLER(resp_keys_expire);
 RESP_HANDLER(resp_keys_ttl);
