@@ -85,6 +85,9 @@ static const struct conf_key conf_keys[] = {
     {"log_level", CONF_LOG_LEVEL, CONF_FIELD(log_level), 0, 7, NULL},
     {"log_create_bytes", CONF_SIZE, CONF_FIELD(log_create_bytes), 0, UINT64_MAX, NULL},
     {"auth_token_file", CONF_STRING, CONF_FIELD(auth_token_file), 0, 0, NULL},
+    {"replicaof", CONF_STRING, CONF_FIELD(replicaof), 0, 0, NULL},
+    {"primary_auth", CONF_STRING, CONF_FIELD(primary_auth), 0, 0, NULL},
+    {"repl_timeout", CONF_UINT, CONF_FIELD(repl_timeout), 0, UINT32_MAX, NULL},
 };
 
 #define CONF_NKEYS (sizeof(conf_keys) / sizeof(conf_keys[0]))
@@ -150,6 +153,9 @@ void conf_defaults(struct config *c)
 	c->log_level = 6;
 	c->log_create_bytes = UINT64_C(256) << 20;
 	c->auth_token_file[0] = '\0';
+	c->replicaof[0] = '\0';
+	c->primary_auth[0] = '\0';
+	c->repl_timeout = 60;
 }
 
 const char *conf_log_level_name(int level)

@@ -69,6 +69,11 @@ struct config {
 	uint64_t log_create_bytes;  /* a create of a filter this large or larger is logged at
 				     * info, default 256 MiB; 0 = never */
 	char auth_token_file[4096]; /* file holding the token; default "" (no auth) */
+	char replicaof[300];	    /* "HOST PORT": start as a replica of it; default "" */
+	char primary_auth[256];	    /* the token a replica AUTHs with; default "" (none) */
+	uint32_t repl_timeout;	    /* seconds a link between primary and replica may be silent
+				     * before it is dropped (the replica tries again); default 60;
+				     * 0 = never */
 };
 
 /*

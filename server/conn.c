@@ -17,6 +17,7 @@
 #include <strings.h>
 
 #include "server/log.h"
+#include "server/repl.h"
 #include "server/metrics.h"
 #include "proto/resp_cmd.h"
 #include "proto/text_cmd.h"
@@ -219,6 +220,7 @@ void conn_close(struct srv_conn *c)
 
 	if (uv_is_closing((uv_handle_t *)&c->tcp))
 		return;
+	repl_conn_closed(s, c);
 	conn_unhold(c);
 	if (c->paused) {
 		LIST_REMOVE(c, pause_link);
@@ -1145,6 +1147,29 @@ static void conn_on_yield(uv_idle_t *h)
 		}
 		conn_run_on(c);
 	}
+}
+
+/* Replication (repl_primary.c): the open connection of this id, or NULL. */
+struct srv_conn *conn_by_id(struct srv *s, uint64_t id)
+{
+	struct srv_conn *c;
+
+	LIST_FOREACH(c, &s->conns, link)
+	if (c->id == id && c->state == CONN_OPEN)
+		return c;
+	return NULL;
+}
+
+/* Replication: append n bytes to what c sends and send them. -EBUSY while a write is in
+ * flight (nothing is appended then: the write covers the buffer). */
+int conn_send(struct srv_conn *c, const void *p, size_t n)
+{
+	if (c->writing)
+		return -EBUSY;
+	proto_buf_append(&c->out, p, n);
+	conn_account(c);
+	conn_flush(c);
+	return 0;
 }
 
 void conn_resume_paused(struct srv *s)
