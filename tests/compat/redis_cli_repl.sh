@@ -21,7 +21,7 @@ _repl_cleanup() {
 	_compat_cleanup
 }
 trap _repl_cleanup EXIT
-BLOSSOMD_PID= BLOSSOMD_DIR=
+BLOSSOMD_PID='' BLOSSOMD_DIR=''
 daemon_start
 R_PORT=$BLOSSOMD_PORT
 
@@ -48,6 +48,6 @@ t_is "promoted: it takes writes" 1 "$(r BF.ADD visitors eve)"
 t_is "the primary has no replica left" 0 "$(p wait 1 100)"
 daemon_stop_case
 BLOSSOMD_PID=$P_PID BLOSSOMD_DIR=$P_DIR
-P_PID=
+P_PID=''
 daemon_stop_case
 t_done
