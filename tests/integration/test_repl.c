@@ -488,6 +488,29 @@ START_TEST(test_primary_killed)
 }
 END_TEST
 
+/* A filter the primary paged out (bloomd's close) is in the image, read from its file. */
+START_TEST(test_paged_out_in_image)
+{
+	start(NULL, NULL);
+	int pfd = conn(), tfd = conn();
+	TXT(tfd, "create pg capacity=10000 prob=0.001", "Done\n");
+	TXT(tfd, "bulk pg k1 k2 k3", "Yes Yes Yes\n");
+	TXT(tfd, "close pg", "Done\n");
+	ck_assert_ptr_nonnull(strstr(txt(tfd, "info pg"), "in_memory 0\n"));
+	rstart(follow_conf(), NULL);
+	int rfd = rconn();
+	synced(pfd);
+	RX(rfd, "BF.MEXISTS pg k1 k2 k3 k4", "*4\r\n:1\r\n:1\r\n:1\r\n:0\r\n");
+	ck_assert_ptr_nonnull(strstr(txt(tfd, "info pg"), "in_memory 0\n"));
+	same(pfd, rfd, "pg");
+	close(tfd);
+	close(pfd);
+	close(rfd);
+	rstop();
+	stop();
+}
+END_TEST
+
 static Suite *repl_suite(void)
 {
 	Suite *s = suite_create("repl");
@@ -498,6 +521,7 @@ static Suite *repl_suite(void)
 	tcase_set_timeout(sync, 120);
 	tcase_add_test(sync, test_image_then_stream);
 	tcase_add_test(sync, test_read_only);
+	tcase_add_test(sync, test_paged_out_in_image);
 	suite_add_tcase(s, sync);
 
 	tcase_set_timeout(roles, 120);
