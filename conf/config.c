@@ -88,6 +88,7 @@ static const struct conf_key conf_keys[] = {
     {"replicaof", CONF_STRING, CONF_FIELD(replicaof), 0, 0, NULL},
     {"primary_auth", CONF_STRING, CONF_FIELD(primary_auth), 0, 0, NULL},
     {"repl_timeout", CONF_UINT, CONF_FIELD(repl_timeout), 0, UINT32_MAX, NULL},
+    {"repl_backlog_size", CONF_SIZE, CONF_FIELD(repl_backlog_size), 0, UINT64_C(1) << 40, NULL},
 };
 
 #define CONF_NKEYS (sizeof(conf_keys) / sizeof(conf_keys[0]))
@@ -156,6 +157,7 @@ void conf_defaults(struct config *c)
 	c->replicaof[0] = '\0';
 	c->primary_auth[0] = '\0';
 	c->repl_timeout = 60;
+	c->repl_backlog_size = UINT64_C(16) << 20;
 }
 
 const char *conf_log_level_name(int level)

@@ -74,6 +74,8 @@ struct config {
 	uint32_t repl_timeout;	    /* seconds a link between primary and replica may be silent
 				     * before it is dropped (the replica tries again); default 60;
 				     * 0 = never */
+	uint64_t repl_backlog_size; /* bytes of the newest records a primary keeps for replicas
+				     * that reconnect (partial sync); default 16 MiB; 0 = none */
 };
 
 /*

@@ -13,6 +13,11 @@
  * filter, a LOAD (its header), BODY records (its blocks) and an EXPIRE if it has an expiry.
  * Frames of type REPL_FRAME_GETACK ask for an acknowledgement at once; REPL_FRAME_PING (each
  * second, its LSN the primary's offset) tells the replica the link is alive.
+ *
+ * Partial sync: a replica that had a whole sync sends "PSYNC <replid> <offset + 1>" when its
+ * link is made again; while the primary's backlog (its newest records' frames, at most
+ * repl_backlog_size bytes) reaches back to offset + 1 and replid is its own, it answers
+ * "+CONTINUE <replid>\r\n" and the frames from there.
  */
 #ifndef BLOSSOMD_SERVER_REPL_H
 #define BLOSSOMD_SERVER_REPL_H

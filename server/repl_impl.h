@@ -31,6 +31,15 @@ struct repl_link {
 	int status_fd;		  /* its status pipe */
 };
 
+/* The newest frames of records, for replicas that reconnect (PSYNC's +CONTINUE): frames
+ * buf[start, end), consecutive LSNs from first_lsn, at most cfg.repl_backlog_size bytes. */
+struct repl_backlog {
+	unsigned char *buf;
+	size_t start, end, cap;
+	uint64_t first_lsn; /* the LSN of the frame at start; the next record's while empty */
+	bool active;	    /* made at the first full sync, kept since */
+};
+
 /* A WAIT under way. */
 struct repl_wait {
 	LIST_ENTRY(repl_wait) link;
@@ -47,6 +56,7 @@ struct repl {
 	uint64_t second_offset; /* second_repl_offset: replid2's last offset + 1, 0 = none */
 	LIST_HEAD(, repl_link) links;
 	LIST_HEAD(, repl_wait) waits;
+	struct repl_backlog bl;
 	uv_timer_t tick;	    /* each second: pings to replicas, acks to the primary */
 	uv_timer_t wait_timer;	    /* while WAITs are under way: their timeouts */
 	uv_signal_t sigchld;	    /* an image's child ended */

@@ -3,7 +3,8 @@
  * Replication, the primary's side (server/repl.h): the links of its replicas (REPLCONF, PSYNC),
  * the image a full sync sends (written by a forked child from a copy-on-write view of the
  * registry as of one LSN, as Redis writes its RDB: the loop only forks), the log's records
- * sent as they are appended, WAIT, INFO replication and ROLE; and the hooks (cmd_repl_ops)
+ * sent as they are appended, the backlog partial syncs go on from, WAIT, INFO replication and
+ * ROLE; and the hooks (cmd_repl_ops)
  * REPLICAOF uses to make this process a replica (repl_replica.c).
  */
 #include "server/server_impl.h"
@@ -260,12 +261,86 @@ static void link_append(struct repl_link *l, unsigned type, uint64_t lsn, const 
 	proto_buf_append(&l->pending, p, len);
 }
 
+static uint32_t get32(const unsigned char *p)
+{
+	return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+
+static uint64_t get64(const unsigned char *p)
+{
+	return (uint64_t)get32(p) | (uint64_t)get32(p + 4) << 32;
+}
+
+/* Room for n more bytes at the backlog's end: 0 or -ENOMEM. */
+static int backlog_room(struct repl_backlog *bl, size_t n)
+{
+	if (bl->end + n <= bl->cap)
+		return 0;
+	if (bl->start) {
+		memmove(bl->buf, bl->buf + bl->start, bl->end - bl->start);
+		bl->end -= bl->start;
+		bl->start = 0;
+		if (bl->end + n <= bl->cap)
+			return 0;
+	}
+	size_t cap = bl->cap ? bl->cap : 65536;
+	while (cap < bl->end + n)
+		cap *= 2;
+	unsigned char *p = realloc(bl->buf, cap);
+	if (!p)
+		return -ENOMEM;
+	bl->buf = p;
+	bl->cap = cap;
+	return 0;
+}
+
+/* A record's frame joins the backlog; the oldest go to keep it within limit bytes. One that
+ * cannot be kept (too large, out of memory) empties it: what it holds must be consecutive. */
+static void backlog_add(struct repl_backlog *bl, uint64_t limit, uint64_t lsn, unsigned type,
+			const void *p, size_t len)
+{
+	size_t n = REPL_FRAME_HEAD + len;
+
+	if (!bl->active)
+		return;
+	while (bl->end > bl->start && bl->end - bl->start + n > limit) {
+		bl->start += REPL_FRAME_HEAD + get32(bl->buf + bl->start);
+		bl->first_lsn = bl->end > bl->start ? get64(bl->buf + bl->start + 8) : lsn;
+	}
+	if (n > limit || backlog_room(bl, n)) {
+		bl->start = bl->end = 0;
+		bl->first_lsn = lsn + 1;
+		return;
+	}
+	if (bl->end == bl->start)
+		bl->first_lsn = lsn;
+	frame_head(bl->buf + bl->end, type, lsn, len);
+	if (len)
+		memcpy(bl->buf + bl->end + REPL_FRAME_HEAD, p, len);
+	bl->end += n;
+}
+
+/* Where the frame of LSN from starts in the backlog (bl->end: none yet, it is the next), or
+ * -ENOENT if the backlog does not reach back that far. */
+static int backlog_from(const struct repl_backlog *bl, uint64_t from, uint64_t next, size_t *pos)
+{
+	size_t at = bl->start;
+
+	if (!bl->active || from < bl->first_lsn || from > next)
+		return -ENOENT;
+	while (at < bl->end && get64(bl->buf + at + 8) < from)
+		at += REPL_FRAME_HEAD + get32(bl->buf + at);
+	*pos = at;
+	return 0;
+}
+
 void repl_feed(struct srv *s, uint64_t lsn, unsigned type, const void *p, size_t len)
 {
 	struct repl_link *l;
 
 	if (!s->repl)
 		return;
+	backlog_add(&s->repl->bl, s->cfg.repl_backlog_size, lsn, type, p, len);
 	LIST_FOREACH(l, &s->repl->links, link)
 	if (l->state == LINK_IMAGE || l->state == LINK_ONLINE)
 		link_append(l, type, lsn, p, len);
@@ -409,13 +484,33 @@ static int op_replconf(void *arg, uint64_t self, const char *key, const char *va
 	return -EINVAL;
 }
 
+/* PSYNC replid offset of this history, whose records from offset on the backlog holds: the
+ * link goes on from there (+CONTINUE). True if so. */
+static bool psync_continue(struct srv *s, struct repl_link *l, const char *replid, size_t idlen,
+			   long long off)
+{
+	struct repl *r = s->repl;
+	size_t pos;
+
+	if (idlen != REPL_ID_LEN || memcmp(replid, r->replid, REPL_ID_LEN) || off < 1 ||
+	    backlog_from(&r->bl, (uint64_t)off, s->ctx.logged_lsn + 1, &pos))
+		return false;
+	proto_buf_append_fmt(&l->pending, "+CONTINUE %s\r\n", r->replid);
+	proto_buf_append(&l->pending, r->bl.buf + pos, r->bl.end - pos);
+	l->state = LINK_ONLINE;
+	l->ack = (uint64_t)off - 1;
+	l->ack_ms = uv_now(&s->loop);
+	srv_log(SRV_LOG_NOTICE,
+		"replica %s:%u: partial sync from offset %lld (%zu bytes of the backlog)", l->ip,
+		l->port, off, r->bl.end - pos);
+	return true;
+}
+
 static int op_psync(void *arg, uint64_t self, const char *replid, size_t idlen, long long off,
 		    char *err, size_t errlen)
 {
 	struct srv *s = arg;
 	struct repl_link *l;
-	(void)replid, (void)idlen, (void)off;
-
 	if (s->repl->follow) {
 		snprintf(err, errlen, "ERR this replica takes no replicas of its own");
 		return -ENOTSUP;
@@ -428,6 +523,13 @@ static int op_psync(void *arg, uint64_t self, const char *replid, size_t idlen, 
 	if (l->state != LINK_HANDSHAKE) {
 		snprintf(err, errlen, "ERR this connection is a replica's already");
 		return -EEXIST;
+	}
+	if (psync_continue(s, l, replid, idlen, off))
+		return 0;
+	/* The backlog starts now: it covers whatever the image will not. */
+	if (!s->repl->bl.active && s->cfg.repl_backlog_size) {
+		s->repl->bl.active = true;
+		s->repl->bl.first_lsn = s->ctx.logged_lsn + 1;
 	}
 	/* The image is forked once the replies before it are sent (repl_flush). */
 	l->state = LINK_WAIT_IMAGE;
@@ -553,12 +655,14 @@ static void op_info(void *arg, struct proto_buf *b)
 			     "master_replid2:%s\r\n"
 			     "master_repl_offset:%" PRIu64 "\r\n"
 			     "second_repl_offset:%lld\r\n"
-			     "repl_backlog_active:0\r\n"
-			     "repl_backlog_size:0\r\n"
-			     "repl_backlog_first_byte_offset:0\r\n"
-			     "repl_backlog_histlen:0\r\n",
+			     "repl_backlog_active:%d\r\n"
+			     "repl_backlog_size:%" PRIu64 "\r\n"
+			     "repl_backlog_first_byte_offset:%" PRIu64 "\r\n"
+			     "repl_backlog_histlen:%zu\r\n",
 			     r->replid, r->replid2, off,
-			     r->second_offset ? (long long)r->second_offset : -1LL);
+			     r->second_offset ? (long long)r->second_offset : -1LL, r->bl.active,
+			     s->cfg.repl_backlog_size, r->bl.active ? r->bl.first_lsn : 0,
+			     r->bl.end - r->bl.start);
 }
 
 static void op_role(void *arg, struct proto_buf *out, int resp)
@@ -685,6 +789,8 @@ void repl_stop(struct srv *s)
 		LIST_REMOVE(w, link);
 		free(w);
 	}
+	free(r->bl.buf);
+	r->bl = (struct repl_backlog){0};
 	s->repl = NULL;
 	uv_close((uv_handle_t *)&r->tick, repl_on_close);
 	uv_close((uv_handle_t *)&r->wait_timer, repl_on_close);

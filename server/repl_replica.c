@@ -41,7 +41,12 @@ struct repl_follow {
 	uv_timer_t retry;
 	uint64_t offset;  /* applied: the primary's LSN */
 	uint64_t written; /* of those, written to this daemon's log */
-	bool ack_now;	  /* GETACK came: acknowledge after the next write */
+	/* Of those, the newest outside a transaction (the parts of one are dropped when the
+	 * link is lost): a new link goes on from the next (PSYNC replid safe+1) once a sync
+	 * of this history was whole (known). */
+	uint64_t safe;
+	bool known, in_txn;
+	bool ack_now; /* GETACK came: acknowledge after the next write */
 	uint64_t last_io_ms, down_since_ms;
 };
 
@@ -101,6 +106,8 @@ static void follow_lost(struct repl_follow *fw, const char *why)
 		srv_log(SRV_LOG_WARNING, "replication: primary %s:%u: %s; retrying", fw->host,
 			fw->port, why);
 	journal_follow_abort(s);
+	fw->offset = fw->written = fw->safe;
+	fw->in_txn = false;
 	if (fw->state == F_CONNECTED)
 		fw->down_since_ms = uv_now(&s->loop);
 	fw->state = F_CONNECT;
@@ -133,7 +140,7 @@ static void follow_handshake(struct repl_follow *fw)
 {
 	struct srv *s = srv_of(fw);
 	struct proto_buf b;
-	char port[16], http[16];
+	char port[16], http[16], from[24];
 
 	snprintf(port, sizeof(port), "%u", (unsigned)s->cfg.port);
 	snprintf(http, sizeof(http), "%u", (unsigned)s->cfg.http_port);
@@ -145,12 +152,34 @@ static void follow_handshake(struct repl_follow *fw)
 	/* Ours: a Redis primary answers an error, which is ignored. */
 	put_cmd(&b, 3, (const char *const[]){"REPLCONF", "http-port", http});
 	put_cmd(&b, 5, (const char *const[]){"REPLCONF", "capa", "eof", "capa", "psync2"});
-	put_cmd(&b, 3, (const char *const[]){"PSYNC", "?", "-1"});
+	snprintf(from, sizeof(from), "%" PRIu64, fw->safe + 1);
+	if (fw->known)
+		put_cmd(&b, 3, (const char *const[]){"PSYNC", fw->r->replid, from});
+	else
+		put_cmd(&b, 3, (const char *const[]){"PSYNC", "?", "-1"});
 	if (!b.failed)
 		fconn_send(fw->fc, b.data, b.len);
 	proto_buf_free(&b);
 	fw->fc->replies = 0;
 	fw->state = F_HANDSHAKE;
+}
+
+/* +CONTINUE [replid]: the primary goes on from safe + 1. A new replid (the primary was
+ * promoted) is taken, the old one kept as replid2, as Redis does. 0. */
+static int follow_continue(struct repl_follow *fw, const char *rest)
+{
+	struct repl *r = fw->r;
+	char id[REPL_ID_LEN + 1];
+
+	if (sscanf(rest, " %40s", id) == 1 && strlen(id) == REPL_ID_LEN && strcmp(id, r->replid)) {
+		memcpy(r->replid2, r->replid, sizeof(r->replid2));
+		r->second_offset = fw->safe + 1;
+		memcpy(r->replid, id, sizeof(id));
+	}
+	fw->state = F_CONNECTED;
+	srv_log(SRV_LOG_NOTICE, "replication: partial sync from %s:%u at offset %" PRIu64, fw->host,
+		fw->port, fw->safe + 1);
+	return 0;
 }
 
 /* One handshake reply line (without its CRLF). 0, or -1 with the link given up. */
@@ -185,7 +214,8 @@ static int follow_reply(struct repl_follow *fw, const char *line, size_t n)
 			if (sscanf(what + 12, "%40s %llu", id, &off) != 2)
 				break;
 			memcpy(fw->r->replid, id, sizeof(id));
-			fw->offset = fw->written = off;
+			fw->offset = fw->written = fw->safe = off;
+			fw->known = false;
 			fw->state = F_TRANSFER;
 			srv_log(SRV_LOG_NOTICE,
 				"replication: full sync from %s:%u, replid %s offset %llu",
@@ -195,6 +225,8 @@ static int follow_reply(struct repl_follow *fw, const char *line, size_t n)
 				break;
 			return 0;
 		}
+		if (!strncmp(line, "+CONTINUE", 9))
+			return follow_continue(fw, what + 9);
 		break;
 	}
 	char why[200];
@@ -224,8 +256,9 @@ static int follow_frame(struct repl_follow *fw, unsigned type, uint64_t lsn, con
 		return 0;
 	}
 	if (type == REPL_FRAME_PING) {
-		if (fw->state == F_CONNECTED && lsn > fw->offset)
-			fw->offset = lsn;
+		/* Every record before it came before it; never inside a transaction. */
+		if (fw->state == F_CONNECTED && !fw->in_txn && lsn > fw->offset)
+			fw->offset = fw->safe = lsn;
 		return 0;
 	}
 	if (journal_follow(srv_of(fw), type, p, len, why, sizeof(why))) {
@@ -236,8 +269,13 @@ static int follow_frame(struct repl_follow *fw, unsigned type, uint64_t lsn, con
 		follow_lost(fw, "apply failed");
 		return -1;
 	}
+	if (fw->state != F_CONNECTED)
+		return 0; /* the image: its frames have no LSN */
+	fw->in_txn = type == BF_REC_TXN_PART;
 	if (lsn > fw->offset)
 		fw->offset = lsn;
+	if (!fw->in_txn)
+		fw->safe = fw->offset;
 	return 0;
 }
 
@@ -282,6 +320,7 @@ static void follow_parse(struct repl_follow *fw)
 			}
 			at += REPL_EOF_LEN;
 			fw->state = F_CONNECTED;
+			fw->known = true;
 			srv_log(SRV_LOG_NOTICE, "replication: image loaded; following %s:%u",
 				fw->host, fw->port);
 			continue;

@@ -310,10 +310,10 @@ START_TEST(test_info_and_role)
 	    "slave0:ip=127.0.0.1,port=%u,state=online,offset=%s,lag=0\r\n"
 	    "master_failover_state:no-failover\r\nmaster_replid:%s\r\n"
 	    "master_replid2:0000000000000000000000000000000000000000\r\n"
-	    "master_repl_offset:%s\r\nsecond_repl_offset:-1\r\nrepl_backlog_active:0\r\n"
-	    "repl_backlog_size:0\r\nrepl_backlog_first_byte_offset:0\r\n"
+	    "master_repl_offset:%s\r\nsecond_repl_offset:-1\r\nrepl_backlog_active:1\r\n"
+	    "repl_backlog_size:16777216\r\nrepl_backlog_first_byte_offset:%lld\r\n"
 	    "repl_backlog_histlen:0\r\n",
-	    (unsigned)rd.port, off, id, off);
+	    (unsigned)rd.port, off, id, off, atoll(off) + 1);
 	char bulk[2200];
 	FMT(bulk, "$%zu\r\n%s\r\n", strlen(want), want);
 	EQ(pi, bulk);
@@ -326,7 +326,7 @@ START_TEST(test_info_and_role)
 	    "master_failover_state:no-failover\r\nmaster_replid:%s\r\n"
 	    "master_replid2:0000000000000000000000000000000000000000\r\n"
 	    "master_repl_offset:%s\r\nsecond_repl_offset:-1\r\nrepl_backlog_active:0\r\n"
-	    "repl_backlog_size:0\r\nrepl_backlog_first_byte_offset:0\r\n"
+	    "repl_backlog_size:16777216\r\nrepl_backlog_first_byte_offset:0\r\n"
 	    "repl_backlog_histlen:0\r\n",
 	    (unsigned)d.port, off, off, id, off);
 	FMT(bulk, "$%zu\r\n%s\r\n", strlen(want), want);
@@ -511,6 +511,91 @@ START_TEST(test_paged_out_in_image)
 }
 END_TEST
 
+/* Close the replica's link from the primary's side (CLIENT KILL of its address). */
+static void cut_link(int pfd)
+{
+	char cmd[128];
+	const char *list = call(pfd, "CLIENT LIST"), *p = strstr(list, "cmd=replconf");
+
+	ck_assert_msg(p, "%s", list);
+	while (p > list && p[-1] != '\n')
+		p--;
+	p = strstr(p, "addr=");
+	ck_assert_ptr_nonnull(p);
+	FMT(cmd, "CLIENT KILL %.*s", (int)strcspn(p + 5, " "), p + 5);
+	RX(pfd, cmd, "+OK\r\n");
+}
+
+/* How many times needle is in the daemon's log. */
+static int log_count(const struct itest_daemon *x, const char *needle)
+{
+	int n = 0;
+
+	for (const char *p = itest_log(x); (p = strstr(p, needle)); p++)
+		n++;
+	return n;
+}
+
+/* A link lost and made again goes on from the replica's offset (+CONTINUE) while the backlog
+ * holds it: the changes made meanwhile arrive, and no image is sent again. */
+START_TEST(test_partial_sync)
+{
+	int pfd, rfd;
+
+	pair_up(&pfd, &rfd);
+	RX(pfd, "BF.RESERVE p 0.001 10000", "+OK\r\n");
+	resp_add_keys(pfd, "p", "before", 500);
+	synced(pfd);
+	cut_link(pfd);
+	resp_add_keys(pfd, "p", "during", 500);
+	RX(pfd, "MULTI", "+OK\r\n");
+	RX(pfd, "BF.ADD p txn", "+QUEUED\r\n");
+	RX(pfd, "DEL t1", "+QUEUED\r\n");
+	RX(pfd, "EXEC", "*2\r\n:1\r\n:1\r\n");
+	synced(pfd);
+	ck_assert(itest_log_wait(&d, "partial sync from offset", T));
+	ck_assert(itest_log_wait(&rd, "replication: partial sync from", T));
+	ck_assert_int_eq(log_count(&d, "full sync from"), 1);
+	ck_assert_uint_eq(resp_count_keys(rfd, "p", "during", 500), 500);
+	RX(rfd, "BF.EXISTS p txn", ":1\r\n");
+	RX(rfd, "EXISTS t1", ":0\r\n");
+	same(pfd, rfd, "p");
+	close(pfd);
+	close(rfd);
+	rstop();
+	stop();
+}
+END_TEST
+
+/* A backlog that no longer holds the replica's offset: a full sync again. */
+START_TEST(test_backlog_passed)
+{
+	const char *conf = CONF("repl_backlog_size = 4k\n");
+	char cmd[64];
+
+	start(conf, NULL);
+	int pfd = conn();
+	RX(pfd, "BF.RESERVE p 0.001 10000", "+OK\r\n");
+	rstart(follow_conf(), NULL);
+	int rfd = rconn();
+	synced(pfd);
+	cut_link(pfd);
+	/* One record of 500 keys (8000 bytes of hashes) passes the backlog's 4 KiB. */
+	resp_add_keys(pfd, "p", "during", 500);
+	synced(pfd);
+	/* The replica acknowledged the add: it synced again, in full. */
+	ck_assert_int_eq(log_count(&d, "full sync from"), 2);
+	ck_assert_int_eq(log_count(&d, "partial sync"), 0);
+	ck_assert_uint_eq(resp_count_keys(rfd, "p", "during", 500), 500);
+	FMT(cmd, "%s", field(call(pfd, "INFO replication"), "repl_backlog_size"));
+	EQ(cmd, "4096");
+	close(pfd);
+	close(rfd);
+	rstop();
+	stop();
+}
+END_TEST
+
 static Suite *repl_suite(void)
 {
 	Suite *s = suite_create("repl");
@@ -533,6 +618,8 @@ static Suite *repl_suite(void)
 	tcase_set_timeout(life, 180);
 	tcase_add_test(life, test_replica_restart);
 	tcase_add_test(life, test_primary_killed);
+	tcase_add_test(life, test_partial_sync);
+	tcase_add_test(life, test_backlog_passed);
 	suite_add_tcase(s, life);
 	return s;
 }
