@@ -17,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/uio.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -157,11 +158,29 @@ out:
 }
 
 /* Child: +FULLRESYNC, the image between its EOF marks, then a status byte; never returns. */
+/*
+ * Child: keep only stdio, the replica's socket (as fd 3) and the status pipe (4), so that a
+ * child outliving a killed primary holds none of its listening sockets; and die with it.
+ */
+static void child_fds(int *fd, int *status_fd)
+{
+	int a = fcntl(*fd, F_DUPFD, 10), b = fcntl(*status_fd, F_DUPFD, 10);
+
+	if (a < 0 || b < 0 || dup2(a, 3) < 0 || dup2(b, 4) < 0)
+		_exit(1);
+	closefrom(5);
+	*fd = 3;
+	*status_fd = 4;
+	prctl(PR_SET_PDEATHSIG, SIGKILL);
+}
+
 static void child_run(struct srv *s, int fd, int status_fd, uint64_t start)
 {
-	struct child_ctx cx = {.fd = fd};
+	struct child_ctx cx;
 	char head[160], mark[REPL_EOF_LEN + 1];
 
+	child_fds(&fd, &status_fd);
+	cx = (struct child_ctx){.fd = fd};
 	repl_new_id(mark);
 	cx.dirfd = open(s->cfg.data_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	int n = snprintf(head, sizeof(head), "+FULLRESYNC %s %" PRIu64 "\r\n$EOF:%s\r\n",
@@ -187,6 +206,7 @@ static int link_image(struct repl *r, struct repl_link *l)
 	if (uv_fileno((uv_handle_t *)l->conn, &fd) || pipe2(p, O_CLOEXEC))
 		return -EIO;
 	l->start = s->ctx.logged_lsn;
+	uint64_t t0 = uv_hrtime();
 	pid_t pid = fork();
 	if (pid < 0) {
 		close(p[0]);
@@ -201,8 +221,9 @@ static int link_image(struct repl *r, struct repl_link *l)
 	l->child = pid;
 	l->status_fd = p[0];
 	l->state = LINK_IMAGE;
-	srv_log(SRV_LOG_NOTICE, "replica %s:%u: full sync from offset %" PRIu64 " (child %ld)",
-		l->ip, l->port, l->start, (long)pid);
+	srv_log(SRV_LOG_NOTICE,
+		"replica %s:%u: full sync from offset %" PRIu64 " (child %ld, fork %.1f ms)", l->ip,
+		l->port, l->start, (long)pid, (double)(uv_hrtime() - t0) / 1e6);
 	return 0;
 }
 
