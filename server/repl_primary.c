@@ -393,8 +393,14 @@ void repl_flush(struct srv *s)
 			conn_close(l->conn);
 			continue;
 		}
-		if (!conn_send(l->conn, l->pending.data, l->pending.len))
-			proto_buf_reset(&l->pending);
+		/* Taken out first: a failed write closes the connection, which frees l. */
+		struct proto_buf b = l->pending;
+
+		proto_buf_init(&l->pending);
+		if (conn_send(l->conn, b.data, b.len))
+			l->pending = b; /* a write is in flight: nothing was done */
+		else
+			proto_buf_free(&b);
 	}
 }
 
