@@ -89,6 +89,7 @@ static const struct conf_key conf_keys[] = {
     {"primary_auth", CONF_STRING, CONF_FIELD(primary_auth), 0, 0, NULL},
     {"repl_timeout", CONF_UINT, CONF_FIELD(repl_timeout), 0, UINT32_MAX, NULL},
     {"repl_backlog_size", CONF_SIZE, CONF_FIELD(repl_backlog_size), 0, UINT64_C(1) << 40, NULL},
+    {"replica_priority", CONF_UINT, CONF_FIELD(replica_priority), 0, INT32_MAX, NULL},
 };
 
 #define CONF_NKEYS (sizeof(conf_keys) / sizeof(conf_keys[0]))
@@ -158,6 +159,7 @@ void conf_defaults(struct config *c)
 	c->primary_auth[0] = '\0';
 	c->repl_timeout = 60;
 	c->repl_backlog_size = UINT64_C(16) << 20;
+	c->replica_priority = 100;
 }
 
 const char *conf_log_level_name(int level)

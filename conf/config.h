@@ -76,6 +76,8 @@ struct config {
 				     * 0 = never */
 	uint64_t repl_backlog_size; /* bytes of the newest records a primary keeps for replicas
 				     * that reconnect (partial sync); default 16 MiB; 0 = none */
+	uint32_t replica_priority;  /* INFO's slave_priority (Sentinel promotes the lowest; 0 =
+				     * never), default 100 */
 };
 
 /*

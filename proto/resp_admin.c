@@ -161,7 +161,10 @@ void resp_admin_wait(struct cmd_ctx *c, struct cmd_session *s, const struct prot
 	long long acked = 0;
 	/* The replicas' acknowledgements (server/repl_primary.c); it waits without holding the
 	 * loop: the command is held and run again (cmd_ctx.write_wait). */
-	int rc = c->hooks.repl ? c->hooks.repl->wait(c->hooks.arg, s->id, n, timeout, &acked) : 1;
+	/* In a transaction it answers at once, as Redis's does: an EXEC is never held. */
+	int rc = c->hooks.repl
+		     ? c->hooks.repl->wait(c->hooks.arg, s->id, c->in_exec ? 0 : n, timeout, &acked)
+		     : 1;
 	if (rc < 0) {
 		resp_error(
 		    c, out,

@@ -531,8 +531,8 @@ void repl_follow_info(const struct repl *r, struct proto_buf *b)
 		proto_buf_append_fmt(b, "master_link_down_since_seconds:%lld\r\n",
 				     fw->down_since_ms ? (long long)(now - fw->down_since_ms) / 1000
 						       : -1LL);
-	proto_buf_append_str(b,
-			     "slave_priority:100\r\nslave_read_only:1\r\nreplica_announced:1\r\n");
+	proto_buf_append_fmt(b, "slave_priority:%u\r\nslave_read_only:1\r\nreplica_announced:1\r\n",
+			     (unsigned)srv_of(fw)->cfg.replica_priority);
 }
 
 void repl_follow_role(const struct repl *r, struct proto_buf *out)

@@ -55,12 +55,12 @@ static int rconn(void)
 	return fd;
 }
 
-/* The replica's config: follow d. */
+/* The replica's config: follow d (with a priority INFO shows). */
 static const char *follow_conf(void)
 {
 	static char conf[256];
 
-	FMT(conf, "[blossomd]\nreplicaof = 127.0.0.1 %u\n", (unsigned)d.port);
+	FMT(conf, "[blossomd]\nreplicaof = 127.0.0.1 %u\nreplica_priority = 7\n", (unsigned)d.port);
 	return conf;
 }
 
@@ -321,7 +321,7 @@ START_TEST(test_info_and_role)
 	    "# Replication\r\nrole:slave\r\nmaster_host:127.0.0.1\r\nmaster_port:%u\r\n"
 	    "master_link_status:up\r\nmaster_last_io_seconds_ago:0\r\n"
 	    "master_sync_in_progress:0\r\nslave_read_repl_offset:%s\r\n"
-	    "slave_repl_offset:%s\r\nslave_priority:100\r\nslave_read_only:1\r\n"
+	    "slave_repl_offset:%s\r\nslave_priority:7\r\nslave_read_only:1\r\n"
 	    "replica_announced:1\r\nconnected_slaves:0\r\n"
 	    "master_failover_state:no-failover\r\nmaster_replid:%s\r\n"
 	    "master_replid2:0000000000000000000000000000000000000000\r\n"
@@ -412,6 +412,13 @@ START_TEST(test_wait)
 	ck_assert_int_eq(itest_recv_n(pfd, buf, 4, T), 4);
 	ck_assert(!memcmp(buf, ":0\r\n", 4));
 	close(other);
+	/* In a transaction it answers at once (an EXEC is never held). */
+	RX(pfd, "MULTI", "+OK\r\n");
+	RX(pfd, "BF.ADD f b", "+QUEUED\r\n");
+	RX(pfd, "WAIT 1 5000", "+QUEUED\r\n");
+	t0 = itest_now_ms();
+	RX(pfd, "EXEC", "*2\r\n:1\r\n:0\r\n");
+	ck_assert_int_lt(itest_now_ms() - t0, 2500);
 	close(pfd);
 	stop();
 }
