@@ -24,11 +24,9 @@ void resp_repl_replicaof(struct cmd_ctx *c, struct cmd_session *s, const struct 
 	int rc;
 	(void)s;
 
-	if (!ops(c)) {
-		resp_error(c, out, "ERR replication is not available (the write-ahead log is off)");
-		return;
-	}
 	if (resp_arg_is(av, 1, "no") && resp_arg_is(av, 2, "one")) {
+		if (!ops(c))
+			goto off;
 		rc = ops(c)->replicaof(c->hooks.arg, NULL, 0, err, sizeof(err));
 	} else {
 		if (!resp_arg_ll(av, 2, &port) || port < 0 || port > 65535) {
@@ -41,6 +39,8 @@ void resp_repl_replicaof(struct cmd_ctx *c, struct cmd_session *s, const struct 
 		}
 		memcpy(host, av->argv[1], av->argvlen[1]);
 		host[av->argvlen[1]] = 0;
+		if (!ops(c))
+			goto off;
 		rc = ops(c)->replicaof(c->hooks.arg, host, port, err, sizeof(err));
 	}
 	if (rc == 1)
@@ -49,6 +49,9 @@ void resp_repl_replicaof(struct cmd_ctx *c, struct cmd_session *s, const struct 
 		proto_resp_ok(out);
 	else
 		resp_error(c, out, err);
+	return;
+off:
+	resp_error(c, out, "ERR replication is not available (the write-ahead log is off)");
 }
 
 /* REPLCONF option value [option value ...] (what a replica tells its primary). */

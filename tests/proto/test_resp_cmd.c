@@ -1882,6 +1882,48 @@ START_TEST(shutdown_command)
 }
 END_TEST
 
+/* Replication without the server's hooks (no log): ROLE, REPLICAOF's refusal; a replica's
+ * -READONLY, queued writes flagged; DEBUG DIGEST-VALUE follows what a filter holds, not its
+ * reads. */
+START_TEST(replication_commands)
+{
+	char dg[64];
+
+	SAYS("*3\r\n$6\r\nmaster\r\n:0\r\n*0\r\n", "ROLE");
+	SAYS("-ERR replication is not available (the write-ahead log is off)\r\n", "REPLICAOF",
+	     "no", "one");
+	SAYS("-ERR wrong number of arguments for 'slaveof' command\r\n", "SLAVEOF", "x");
+	SAYS("-ERR Invalid master port\r\n", "REPLICAOF", "127.0.0.1", "65536");
+	SAYS("-ERR syntax error\r\n", "REPLCONF", "listening-port");
+	SAYS("-ERR Unrecognized REPLCONF option: foo\r\n", "REPLCONF", "foo", "1");
+	SAYS("+OK\r\n", "REPLCONF", "capa", "psync2");
+
+	SAYS("*1\r\n+0000000000000000000000000000000000000000\r\n", "DEBUG", "DIGEST-VALUE",
+	     "nosuch");
+	SAYS("*0\r\n", "DEBUG", "DIGEST-VALUE");
+	SAYS(":1\r\n", "BF.ADD", "g", "a");
+	run("DEBUG", "DIGEST-VALUE", "g", NULL);
+	ck_assert_uint_eq(out.len, 4 + 1 + 40 + 2);
+	snprintf(dg, sizeof(dg), "%.*s", (int)out.len, out.data);
+	SAYS(":1\r\n", "BF.EXISTS", "g", "a");
+	run("DEBUG", "DIGEST-VALUE", "g", NULL);
+	expect_bytes(dg, strlen(dg));
+	SAYS(":1\r\n", "BF.ADD", "g", "b");
+	run("DEBUG", "DIGEST-VALUE", "g", NULL);
+	ck_assert(out.len == strlen(dg) && memcmp(out.data, dg, out.len));
+
+	ctx.replica = true;
+	SAYS("-READONLY You can't write against a read only replica.\r\n", "BF.ADD", "g", "c");
+	SAYS("-READONLY You can't write against a read only replica.\r\n", "DEL", "g");
+	SAYS(":1\r\n", "BF.EXISTS", "g", "a");
+	SAYS("+OK\r\n", "MULTI");
+	SAYS("-READONLY You can't write against a read only replica.\r\n", "BF.ADD", "g", "c");
+	SAYS("-EXECABORT Transaction discarded because of previous errors.\r\n", "EXEC");
+	ctx.replica = false;
+	SAYS(":1\r\n", "BF.ADD", "g", "c");
+}
+END_TEST
+
 /* MODULE LIST / HELP, OBJECT, WAIT, DEBUG SLEEP, BF.DEBUG and their COMMAND INFO entries. */
 START_TEST(admin_commands)
 {
@@ -2573,6 +2615,7 @@ static Suite *resp_cmd_suite(void)
 	tcase_add_test(conn, info_command);
 	tcase_add_test(conn, info_sections_with_hooks);
 	tcase_add_test(conn, admin_commands);
+	tcase_add_test(conn, replication_commands);
 	tcase_add_test(conn, config_set);
 	tcase_add_test(conn, shutdown_command);
 	suite_add_tcase(s, conn);
