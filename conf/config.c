@@ -393,12 +393,35 @@ static int conf_check_rate(const struct conf_key *k, double v, const char *shown
 }
 
 /* s is NUL-terminated and shorter than the field. */
+/* replicaof: empty, or "HOST PORT": a numeric IPv4/IPv6 address or localhost, a port 1-65535. */
+static int conf_check_replicaof(const struct conf_key *k, const char *s, char *err, size_t errlen)
+{
+	char host[256], tail;
+	unsigned char addr[16];
+	unsigned port;
+
+	if (!*s)
+		return 0;
+	if (sscanf(s, "%255s %u %c", host, &port, &tail) != 2 || port < 1 || port > 65535 ||
+	    (strcmp(host, "localhost") && inet_pton(AF_INET, host, addr) != 1 &&
+	     inet_pton(AF_INET6, host, addr) != 1)) {
+		conf_errf(err, errlen,
+			  "bad value for %s: '%s' (expected HOST PORT: a numeric address or "
+			  "localhost, and a port 1-65535)",
+			  k->name, s);
+		return -EINVAL;
+	}
+	return 0;
+}
+
 static int conf_check_string(const struct conf_key *k, const char *s, char *err, size_t errlen)
 {
 	if (strlen(s) < k->min) {
 		conf_errf(err, errlen, "bad value for %s: '%s' (must not be empty)", k->name, s);
 		return -EINVAL;
 	}
+	if (!strcmp(k->name, "replicaof"))
+		return conf_check_replicaof(k, s, err, errlen);
 	if (k->type == CONF_ADDRS)
 		return conf_check_addrs(k, s, err, errlen);
 	return 0;

@@ -577,6 +577,8 @@ static int op_replicaof(void *arg, const char *host, long long port, char *err, 
 		memcpy(r->replid2, r->replid, sizeof(r->replid));
 		repl_new_id(r->replid);
 		s->ctx.replica = false;
+		/* The role now, for CONFIG GET and CONFIG REWRITE (read only at a start). */
+		s->cfg.replicaof[0] = 0;
 		srv_log(SRV_LOG_NOTICE, "MASTER MODE enabled (REPLICAOF NO ONE)");
 		return 0;
 	}
@@ -589,6 +591,7 @@ static int op_replicaof(void *arg, const char *host, long long port, char *err, 
 		return rc;
 	}
 	s->ctx.replica = true;
+	snprintf(s->cfg.replicaof, sizeof(s->cfg.replicaof), "%s %lld", host, port);
 	return 0;
 }
 
@@ -792,9 +795,14 @@ int repl_start(struct srv *s)
 		char host[256];
 		unsigned port;
 
+		/* conf_set checked its form. */
 		if (sscanf(s->cfg.replicaof, "%255s %u", host, &port) == 2) {
-			s->ctx.replica = true;
-			return repl_follow_start(r, host, port);
+			int rc = repl_follow_start(r, host, port);
+			if (rc)
+				srv_log(SRV_LOG_ERR, "replicaof %s: %s", s->cfg.replicaof,
+					strerror(-rc));
+			s->ctx.replica = !rc;
+			return rc;
 		}
 	}
 	return 0;
