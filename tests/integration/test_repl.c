@@ -603,6 +603,37 @@ START_TEST(test_backlog_passed)
 }
 END_TEST
 
+/* A replica whose primary is not there: its link is down from the start (Redis's -1s), it
+ * tries again each second, and serves reads meanwhile. */
+START_TEST(test_primary_absent)
+{
+	uint16_t port;
+	char conf[128], want[512];
+
+	ck_assert_int_eq(itest_free_port(&port), 0);
+	FMT(conf, "[blossomd]\nreplicaof = 127.0.0.1 %u\n", (unsigned)port);
+	rstart(conf, NULL);
+	int rfd = rconn();
+	ck_assert(itest_log_wait(&rd, "retrying", T));
+	const char *ri = call(rfd, "INFO replication");
+	FMT(want,
+	    "role:slave\r\nmaster_host:127.0.0.1\r\nmaster_port:%u\r\n"
+	    "master_link_status:down\r\nmaster_last_io_seconds_ago:-1\r\n"
+	    "master_sync_in_progress:0\r\nslave_read_repl_offset:0\r\nslave_repl_offset:0\r\n"
+	    "master_link_down_since_seconds:-1\r\nslave_priority:100\r\n",
+	    (unsigned)port);
+	ck_assert_msg(strstr(ri, want), "%s", ri);
+	const char *role = call(rfd, "ROLE");
+	ck_assert_msg(strstr(role, "*5\r\n$5\r\nslave\r\n$9\r\n127.0.0.1\r\n") &&
+			  strstr(role, "\r\n:-1\r\n"),
+		      "%s", role);
+	RX(rfd, "DBSIZE", ":0\r\n");
+	RX(rfd, "BF.ADD f a", "-READONLY You can't write against a read only replica.\r\n");
+	close(rfd);
+	rstop();
+}
+END_TEST
+
 static Suite *repl_suite(void)
 {
 	Suite *s = suite_create("repl");
@@ -625,6 +656,7 @@ static Suite *repl_suite(void)
 	tcase_set_timeout(life, 180);
 	tcase_add_test(life, test_replica_restart);
 	tcase_add_test(life, test_primary_killed);
+	tcase_add_test(life, test_primary_absent);
 	tcase_add_test(life, test_partial_sync);
 	tcase_add_test(life, test_backlog_passed);
 	suite_add_tcase(s, life);
