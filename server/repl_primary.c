@@ -292,20 +292,24 @@ static uint64_t get64(const unsigned char *p)
 	return (uint64_t)get32(p) | (uint64_t)get32(p + 4) << 32;
 }
 
-/* Room for n more bytes at the backlog's end: 0 or -ENOMEM. */
+/* Room for n more bytes at the backlog's end: 0 or -ENOMEM. The live frames move to the front
+ * only once at least as many dead bytes lie before them, so that each byte appended is moved
+ * about once at most (moving them at every append once full took 16 MiB per record). */
 static int backlog_room(struct repl_backlog *bl, size_t n)
 {
+	size_t live = bl->end - bl->start;
+
 	if (bl->end + n <= bl->cap)
 		return 0;
-	if (bl->start) {
-		memmove(bl->buf, bl->buf + bl->start, bl->end - bl->start);
-		bl->end -= bl->start;
+	if (bl->start >= live) {
+		memmove(bl->buf, bl->buf + bl->start, live);
+		bl->end = live;
 		bl->start = 0;
 		if (bl->end + n <= bl->cap)
 			return 0;
 	}
-	size_t cap = bl->cap ? bl->cap : 65536;
-	while (cap < bl->end + n)
+	size_t cap = bl->cap ? 2 * bl->cap : 65536;
+	while (cap < 2 * (live + n))
 		cap *= 2;
 	unsigned char *p = realloc(bl->buf, cap);
 	if (!p)
