@@ -574,6 +574,33 @@ START_TEST(test_partial_sync)
 }
 END_TEST
 
+/* A small backlog that has dropped its oldest records many times over still gives a partial
+ * sync for what it holds. */
+START_TEST(test_partial_after_wrap)
+{
+	start(CONF("repl_backlog_size = 64k\n"), NULL);
+	int pfd = conn();
+	RX(pfd, "BF.RESERVE p 0.001 100000", "+OK\r\n");
+	rstart(follow_conf(), NULL);
+	int rfd = rconn();
+	synced(pfd);
+	/* 40000 keys: 640 KB of records through a 64 KiB backlog. */
+	resp_add_keys(pfd, "p", "wrap", 40000);
+	synced(pfd);
+	cut_link(pfd);
+	resp_add_keys(pfd, "p", "after", 100);
+	synced(pfd);
+	ck_assert(itest_log_wait(&d, "partial sync from offset", T));
+	ck_assert_int_eq(log_count(&d, "full sync from"), 1);
+	ck_assert_uint_eq(resp_count_keys(rfd, "p", "after", 100), 100);
+	same(pfd, rfd, "p");
+	close(pfd);
+	close(rfd);
+	rstop();
+	stop();
+}
+END_TEST
+
 /* A backlog that no longer holds the replica's offset: a full sync again. */
 START_TEST(test_backlog_passed)
 {
@@ -658,6 +685,7 @@ static Suite *repl_suite(void)
 	tcase_add_test(life, test_primary_killed);
 	tcase_add_test(life, test_primary_absent);
 	tcase_add_test(life, test_partial_sync);
+	tcase_add_test(life, test_partial_after_wrap);
 	tcase_add_test(life, test_backlog_passed);
 	suite_add_tcase(s, life);
 	return s;
