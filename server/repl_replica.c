@@ -499,8 +499,9 @@ void repl_follow_flushed(struct repl *r)
 {
 	struct repl_follow *fw = r->follow;
 
-	/* What was applied before the log's write of this turn is in this daemon's log. */
-	if (fw->state == F_CONNECTED) {
+	/* What was applied before the log's write of this turn is in this daemon's log, unless
+	 * the log cannot write (then nothing more is acknowledged until it can). */
+	if (fw->state == F_CONNECTED && !srv_of(fw)->ctx.log_failed) {
 		fw->written = fw->offset;
 		if (fw->ack_now)
 			follow_send_ack(fw);
