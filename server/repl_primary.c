@@ -301,7 +301,7 @@ static int backlog_room(struct repl_backlog *bl, size_t n)
 
 	if (bl->end + n <= bl->cap)
 		return 0;
-	if (bl->start >= live) {
+	if (bl->start && bl->start >= live) {
 		memmove(bl->buf, bl->buf + bl->start, live);
 		bl->end = live;
 		bl->start = 0;
