@@ -93,6 +93,11 @@ static const struct conf_key conf_keys[] = {
     {"log_progress_bytes", CONF_SIZE, CONF_FIELD(log_progress_bytes), 0, UINT64_MAX, NULL},
     {"log_progress_interval", CONF_UINT, CONF_FIELD(log_progress_interval), 0, 3600, NULL},
     {"auth_token_file", CONF_STRING, CONF_FIELD(auth_token_file), 0, 0, NULL},
+    {"replicaof", CONF_STRING, CONF_FIELD(replicaof), 0, 0, NULL},
+    {"primary_auth", CONF_STRING, CONF_FIELD(primary_auth), 0, 0, NULL},
+    {"repl_timeout", CONF_UINT, CONF_FIELD(repl_timeout), 0, UINT32_MAX, NULL},
+    {"repl_backlog_size", CONF_SIZE, CONF_FIELD(repl_backlog_size), 0, UINT64_C(1) << 40, NULL},
+    {"replica_priority", CONF_UINT, CONF_FIELD(replica_priority), 0, INT32_MAX, NULL},
 };
 
 #define CONF_NKEYS (sizeof(conf_keys) / sizeof(conf_keys[0]))
@@ -162,6 +167,11 @@ void conf_defaults(struct config *c)
 	c->log_progress_bytes = UINT64_C(256) << 20;
 	c->log_progress_interval = 5;
 	c->auth_token_file[0] = '\0';
+	c->replicaof[0] = '\0';
+	c->primary_auth[0] = '\0';
+	c->repl_timeout = 60;
+	c->repl_backlog_size = UINT64_C(16) << 20;
+	c->replica_priority = 100;
 }
 
 const char *conf_log_level_name(int level)
@@ -395,12 +405,35 @@ static int conf_check_rate(const struct conf_key *k, double v, const char *shown
 }
 
 /* s is NUL-terminated and shorter than the field. */
+/* replicaof: empty, or "HOST PORT": a numeric IPv4/IPv6 address or localhost, a port 1-65535. */
+static int conf_check_replicaof(const struct conf_key *k, const char *s, char *err, size_t errlen)
+{
+	char host[256], tail;
+	unsigned char addr[16];
+	unsigned port;
+
+	if (!*s)
+		return 0;
+	if (sscanf(s, "%255s %u %c", host, &port, &tail) != 2 || port < 1 || port > 65535 ||
+	    (strcmp(host, "localhost") && inet_pton(AF_INET, host, addr) != 1 &&
+	     inet_pton(AF_INET6, host, addr) != 1)) {
+		conf_errf(err, errlen,
+			  "bad value for %s: '%s' (expected HOST PORT: a numeric address or "
+			  "localhost, and a port 1-65535)",
+			  k->name, s);
+		return -EINVAL;
+	}
+	return 0;
+}
+
 static int conf_check_string(const struct conf_key *k, const char *s, char *err, size_t errlen)
 {
 	if (strlen(s) < k->min) {
 		conf_errf(err, errlen, "bad value for %s: '%s' (must not be empty)", k->name, s);
 		return -EINVAL;
 	}
+	if (!strcmp(k->name, "replicaof"))
+		return conf_check_replicaof(k, s, err, errlen);
 	if (k->type == CONF_ADDRS)
 		return conf_check_addrs(k, s, err, errlen);
 	if (k->type == CONF_EVENTS && s[strspn(s, CONF_EVENT_LETTERS)]) {
@@ -498,8 +531,9 @@ int conf_set(struct config *c, const char *key, const char *value, char *err, si
 /* Keys only a restart changes: the listeners, the data directory, the log's, the token file.
  * CONFIG SET refuses them; CONFIG REWRITE leaves their lines alone. */
 static const char *const conf_restart_keys[] = {
-    "bind", "port",	 "http_port",	      "data_dir",
-    "wal",  "wal_fsync", "wal_segment_bytes", "auth_token_file",
+    "bind",	 "port",      "http_port",	   "data_dir",
+    "wal",	 "wal_fsync", "wal_segment_bytes", "auth_token_file",
+    "replicaof",
 };
 
 bool conf_key_live(const char *name)

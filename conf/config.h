@@ -79,6 +79,16 @@ struct config {
 	 * 5; 0 = one each 16 MiB. */
 	uint64_t log_progress_bytes;
 	uint32_t log_progress_interval;
+
+	char replicaof[300];	    /* "HOST PORT": start as a replica of it; default "" */
+	char primary_auth[256];	    /* the token a replica AUTHs with; default "" (none) */
+	uint32_t repl_timeout;	    /* seconds a link between primary and replica may be silent
+				     * before it is dropped (the replica tries again); default 60;
+				     * 0 = never */
+	uint64_t repl_backlog_size; /* bytes of the newest records a primary keeps for replicas
+				     * that reconnect (partial sync); default 16 MiB; 0 = none */
+	uint32_t replica_priority;  /* INFO's slave_priority (Sentinel promotes the lowest; 0 =
+				     * never), default 100 */
 };
 
 /*

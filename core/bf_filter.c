@@ -953,6 +953,37 @@ int bf_filter_body_write(struct bf_filter *f, uint64_t off, const void *data, si
 	return 0;
 }
 
+void bf_filter_digest(const struct bf_filter *f, unsigned char *out)
+{
+	XXH3_state_t st;
+	uint64_t head[8] = {f->params->capacity,    f->params->type, f->params->expansion,
+			    f->params->persist,	    f->seed,	     f->id,
+			    bf_filter_expire_ms(f), f->nlayers};
+	double rates[3] = {f->params->error_rate, f->params->ratio, f->params->first};
+	uint64_t off = 0, n;
+	const void *p;
+
+	XXH3_128bits_reset(&st);
+	XXH3_128bits_update(&st, head, sizeof(head));
+	XXH3_128bits_update(&st, rates, sizeof(rates));
+	XXH3_128bits_update(&st, bf_filter_name(f), f->name_len);
+	for (unsigned i = 0; i < f->nlayers; i++) {
+		const struct bf_layer *l = &bf_filter_layers(f)[i];
+		uint64_t geo[4] = {l->nblocks, l->items, l->b, l->counting};
+
+		XXH3_128bits_update(&st, geo, sizeof(geo));
+	}
+	while ((p = bf_filter_body_at(f, off, &n))) {
+		XXH3_128bits_update(&st, p, (size_t)n);
+		off += n;
+	}
+	XXH128_hash_t h = XXH3_128bits_digest(&st);
+	uint64_t tail = XXH3_64bits_withSeed(&h, sizeof(h), 1);
+	memcpy(out, &h.high64, 8);
+	memcpy(out + 8, &h.low64, 8);
+	memcpy(out + 16, &tail, 4);
+}
+
 int bf_filter_copy_grow(struct bf_filter *c, const struct bf_filter *f)
 {
 	if (bf_filter_layers_reserve(c, f->nlayers))

@@ -486,6 +486,15 @@ const void *bf_filter_body_at(const struct bf_filter *f, uint64_t off, uint64_t 
 int bf_filter_body_write(struct bf_filter *f, uint64_t off, const void *data, size_t len);
 
 /*
+ * A digest of what f holds (DEBUG DIGEST-VALUE; replicas compare it with their primary's):
+ * XXH3 over its parameters, seed, id, name, expiry, its layers' geometry and item counts, and
+ * its body, into out[BF_DIGEST_BYTES]. Bookkeeping that differs between two copies of the same
+ * filter (its LSN, the stats of reads) is left out. f must be in memory (not paged out).
+ */
+#define BF_DIGEST_BYTES 20
+void bf_filter_digest(const struct bf_filter *f, unsigned char *out);
+
+/*
  * The first layer's share of a new chain's error rate: BF_FIRST_SHARE. By the sizing model
  * (bench/chains), a fifth is the share that takes the fewest bits per key averaged
  * over chains that end anywhere from 1 to 20 times their first layer (log-uniformly), at every

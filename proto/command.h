@@ -176,6 +176,33 @@ struct cmd_hooks {
 	 * filters (the log keeps what it holds). 0, or a negative errno (it keeps running).
 	 */
 	int (*shutdown)(void *arg, bool nosave);
+	/* Replication (server/repl*.c, proto/resp_repl.c); NULL: a primary with no replicas. */
+	const struct cmd_repl_ops *repl;
+};
+
+/*
+ * Replication's hooks (doc/replication.md), all called with cmd_hooks.arg; self is the asking
+ * session's id. Offsets are the primary's LSNs.
+ *
+ * replicaof: follow host:port (host NULL: REPLICAOF NO ONE). 0 (+OK), 1 (already following
+ *   it), or a negative errno with the reason in err.
+ * replconf: REPLCONF key value from self: 0 (+OK), 1 (no reply: ACK), -EINVAL (err set).
+ * psync: self becomes a replica link, sent +FULLRESYNC and what follows by the server: 0 (no
+ *   reply here), or a negative errno with err (the reply is that error).
+ * wait: WAIT numreplicas timeout_ms on self's behalf: 1 with *acked once answered, 0 while it
+ *   waits (the front end holds the command, cmd_ctx.write_wait, and runs it again).
+ * info: INFO's replication fields (after its header); role: ROLE's reply.
+ */
+struct cmd_repl_ops {
+	int (*replicaof)(void *arg, const char *host, long long port, char *err, size_t errlen);
+	int (*replconf)(void *arg, uint64_t self, const char *key, const char *val, size_t vlen,
+			char *err, size_t errlen);
+	int (*psync)(void *arg, uint64_t self, const char *replid, size_t idlen, long long offset,
+		     char *err, size_t errlen);
+	int (*wait)(void *arg, uint64_t self, long long numreplicas, long long timeout_ms,
+		    long long *acked);
+	void (*info)(void *arg, struct proto_buf *b);
+	void (*role)(void *arg, struct proto_buf *out, int resp);
 };
 
 /* Shared state of the command layer: the registry, the defaults and limits from the config. */
@@ -238,6 +265,8 @@ struct cmd_ctx {
 	 */
 	uint64_t durable_lsn;
 	bool log_failed;
+	/* A replica (REPLICAOF): clients' changes are refused (RESP's -READONLY). */
+	bool replica;
 	/* The newest LSN appended to the log (0: none): a checkpoint cut now holds every change
 	 * up to it, so a replay of what it holds starts after it. */
 	uint64_t logged_lsn;

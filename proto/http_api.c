@@ -385,6 +385,22 @@ nul:
 	return NULL;
 }
 
+/* A replica (doc/replication.md) refuses clients' changes: 409 read_only_replica. */
+static bool read_only(const struct http_api *api, const struct http_api_request *req,
+		      enum http_route route, struct http_api_response *r)
+{
+	bool read = !strcmp(req->method, "GET") || !strcmp(req->method, "HEAD");
+	bool change = route == HTTP_ROUTE_ADD || route == HTTP_ROUTE_DELETE ||
+		      route == HTTP_ROUTE_RENAME ||
+		      ((route == HTTP_ROUTE_FILTER || route == HTTP_ROUTE_KEY) && !read);
+
+	if (!api->cmd->replica || !change)
+		return false;
+	http_problem(r, P_READ_ONLY,
+		     "this server is a read-only replica; send changes to its primary");
+	return true;
+}
+
 /*
  * True, with the problem in r, if req is refused whatever its body: no such route (404), a
  * method the route does not take (405), or no token where one is needed (401; /healthz and
@@ -405,7 +421,7 @@ bool http_api_refused(const struct http_api *api, const struct http_api_request 
 	}
 	if (!api->token || !api->token[0] || route == HTTP_ROUTE_HEALTHZ ||
 	    route == HTTP_ROUTE_READYZ)
-		return false;
+		return read_only(api, req, route, r);
 	/* Authorization is a singleton field (RFC 9110 11.6.2): which of two counts is not for
 	 * us to guess. */
 	if (req->authorization_repeated) {
@@ -413,7 +429,7 @@ bool http_api_refused(const struct http_api *api, const struct http_api_request 
 		return true;
 	}
 	if (auth_ok(req->authorization, api->token))
-		return false;
+		return read_only(api, req, route, r);
 	http_problem(r, P_UNAUTHORIZED, "send \"Authorization: Bearer <token>\"");
 	r->www_authenticate = "Bearer";
 	return true;

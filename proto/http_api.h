@@ -83,6 +83,7 @@
  *	filter_full 409            non-scaling filter full, or 1024 layers reached
  *	not_counting 409           delete on a plain filter
  *	ambiguous_delete 409       delete of a key present in more than one layer
+ *	read_only_replica 409      a change sent to a replica (doc/replication.md)
  *	payload_too_large 413      body over max_body_bytes, or more JSON values than max_args
  *	unsupported_media_type 415 a non-empty body whose Content-Type is not JSON
  *	internal_error 500         a snapshot failed, a closed filter could not be loaded, or

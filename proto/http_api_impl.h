@@ -45,6 +45,7 @@ enum problem {
 	P_INTERNAL,
 	P_NOT_READY,
 	P_NO_MEMORY,
+	P_READ_ONLY,
 };
 
 /* Set when cJSON's allocation failed (cleared before a parse), so that "out of memory" is not

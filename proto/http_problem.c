@@ -32,6 +32,7 @@ static const struct {
     [P_INTERNAL] = {500, "internal_error", "Internal error"},
     [P_NOT_READY] = {503, "not_ready", "Not ready"},
     [P_NO_MEMORY] = {507, "insufficient_memory", "Insufficient memory"},
+    [P_READ_ONLY] = {409, "read_only_replica", "Read-only replica"},
 };
 
 /* A problem document; results (may be NULL) are the answers of the first n keys. */

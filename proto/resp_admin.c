@@ -7,11 +7,11 @@
  *
  * Differences from Redis 7.0, on purpose:
  *   - MODULE LOAD, LOADEX and UNLOAD are refused: the BF.* family is built in.
- *   - WAIT answers 0 at once: there are no replicas, and a reply is sent only once the changes
- *     it acknowledges are durable in the log (Redis would block until the timeout, or forever
- *     with timeout 0, when asked for more replicas than it has).
- *   - DEBUG has SLEEP and HELP only, and is allowed (Redis 7.0's enable-debug-command is "no"
- *     by default); DEBUG SLEEP blocks the whole server, as in Redis: it is for testing tools
+ *   - WAIT counts the replicas that acknowledged the primary's offset as of the WAIT (at least
+ *     the client's last write; Redis takes that write's offset), blocking as Redis does; with
+ *     the write-ahead log off (no replication) it answers 0 at once.
+ *   - DEBUG has SLEEP, DIGEST-VALUE and HELP only, and is allowed (Redis 7.0's enable-debug-command
+ * is "no" by default); DEBUG SLEEP blocks the whole server, as in Redis: it is for testing tools
  *     such as redis-cli --latency.
  *   - CONFIG SET takes the keys SIGHUP applies live, by Redis's names where Redis has them
  *     (maxmemory, maxclients, timeout, loglevel, save as "SECONDS 1" or "") or by blossomd's
@@ -141,12 +141,11 @@ void resp_admin_object(struct cmd_ctx *c, struct cmd_session *s, const struct pr
 		proto_resp_integer(out, 1);
 }
 
-/* WAIT numreplicas timeout: Redis's argument checks, then 0 replicas (there are none). */
+/* WAIT numreplicas timeout: Redis's argument checks, then the replicas that acknowledged. */
 void resp_admin_wait(struct cmd_ctx *c, struct cmd_session *s, const struct proto_argv *av,
 		     struct proto_buf *out)
 {
 	long long n, timeout;
-	(void)s;
 
 	if (!resp_arg_ll(av, 1, &n)) {
 		resp_error(c, out, resp_err_not_int);
@@ -160,15 +159,37 @@ void resp_admin_wait(struct cmd_ctx *c, struct cmd_session *s, const struct prot
 		resp_error(c, out, "ERR timeout is negative");
 		return;
 	}
-	proto_resp_integer(out, 0);
+	long long acked = 0;
+	/* The replicas' acknowledgements (server/repl_primary.c); it waits without holding the
+	 * loop: the command is held and run again (cmd_ctx.write_wait). */
+	/* In a transaction it answers at once, as Redis's does: an EXEC is never held. */
+	int rc = c->hooks.repl
+		     ? c->hooks.repl->wait(c->hooks.arg, s->id, c->in_exec ? 0 : n, timeout, &acked)
+		     : 1;
+	if (rc < 0) {
+		resp_error(
+		    c, out,
+		    "ERR WAIT cannot be used with replica instances. Please also note that "
+		    "since Redis 4.0 if a replica is configured to be writable (which is not "
+		    "the default) writes to replicas are just local and are not propagated.");
+		return;
+	}
+	if (rc == 0) {
+		c->write_wait = true;
+		return;
+	}
+	proto_resp_integer(out, acked);
 }
 
-/* DEBUG SLEEP seconds (a double, as Redis's strtod: 0 or less returns at once) and HELP. */
+/* DEBUG SLEEP seconds (a double, as Redis's strtod: 0 or less returns at once), DIGEST-VALUE
+ * (resp_repl.c) and HELP. */
 void resp_admin_debug(struct cmd_ctx *c, struct cmd_session *s, const struct proto_argv *av,
 		      struct proto_buf *out)
 {
 	static const char *const help[] = {
 	    "DEBUG <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+	    "DIGEST-VALUE <key> [<key> ...]",
+	    "    Output a hex signature of the values of all the specified keys.",
 	    "SLEEP <seconds>",
 	    "    Stop the server for <seconds>. Decimals allowed.",
 	    "HELP",
@@ -180,6 +201,10 @@ void resp_admin_debug(struct cmd_ctx *c, struct cmd_session *s, const struct pro
 
 	if (resp_arg_is(av, 1, "help") && av->argc == 2) {
 		resp_reply_help(out, help);
+		return;
+	}
+	if (resp_arg_is(av, 1, "digest-value")) {
+		resp_repl_digest(c, s, av, out);
 		return;
 	}
 	if (!resp_arg_is(av, 1, "sleep") || av->argc != 3) {

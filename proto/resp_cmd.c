@@ -290,6 +290,11 @@ static const struct resp_cmd commands[] = {
     {"pubsub", 6, resp_pubsub_pubsub, 2, 0, 0, 0, 0},
     {"monitor", 7, resp_pubsub_monitor, 1, 1, 0, 0, 0},
     {"reset", 5, resp_pubsub_reset, 1, 1, 0, 0, 0},
+    {"replicaof", 9, resp_repl_replicaof, 3, 3, 0, 0, 0},
+    {"slaveof", 7, resp_repl_replicaof, 3, 3, 0, 0, 0},
+    {"replconf", 8, resp_repl_replconf, 1, 0, 0, 0, 0},
+    {"psync", 5, resp_repl_psync, 3, 3, 0, 0, 0},
+    {"role", 4, resp_repl_role, 1, 1, 0, 0, 0},
 };
 
 #define NCOMMANDS (sizeof(commands) / sizeof(commands[0]))
@@ -805,12 +810,18 @@ void resp_cmd_exec(struct cmd_ctx *c, struct cmd_session *s, const struct proto_
 		reply_pubsub_context(c, s, name, out);
 		return;
 	}
+	/* As Redis's processCommand: a replica refuses clients' writes (queued ones too). */
+	if (c->replica && resp_command_flagged(av, "write")) {
+		resp_error(c, out, "-READONLY You can't write against a read only replica.");
+		cmd_multi_flag(s);
+		return;
+	}
 	if (multi_queued(c, s, e, av, out))
 		return;
 	e->run(c, s, av, out);
 	/* Shown once it has run to its end (not while it waits for a load or a write, or has
 	 * replied in part), as Redis's call() shows it after its run. */
 	if (c->monitors && c->hooks.monitor_feed && !c->paging && !c->write_wait && !c->again &&
-	    !resp_command_is_admin(av))
+	    !resp_command_flagged(av, "admin"))
 		resp_pubsub_feed(c, s, av);
 }

@@ -114,9 +114,10 @@ RESP_HANDLER(resp_admin_wait);
 RESP_HANDLER(resp_admin_debug);
 RESP_HANDLER(resp_admin_config_set);
 RESP_HANDLER(resp_command); /* resp_command.c */
-/* Whether Redis flags av's command (its subcommand's entry, if it has one) "admin": such
- * commands MONITOR does not show (CONFIG GET, CLIENT LIST, SAVE...). resp_command.c. */
-bool resp_command_is_admin(const struct proto_argv *av);
+/* Whether Redis flags av's command (its subcommand's entry, if it has one) with the word flag:
+ * "admin" (MONITOR does not show it: CONFIG GET, CLIENT LIST, SAVE...), "write" (a replica
+ * refuses it). resp_command.c. */
+bool resp_command_flagged(const struct proto_argv *av, const char *flag);
 RESP_HANDLER(resp_admin_config_rewrite);
 RESP_HANDLER(resp_admin_shutdown);
 /* MODULE LIST's reply, which HELLO's "modules" repeats. */
@@ -133,6 +134,12 @@ RESP_HANDLER(resp_pubsub_reset);
 bool resp_pubsub_allowed(const struct cmd_session *s, resp_handler run);
 /* Show the command av that s ran to the monitors (c->monitors > 0), secrets redacted. */
 void resp_pubsub_feed(struct cmd_ctx *c, const struct cmd_session *s, const struct proto_argv *av);
+RESP_HANDLER(resp_repl_replicaof);
+RESP_HANDLER(resp_repl_replconf);
+RESP_HANDLER(resp_repl_psync);
+RESP_HANDLER(resp_repl_role);
+/* DEBUG DIGEST-VALUE key...: each filter's digest (bf_filter_digest), 40 zeros if none. */
+RESP_HANDLER(resp_repl_digest);
 
 RESP_HANDLER(resp_keys_rename);
 RESP_HANDLER(resp_keys_expire);

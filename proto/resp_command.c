@@ -46,9 +46,10 @@ static const struct resp_cmd_info *find_sub(const struct resp_cmd_info *e, const
 	return NULL;
 }
 
-bool resp_command_is_admin(const struct proto_argv *av)
+bool resp_command_flagged(const struct proto_argv *av, const char *flag)
 {
 	const struct resp_cmd_info *e, *sub;
+	size_t n = strlen(flag);
 	const char *w;
 
 	e = find_in(resp_cmd_infos, resp_cmd_ninfos, av->argv[0], av->argvlen[0]);
@@ -56,8 +57,8 @@ bool resp_command_is_admin(const struct proto_argv *av)
 		return false;
 	if (e->nsubs && av->argc > 1 && (sub = find_sub(e, av->argv[1], av->argvlen[1])))
 		e = sub;
-	for (w = e->flags; (w = strstr(w, "admin")); w += 5)
-		if ((w == e->flags || w[-1] == ' ') && (w[5] == ' ' || w[5] == '\0'))
+	for (w = e->flags; (w = strstr(w, flag)); w += n)
+		if ((w == e->flags || w[-1] == ' ') && (w[n] == ' ' || w[n] == '\0'))
 			return true;
 	return false;
 }

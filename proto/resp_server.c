@@ -1197,7 +1197,10 @@ void resp_server_info(struct cmd_ctx *c, struct cmd_session *s, const struct pro
 		info_stats(c, &si, &b);
 	if (want & SEC_REPLICATION) {
 		info_section(&b, "Replication");
-		proto_buf_append_str(&b, "role:master\r\nconnected_slaves:0\r\n");
+		if (c->hooks.repl)
+			c->hooks.repl->info(c->hooks.arg, &b);
+		else
+			proto_buf_append_str(&b, "role:master\r\nconnected_slaves:0\r\n");
 	}
 	if (want & SEC_CPU)
 		info_cpu(&si, &b);

@@ -629,6 +629,17 @@ void text_cmd_exec(struct cmd_ctx *c, struct cmd_session *s, const char *line, s
 		client_error(c, out, CLIENT_ERR("Authentication required"));
 		return;
 	}
+	/* A replica takes changes from its primary only (doc/replication.md). */
+	if (c->replica &&
+	    (word_is(cmd, "s") || word_is(cmd, "set") || word_is(cmd, "b") ||
+	     word_is(cmd, "bulk") || ext_is(cmd, "d") || ext_is(cmd, "delete") ||
+	     word_is(cmd, "create") || word_is(cmd, "drop") || word_is(cmd, "clear") ||
+	     word_is(cmd, "close") || ext_is(cmd, "expires"))) {
+		c->commands++;
+		c->peer_commands[CMD_PEER_TEXT]++;
+		client_error(c, out, CLIENT_ERR("Read only replica"));
+		return;
+	}
 	/* Commands on a filter's keys load a closed filter first (as bloomd pages it in); while
 	 * it loads, the command runs again later. info, list, close, clear do not load it. */
 	if (word_is(cmd, "c") || word_is(cmd, "check") || word_is(cmd, "s") ||

@@ -20,7 +20,7 @@ REDIS = ["ping", "echo", "quit", "hello", "auth", "select", "client", "command",
          "expireat", "pexpireat", "ttl", "pttl", "expiretime", "pexpiretime", "persist",
          "multi", "exec", "discard", "watch", "unwatch", "module", "object", "wait", "debug",
          "shutdown", "subscribe", "unsubscribe", "psubscribe", "punsubscribe", "publish",
-         "pubsub", "monitor", "reset"]
+         "pubsub", "monitor", "reset", "replicaof", "slaveof", "replconf", "psync", "role"]
 SUBS = {
     "client": ["setname", "getname", "id", "list", "info", "kill", "setinfo", "help"],
     "command": ["count", "docs", "getkeys", "getkeysandflags", "info", "list", "help"],

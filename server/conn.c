@@ -17,6 +17,7 @@
 #include <strings.h>
 
 #include "server/log.h"
+#include "server/repl.h"
 #include "server/metrics.h"
 #include "proto/pubsub.h"
 #include "proto/resp_cmd.h"
@@ -221,6 +222,7 @@ void conn_close(struct srv_conn *c)
 
 	if (uv_is_closing((uv_handle_t *)&c->tcp))
 		return;
+	repl_conn_closed(s, c);
 	conn_unhold(c);
 	if (c->paused) {
 		LIST_REMOVE(c, pause_link);
@@ -914,59 +916,6 @@ static void conn_on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
 		buf->len = SRV_READ_PART;
 }
 
-/* The blank lines ("\r\n", "\n") at the front of data[0, len): bytes to skip. */
-static size_t conn_blank_prefix(const char *data, size_t len)
-{
-	size_t n = 0;
-
-	while (n < len &&
-	       (data[n] == '\n' || (data[n] == '\r' && n + 1 < len && data[n + 1] == '\n')))
-		n++;
-	return n;
-}
-
-/*
- * A connection's protocol, from its first bytes (DESIGN.md §4), past any blank lines (ignored,
- * as Redis ignores them: a person in telnet presses Enter first):
- *   - '*' is RESP;
- *   - a first word that is one of bloomd's own commands ("create", "set", lowercase) is text;
- *   - a Redis command that is not a text command ("BF.ADD users u1", as redis-cli --pipe sends
- *     plain lines; "DBSIZE" typed in telnet; "GET x", answered "unknown command") is RESP, inline;
- *   - blossomd's text extensions that Redis also has, PING and QUIT, and words neither
- *     protocol knows go by the first line's end: CRLF is Redis's inline form (redis-benchmark's
- *     PING_INLINE sends "PING\r\n"), LF alone is text, as bloomd's clients send;
- *   - the other text extensions are text: d, delete, expires (Redis lacks them) and AUTH, whose
- *     token line a text user types in telnet (CRLF): taken as RESP, every command after it
- *     would be answered in RESP.
- * CONN_UNKNOWN while only blank lines came, or the first word (or, where the line end decides,
- * the first line) may still be incomplete; a first line past SRV_DETECT_MAX bytes is text.
- */
-static enum conn_proto conn_detect(const char *data, size_t len)
-{
-	size_t n = conn_blank_prefix(data, len);
-	const char *nl;
-
-	data += n;
-	len -= n;
-	n = 0;
-	if (len == 0 || (len == 1 && data[0] == '\r'))
-		return CONN_UNKNOWN; /* no command yet ("\r": its '\n' is in the next read) */
-	if (data[0] == '*')
-		return CONN_RESP;
-	while (n < len && data[n] != ' ' && data[n] != '\t' && data[n] != '\r' && data[n] != '\n')
-		n++;
-	if (n == len && len < SRV_DETECT_MAX)
-		return CONN_UNKNOWN;
-	if (text_cmd_bloomd(data, n) || (n == 4 && strncasecmp(data, "auth", 4) == 0))
-		return CONN_TEXT;
-	if (resp_cmd_known(data, n) != text_cmd_known(data, n))
-		return resp_cmd_known(data, n) ? CONN_RESP : CONN_TEXT;
-	nl = memchr(data, '\n', len < SRV_DETECT_MAX ? len : SRV_DETECT_MAX);
-	if (!nl)
-		return len < SRV_DETECT_MAX ? CONN_UNKNOWN : CONN_TEXT;
-	return nl > data && nl[-1] == '\r' ? CONN_RESP : CONN_TEXT;
-}
-
 static void conn_on_read(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf)
 {
 	struct srv_conn *c = st->data;
@@ -1154,6 +1103,29 @@ static void conn_on_yield(uv_idle_t *h)
 		}
 		conn_run_on(c);
 	}
+}
+
+/* Replication (repl_primary.c): the open connection of this id, or NULL. */
+struct srv_conn *conn_by_id(struct srv *s, uint64_t id)
+{
+	struct srv_conn *c;
+
+	LIST_FOREACH(c, &s->conns, link)
+	if (c->id == id && c->state == CONN_OPEN)
+		return c;
+	return NULL;
+}
+
+/* Replication: append n bytes to what c sends and send them. -EBUSY while a write is in
+ * flight (nothing is appended then: the write covers the buffer). */
+int conn_send(struct srv_conn *c, const void *p, size_t n)
+{
+	if (c->writing)
+		return -EBUSY;
+	proto_buf_append(&c->out, p, n);
+	conn_account(c);
+	conn_flush(c);
+	return 0;
 }
 
 void conn_resume_paused(struct srv *s)

@@ -20,6 +20,7 @@
 #include "server/http.h"
 #include "server/log.h"
 #include "server/metrics.h"
+#include "server/repl.h"
 #include "server/snapshot.h"
 #include "server/wal.h"
 
@@ -51,8 +52,10 @@ static int journal_part(struct srv *s, int type, const void *payload, size_t len
 	if (len)
 		memcpy(s->txn_rec + 1, payload, len);
 	int rc = wal_append(s->wal, BF_REC_TXN_PART, s->txn_rec, len + 1, lsn);
-	if (!rc)
+	if (!rc) {
 		s->txn_parts++;
+		repl_feed(s, *lsn, BF_REC_TXN_PART, s->txn_rec, len + 1);
+	}
 	return rc;
 }
 
@@ -67,6 +70,8 @@ static uint64_t journal_log(void *arg, int type, const void *payload, size_t len
 		srv_log(SRV_LOG_ERR, "write-ahead log: out of memory for a record; change refused");
 		return 0;
 	}
+	if (!s->txn_open)
+		repl_feed(s, lsn, (unsigned)type, payload, len);
 	s->ctx.logged_lsn = lsn;
 	return lsn;
 }
@@ -93,6 +98,7 @@ static uint64_t journal_txn(void *arg, bool end)
 		srv_log(SRV_LOG_ERR, "write-ahead log: out of memory for a transaction's end");
 		return s->ctx.logged_lsn;
 	}
+	repl_feed(s, lsn, BF_REC_TXN_COMMIT, NULL, 0);
 	s->ctx.logged_lsn = lsn;
 	return lsn;
 }
@@ -147,6 +153,7 @@ static void journal_on_check(uv_check_t *h)
 
 	wal_flush(s->wal);
 	journal_state(s);
+	repl_flush(s);
 	/* Every JOURNAL_RELEASE_MS: delete the segments no filter needs any more, and snapshot
 	 * early when the log has grown past wal_max_bytes. */
 	if (now - s->wal_release_ms < JOURNAL_RELEASE_MS)
@@ -172,6 +179,7 @@ static void journal_on_prepare(uv_prepare_t *h)
 
 	wal_flush(s->wal);
 	journal_state(s);
+	repl_flush(s);
 }
 
 struct journal_replay {
@@ -475,6 +483,62 @@ fail:
 	wal_close(s->wal);
 	s->wal = NULL;
 	return rc;
+}
+
+int journal_follow(struct srv *s, unsigned type, const void *p, size_t len, char *why,
+		   size_t whylen)
+{
+	struct journal_replay *jr = s->follow;
+	uint64_t lsn, limit;
+	int rc;
+
+	if (!s->wal)
+		return -EINVAL;
+	if (!jr) {
+		jr = calloc(1, sizeof(*jr));
+		if (!jr)
+			return -ENOMEM;
+		jr->s = s;
+		s->follow = jr;
+	}
+	/* Indexed afresh per batch: between batches the registry changes by other paths. */
+	if (!jr->rp && bf_replay_new(s->reg, NULL, journal_dropping, journal_created,
+				     journal_renamed, s, &jr->rp))
+		return -ENOMEM;
+	if (wal_append(s->wal, type, p, len, &lsn))
+		return -ENOMEM;
+	s->ctx.logged_lsn = lsn;
+	/* What the primary acknowledged is taken whatever max_memory says here. */
+	limit = bf_registry_max_memory(s->reg);
+	bf_registry_set_max_memory(s->reg, 0);
+	jr->why[0] = 0;
+	rc = journal_apply(jr, lsn, type, p, len);
+	bf_registry_set_max_memory(s->reg, limit);
+	if (rc && why)
+		snprintf(why, whylen, "%s", jr->why[0] ? jr->why : strerror(-rc));
+	return rc;
+}
+
+void journal_follow_end(struct srv *s)
+{
+	if (s->follow) {
+		bf_replay_free(s->follow->rp);
+		s->follow->rp = NULL;
+	}
+}
+
+void journal_follow_abort(struct srv *s)
+{
+	struct journal_replay *jr = s->follow;
+
+	if (!jr)
+		return;
+	if (jr->txn_parts && s->wal)
+		(void)wal_append(s->wal, BF_REC_TXN_ABORT, NULL, 0, NULL);
+	journal_follow_end(s);
+	free(jr->txn);
+	free(jr);
+	s->follow = NULL;
 }
 
 void journal_metrics(struct srv *s, struct metrics_wal *out)

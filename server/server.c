@@ -25,6 +25,7 @@
 
 #include "server/http.h"
 #include "server/log.h"
+#include "server/repl.h"
 #include "server/metrics.h"
 #include "server/prefault.h"
 #include "server/snapshot.h"
@@ -652,7 +653,9 @@ static void srv_on_sweep(uv_timer_t *t)
 	s->ops_sample_ms = now;
 	s->ops_sample_commands = s->ctx.commands;
 	s->ctx.now_s = (uint32_t)(now / 1000);
-	srv_snap_cold(s->snap, s->ctx.now_s, s->cfg.cold_interval, SRV_COLD_BATCH);
+	/* A replica holds what its primary sends; paging it out is left to the primary's. */
+	if (!s->ctx.replica)
+		srv_snap_cold(s->snap, s->ctx.now_s, s->cfg.cold_interval, SRV_COLD_BATCH);
 }
 
 /* Ten times a second: the filters whose time came (cmd_expire_due). */
@@ -660,7 +663,9 @@ static void srv_on_expire(uv_timer_t *t)
 {
 	struct srv *s = t->data;
 
-	cmd_expire_due(&s->ctx, cmd_now_ms(), SRV_EXPIRE_BATCH);
+	/* A replica's filters expire when its primary's DROP comes (as Redis's replicas). */
+	if (!s->ctx.replica)
+		cmd_expire_due(&s->ctx, cmd_now_ms(), SRV_EXPIRE_BATCH);
 }
 
 /* READY=1 for the service manager, with what is served as its status line. */
@@ -717,6 +722,7 @@ void srv_stop(struct srv *s)
 	 * after every handle below is closed. */
 	srv_snap_shutdown(s->snap, !s->shutdown_nosave);
 	srv_http_stop(s);
+	repl_stop(s);
 	journal_stop(s);
 	uv_walk(&s->loop, srv_walk_close, s);
 }
@@ -1119,6 +1125,8 @@ int srv_new(const struct srv_options *opt, struct srv **out)
 		rc = srv_listen_all(s);
 	if (!rc)
 		rc = srv_http_start(s);
+	if (!rc)
+		rc = repl_start(s);
 	if (rc)
 		goto fail_handles;
 
@@ -1131,6 +1139,7 @@ int srv_new(const struct srv_options *opt, struct srv **out)
 	return 0;
 
 fail_handles:
+	repl_stop(s);
 	journal_stop(s);
 	srv_drain_loop(s);
 	srv_snap_free(s->snap);

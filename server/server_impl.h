@@ -272,6 +272,10 @@ struct srv {
 	unsigned char *txn_rec; /* a part's payload, grown as needed */
 	size_t txn_rec_cap;
 
+	/* Replication (repl_primary.c, repl_replica.c); NULL with the log off. */
+	struct repl *repl;
+	struct journal_replay *follow; /* a replica's replay of what its primary sends */
+
 	char *rbuf;  /* shared read buffer, SRV_READ_SIZE bytes */
 	char *token; /* from auth_token_file, NUL-terminated; NULL: no auth (ctx.token) */
 };
@@ -283,10 +287,19 @@ void conn_close(struct srv_conn *c);
 void conn_on_accept(uv_stream_t *server, int status);
 void conn_sweep(struct srv *s);
 
+/* conn_detect.c: the blank lines ("\r\n", "\n") at the front of data[0, len), bytes to skip;
+ * the protocol the first bytes speak (CONN_UNKNOWN while they cannot tell yet). */
+size_t conn_blank_prefix(const char *data, size_t len);
+enum conn_proto conn_detect(const char *data, size_t len);
+
 /* conn.c: send the replies that waited for LSNs now durable (ctx.durable_lsn). */
 void conn_release_waiting(struct srv *s);
 /* A page-in ended: the connections it held run their next command again. */
 void conn_resume_paused(struct srv *s);
+/* conn.c, for replication: the open connection id (or NULL); send n bytes on c (0, or -EBUSY
+ * while a write is in flight: nothing appended). */
+struct srv_conn *conn_by_id(struct srv *s, uint64_t id);
+int conn_send(struct srv_conn *c, const void *p, size_t n);
 
 /* conn.c, for conn_client.c: the loop's time in ms; the bytes c's buffers hold (counted against
  * max_client_memory); end c as CLIENT KILL does (its unsent replies and partial command
@@ -338,5 +351,16 @@ void journal_stop(struct srv *s);
 /* journal.c: the log's figures for /metrics (left as they are with no log). */
 struct metrics_wal;
 void journal_metrics(struct srv *s, struct metrics_wal *out);
+/*
+ * journal.c, for a replica (repl_replica.c): append a record its primary sent to this log, then
+ * apply it as a replay applies the log's records (a transaction's parts held until its
+ * COMMIT). 0; -ENOMEM; -EBADMSG with the reason in why (a record this build cannot apply).
+ * journal_follow_end: after a batch of records (what the replay indexed may change before the
+ * next). journal_follow_abort: the link was lost: parts held are dropped, a TXN_ABORT logged.
+ */
+int journal_follow(struct srv *s, unsigned type, const void *p, size_t len, char *why,
+		   size_t whylen);
+void journal_follow_end(struct srv *s);
+void journal_follow_abort(struct srv *s);
 
 #endif /* BLOSSOMD_SERVER_SERVER_IMPL_H */

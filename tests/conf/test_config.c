@@ -1146,6 +1146,31 @@ START_TEST(test_load_does_not_cross_validate)
 }
 END_TEST
 
+/* replicaof: empty, or a numeric address (or localhost) and a port. */
+START_TEST(test_replicaof)
+{
+	static const char *const good[] = {"", "127.0.0.1 6379", "::1 1", "localhost 65535"};
+	static const char *const bad[] = {"127.0.0.1",	      "127.0.0.1 0",	  "127.0.0.1 65536",
+					  "example.com 6379", "127.0.0.1 6379 x", "127.0.0.1 x"};
+	struct config c;
+	char err[256], want[256];
+
+	conf_defaults(&c);
+	for (size_t i = 0; i < sizeof(good) / sizeof(good[0]); i++)
+		ck_assert_msg(conf_set(&c, "replicaof", good[i], err, sizeof(err)) == 0, "%s", err);
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		snprintf(want, sizeof(want),
+			 "bad value for replicaof: '%s' (expected HOST PORT: a numeric address or "
+			 "localhost, and a port 1-65535)",
+			 bad[i]);
+		expect_set_error("replicaof", bad[i], want);
+	}
+	ck_assert_int_eq(c.repl_timeout, 60);
+	ck_assert_uint_eq(c.repl_backlog_size, 16u << 20);
+	ck_assert_uint_eq(c.replica_priority, 100);
+}
+END_TEST
+
 static Suite *conf_suite(void)
 {
 	Suite *s = suite_create("conf");
@@ -1201,6 +1226,7 @@ static Suite *conf_suite(void)
 	tcase_add_test(tc, test_validate_numbers);
 	tcase_add_test(tc, test_validate_cross_fields);
 	tcase_add_test(tc, test_validate_strings);
+	tcase_add_test(tc, test_replicaof);
 	suite_add_tcase(s, tc);
 
 	return s;

@@ -1864,6 +1864,11 @@ static const struct {
     {"pubsub|help", {"PUBSUB", "HELP"}, ""},
     {"monitor", {"MONITOR"}, ""},
     {"reset", {"RESET"}, ""},
+    {"replicaof", {"REPLICAOF", "NO", "ONE"}, ""},
+    {"slaveof", {"SLAVEOF", "NO", "ONE"}, ""},
+    {"replconf", {"REPLCONF", "ACK", "0"}, ""},
+    {"psync", {"PSYNC", "?", "-1"}, ""},
+    {"role", {"ROLE"}, ""},
 };
 
 /* COMMAND GETKEYS of call (argc words) into out. */
@@ -2020,7 +2025,7 @@ START_TEST(command_and_config)
 	SAYS("*0\r\n", "COMMAND", "LIST", "FILTERBY", "MODULE", "nosuch");
 	run("COMMAND", "LIST", "FILTERBY", "MODULE", "bf", NULL);
 	ck_assert_mem_eq(out.data, "*12\r\n", 5);
-	STARTS("*17\r\n$11\r\nclient|list\r\n$11\r\nclient|kill\r\n", "COMMAND", "LIST", "FILTERBY",
+	STARTS("*22\r\n$11\r\nclient|list\r\n$11\r\nclient|kill\r\n", "COMMAND", "LIST", "FILTERBY",
 	       "ACLCAT", "dangerous");
 	SAYS("*0\r\n", "COMMAND", "LIST", "FILTERBY", "ACLCAT", "nosuch");
 	SAYS("-ERR syntax error\r\n", "COMMAND", "LIST", "FILTERBY", "NAME", "x");
@@ -2318,6 +2323,48 @@ START_TEST(shutdown_command)
 	shutdown_nosave = true;
 	SAYS("", "SHUTDOWN", "NOW");
 	ck_assert(sess.close_after && !shutdown_nosave);
+}
+END_TEST
+
+/* Replication without the server's hooks (no log): ROLE, REPLICAOF's refusal; a replica's
+ * -READONLY, queued writes flagged; DEBUG DIGEST-VALUE follows what a filter holds, not its
+ * reads. */
+START_TEST(replication_commands)
+{
+	char dg[64];
+
+	SAYS("*3\r\n$6\r\nmaster\r\n:0\r\n*0\r\n", "ROLE");
+	SAYS("-ERR replication is not available (the write-ahead log is off)\r\n", "REPLICAOF",
+	     "no", "one");
+	SAYS("-ERR wrong number of arguments for 'slaveof' command\r\n", "SLAVEOF", "x");
+	SAYS("-ERR Invalid master port\r\n", "REPLICAOF", "127.0.0.1", "65536");
+	SAYS("-ERR syntax error\r\n", "REPLCONF", "listening-port");
+	SAYS("-ERR Unrecognized REPLCONF option: foo\r\n", "REPLCONF", "foo", "1");
+	SAYS("+OK\r\n", "REPLCONF", "capa", "psync2");
+
+	SAYS("*1\r\n+0000000000000000000000000000000000000000\r\n", "DEBUG", "DIGEST-VALUE",
+	     "nosuch");
+	SAYS("*0\r\n", "DEBUG", "DIGEST-VALUE");
+	SAYS(":1\r\n", "BF.ADD", "g", "a");
+	run("DEBUG", "DIGEST-VALUE", "g", NULL);
+	ck_assert_uint_eq(out.len, 4 + 1 + 40 + 2);
+	snprintf(dg, sizeof(dg), "%.*s", (int)out.len, out.data);
+	SAYS(":1\r\n", "BF.EXISTS", "g", "a");
+	run("DEBUG", "DIGEST-VALUE", "g", NULL);
+	expect_bytes(dg, strlen(dg));
+	SAYS(":1\r\n", "BF.ADD", "g", "b");
+	run("DEBUG", "DIGEST-VALUE", "g", NULL);
+	ck_assert(out.len == strlen(dg) && memcmp(out.data, dg, out.len));
+
+	ctx.replica = true;
+	SAYS("-READONLY You can't write against a read only replica.\r\n", "BF.ADD", "g", "c");
+	SAYS("-READONLY You can't write against a read only replica.\r\n", "DEL", "g");
+	SAYS(":1\r\n", "BF.EXISTS", "g", "a");
+	SAYS("+OK\r\n", "MULTI");
+	SAYS("-READONLY You can't write against a read only replica.\r\n", "BF.ADD", "g", "c");
+	SAYS("-EXECABORT Transaction discarded because of previous errors.\r\n", "EXEC");
+	ctx.replica = false;
+	SAYS(":1\r\n", "BF.ADD", "g", "c");
 }
 END_TEST
 
@@ -3016,6 +3063,7 @@ static Suite *resp_cmd_suite(void)
 	tcase_add_test(conn, info_command);
 	tcase_add_test(conn, info_sections_with_hooks);
 	tcase_add_test(conn, admin_commands);
+	tcase_add_test(conn, replication_commands);
 	tcase_add_test(conn, config_set);
 	tcase_add_test(conn, shutdown_command);
 	tcase_add_test(conn, config_rewrite_command);
