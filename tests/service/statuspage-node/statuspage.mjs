@@ -293,6 +293,11 @@ async function history(d, headers) {
 async function drawsHistoryAtFirstLoad(browser, d, r) {
   let cmds = 0;
   let keys = 0;
+  // Idle samples first, so the lines rise from 0 (drawn pixels) rather than start at the
+  // traffic's level at the chart's right edge: a daemon slow to start (ASan) had only the
+  // traffic's samples, and a line of 14 pixels.
+  for (const end = Date.now() + 10000; Date.now() < end; await sleep(200))
+    if ((await history(d)).commands.resp.length >= 3) break;
   await r.cmd('BF.RESERVE', 'hist', '0.01', '10000');
   cmds += 1;
   for (let i = 0; i < 30; i++) {
