@@ -81,7 +81,8 @@ int itest_wait_exit(struct itest_daemon *d, int timeout_ms);
 /* True if the daemon's log contains needle, waiting up to timeout_ms for it to appear. */
 bool itest_log_wait(const struct itest_daemon *d, const char *needle, int timeout_ms);
 
-/* The daemon's log so far, NUL-terminated, in a static buffer (truncated to 64 KiB). */
+/* The daemon's log so far, whole, NUL-terminated, in a buffer of the harness's (valid until
+ * the next call). */
 const char *itest_log(const struct itest_daemon *d);
 
 /*
