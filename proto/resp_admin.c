@@ -442,7 +442,10 @@ void resp_admin_config_rewrite(struct cmd_ctx *c, struct cmd_session *s,
 		resp_error(c, out, "ERR The server is running without a config file");
 	} else {
 		c->errors++;
-		proto_resp_error_fmt(out, "Rewriting config file: %s", strerror(-rc));
+		/* A value that would not read back says which key, rather than "Invalid
+		 * argument". */
+		proto_resp_error_fmt(out, "Rewriting config file: %s",
+				     rc == -EINVAL && err[0] ? err : strerror(-rc));
 	}
 }
 
