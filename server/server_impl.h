@@ -129,6 +129,7 @@ struct srv_conn {
 	bool listed;	  /* accepted under max_connections: counted, listed, session set up */
 	bool reading;	  /* uv_read_start() in effect */
 	bool writing;	  /* wreq in flight */
+	bool repl_link;	  /* a replica's link (repl_primary.c): never idle, its own output limit */
 	bool eof;	  /* the client shut down its sending side */
 	bool text_skip;	  /* discarding the rest of an over-long line */
 	bool mem_refused; /* its input could not grow within max_client_memory */
