@@ -97,6 +97,7 @@ static const struct conf_key conf_keys[] = {
     {"primary_auth", CONF_STRING, CONF_FIELD(primary_auth), 0, 0, NULL},
     {"repl_timeout", CONF_UINT, CONF_FIELD(repl_timeout), 0, UINT32_MAX, NULL},
     {"repl_backlog_size", CONF_SIZE, CONF_FIELD(repl_backlog_size), 0, UINT64_C(1) << 40, NULL},
+    {"repl_output_bytes", CONF_SIZE, CONF_FIELD(repl_output_bytes), 0, UINT64_MAX, NULL},
     {"replica_priority", CONF_UINT, CONF_FIELD(replica_priority), 0, INT32_MAX, NULL},
 };
 
@@ -171,6 +172,7 @@ void conf_defaults(struct config *c)
 	c->primary_auth[0] = '\0';
 	c->repl_timeout = 60;
 	c->repl_backlog_size = UINT64_C(16) << 20;
+	c->repl_output_bytes = UINT64_C(256) << 20;
 	c->replica_priority = 100;
 }
 
@@ -428,6 +430,16 @@ static int conf_check_replicaof(const struct conf_key *k, const char *s, char *e
 
 static int conf_check_string(const struct conf_key *k, const char *s, char *err, size_t errlen)
 {
+	/* A newline would end the value's line in a rewritten file (and start another there);
+	 * no key has a use for any control byte. The value is not shown: it may hold a secret. */
+	for (const char *p = s; *p; p++)
+		if ((unsigned char)*p < 0x20 || *p == 0x7f) {
+			conf_errf(err, errlen,
+				  "bad value for %s: control characters (byte 0x%02x) are not "
+				  "allowed",
+				  k->name, (unsigned char)*p);
+			return -EINVAL;
+		}
 	if (strlen(s) < k->min) {
 		conf_errf(err, errlen, "bad value for %s: '%s' (must not be empty)", k->name, s);
 		return -EINVAL;

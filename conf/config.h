@@ -87,6 +87,9 @@ struct config {
 				     * 0 = never */
 	uint64_t repl_backlog_size; /* bytes of the newest records a primary keeps for replicas
 				     * that reconnect (partial sync); default 16 MiB; 0 = none */
+	uint64_t repl_output_bytes; /* unsent records a primary holds for one replica (during its
+				     * image, or a partial sync's gap) before it drops the link or
+				     * syncs it in full; default 256 MiB; 0 = no limit */
 	uint32_t replica_priority;  /* INFO's slave_priority (Sentinel promotes the lowest; 0 =
 				     * never), default 100 */
 };

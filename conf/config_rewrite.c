@@ -38,6 +38,7 @@ struct rw {
 	char *out;
 	size_t out_len, out_cap;
 	bool oom;
+	const char *bad; /* a key whose value would not read back as it is */
 	char *err;
 	size_t errlen;
 };
@@ -161,6 +162,35 @@ static bool rw_same(const char *key, const char *v, size_t n, const char *want)
 	return same;
 }
 
+/*
+ * Whether v, written as "key = v", reads back as v: conf_load strips the spaces around a
+ * value, cuts it at a '#' or ';' that begins it or follows a space or tab, and ends it at a
+ * line break. conf_set refuses control bytes, but a value may have come from elsewhere.
+ */
+static bool rw_reads_back(const char *v)
+{
+	size_t n = strlen(v);
+
+	if (n && (rw_space(v[0]) || rw_space(v[n - 1])))
+		return false;
+	for (size_t i = 0; i < n; i++) {
+		unsigned char ch = (unsigned char)v[i];
+
+		if (ch < 0x20 || ch == 0x7f)
+			return false;
+		if ((ch == '#' || ch == ';') && (i == 0 || v[i - 1] == ' ' || v[i - 1] == '\t'))
+			return false;
+	}
+	return true;
+}
+
+/* want, key's value, is written: noted in w->bad if it would not read back. */
+static void rw_check(struct rw *w, const char *key, const char *want)
+{
+	if (!w->bad && !rw_reads_back(want))
+		w->bad = key;
+}
+
 /* The new text: each line kept, or (a live key's last line) its value replaced; then the live
  * keys the file lacks whose value is not the default, under RW_MARKER. */
 static void rw_build(struct rw *w, const struct config *c)
@@ -196,6 +226,7 @@ static void rw_build(struct rw *w, const struct config *c)
 			rw_put(w, p, l.len);
 			continue;
 		}
+		rw_check(w, key, want);
 		rw_put(w, p, l.val);
 		rw_puts(w, want);
 		rw_put(w, p + l.vend, l.len - l.vend);
@@ -225,6 +256,7 @@ static void rw_build(struct rw *w, const struct config *c)
 				rw_puts(w, RW_MARKER "\n");
 			added = true;
 		}
+		rw_check(w, key, want);
 		rw_puts(w, key);
 		rw_puts(w, " = ");
 		rw_puts(w, want);
@@ -351,6 +383,16 @@ int conf_rewrite(const char *path, const struct config *c, char *err, size_t err
 	if (rc)
 		goto out;
 	rw_build(&w, c);
+	if (w.bad) {
+		/* As the file would be read, the value would differ (or a line be added): the file
+		 * is left as it is. */
+		rc = -EINVAL;
+		rw_errf(&w,
+			"the value of %s cannot be written so that it reads back the same "
+			"(spaces at its ends, a '#' or ';' after a space, or a control character)",
+			w.bad);
+		goto out;
+	}
 	if (w.oom) {
 		rc = -ENOMEM;
 		rw_errf(&w, "out of memory");

@@ -297,6 +297,11 @@ void bf_replay_free(struct bf_replay *rp)
 	free(rp);
 }
 
+size_t bf_replay_indexed(const struct bf_replay *rp)
+{
+	return rp->used;
+}
+
 void bf_replay_stats(const struct bf_replay *rp, struct bf_replay_stats *out)
 {
 	*out = rp->st;

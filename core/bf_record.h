@@ -147,6 +147,9 @@ int bf_replay_new(struct bf_registry *r, bf_replay_lookup_fn lookup, bf_replay_d
 		  bf_replay_created_fn created, bf_replay_renamed_fn renamed, void *arg,
 		  struct bf_replay **out);
 
+/* The ids the replay's index holds (the filters it indexed, and those it saw dropped). */
+size_t bf_replay_indexed(const struct bf_replay *rp);
+
 /*
  * Apply one record. Returns 0 (applied or skipped); -EINVAL if the payload is malformed or
  * contradicts the registry (a CREATE of a name another filter holds), with the reason in why;

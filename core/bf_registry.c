@@ -39,6 +39,7 @@ struct bf_registry {
 	} t[2];
 	size_t rehash_pos; /* SIZE_MAX: not rehashing */
 	size_t count;
+	uint64_t changes;      /* filters inserted and taken out, ever (bf_registry_changes) */
 	struct bf_index names; /* every filter, by name (listings) */
 	/* The filters that expire, a binary min-heap by expire_ms (heap[i - 1] has
 	 * expire_pos i), and the sum of their expire_ms (INFO's avg_ttl). */
@@ -350,6 +351,7 @@ static int insert(struct bf_registry *r, const char *name, size_t len, uint64_t 
 	*head = f;
 	/* Doubled when full; REHASH_STEP buckets per insert move the old table over long before
 	 * the new one is full in turn. */
+	r->changes++;
 	if (++r->count > r->t[0].n && !rehashing(r))
 		rehash_begin(r, r->t[0].n * 2);
 	return 0;
@@ -364,6 +366,7 @@ static struct bf_filter *unlink_filter(struct bf_registry *r, struct bf_filter *
 	*pp = f->reg_next;
 	bf_index_remove(&r->names, f);
 	r->count--;
+	r->changes++;
 	return f;
 }
 
@@ -685,6 +688,11 @@ int bf_registry_page(const struct bf_registry *r, const char *prefix, size_t ple
 	*out = h;
 	*n = k;
 	return 0;
+}
+
+uint64_t bf_registry_changes(const struct bf_registry *r)
+{
+	return r->changes;
 }
 
 size_t bf_registry_count(const struct bf_registry *r)

@@ -107,6 +107,10 @@ uint64_t bf_registry_charge(const struct bf_registry *r, const struct bf_filter 
 void bf_registry_each(const struct bf_registry *r, void (*fn)(void *arg, struct bf_filter *f),
 		      void *arg);
 
+/* How many times a filter joined or left r: equal at two moments, every filter of r is the
+ * same object (a by-id index of them is still good; a rename keeps the object). */
+uint64_t bf_registry_changes(const struct bf_registry *r);
+
 /* Size the table for n filters at once (before adopting many: no rehash per doubling). Best
  * effort. */
 void bf_registry_reserve(struct bf_registry *r, size_t n);

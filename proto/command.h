@@ -190,7 +190,8 @@ struct cmd_hooks {
  * psync: self becomes a replica link, sent +FULLRESYNC and what follows by the server: 0 (no
  *   reply here), or a negative errno with err (the reply is that error).
  * wait: WAIT numreplicas timeout_ms on self's behalf: 1 with *acked once answered, 0 while it
- *   waits (the front end holds the command, cmd_ctx.write_wait, and runs it again).
+ *   waits (the front end holds the command, cmd_ctx.write_wait, and runs it again);
+ *   -ENOTSUP on a replica; -ECONNRESET when this process became a replica while it waited.
  * info: INFO's replication fields (after its header); role: ROLE's reply.
  */
 struct cmd_repl_ops {

@@ -166,6 +166,15 @@ void resp_admin_wait(struct cmd_ctx *c, struct cmd_session *s, const struct prot
 	int rc = c->hooks.repl
 		     ? c->hooks.repl->wait(c->hooks.arg, s->id, c->in_exec ? 0 : n, timeout, &acked)
 		     : 1;
+	if (rc == -ECONNRESET) {
+		/* It was waiting when this process became a replica: Redis 7.0's words, and as
+		 * its disconnectAllBlockedClients the connection is closed after the reply. */
+		resp_error(c, out,
+			   "-UNBLOCKED force unblock from blocking operation, instance state "
+			   "changed (master -> replica?)");
+		s->close_after = true;
+		return;
+	}
 	if (rc < 0) {
 		resp_error(
 		    c, out,
@@ -442,7 +451,10 @@ void resp_admin_config_rewrite(struct cmd_ctx *c, struct cmd_session *s,
 		resp_error(c, out, "ERR The server is running without a config file");
 	} else {
 		c->errors++;
-		proto_resp_error_fmt(out, "Rewriting config file: %s", strerror(-rc));
+		/* A value that would not read back says which key, rather than "Invalid
+		 * argument". */
+		proto_resp_error_fmt(out, "Rewriting config file: %s",
+				     rc == -EINVAL && err[0] ? err : strerror(-rc));
 	}
 }
 

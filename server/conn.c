@@ -1317,9 +1317,10 @@ void conn_sweep(struct srv *s)
 			conn_close(c);
 			continue;
 		}
-		/* A subscriber or a monitor only listens: never idle, as in Redis. */
+		/* A subscriber or a monitor only listens, and a replica's link is silent while its
+		 * image is written by a child: never idle, as in Redis (repl_timeout applies). */
 		if (idle_ms && !c->writing && now - c->last_active >= idle_ms && !c->sess.pubsub &&
-		    !c->sess.monitor) {
+		    !c->sess.monitor && !c->repl_link) {
 			srv_log(SRV_LOG_DEBUG, "client %" PRIu64 " (%s): idle; closing", c->id,
 				c->peer);
 			conn_close(c);

@@ -30,6 +30,9 @@
  * this many more (about a millisecond of the loop; a million filters take a few seconds). */
 #define JOURNAL_RELEASE_MS  100
 #define JOURNAL_NEED_BUDGET 16384
+/* Ids of dropped filters a replica's replay index may hold beyond twice the filters there are
+ * before it is made afresh (journal_follow_end). */
+#define JOURNAL_FOLLOW_SLACK 4096
 /* Segments are kept zero-filled this far ahead of their records (wal_options). */
 #define JOURNAL_PREALLOC (4u << 20)
 
@@ -192,6 +195,7 @@ struct journal_replay {
 	unsigned char *txn;
 	size_t txn_len, txn_cap;
 	uint64_t txn_parts, txn_dropped;
+	uint64_t reg_changes; /* journal_follow: bf_registry_changes when rp was last used */
 };
 
 static int journal_apply_one(struct journal_replay *jr, uint64_t lsn, int type,
@@ -485,35 +489,60 @@ fail:
 	return rc;
 }
 
+/* A replica's replay, made if missing; its index of the filters by id kept from one record to
+ * the next while no other path added or took out a filter (on a replica none does): made
+ * afresh per read, it would visit every filter each time. NULL if out of memory. */
+static struct journal_replay *journal_follow_replay(struct srv *s)
+{
+	struct journal_replay *jr = s->follow;
+
+	if (!jr) {
+		jr = calloc(1, sizeof(*jr));
+		if (!jr)
+			return NULL;
+		jr->s = s;
+		s->follow = jr;
+	}
+	if (jr->rp && bf_registry_changes(s->reg) != jr->reg_changes) {
+		bf_replay_free(jr->rp);
+		jr->rp = NULL;
+	}
+	if (!jr->rp && bf_replay_new(s->reg, NULL, journal_dropping, journal_created,
+				     journal_renamed, s, &jr->rp))
+		return NULL;
+	return jr;
+}
+
 int journal_follow(struct srv *s, unsigned type, const void *p, size_t len, char *why,
 		   size_t whylen)
 {
-	struct journal_replay *jr = s->follow;
+	struct journal_replay *jr;
 	uint64_t lsn, limit;
 	int rc;
 
 	if (!s->wal)
 		return -EINVAL;
-	if (!jr) {
-		jr = calloc(1, sizeof(*jr));
-		if (!jr)
-			return -ENOMEM;
-		jr->s = s;
-		s->follow = jr;
-	}
-	/* Indexed afresh per batch: between batches the registry changes by other paths. */
-	if (!jr->rp && bf_replay_new(s->reg, NULL, journal_dropping, journal_created,
-				     journal_renamed, s, &jr->rp))
+	jr = journal_follow_replay(s);
+	if (!jr)
 		return -ENOMEM;
-	if (wal_append(s->wal, type, p, len, &lsn))
-		return -ENOMEM;
-	s->ctx.logged_lsn = lsn;
+	/* Applied, then logged: a record this daemon cannot apply never reaches its log (a
+	 * restart would refuse to replay it). It is applied under the LSN its append takes. */
+	lsn = wal_next_lsn(s->wal);
 	/* What the primary acknowledged is taken whatever max_memory says here. */
 	limit = bf_registry_max_memory(s->reg);
 	bf_registry_set_max_memory(s->reg, 0);
 	jr->why[0] = 0;
 	rc = journal_apply(jr, lsn, type, p, len);
 	bf_registry_set_max_memory(s->reg, limit);
+	jr->reg_changes = bf_registry_changes(s->reg);
+	if (!rc) {
+		rc = wal_append(s->wal, type, p, len, &lsn);
+		if (rc)
+			snprintf(jr->why, sizeof(jr->why),
+				 "applied, but the log could not take it");
+		else
+			s->ctx.logged_lsn = lsn;
+	}
 	if (rc && why)
 		snprintf(why, whylen, "%s", jr->why[0] ? jr->why : strerror(-rc));
 	return rc;
@@ -521,9 +550,14 @@ int journal_follow(struct srv *s, unsigned type, const void *p, size_t len, char
 
 void journal_follow_end(struct srv *s)
 {
-	if (s->follow) {
-		bf_replay_free(s->follow->rp);
-		s->follow->rp = NULL;
+	struct journal_replay *jr = s->follow;
+
+	/* Kept (journal_follow_replay), unless the ids of filters dropped since it was made
+	 * outnumber those there are: then made afresh, smaller, at the next record. */
+	if (jr && jr->rp &&
+	    bf_replay_indexed(jr->rp) > 2 * bf_registry_count(s->reg) + JOURNAL_FOLLOW_SLACK) {
+		bf_replay_free(jr->rp);
+		jr->rp = NULL;
 	}
 }
 
@@ -535,7 +569,7 @@ void journal_follow_abort(struct srv *s)
 		return;
 	if (jr->txn_parts && s->wal)
 		(void)wal_append(s->wal, BF_REC_TXN_ABORT, NULL, 0, NULL);
-	journal_follow_end(s);
+	bf_replay_free(jr->rp);
 	free(jr->txn);
 	free(jr);
 	s->follow = NULL;

@@ -45,7 +45,12 @@ struct repl_wait {
 	LIST_ENTRY(repl_wait) link;
 	uint64_t session, target, deadline_ms; /* deadline 0: none */
 	long long n;
+	bool unblocked; /* this process became a replica: answered -UNBLOCKED when run again */
 };
+
+/* Tests only: ms the image's child pauses before each filter, so that a full sync takes long
+ * enough to see what happens meanwhile (as BLOSSOMD_SNAP_ROUND_ENTRIES for checkpoints). */
+#define REPL_IMAGE_DELAY_ENV "BLOSSOMD_REPL_IMAGE_DELAY_MS"
 
 /* The replica's link to its primary (repl_replica.c). */
 struct repl_follow;
@@ -55,6 +60,8 @@ struct repl {
 	char replid[REPL_ID_LEN + 1], replid2[REPL_ID_LEN + 1];
 	uint64_t second_offset; /* second_repl_offset: replid2's last offset + 1, 0 = none */
 	LIST_HEAD(, repl_link) links;
+	/* Links gone whose image's child was killed and is not reaped yet (SIGCHLD reaps it). */
+	LIST_HEAD(, repl_link) reaping;
 	LIST_HEAD(, repl_wait) waits;
 	struct repl_backlog bl;
 	uv_timer_t tick;	    /* each second: pings to replicas, acks to the primary */
@@ -62,6 +69,7 @@ struct repl {
 	uv_signal_t sigchld;	    /* an image's child ended */
 	unsigned handles;	    /* handles open (the struct is freed when the last closes) */
 	struct repl_follow *follow; /* NULL: a primary */
+	unsigned image_delay_ms;    /* tests: REPL_IMAGE_DELAY_ENV, a pause before each filter */
 };
 
 /* repl_primary.c: a new random replication id into id (REPL_ID_LEN hex digits). */

@@ -29,6 +29,8 @@
 
 /* Bytes of a filter's body per BODY frame of an image. */
 #define REPL_BODY_CHUNK (1u << 20)
+/* The image's child writes a PING frame when it has written nothing for this long (ns). */
+#define REPL_CHILD_PING_NS (250 * UINT64_C(1000000))
 /* How often WAITs look at their timeouts (ms). */
 #define REPL_WAIT_MS 10
 
@@ -97,8 +99,26 @@ static int child_writev(int fd, struct iovec *iov, int n)
 
 struct child_ctx {
 	int fd, dirfd;
+	unsigned delay_ms;
+	uint64_t last_ns; /* the last write */
 	bool failed;
+	char why; /* the status byte of a failure: 'c' a paged-out filter's file changed */
 };
+
+/* Child: a PING frame if nothing was written for REPL_CHILD_PING_NS: the replica's
+ * repl_timeout counts from its last byte, and reading a large paged-out filter's file, say,
+ * writes nothing for a while. */
+static void child_ping(struct child_ctx *cx)
+{
+	unsigned char h[REPL_FRAME_HEAD];
+
+	if (cx->failed || uv_hrtime() - cx->last_ns < REPL_CHILD_PING_NS)
+		return;
+	frame_head(h, REPL_FRAME_PING, 0, 0);
+	struct iovec iov[1] = {{h, sizeof(h)}};
+	cx->failed = child_writev(cx->fd, iov, 1) != 0;
+	cx->last_ns = uv_hrtime();
+}
 
 /* Child: one filter's frames: LOAD (its header), BODY per chunk, EXPIRE. A paged-out one is
  * read from its file (which holds all of it: a filter pages out only once that is durable). */
@@ -112,13 +132,30 @@ static void child_filter(void *arg, struct bf_filter *f)
 
 	if (cx->failed || !f->params->persist)
 		return;
+	for (unsigned t = 0; t < cx->delay_ms; t += 50) {
+		usleep(50000);
+		child_ping(cx);
+	}
 	if (f->paged) {
 		bf_snapshot_filename(bf_filter_name(f), f->name_len, file);
 		if (bf_snapshot_read(cx->dirfd, file, &own, &gen, why, sizeof(why))) {
 			cx->failed = true;
+			cx->why = 'c'; /* dropped, or renamed, since the fork */
 			return;
 		}
+		/*
+		 * The file is read now, not at the fork: the parent may have paged the filter in,
+		 * changed it and paged it out again since, and the stream sends those changes
+		 * too. Its file then holds a newer LSN than this copy of its stub: the image fails
+		 * (the replica syncs again) rather than hold changes past its offset.
+		 */
+		if (own->lsn != f->lsn) {
+			cx->failed = true;
+			cx->why = 'c';
+			goto out;
+		}
 		own->id = f->id;
+		child_ping(cx);
 	}
 	const struct bf_filter *g = own ? own : f;
 	size_t hlen = bf_snapshot_header_len(g);
@@ -153,6 +190,7 @@ static void child_filter(void *arg, struct bf_filter *f)
 		cx->failed = child_writev(cx->fd, e, 1) != 0;
 	}
 out:
+	cx->last_ns = uv_hrtime();
 	if (own)
 		bf_filter_free(own);
 }
@@ -180,13 +218,14 @@ static void child_run(struct srv *s, int fd, int status_fd, uint64_t start)
 	char head[160], mark[REPL_EOF_LEN + 1];
 
 	child_fds(&fd, &status_fd);
-	cx = (struct child_ctx){.fd = fd};
+	cx = (struct child_ctx){.fd = fd, .delay_ms = s->repl->image_delay_ms};
 	repl_new_id(mark);
 	cx.dirfd = open(s->cfg.data_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	int n = snprintf(head, sizeof(head), "+FULLRESYNC %s %" PRIu64 "\r\n$EOF:%s\r\n",
 			 s->repl->replid, start, mark);
 	struct iovec iov[1] = {{head, (size_t)n}};
 	cx.failed = child_writev(fd, iov, 1) != 0;
+	cx.last_ns = uv_hrtime();
 	if (!cx.failed)
 		bf_registry_each(s->reg, child_filter, &cx);
 	struct iovec end[1] = {{mark, REPL_EOF_LEN}};
@@ -194,6 +233,8 @@ static void child_run(struct srv *s, int fd, int status_fd, uint64_t start)
 		cx.failed = child_writev(fd, end, 1) != 0;
 	if (!cx.failed)
 		(void)!write(status_fd, "k", 1);
+	else if (cx.why)
+		(void)!write(status_fd, &cx.why, 1);
 	_exit(cx.failed ? 1 : 0);
 }
 
@@ -227,17 +268,35 @@ static int link_image(struct repl *r, struct repl_link *l)
 	return 0;
 }
 
-static void link_free(struct repl_link *l)
+/* l goes. Its image's child, if any, is killed, and reaped by repl_on_child when it has
+ * died (never waited for here: the loop would wait on a child stuck in a disk read). */
+static void link_free(struct repl *r, struct repl_link *l)
 {
 	LIST_REMOVE(l, link);
-	if (l->child > 0) {
-		kill(l->child, SIGKILL);
-		waitpid(l->child, NULL, 0);
-	}
+	proto_buf_free(&l->pending);
 	if (l->child)
 		close(l->status_fd);
-	proto_buf_free(&l->pending);
+	if (l->child > 0) {
+		kill(l->child, SIGKILL);
+		l->conn = NULL;
+		LIST_INSERT_HEAD(&r->reaping, l, link);
+		return;
+	}
 	free(l);
+}
+
+/* The killed children that have died are reaped (and their links freed). */
+static void reap_killed(struct repl *r)
+{
+	struct repl_link *l, *next;
+
+	for (l = LIST_FIRST(&r->reaping); l; l = next) {
+		next = LIST_NEXT(l, link);
+		if (waitpid(l->child, NULL, WNOHANG) == 0)
+			continue; /* still dying: the next SIGCHLD */
+		LIST_REMOVE(l, link);
+		free(l);
+	}
 }
 
 /* SIGCHLD: an image's child ended: its link goes online, or is closed. */
@@ -247,6 +306,7 @@ static void repl_on_child(uv_signal_t *h, int signum)
 	struct repl_link *l, *next;
 	(void)signum;
 
+	reap_killed(r);
 	for (l = LIST_FIRST(&r->links); l; l = next) {
 		int st;
 		char ok = 0;
@@ -259,8 +319,11 @@ static void repl_on_child(uv_signal_t *h, int signum)
 		close(l->status_fd);
 		l->child = 0;
 		if (!good) {
-			srv_log(SRV_LOG_WARNING, "replica %s:%u: the full sync failed; closing",
-				l->ip, l->port);
+			srv_log(SRV_LOG_WARNING, "replica %s:%u: the full sync failed%s; closing",
+				l->ip, l->port,
+				ok == 'c' ? " (a paged-out filter changed while its image was "
+					    "being written: it will sync again)"
+					  : "");
 			conn_close(l->conn); /* frees l */
 			continue;
 		}
@@ -359,6 +422,12 @@ static int backlog_from(const struct repl_backlog *bl, uint64_t from, uint64_t n
 	return 0;
 }
 
+/* n bytes unsent to one replica are more than repl_output_bytes allows. */
+static bool repl_over(const struct srv *s, uint64_t n)
+{
+	return s->cfg.repl_output_bytes && n > s->cfg.repl_output_bytes;
+}
+
 void repl_feed(struct srv *s, uint64_t lsn, unsigned type, const void *p, size_t len)
 {
 	struct repl_link *l;
@@ -388,15 +457,22 @@ void repl_flush(struct srv *s)
 				continue;
 			}
 		}
-		if (l->state != LINK_ONLINE || !l->pending.len)
+		if (l->state < LINK_IMAGE || !l->pending.len)
 			continue;
-		if (l->pending.failed || l->pending.len > s->cfg.max_output_bytes) {
+		/* Held while the image is sent too: bounded there as well (Redis's
+		 * client-output-buffer-limit replica), not by a client's max_output_bytes. */
+		if (l->pending.failed || repl_over(s, l->pending.len)) {
 			srv_log(SRV_LOG_WARNING, "replica %s:%u: %s; closing (it will resync)",
 				l->ip, l->port,
-				l->pending.failed ? "out of memory" : "behind by max_output_bytes");
+				l->pending.failed ? "out of memory"
+				: l->state == LINK_IMAGE
+				    ? "records logged during its full sync passed repl_output_bytes"
+				    : "behind by repl_output_bytes");
 			conn_close(l->conn);
 			continue;
 		}
+		if (l->state != LINK_ONLINE)
+			continue;
 		/* Taken out first: a failed write closes the connection, which frees l. */
 		struct proto_buf b = l->pending;
 
@@ -418,7 +494,7 @@ void repl_conn_closed(struct srv *s, struct srv_conn *c)
 	if (l->conn == c) {
 		if (l->state >= LINK_IMAGE)
 			srv_log(SRV_LOG_NOTICE, "replica %s:%u: connection lost", l->ip, l->port);
-		link_free(l);
+		link_free(s->repl, l);
 		return;
 	}
 }
@@ -444,6 +520,7 @@ static struct repl_link *link_get(struct repl *r, uint64_t id)
 	if (!l)
 		return NULL;
 	l->conn = c;
+	c->repl_link = true;
 	snprintf(l->ip, sizeof(l->ip), "%s", c->peer);
 	char *colon = strrchr(l->ip, ':');
 	if (colon)
@@ -526,6 +603,14 @@ static bool psync_continue(struct srv *s, struct repl_link *l, const char *repli
 	if (idlen != REPL_ID_LEN || memcmp(replid, r->replid, REPL_ID_LEN) || off < 1 ||
 	    backlog_from(&r->bl, (uint64_t)off, s->ctx.logged_lsn + 1, &pos))
 		return false;
+	/* A gap the link could not hold would be cut at once, and asked for again. */
+	if (repl_over(s, r->bl.end - pos)) {
+		srv_log(SRV_LOG_NOTICE,
+			"replica %s:%u: partial sync from offset %lld would send %zu bytes, more "
+			"than repl_output_bytes; a full sync instead",
+			l->ip, l->port, off, r->bl.end - pos);
+		return false;
+	}
 	proto_buf_append_fmt(&l->pending, "+CONTINUE %s\r\n", r->replid);
 	proto_buf_append(&l->pending, r->bl.buf + pos, r->bl.end - pos);
 	l->state = LINK_ONLINE;
@@ -567,6 +652,29 @@ static int op_psync(void *arg, uint64_t self, const char *replid, size_t idlen, 
 	return 0;
 }
 
+/*
+ * This process becomes a replica: its WAITs end, as Redis's blocked clients do
+ * (disconnectAllBlockedClients): each is marked, its client run again answers -UNBLOCKED
+ * (op_wait), and the timer stops. Those whose client left go now.
+ */
+static void waits_unblock(struct repl *r)
+{
+	struct repl_wait *w, *next;
+
+	for (w = LIST_FIRST(&r->waits); w; w = next) {
+		next = LIST_NEXT(w, link);
+		if (!conn_by_id(r->srv, w->session)) {
+			LIST_REMOVE(w, link);
+			free(w);
+			continue;
+		}
+		w->unblocked = true;
+	}
+	uv_timer_stop(&r->wait_timer);
+	if (!LIST_EMPTY(&r->waits))
+		conn_resume_paused(r->srv);
+}
+
 static int op_replicaof(void *arg, const char *host, long long port, char *err, size_t errlen)
 {
 	struct srv *s = arg;
@@ -589,6 +697,7 @@ static int op_replicaof(void *arg, const char *host, long long port, char *err, 
 	if (r->follow && repl_follow_is(r, host, (unsigned)port))
 		return 1;
 	repl_drop_links(r);
+	waits_unblock(r);
 	int rc = repl_follow_start(r, host, (unsigned)port);
 	if (rc) {
 		snprintf(err, errlen, "ERR %s", strerror(-rc));
@@ -625,11 +734,21 @@ static int op_wait(void *arg, uint64_t self, long long n, long long timeout, lon
 	struct repl_wait *w;
 	uint64_t now = uv_now(&s->loop);
 
-	if (r->follow)
-		return -ENOTSUP;
 	LIST_FOREACH(w, &r->waits, link)
 	if (w->session == self)
 		break;
+	if (w && (w->unblocked || r->follow)) {
+		bool unblocked = w->unblocked;
+
+		LIST_REMOVE(w, link);
+		free(w);
+		if (LIST_EMPTY(&r->waits))
+			uv_timer_stop(&r->wait_timer);
+		if (unblocked)
+			return -ECONNRESET;
+	}
+	if (r->follow)
+		return -ENOTSUP;
 	uint64_t target = w ? w->target : s->ctx.logged_lsn;
 	*out = acked(r, target);
 	if (*out >= n || (w && w->deadline_ms && now >= w->deadline_ms) || !conn_by_id(s, self)) {
@@ -759,6 +878,7 @@ static void repl_on_tick(uv_timer_t *t)
 		if (l->state == LINK_ONLINE || l->state == LINK_IMAGE)
 			link_append(l, REPL_FRAME_PING, r->srv->ctx.logged_lsn, NULL, 0);
 	}
+	reap_killed(r); /* in case a SIGCHLD was missed */
 	if (r->follow)
 		repl_follow_tick(r);
 	repl_flush(r->srv);
@@ -785,7 +905,10 @@ int repl_start(struct srv *s)
 	repl_new_id(r->replid);
 	memset(r->replid2, '0', REPL_ID_LEN);
 	LIST_INIT(&r->links);
+	LIST_INIT(&r->reaping);
 	LIST_INIT(&r->waits);
+	const char *delay = getenv(REPL_IMAGE_DELAY_ENV);
+	r->image_delay_ms = delay ? (unsigned)strtoul(delay, NULL, 10) : 0;
 	uv_timer_init(&s->loop, &r->tick);
 	uv_timer_init(&s->loop, &r->wait_timer);
 	uv_signal_init(&s->loop, &r->sigchld);
@@ -816,6 +939,7 @@ void repl_stop(struct srv *s)
 {
 	struct repl *r = s->repl;
 	struct repl_wait *w;
+	struct repl_link *l;
 
 	if (!r)
 		return;
@@ -823,7 +947,13 @@ void repl_stop(struct srv *s)
 	repl_follow_stop(r);
 	journal_follow_abort(s);
 	while (!LIST_EMPTY(&r->links))
-		link_free(LIST_FIRST(&r->links));
+		link_free(r, LIST_FIRST(&r->links));
+	/* The loop is ending: the children killed are waited for (SIGKILL, so at once). */
+	while ((l = LIST_FIRST(&r->reaping))) {
+		LIST_REMOVE(l, link);
+		waitpid(l->child, NULL, 0);
+		free(l);
+	}
 	while ((w = LIST_FIRST(&r->waits))) {
 		LIST_REMOVE(w, link);
 		free(w);

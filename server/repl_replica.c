@@ -2,7 +2,7 @@
 /*
  * Replication, the replica's side (server/repl.h): the link to the primary on the loop (connect,
  * Redis's handshake pipelined, PSYNC), the image and the stream applied through the log's
- * replay path after being appended to this daemon's own log (journal_follow), REPLCONF ACK
+ * replay path, then appended to this daemon's own log (journal_follow), REPLCONF ACK
  * each second and on GETACK, and a new attempt a second after the link is lost.
  */
 #include "server/server_impl.h"
@@ -264,8 +264,11 @@ static int follow_frame(struct repl_follow *fw, unsigned type, uint64_t lsn, con
 	if (journal_follow(srv_of(fw), type, p, len, why, sizeof(why))) {
 		srv_log(SRV_LOG_ERR,
 			"replication: a record from the primary (type %u) cannot be "
-			"applied: %s",
+			"applied: %s; syncing in full",
 			type, why);
+		/* Asking for the same record again would fail the same way, forever: a full
+		 * sync replaces what this replica holds instead. */
+		fw->known = false;
 		follow_lost(fw, "apply failed");
 		return -1;
 	}

@@ -129,6 +129,7 @@ struct srv_conn {
 	bool listed;	  /* accepted under max_connections: counted, listed, session set up */
 	bool reading;	  /* uv_read_start() in effect */
 	bool writing;	  /* wreq in flight */
+	bool repl_link;	  /* a replica's link (repl_primary.c): never idle, its own output limit */
 	bool eof;	  /* the client shut down its sending side */
 	bool text_skip;	  /* discarding the rest of an over-long line */
 	bool mem_refused; /* its input could not grow within max_client_memory */
@@ -352,11 +353,11 @@ void journal_stop(struct srv *s);
 struct metrics_wal;
 void journal_metrics(struct srv *s, struct metrics_wal *out);
 /*
- * journal.c, for a replica (repl_replica.c): append a record its primary sent to this log, then
- * apply it as a replay applies the log's records (a transaction's parts held until its
- * COMMIT). 0; -ENOMEM; -EBADMSG with the reason in why (a record this build cannot apply).
- * journal_follow_end: after a batch of records (what the replay indexed may change before the
- * next). journal_follow_abort: the link was lost: parts held are dropped, a TXN_ABORT logged.
+ * journal.c, for a replica (repl_replica.c): apply a record its primary sent as a replay
+ * applies the log's records (a transaction's parts held until its COMMIT), then append it to
+ * this log (one that cannot be applied is not logged). 0; -ENOMEM; -EBADMSG with the reason in
+ * why (a record this build cannot apply). journal_follow_end: after a batch of records.
+ * journal_follow_abort: the link was lost: parts held are dropped, a TXN_ABORT logged.
  */
 int journal_follow(struct srv *s, unsigned type, const void *p, size_t len, char *why,
 		   size_t whylen);

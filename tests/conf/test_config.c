@@ -1167,6 +1167,24 @@ START_TEST(test_replicaof)
 	}
 	ck_assert_int_eq(c.repl_timeout, 60);
 	ck_assert_uint_eq(c.repl_backlog_size, 16u << 20);
+	ck_assert_uint_eq(c.repl_output_bytes, 256u << 20);
+	/* Its edges: 0 (no limit) and the largest. */
+	ck_assert_int_eq(conf_set(&c, "repl_output_bytes", "0", err, sizeof(err)), 0);
+	ck_assert_uint_eq(c.repl_output_bytes, 0);
+	ck_assert_int_eq(
+	    conf_set(&c, "repl_output_bytes", "18446744073709551615", err, sizeof(err)), 0);
+	ck_assert_uint_eq(c.repl_output_bytes, UINT64_MAX);
+	expect_set_error("repl_output_bytes", "-1",
+			 "bad value for repl_output_bytes: '-1' (" SIZE_HINT ")");
+	/* A control byte in a string would break its line in a rewritten file. */
+	expect_set_error("primary_auth", "x\n[foo]",
+			 "bad value for primary_auth: control characters (byte 0x0a) are not "
+			 "allowed");
+	expect_set_error("primary_auth", "a\tb",
+			 "bad value for primary_auth: control characters (byte 0x09) are not "
+			 "allowed");
+	expect_set_error("data_dir", "/srv/\x7f",
+			 "bad value for data_dir: control characters (byte 0x7f) are not allowed");
 	ck_assert_uint_eq(c.replica_priority, 100);
 }
 END_TEST

@@ -241,6 +241,43 @@ START_TEST(test_rewrite_unwritable_directory)
 }
 END_TEST
 
+/* A value that would not read back as it is (a line break would add a line; spaces at its
+ * ends or a '#' after a space would be cut) makes the rewrite fail with the file as it was. A
+ * value that reads back (a '#' inside a word) is written. */
+START_TEST(test_rewrite_refuses_unreadable_value)
+{
+	static const char *const bad[] = {"x\n[foo]", "secret #1", " padded",
+					  "padded ",  ";x",	   "a\tb"};
+	const char *path = path_in("r.conf");
+	struct config c, back;
+	char err[256], want[256];
+
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		put_file(path, original);
+		conf_defaults(&c);
+		/* Past conf_set, as a value from elsewhere would be. */
+		snprintf(c.primary_auth, sizeof(c.primary_auth), "%s", bad[i]);
+		err[0] = 0;
+		ck_assert_int_eq(conf_rewrite(path, &c, err, sizeof(err)), -EINVAL);
+		snprintf(want, sizeof(want),
+			 "the value of primary_auth cannot be written so that it reads back the "
+			 "same (spaces at its ends, a '#' or ';' after a space, or a control "
+			 "character)");
+		ck_assert_str_eq(err, want);
+		ck_assert_str_eq(slurp(path), original);
+		ck_assert_int_eq(entries(), 1);
+	}
+	conf_defaults(&c);
+	set(&c, "primary_auth", "tok#en;1");
+	put_file(path, "[blossomd]\nprimary_auth = old\n");
+	ck_assert_msg(conf_rewrite(path, &c, err, sizeof(err)) == 0, "%s", err);
+	ck_assert_str_eq(slurp(path), "[blossomd]\nprimary_auth = tok#en;1\n");
+	conf_defaults(&back);
+	ck_assert_msg(conf_load(&back, path, err, sizeof(err)) == 0, "%s", err);
+	ck_assert_str_eq(back.primary_auth, "tok#en;1");
+}
+END_TEST
+
 /* The values as a file takes them, and which keys are live. */
 START_TEST(test_format_and_live)
 {
@@ -287,6 +324,7 @@ static Suite *rewrite_suite(void)
 	tcase_add_test(tc, test_rewrite_edges);
 	tcase_add_test(tc, test_rewrite_unwritable_directory);
 	tcase_add_test(tc, test_format_and_live);
+	tcase_add_test(tc, test_rewrite_refuses_unreadable_value);
 	suite_add_tcase(s, tc);
 	return s;
 }

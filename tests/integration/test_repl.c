@@ -9,14 +9,21 @@
  * replies and promotion (REPLICAOF NO ONE: a new replid, the old as replid2); a replica
  * restarted keeps its data (its own log) and catches up; a primary killed with SIGKILL leaves
  * on the replica every add a WAIT acknowledged, and the replica reports its link down and
- * tries again.
+ * tries again. The limits (tcase "limits"): a full sync longer than idle_timeout and
+ * repl_timeout, a paged-out filter changed while its image is written, repl_output_bytes during
+ * an image and for a partial sync's gap, a record the replica cannot apply, a WAIT under way
+ * when its daemon becomes a replica.
  */
+#include <arpa/inet.h>
 #include <check.h>
 #include <errno.h>
+#include <netinet/in.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -25,6 +32,9 @@
 #define ITEST_STOP_MS	  30000
 #define ITEST_START_READY 1
 #include "tests/integration/itest_case.h"
+
+/* The image's child pauses this many ms before each filter (server/repl_impl.h). */
+#define IMAGE_DELAY_ENV "BLOSSOMD_REPL_IMAGE_DELAY_MS"
 
 /* The replica (d is the primary). */
 static struct itest_daemon rd;
@@ -661,6 +671,308 @@ START_TEST(test_primary_absent)
 }
 END_TEST
 
+/* Until needle is in x's log n times (polled: the log is a file), up to ms. */
+static bool log_wait_count(const struct itest_daemon *x, const char *needle, int n, int ms)
+{
+	for (int64_t t0 = itest_now_ms(); log_count(x, needle) < n; usleep(20000))
+		if (itest_now_ms() - t0 > ms)
+			return false;
+	return true;
+}
+
+/* Start the primary with its image's child pausing delay_ms before each filter. */
+static void start_slow_image(const char *conf, const char *delay_ms)
+{
+	ck_assert_int_eq(setenv(IMAGE_DELAY_ENV, delay_ms, 1), 0);
+	start(conf, NULL);
+	unsetenv(IMAGE_DELAY_ENV);
+}
+
+/* The replica following d, with this repl_timeout. */
+static const char *follow_conf_timeout(unsigned repl_timeout)
+{
+	static char conf[256];
+
+	FMT(conf, "[blossomd]\nreplicaof = 127.0.0.1 %u\nrepl_timeout = %u\n", (unsigned)d.port,
+	    repl_timeout);
+	return conf;
+}
+
+/* A full sync longer than the primary's idle_timeout (1 s; 2 filters, 2.5 s each) is not cut
+ * by it, nor by the replica's repl_timeout (2 s) while the image streams in (the child pings
+ * while it has nothing to write): one full sync. */
+START_TEST(test_long_image_not_idle)
+{
+	char name[16];
+
+	start_slow_image(NULL, "2500");
+	int pfd = conn();
+	for (int i = 0; i < 2; i++) {
+		char cmd[64];
+
+		FMT(name, "f%d", i);
+		FMT(cmd, "BF.RESERVE %s 0.01 1000", name);
+		RX(pfd, cmd, "+OK\r\n");
+		resp_add_keys(pfd, name, "k", 50);
+	}
+	/* Set now: a client's first command on a slow (valgrind) start could find it idle. */
+	RX(pfd, "CONFIG SET timeout 1", "+OK\r\n");
+	close(pfd); /* idle_timeout would close it meanwhile */
+	rstart(follow_conf_timeout(2), NULL);
+	ck_assert_msg(itest_log_wait(&rd, "image loaded; following", 3 * T), "%s\n%s",
+		      itest_log(&d), itest_log(&rd));
+	pfd = conn();
+	int rfd = rconn();
+	synced(pfd);
+	ck_assert_int_eq(log_count(&d, "full sync from"), 1);
+	ck_assert_int_eq(log_count(&rd, "retrying"), 0);
+	for (int i = 0; i < 2; i++) {
+		FMT(name, "f%d", i);
+		ck_assert_uint_eq(resp_count_keys(rfd, name, "k", 50), 50);
+	}
+	close(pfd);
+	close(rfd);
+	rstop();
+	stop();
+}
+END_TEST
+
+/* A counting filter paged out when the image is forked, then paged in, changed and paged out
+ * again before the child reads its file: that image fails and the replica syncs again, rather
+ * than get the change twice (in the image and in the stream: its counters doubled). */
+START_TEST(test_paged_out_changed_during_image)
+{
+	start_slow_image(NULL, "2500");
+	int pfd = conn(), tfd = conn();
+	RX(pfd, "BF.RESERVE cx 0.01 1000 COUNTING", "+OK\r\n");
+	RX(pfd, "BF.ADD cx k1", ":1\r\n");
+	TXT(tfd, "close cx", "Done\n");
+	rstart(follow_conf(), NULL);
+	ck_assert(itest_log_wait(&d, "full sync from offset", T));
+	/* Within the child's pause: paged in, a change, paged out again. */
+	RX(pfd, "BF.ADD cx k2", ":1\r\n");
+	TXT(tfd, "close cx", "Done\n");
+	ck_assert_msg(itest_log_wait(&rd, "image loaded; following", 3 * T), "%s", itest_log(&rd));
+	int rfd = rconn();
+	synced(pfd);
+	RX(rfd, "BF.MEXISTS cx k1 k2 k3", "*3\r\n:1\r\n:1\r\n:0\r\n");
+	same(pfd, rfd, "cx");
+	ck_assert_int_eq(log_count(&d, "a paged-out filter changed"), 1);
+	ck_assert_int_eq(log_count(&d, "full sync from"), 2);
+	/* Counted once: one delete leaves none. */
+	RX(pfd, "BF.DEL cx k2", ":1\r\n");
+	synced(pfd);
+	RX(rfd, "BF.EXISTS cx k2", ":0\r\n");
+	close(tfd);
+	close(pfd);
+	close(rfd);
+	rstop();
+	stop();
+}
+END_TEST
+
+/* Records logged during a full sync are held for the replica within repl_output_bytes, not a
+ * client's max_output_bytes (64 KiB here: 80 KB held would have closed the link once online,
+ * and a full sync followed); past repl_output_bytes the link is dropped, and the replica
+ * syncs again. */
+START_TEST(test_image_output_bound)
+{
+	start_slow_image(CONF("max_output_bytes = 64k\n"), "1500");
+	int pfd = conn();
+	RX(pfd, "BF.RESERVE p 0.001 100000", "+OK\r\n");
+	rstart(follow_conf(), NULL);
+	ck_assert(itest_log_wait(&d, "full sync from offset", T));
+	/* 5000 keys: 80 KB of hashes logged while the child pauses. */
+	resp_add_keys(pfd, "p", "during", 5000);
+	ck_assert_msg(itest_log_wait(&rd, "image loaded; following", 3 * T), "%s", itest_log(&rd));
+	int rfd = rconn();
+	synced(pfd);
+	ck_assert_int_eq(log_count(&d, "full sync from"), 1);
+	ck_assert_uint_eq(resp_count_keys(rfd, "p", "during", 5000), 5000);
+	close(rfd);
+	rstop();
+
+	/* At its edge: 64 KiB, passed during the image. */
+	RX(pfd, "CONFIG SET repl_output_bytes 64k", "+OK\r\n");
+	rstart(follow_conf(), NULL);
+	ck_assert(log_wait_count(&d, "full sync from offset", 2, T));
+	resp_add_keys(pfd, "p", "more", 5000);
+	ck_assert_msg(itest_log_wait(&d, "passed repl_output_bytes", 3 * T), "%s", itest_log(&d));
+	RX(pfd, "CONFIG SET repl_output_bytes 0", "+OK\r\n");
+	ck_assert_msg(itest_log_wait(&rd, "image loaded; following", 3 * T), "%s", itest_log(&rd));
+	rfd = rconn();
+	synced(pfd);
+	ck_assert_uint_eq(resp_count_keys(rfd, "p", "more", 5000), 5000);
+	/* (BF.SCANDUMP's chunks would pass this primary's max_output_bytes.) */
+	char dg[128];
+	FMT(dg, "%s", call(pfd, "DEBUG DIGEST-VALUE p"));
+	RX(rfd, "DEBUG DIGEST-VALUE p", dg);
+	close(pfd);
+	close(rfd);
+	rstop();
+	stop();
+}
+END_TEST
+
+/* A partial sync whose gap is more than repl_output_bytes is made a full sync: sent, it would
+ * pass the bound at once (before, with max_output_bytes, +CONTINUE and a close, forever). */
+START_TEST(test_partial_gap_too_large)
+{
+	start(CONF("repl_backlog_size = 1m\nrepl_output_bytes = 64k\nmax_output_bytes = 64k\n"),
+	      NULL);
+	int pfd = conn();
+	RX(pfd, "BF.RESERVE p 0.001 100000", "+OK\r\n");
+	rstart(follow_conf(), NULL);
+	int rfd = rconn();
+	synced(pfd);
+	cut_link(pfd);
+	resp_add_keys(pfd, "p", "gap", 5000);
+	synced(pfd);
+	ck_assert(itest_log_wait(&d, "more than repl_output_bytes; a full sync instead", T));
+	ck_assert_int_eq(log_count(&d, "full sync from"), 2);
+	ck_assert_int_eq(log_count(&d, "bytes of the backlog)"), 0);
+	ck_assert_uint_eq(resp_count_keys(rfd, "p", "gap", 5000), 5000);
+	close(pfd);
+	close(rfd);
+	rstop();
+	stop();
+}
+END_TEST
+
+/* A listening socket on 127.0.0.1 (a primary played by the test); its port in *port. */
+static int fake_listen(uint16_t *port)
+{
+	struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+	socklen_t alen = sizeof(a);
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_eq(bind(fd, (struct sockaddr *)&a, sizeof(a)), 0);
+	ck_assert_int_eq(listen(fd, 4), 0);
+	ck_assert_int_eq(getsockname(fd, (struct sockaddr *)&a, &alen), 0);
+	*port = ntohs(a.sin_port);
+	return fd;
+}
+
+/* The bulk string at *p (end: where the bytes read end) into out; *p past it. False if it has
+ * not all arrived yet. */
+static bool bulk_at(const char **p, const char *end, char *out, size_t cap)
+{
+	const char *q = *p, *nl = memchr(q, '\n', (size_t)(end - q));
+
+	if (!nl || *q != '$')
+		return false;
+	size_t n = (size_t)atol(q + 1);
+	if ((size_t)(end - (nl + 1)) < n + 2)
+		return false;
+	ck_assert_uint_lt(n, cap);
+	memcpy(out, nl + 1, n);
+	out[n] = 0;
+	*p = nl + 1 + n + 2;
+	return true;
+}
+
+/* The replica's next connection, read up to the end of its PSYNC: that command's two
+ * arguments. */
+static int fake_accept(int lfd, char *replid, size_t idcap, char *off, size_t offcap)
+{
+	struct pollfd p = {.fd = lfd, .events = POLLIN};
+	static char buf[4096];
+	size_t len = 0;
+
+	ck_assert_int_eq(poll(&p, 1, 3 * T), 1);
+	int fd = accept(lfd, NULL, NULL);
+	ck_assert_int_ge(fd, 0);
+	for (;;) {
+		const char *at = memmem(buf, len, "$5\r\nPSYNC\r\n", 11);
+
+		if (at) {
+			at += 11;
+			if (bulk_at(&at, buf + len, replid, idcap) &&
+			    bulk_at(&at, buf + len, off, offcap))
+				return fd;
+		}
+		ck_assert_uint_lt(len, sizeof(buf));
+		ssize_t n = itest_recv_n(fd, buf + len, 1, T);
+		ck_assert_int_eq(n, 1);
+		len++;
+	}
+}
+
+/* A record the replica cannot apply is not written to its log (it would refuse to start on
+ * it) and is not asked for again from the same offset: the replica syncs in full. The primary
+ * is played here: an empty image, then an ADD too short to be one. */
+START_TEST(test_unappliable_record)
+{
+	static const char id[] = "0123456789abcdef0123456789abcdef01234567";
+	static const char mark[] = "eofeofeofeofeofeofeofeofeofeofeofeofeof!";
+	const char *extra[] = {"--data-dir", case_dir, NULL};
+	char conf[128], replid[64], off[32], msg[512];
+	unsigned char frame[16 + 3] = {3, 0, 0, 0, 2};
+	uint16_t port;
+
+	data_dir_new();
+	int lfd = fake_listen(&port);
+	FMT(conf, "[blossomd]\nreplicaof = 127.0.0.1 %u\n", (unsigned)port);
+	rstart(conf, extra);
+	int fd = fake_accept(lfd, replid, sizeof(replid), off, sizeof(off));
+	EQ(replid, "?");
+	EQ(off, "-1");
+	FMT(msg, "+PONG\r\n+OK\r\n+OK\r\n+OK\r\n+FULLRESYNC %s 100\r\n$EOF:%s\r\n%s", id, mark,
+	    mark);
+	ck_assert_int_eq(itest_send_str(fd, msg), 0);
+	frame[8] = 101; /* its LSN */
+	ck_assert_int_eq(itest_send(fd, frame, sizeof(frame)), 0);
+	ck_assert_msg(itest_log_wait(&rd, "cannot be applied", T), "%s", itest_log(&rd));
+	/* Asked again: in full, not from offset 101. */
+	int fd2 = fake_accept(lfd, replid, sizeof(replid), off, sizeof(off));
+	EQ(replid, "?");
+	EQ(off, "-1");
+	close(fd2);
+	close(fd);
+	close(lfd);
+	rstop();
+	/* Its log holds no record it cannot replay. */
+	rstart(NULL, extra);
+	rstop();
+}
+END_TEST
+
+/* A WAIT under way when the primary becomes a replica is answered as Redis 7.0 does (and its
+ * connection closed); none is left behind: a later WAIT's timeout is its own. */
+START_TEST(test_wait_unblocked_by_replicaof)
+{
+	char cmd[64], buf[160];
+	const char *want = "-UNBLOCKED force unblock from blocking operation, instance state "
+			   "changed (master -> replica?)\r\n";
+	uint16_t port;
+
+	start(NULL, NULL);
+	int wfd = conn(), ofd = conn();
+	RX(wfd, "BF.ADD f a", ":1\r\n");
+	ck_assert_int_eq(itest_send_str(wfd, "*3\r\n$4\r\nWAIT\r\n$1\r\n1\r\n$1\r\n0\r\n"), 0);
+	/* It waits once CLIENT LIST shows it ran. */
+	for (int64_t t0 = itest_now_ms(); !strstr(call(ofd, "CLIENT LIST"), "cmd=wait");) {
+		ck_assert_int_lt(itest_now_ms() - t0, T);
+		usleep(10000);
+	}
+	ck_assert_int_eq(itest_free_port(&port), 0);
+	FMT(cmd, "REPLICAOF 127.0.0.1 %u", (unsigned)port);
+	RX(ofd, cmd, "+OK\r\n");
+	ck_assert_int_eq(itest_recv_n(wfd, buf, strlen(want), T), (ssize_t)strlen(want));
+	buf[strlen(want)] = 0;
+	EQ(buf, want);
+	ck_assert_int_eq(itest_recv_n(wfd, buf, 1, T), 0);
+	close(wfd);
+	RX(ofd, "REPLICAOF NO ONE", "+OK\r\n");
+	int64_t t0 = itest_now_ms();
+	RX(ofd, "WAIT 1 300", ":0\r\n");
+	ck_assert_int_ge(itest_now_ms() - t0, 290);
+	close(ofd);
+	stop();
+}
+END_TEST
+
 static Suite *repl_suite(void)
 {
 	Suite *s = suite_create("repl");
@@ -688,6 +1000,16 @@ static Suite *repl_suite(void)
 	tcase_add_test(life, test_partial_after_wrap);
 	tcase_add_test(life, test_backlog_passed);
 	suite_add_tcase(s, life);
+
+	TCase *fix = tcase_create("limits");
+	tcase_set_timeout(fix, 180);
+	tcase_add_test(fix, test_long_image_not_idle);
+	tcase_add_test(fix, test_paged_out_changed_during_image);
+	tcase_add_test(fix, test_image_output_bound);
+	tcase_add_test(fix, test_wait_unblocked_by_replicaof);
+	tcase_add_test(fix, test_partial_gap_too_large);
+	tcase_add_test(fix, test_unappliable_record);
+	suite_add_tcase(s, fix);
 	return s;
 }
 

@@ -1451,6 +1451,35 @@ START_TEST(test_config_rewrite)
 }
 END_TEST
 
+/* A string with a line break is refused by CONFIG SET (it would add a line to a rewritten file);
+ * one that would read back cut (" #" starts a comment) is taken, but CONFIG REWRITE refuses to
+ * write it and leaves the file as it was. */
+START_TEST(test_config_rewrite_unreadable_value)
+{
+	static const char conf[] = CONF("primary_auth = old\n");
+	int fd;
+
+	start(conf, NULL);
+	fd = conn();
+	EXCHANGE(fd, "*4\r\n$6\r\nCONFIG\r\n$3\r\nSET\r\n$12\r\nprimary_auth\r\n$7\r\nx\n[foo]\r\n",
+		 "-ERR CONFIG SET failed (possibly related to argument 'primary_auth') - bad value "
+		 "for primary_auth: control characters (byte 0x0a) are not allowed\r\n");
+	/* Nothing changed: the value is still the file's. */
+	EXCHANGE(fd, CONFIG_REWRITE, "+OK\r\n");
+	ck_assert_str_eq(file_text(d.conf_path), conf);
+	EXCHANGE(fd,
+		 "*4\r\n$6\r\nCONFIG\r\n$3\r\nSET\r\n$12\r\nprimary_auth\r\n$9\r\nsecret #1\r\n",
+		 "+OK\r\n");
+	EXCHANGE(fd, CONFIG_REWRITE,
+		 "-ERR Rewriting config file: the value of primary_auth cannot be written so that "
+		 "it reads back the same (spaces at its ends, a '#' or ';' after a space, or a "
+		 "control character)\r\n");
+	ck_assert_str_eq(file_text(d.conf_path), conf);
+	close(fd);
+	stop();
+}
+END_TEST
+
 /* storage (the bits' bytes) of filter name, from text info. */
 static unsigned long long info_storage(int fd, const char *name)
 {
@@ -1849,6 +1878,7 @@ static Suite *server_suite(void)
 	tcase_add_test(sig, test_sighup_bad_file);
 	tcase_add_test(sig, test_sighup_good_file);
 	tcase_add_test(sig, test_config_rewrite);
+	tcase_add_test(sig, test_config_rewrite_unreadable_value);
 	tcase_add_test(sig, test_large_create_logged);
 	tcase_add_test(sig, test_sighup_without_config);
 	tcase_add_test(sig, test_sigterm_and_sigint);
