@@ -223,61 +223,24 @@ static int itest_reap(struct itest_daemon *d)
 	return r < 0 ? -errno : -EAGAIN;
 }
 
-int itest_start(struct itest_daemon *d, const char *config_text, const char *const *extra)
+/* Draw the text and HTTP ports: distinct (the daemon refuses the same port twice). */
+static int itest_draw_ports(struct itest_daemon *d)
 {
-	const char *bin = itest_bin();
-	const char *argv[64];
-	char portstr[16], httpstr[16];
-	size_t argc = 0;
-	int64_t deadline;
-	int rc;
+	int rc = itest_free_port(&d->port);
 
-	memset(d, 0, sizeof(*d));
-	d->status = -ESRCH;
-	if (!bin)
-		return -ENOENT;
-	rc = itest_free_port(&d->port);
-	if (rc)
-		return rc;
-	snprintf(d->dir, sizeof(d->dir), "/tmp/blossomd-itest-XXXXXX");
-	if (!mkdtemp(d->dir)) {
-		d->dir[0] = '\0';
-		return -errno;
-	}
-	itest_remember(d);
-	snprintf(d->data_dir, sizeof(d->data_dir), "%s/data", d->dir);
-	snprintf(d->conf_path, sizeof(d->conf_path), "%s/blossomd.conf", d->dir);
-	snprintf(d->log_path, sizeof(d->log_path), "%s/daemon.log", d->dir);
-	if (mkdir(d->data_dir, 0700))
-		return -errno;
-	/* The draw may repeat the text port, which is free until the daemon binds it: the daemon
-	 * refuses the same port twice, so draw until they differ. */
-	for (int tries = 0; (rc = itest_free_port(&d->http_port)) == 0 && d->http_port == d->port;
-	     tries++)
+	for (int tries = 0;
+	     !rc && (rc = itest_free_port(&d->http_port)) == 0 && d->http_port == d->port; tries++)
 		if (tries == 100)
 			return -EADDRINUSE;
-	if (rc)
-		return rc;
-	snprintf(portstr, sizeof(portstr), "%u", (unsigned)d->port);
-	snprintf(httpstr, sizeof(httpstr), "%u", (unsigned)d->http_port);
+	return rc;
+}
 
-	argc = itest_argv_prefix(argv, 32, bin);
-	if (config_text) {
-		rc = itest_write_file(d->conf_path, config_text);
-		if (rc)
-			return rc;
-		argv[argc++] = "--config";
-		argv[argc++] = d->conf_path;
-	}
-	argv[argc++] = "--port";
-	argv[argc++] = portstr;
-	argv[argc++] = "--http-port";
-	argv[argc++] = httpstr;
-	argv[argc++] = "--data-dir";
-	argv[argc++] = d->data_dir;
-	for (size_t i = 0; extra && extra[i] && argc < 63; i++)
-		argv[argc++] = extra[i];
-	argv[argc] = NULL;
+/* Run argv (its ports in portstr and httpstr, d's) with its output in d's log, and wait until
+ * the text port accepts. 0, -ECHILD (it exited), -ETIMEDOUT or -errno. */
+static int itest_spawn(struct itest_daemon *d, const char *const *argv)
+{
+	int64_t deadline;
+	int rc;
 
 	d->pid = fork();
 	if (d->pid < 0) {
@@ -298,7 +261,6 @@ int itest_start(struct itest_daemon *d, const char *config_text, const char *con
 		execvp(argv[0], (char *const *)argv);
 		_exit(127);
 	}
-
 	deadline = itest_now_ms() + (int64_t)ITEST_START_MS * itest_patience();
 	while (itest_now_ms() < deadline) {
 		if (itest_try_connect(d->port) == 0)
@@ -309,6 +271,63 @@ int itest_start(struct itest_daemon *d, const char *config_text, const char *con
 		itest_sleep_ms(10);
 	}
 	return -ETIMEDOUT;
+}
+
+int itest_start(struct itest_daemon *d, const char *config_text, const char *const *extra)
+{
+	const char *bin = itest_bin();
+	const char *argv[64];
+	char portstr[16], httpstr[16];
+	size_t argc = 0;
+	int rc;
+
+	memset(d, 0, sizeof(*d));
+	d->status = -ESRCH;
+	if (!bin)
+		return -ENOENT;
+	snprintf(d->dir, sizeof(d->dir), "/tmp/blossomd-itest-XXXXXX");
+	if (!mkdtemp(d->dir)) {
+		d->dir[0] = '\0';
+		return -errno;
+	}
+	itest_remember(d);
+	snprintf(d->data_dir, sizeof(d->data_dir), "%s/data", d->dir);
+	snprintf(d->conf_path, sizeof(d->conf_path), "%s/blossomd.conf", d->dir);
+	snprintf(d->log_path, sizeof(d->log_path), "%s/daemon.log", d->dir);
+	if (mkdir(d->data_dir, 0700))
+		return -errno;
+
+	argc = itest_argv_prefix(argv, 32, bin);
+	if (config_text) {
+		rc = itest_write_file(d->conf_path, config_text);
+		if (rc)
+			return rc;
+		argv[argc++] = "--config";
+		argv[argc++] = d->conf_path;
+	}
+	argv[argc++] = "--port";
+	argv[argc++] = portstr;
+	argv[argc++] = "--http-port";
+	argv[argc++] = httpstr;
+	argv[argc++] = "--data-dir";
+	argv[argc++] = d->data_dir;
+	for (size_t i = 0; extra && extra[i] && argc < 63; i++)
+		argv[argc++] = extra[i];
+	argv[argc] = NULL;
+
+	/* A port drawn free may be taken before the daemon binds it (by a test beside this one
+	 * that drew it too): then the daemon exits saying so, and new ports are drawn. */
+	for (int tries = 0;; tries++) {
+		rc = itest_draw_ports(d);
+		if (rc)
+			return rc;
+		snprintf(portstr, sizeof(portstr), "%u", (unsigned)d->port);
+		snprintf(httpstr, sizeof(httpstr), "%u", (unsigned)d->http_port);
+		rc = itest_spawn(d, argv);
+		if (rc != -ECHILD || tries == 4 ||
+		    !strcasestr(itest_log(d), "address already in use"))
+			return rc;
+	}
 }
 
 int itest_signal(struct itest_daemon *d, int sig)
