@@ -87,20 +87,9 @@ compat_python() {
 	fi
 }
 
-# A loopback TCP port that was free a moment ago, drawn at random from 20000-31999: below the
-# ephemeral range, so that no client socket of a suite running beside this one takes it before
-# the daemon binds it (as tests/integration/harness.c draws its ports).
+# A loopback TCP port that was free a moment ago (tests/ports.py says how it is drawn).
 free_port() {
-	"$(compat_python)" -c 'import random, socket
-while True:
-    port = random.randrange(20000, 32000)
-    with socket.socket() as s:
-        try:
-            s.bind(("127.0.0.1", port))
-        except OSError:
-            continue
-    print(port)
-    break'
+	"$(compat_python)" "$(dirname "${BASH_SOURCE[0]}")/../ports.py"
 }
 
 BLOSSOMD_PID=

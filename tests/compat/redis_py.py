@@ -12,7 +12,6 @@ Run with Debian's /usr/bin/python3: it is the one with python3-redis.
 import ctypes
 import datetime
 import os
-import random
 import shutil
 import signal
 import socket
@@ -21,6 +20,9 @@ import sys
 import tempfile
 import time
 import traceback
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from ports import free_port  # noqa: E402  (tests/ports.py)
 
 N = 0
 FAILED = 0
@@ -88,19 +90,6 @@ except ImportError as e:
 
 
 # ---- the daemon ------------------------------------------------------------------------
-
-def free_port():
-    """A loopback port that was free a moment ago, drawn at random from 20000-31999: below the
-    ephemeral range, so that no client socket of a suite running beside this one takes it."""
-    while True:
-        port = random.randrange(20000, 32000)
-        with socket.socket() as s:
-            try:
-                s.bind(("127.0.0.1", port))
-            except OSError:
-                continue
-        return port
-
 
 def pdeathsig():
     PR_SET_PDEATHSIG = 1

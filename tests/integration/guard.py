@@ -97,6 +97,8 @@ def case(fn):
 
 sys.dont_write_bytecode = True  # no __pycache__ in examples/guard
 sys.path.insert(0, GUARD_DIR)
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from ports import free_port  # noqa: E402  (tests/ports.py)
 try:
     import psycopg2
     import requests
@@ -110,26 +112,6 @@ except ImportError as e:
 
 def pdeathsig():
     ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG
-
-
-_given_ports = set()
-
-
-def free_port():
-    """A loopback port that was free a moment ago, drawn at random from 20000-31999: below the
-    ephemeral range, so that no client socket of a test running beside this one takes it before
-    its server binds it (as tests/integration/harness.c draws its daemons' ports)."""
-    while True:
-        port = random.randrange(20000, 32000)
-        if port in _given_ports:
-            continue
-        with socket.socket() as s:
-            try:
-                s.bind(("127.0.0.1", port))
-            except OSError:
-                continue
-        _given_ports.add(port)
-        return port
 
 
 def wait_port(port, proc, what, log_path, timeout=30):

@@ -2,7 +2,6 @@
 """Shared pieces of the service tests: a small TAP runner and ways to start, reach and stop
 blossomd. Standard library only (python3 from Debian)."""
 import os
-import random
 import signal
 import socket
 import subprocess
@@ -10,6 +9,9 @@ import sys
 import tempfile
 import time
 import traceback
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from ports import free_port  # noqa: E402,F401  (tests/ports.py; the service tests import it from here)
 
 
 class Tap:
@@ -49,27 +51,6 @@ def env_path(name):
     value = os.environ.get(name)
     assert value, f"${name} is not set (run this through meson test)"
     return value
-
-
-_given_ports = set()
-
-
-def free_port():
-    """A loopback TCP port that was free a moment ago, never one this process was given
-    before (a daemon's text and HTTP ports must differ). Drawn at random from 20000-31999, below
-    the ephemeral range (as tests/integration/harness.c does), so that no client socket of a
-    test running beside this one is given it before the daemon binds it."""
-    while True:
-        port = random.randrange(20000, 32000)
-        if port in _given_ports:
-            continue
-        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-            try:
-                s.bind(("127.0.0.1", port))
-            except OSError:
-                continue
-        _given_ports.add(port)
-        return port
 
 
 def connect(port, timeout=5.0):
