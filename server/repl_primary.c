@@ -652,12 +652,8 @@ static int op_psync(void *arg, uint64_t self, const char *replid, size_t idlen, 
 	return 0;
 }
 
-/*
- * This process becomes a replica: its WAITs end, as Redis's blocked clients do
- * (disconnectAllBlockedClients): each is marked, its client run again answers -UNBLOCKED
- * (op_wait), and the timer stops. Those whose client left go now.
- */
-static void waits_unblock(struct repl *r)
+/* The WAITs whose client has left, freed. */
+static void waits_forget_gone(struct repl *r)
 {
 	struct repl_wait *w, *next;
 
@@ -666,10 +662,22 @@ static void waits_unblock(struct repl *r)
 		if (!conn_by_id(r->srv, w->session)) {
 			LIST_REMOVE(w, link);
 			free(w);
-			continue;
 		}
-		w->unblocked = true;
 	}
+}
+
+/*
+ * This process becomes a replica: its WAITs end, as Redis's blocked clients do
+ * (disconnectAllBlockedClients): each is marked, its client run again answers -UNBLOCKED
+ * (op_wait), and the timer stops. Those whose client left go now.
+ */
+static void waits_unblock(struct repl *r)
+{
+	struct repl_wait *w;
+
+	waits_forget_gone(r);
+	LIST_FOREACH(w, &r->waits, link)
+	w->unblocked = true;
 	uv_timer_stop(&r->wait_timer);
 	if (!LIST_EMPTY(&r->waits))
 		conn_resume_paused(r->srv);
@@ -712,15 +720,8 @@ static int op_replicaof(void *arg, const char *host, long long port, char *err, 
 static void repl_on_wait_timer(uv_timer_t *t)
 {
 	struct repl *r = t->data;
-	struct repl_wait *w, *next;
 
-	for (w = LIST_FIRST(&r->waits); w; w = next) {
-		next = LIST_NEXT(w, link);
-		if (!conn_by_id(r->srv, w->session)) {
-			LIST_REMOVE(w, link);
-			free(w);
-		}
-	}
+	waits_forget_gone(r);
 	if (LIST_EMPTY(&r->waits))
 		uv_timer_stop(t);
 	else
