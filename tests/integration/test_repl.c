@@ -434,6 +434,40 @@ START_TEST(test_wait)
 }
 END_TEST
 
+/* What a replica acknowledged (WAIT 1 answered 1) survives its SIGKILL: it logs a record before
+ * it acknowledges it. */
+START_TEST(test_replica_killed_keeps_acked)
+{
+	int pfd, rfd, st;
+	const char *extra[] = {"--data-dir", case_dir, NULL};
+
+	data_dir_new();
+	start(NULL, NULL);
+	pfd = conn();
+	RX(pfd, "BF.RESERVE k 0.001 10000", "+OK\r\n");
+	rstart(follow_conf(), extra);
+	synced(pfd);
+	resp_add_keys(pfd, "k", "acked", 1000);
+	RX(pfd, "BF.RESERVE k2 0.01 100 COUNTING", "+OK\r\n");
+	RX(pfd, "BF.ADD k2 x", ":1\r\n");
+	synced(pfd);
+	ck_assert_int_eq(itest_signal(&rd, SIGKILL), 0);
+	st = itest_wait_exit(&rd, T);
+	ck_assert_msg(st >= 0 && WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL, "status %d", st);
+	rd.status = st;
+	itest_stop(&rd, T);
+	/* Alone, as a primary, from its own files. */
+	rstart(NULL, extra);
+	rfd = rconn();
+	ck_assert_uint_eq(resp_count_keys(rfd, "k", "acked", 1000), 1000);
+	RX(rfd, "BF.EXISTS k2 x", ":1\r\n");
+	close(rfd);
+	close(pfd);
+	rstop();
+	stop();
+}
+END_TEST
+
 /* A replica restarted keeps its data (its own log and checkpoints) and catches up. */
 START_TEST(test_replica_restart)
 {
@@ -994,6 +1028,7 @@ static Suite *repl_suite(void)
 
 	tcase_set_timeout(life, 180);
 	tcase_add_test(life, test_replica_restart);
+	tcase_add_test(life, test_replica_killed_keeps_acked);
 	tcase_add_test(life, test_primary_killed);
 	tcase_add_test(life, test_primary_absent);
 	tcase_add_test(life, test_partial_sync);
